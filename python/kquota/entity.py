@@ -1,0 +1,117 @@
+"""Quota entities (KIP-546 shape) and principals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Optional
+
+from kquota.exceptions import QuotaConfigError
+
+#: The entity types a quota entity may name, as in Kafka's Admin API.
+USER = "user"
+CLIENT_ID = "client-id"
+ENTITY_TYPES = (USER, CLIENT_ID)
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class ClientQuotaEntity(Mapping[str, Optional[str]]):
+    """An immutable, hashable quota entity.
+
+    Built from a mapping with keys ``"user"`` and/or ``"client-id"``; a value of ``None`` is the
+    ``<default>`` entity. ``ClientQuotaEntity({"user": "alice", "client-id": None})`` is
+    ``users/alice/clients/<default>``. A user literally named ``"<default>"`` is an ordinary user.
+    """
+
+    __slots__ = ("_entries", "_hash")
+
+    def __init__(self, entries: Mapping[str, Optional[str]] | "ClientQuotaEntity") -> None:
+        if isinstance(entries, ClientQuotaEntity):
+            self._entries: dict[str, Optional[str]] = dict(entries._entries)
+            self._hash = entries._hash
+            return
+        if not isinstance(entries, Mapping):
+            raise QuotaConfigError(
+                f"a quota entity must be a mapping with keys 'user' and/or 'client-id', "
+                f"got {type(entries).__name__}"
+            )
+        out: dict[str, Optional[str]] = {}
+        for key, value in entries.items():
+            if key not in ENTITY_TYPES:
+                raise QuotaConfigError(
+                    f"invalid quota entity {dict(entries)!r}: unknown entity type {key!r} "
+                    f"(expected 'user' and/or 'client-id')"
+                )
+            if value is not None and not isinstance(value, str):
+                raise QuotaConfigError(
+                    f"invalid quota entity {dict(entries)!r}, key {key!r}: a name must be a str "
+                    f"(or None for <default>), got {type(value).__name__}"
+                )
+            if value == "":
+                raise QuotaConfigError(
+                    f"invalid quota entity {dict(entries)!r}, key {key!r}: the name is empty "
+                    f"(use None for the <default> entity)"
+                )
+            out[key] = value
+        if not out:
+            raise QuotaConfigError("invalid quota entity {}: it needs a 'user', a 'client-id' or both")
+        self._entries = {k: out[k] for k in ENTITY_TYPES if k in out}
+        self._hash = hash(tuple(self._entries.items()))
+
+    @property
+    def entries(self) -> dict[str, Optional[str]]:
+        """The entity as a new mapping (``None`` for ``<default>``)."""
+        return dict(self._entries)
+
+    def __getitem__(self, key: str) -> Optional[str]:
+        return self._entries[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: Any) -> bool:
+        if isinstance(other, ClientQuotaEntity):
+            return self._entries == other._entries
+        if isinstance(other, Mapping):
+            return self._entries == dict(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"ClientQuotaEntity({self._entries!r})"
+
+    def __str__(self) -> str:
+        parts = []
+        for key in ENTITY_TYPES:
+            if key in self._entries:
+                value = self._entries[key]
+                parts.append(f"{key}={'<default>' if value is None else _quote(value)}")
+        return ", ".join(parts)
+
+    @property
+    def path(self) -> str:
+        """The ZooKeeper-style path, e.g. ``users/alice/clients/<default>`` (names raw)."""
+        parts = []
+        if USER in self._entries:
+            parts.append("users/" + (self._entries[USER] or "<default>"))
+        if CLIENT_ID in self._entries:
+            parts.append("clients/" + (self._entries[CLIENT_ID] or "<default>"))
+        return "/".join(parts)
+
+
+@dataclass(frozen=True)
+class KafkaPrincipal:
+    """An authenticated principal, as Kafka's ``KafkaPrincipal`` (type ``"User"`` by default)."""
+
+    principal_type: str = "User"
+    name: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.principal_type}:{self.name}"

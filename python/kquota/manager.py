@@ -1,0 +1,157 @@
+"""`QuotaManager`: the public facade over the native kernel."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Iterable, Mapping, Optional, Tuple, Union
+
+from kquota._kquota import QuotaKernel
+from kquota.entity import CLIENT_ID, USER, ClientQuotaEntity
+from kquota.exceptions import KQuotaError, QuotaConfigError
+
+#: Dynamic config keys of client quotas (KIP-546 names).
+CONFIG_KEYS = (
+    "producer_byte_rate",
+    "consumer_byte_rate",
+    "request_percentage",
+    "controller_mutation_rate",
+)
+
+EntityLike = Union[ClientQuotaEntity, Mapping[str, Optional[str]]]
+Ops = Mapping[str, Union[int, float, None]]
+
+_ABSENT, _DEFAULT, _NAMED = 0, 1, 2
+
+
+def _side(entity: ClientQuotaEntity, key: str) -> Tuple[int, str]:
+    if key not in entity:
+        return _ABSENT, ""
+    name = entity[key]
+    return (_DEFAULT, "") if name is None else (_NAMED, name)
+
+
+def _config_value(entity: ClientQuotaEntity, key: str, value: Any) -> float:
+    def bad(reason: str) -> QuotaConfigError:
+        return QuotaConfigError(f"invalid quota for entity {entity}, key {key}: {reason}")
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise bad(f"must be a number, got {type(value).__name__} {value!r}")
+    try:
+        number = float(value)
+    except (OverflowError, ValueError) as e:
+        raise bad(f"must be a finite number, got {value!r}") from e
+    if isinstance(value, numbers.Integral) and not math.isinf(number) and int(value) > 2**63:
+        raise bad(f"must be at most 2^63 - 1, got {value}")
+    return number
+
+
+class QuotaManager(QuotaKernel):
+    """Kafka's client quota managers for one broker, in process.
+
+    Per-request methods (``record_and_get_throttle_time_ms``, ``record_no_throttle``,
+    ``unrecord``, ``quota_metric_tags``, ``quota_limit``, ``max_value_in_quota_window``,
+    ``measured_rate``, ``client``) are native; ``now_ms`` is integer milliseconds on a monotonic
+    clock, ``None`` reading the kernel's own (CLOCK_MONOTONIC, as ``time.monotonic()``).
+
+    Args:
+        window_num: ``quota.window.num``, samples per quota window (default 11).
+        window_size_seconds: ``quota.window.size.seconds`` (default 1).
+        num_io_threads, num_network_threads: the capacity behind ``request_percentage``
+            (``(io + network) * 100``).
+        producer_default, consumer_default: static broker defaults (KIP-55 step 8), bytes/s.
+        callback, callback_configs: a KIP-257 ``ClientQuotaCallback``; not supported by this
+            release (must be ``None``).
+    """
+
+    def __init__(
+        self,
+        window_num: int = 11,
+        window_size_seconds: int = 1,
+        num_io_threads: int = 8,
+        num_network_threads: int = 3,
+        producer_default: Optional[float] = None,
+        consumer_default: Optional[float] = None,
+        callback: Any = None,
+        callback_configs: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        if callback is not None or callback_configs is not None:
+            raise KQuotaError("custom quota callbacks (KIP-257) are not yet supported by this kquota release")
+        self._closed = False
+
+    # ------------------------------------------------------------------ configuration
+
+    def alter_client_quotas(self, entries: Iterable[Tuple[EntityLike, Ops]], validate_only: bool = False) -> None:
+        """Sets or removes quotas, atomically: every entry applies or none does.
+
+        ``entries`` is an iterable of ``(entity, ops)``: ``entity`` a :class:`ClientQuotaEntity`
+        or a mapping with ``"user"`` / ``"client-id"`` (``None`` = ``<default>``); ``ops`` maps
+        ``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage`` or
+        ``controller_mutation_rate`` to a number, or to ``None`` to remove that key.
+
+        Raises :class:`QuotaConfigError` (a ``ValueError``) naming the entity and key of the first
+        bad entry; nothing is applied then. With ``validate_only=True`` nothing is applied either.
+        """
+        if isinstance(entries, (str, bytes, Mapping)):
+            raise QuotaConfigError("entries must be an iterable of (entity, ops) pairs")
+        try:
+            items = list(entries)
+        except TypeError as e:
+            raise QuotaConfigError(f"entries must be an iterable of (entity, ops) pairs: {e}") from None
+        changes = []
+        seen: set[ClientQuotaEntity] = set()
+        for item in items:
+            try:
+                raw_entity, ops = item
+            except (TypeError, ValueError):
+                raise QuotaConfigError(f"each entry must be an (entity, ops) pair, got {item!r}") from None
+            entity = ClientQuotaEntity(raw_entity)
+            if entity in seen:
+                raise QuotaConfigError(f"invalid quota for entity {entity}: the entity appears more than once")
+            seen.add(entity)
+            if not isinstance(ops, Mapping):
+                raise QuotaConfigError(
+                    f"invalid quota for entity {entity}: ops must map config keys to numbers, "
+                    f"got {type(ops).__name__}"
+                )
+            uk, u = _side(entity, USER)
+            ck, c = _side(entity, CLIENT_ID)
+            for key, value in ops.items():
+                if key not in CONFIG_KEYS:
+                    raise QuotaConfigError(
+                        f"invalid quota for entity {entity}, key {key}: unknown config key "
+                        f"(expected one of {', '.join(CONFIG_KEYS)})"
+                    )
+                number = None if value is None else _config_value(entity, key, value)
+                changes.append((uk, u, ck, c, key, number))
+        self._alter(changes, bool(validate_only))
+
+    def describe_client_quotas(self) -> dict[ClientQuotaEntity, dict[str, float]]:
+        """Every configured entity with its keys and values."""
+        out: dict[ClientQuotaEntity, dict[str, float]] = {}
+        for uk, u, ck, c, values in self._describe():
+            entries: dict[str, Optional[str]] = {}
+            if uk != _ABSENT:
+                entries[USER] = u if uk == _NAMED else None
+            if ck != _ABSENT:
+                entries[CLIENT_ID] = c if ck == _NAMED else None
+            out[ClientQuotaEntity(entries)] = dict(values)
+        return out
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Stops background work; safe to call more than once."""
+        self._closed = True
+
+    def __enter__(self) -> "QuotaManager":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"QuotaManager(window_num={self.window_num}, window_size_seconds={self.window_size_seconds}, "
+            f"entities={len(self._describe())})"
+        )

@@ -1,0 +1,80 @@
+//! The Python exception hierarchy and the one place kernel errors become Python exceptions.
+
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple, PyType};
+use quota_core::QuotaError;
+
+pyo3::create_exception!(
+    kquota.exceptions,
+    KQuotaError,
+    PyException,
+    "Base class of every error kquota raises."
+);
+pyo3::create_exception!(
+    kquota.exceptions,
+    ThrottlingQuotaExceededError,
+    KQuotaError,
+    "A strict controller-mutation request was rejected; `throttle_time_ms` says how long to back off."
+);
+
+static QUOTA_CONFIG_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static QUOTA_VALUE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// A class deriving from both `KQuotaError` and `ValueError`, so callers may catch either.
+fn value_error_subclass(py: Python<'_>, name: &str, doc: &str) -> PyResult<Py<PyType>> {
+    let bases = PyTuple::new(py, [py.get_type::<KQuotaError>(), py.get_type::<PyValueError>()])?;
+    let ns = PyDict::new(py);
+    ns.set_item("__module__", "kquota.exceptions")?;
+    ns.set_item("__doc__", doc)?;
+    let cls = py.get_type::<PyType>().call1((name, bases, ns))?;
+    Ok(cls.cast_into::<PyType>()?.unbind())
+}
+
+pub fn quota_config_error(py: Python<'_>) -> &Bound<'_, PyType> {
+    QUOTA_CONFIG_ERROR
+        .get_or_init(py, || {
+            value_error_subclass(
+                py,
+                "QuotaConfigError",
+                "A rejected quota configuration; nothing of the call was applied.",
+            )
+            .expect("creating QuotaConfigError")
+        })
+        .bind(py)
+}
+
+pub fn quota_value_error(py: Python<'_>) -> &Bound<'_, PyType> {
+    QUOTA_VALUE_ERROR
+        .get_or_init(py, || {
+            value_error_subclass(py, "QuotaValueError", "A bad recorded value or argument value.")
+                .expect("creating QuotaValueError")
+        })
+        .bind(py)
+}
+
+/// Maps a kernel error to its Python exception.
+pub fn to_py(err: QuotaError) -> PyErr {
+    Python::attach(|py| {
+        let msg = err.to_string();
+        let cls = match err {
+            QuotaError::InvalidConfig { .. } => quota_config_error(py),
+            QuotaError::InvalidValue(_) | QuotaError::InvalidArgument(_) => quota_value_error(py),
+            QuotaError::Unsupported(_) => return KQuotaError::new_err(msg),
+        };
+        PyErr::from_type(cls.clone(), msg)
+    })
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("KQuotaError", py.get_type::<KQuotaError>())?;
+    m.add("QuotaConfigError", quota_config_error(py))?;
+    m.add("QuotaValueError", quota_value_error(py))?;
+    let throttling = py.get_type::<ThrottlingQuotaExceededError>();
+    // Instances raised by the kernel carry their own value; this is the default for others.
+    throttling.setattr("throttle_time_ms", 0)?;
+    m.add("ThrottlingQuotaExceededError", throttling)?;
+    Ok(())
+}

@@ -1,0 +1,30 @@
+//! The kernel's single error type; the Python binding maps each variant to one exception class.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum QuotaError {
+    /// A rejected quota configuration (Python: `QuotaConfigError`).
+    InvalidConfig { entity: String, key: String, reason: String },
+    /// A bad recorded value such as NaN or a negative byte count (Python: `ValueError`).
+    InvalidValue(String),
+    /// A bad constructor or call argument that is not configuration (Python: `ValueError`).
+    InvalidArgument(String),
+    /// A feature that a later release provides (Python: `KQuotaError`).
+    Unsupported(String),
+}
+
+impl fmt::Display for QuotaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QuotaError::InvalidConfig { entity, key, reason } => {
+                write!(f, "invalid quota for entity {entity}, key {key}: {reason}")
+            }
+            QuotaError::InvalidValue(m) | QuotaError::InvalidArgument(m) | QuotaError::Unsupported(m) => {
+                f.write_str(m)
+            }
+        }
+    }
+}
+
+impl std::error::Error for QuotaError {}

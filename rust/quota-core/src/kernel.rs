@@ -1,0 +1,563 @@
+//! The quota kernel: configuration snapshots, the metric-tag cache and the record path.
+//!
+//! Reads never lock. Configuration is an immutable snapshot behind an `ArcSwap`; each quota type
+//! publishes two generation counters beside it. A cache entry (raw principal, client-id) ->
+//! sensor is valid while its tags generation is current; a sensor's cached limit is valid while
+//! its limits generation is current. A configuration change therefore costs one snapshot swap
+//! and two counter bumps whatever the number of live sensors; stale entries are re-resolved by
+//! the next request that touches them.
+
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use papaya::Equivalent;
+use parking_lot::Mutex;
+
+use crate::clock::monotonic_ms;
+use crate::config::{validate_value, QuotaEntity, TypeConfig};
+use crate::error::QuotaError;
+use crate::sensor::{throttle_time_ms, RateSensor};
+use crate::types::{ClientQuotaType, WindowSpec};
+
+type FastState = foldhash::fast::RandomState;
+
+/// Owned `(a, b)` string pair used as a map key: raw names in the tag cache, tags in the
+/// sensor registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamePair {
+    pub first: Arc<str>,
+    pub second: Arc<str>,
+}
+
+impl Hash for NamePair {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        PairRef(&self.first, &self.second).hash(state)
+    }
+}
+
+/// Borrowed form of [`NamePair`] so lookups need no allocation.
+#[derive(Debug, Clone, Copy)]
+struct PairRef<'a>(&'a str, &'a str);
+
+impl Hash for PairRef<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+        self.1.hash(state);
+    }
+}
+
+impl Equivalent<NamePair> for PairRef<'_> {
+    fn equivalent(&self, key: &NamePair) -> bool {
+        *key.first == *self.0 && *key.second == *self.1
+    }
+}
+
+/// A live sensor and the metric tags it measures.
+pub struct QuotaSensor {
+    pub tags: NamePair,
+    pub rate: RateSensor,
+}
+
+/// A resolved (principal, client-id): the sensor its tags select, stamped with the tags
+/// generation it was resolved under.
+#[derive(Clone)]
+pub struct Resolved {
+    tags_generation: u64,
+    sensor: Arc<QuotaSensor>,
+}
+
+/// Everything configured, as one immutable value.
+#[derive(Clone)]
+pub struct ConfigSnapshot {
+    pub types: [TypeConfig; 4],
+    /// Entities with at least one key, for `describe`: values indexed by `ClientQuotaType`.
+    pub entities: std::collections::BTreeMap<QuotaEntity, [Option<f64>; 4]>,
+}
+
+struct TypeRuntime {
+    enabled: AtomicU8,
+    tags_generation: AtomicU64,
+    limits_generation: AtomicU64,
+    sensors: papaya::HashMap<NamePair, Arc<QuotaSensor>, FastState>,
+    cache: papaya::HashMap<NamePair, Resolved, FastState>,
+}
+
+impl TypeRuntime {
+    fn new(cfg: &TypeConfig) -> Self {
+        TypeRuntime {
+            enabled: AtomicU8::new(cfg.enabled() as u8),
+            tags_generation: AtomicU64::new(cfg.tags_generation),
+            limits_generation: AtomicU64::new(cfg.limits_generation),
+            sensors: papaya::HashMap::with_hasher(FastState::default()),
+            cache: papaya::HashMap::with_hasher(FastState::default()),
+        }
+    }
+}
+
+/// Constructor settings of a [`QuotaKernel`].
+#[derive(Debug, Clone, Copy)]
+pub struct KernelConfig {
+    pub window: WindowSpec,
+    pub num_io_threads: u32,
+    pub num_network_threads: u32,
+    pub producer_default: Option<f64>,
+    pub consumer_default: Option<f64>,
+}
+
+impl Default for KernelConfig {
+    fn default() -> Self {
+        KernelConfig {
+            window: WindowSpec::default(),
+            num_io_threads: 8,
+            num_network_threads: 3,
+            producer_default: None,
+            consumer_default: None,
+        }
+    }
+}
+
+/// One requested configuration change: set (`Some`) or remove (`None`) one key of one entity.
+#[derive(Debug, Clone)]
+pub struct QuotaChange {
+    pub entity: QuotaEntity,
+    pub quota_type: ClientQuotaType,
+    pub value: Option<f64>,
+}
+
+pub struct QuotaKernel {
+    settings: KernelConfig,
+    config: ArcSwap<ConfigSnapshot>,
+    writer: Mutex<()>,
+    types: [TypeRuntime; 4],
+}
+
+/// What a record call should do after adding the value.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Check {
+    Throttle,
+    None,
+}
+
+fn check_record_value(value: f64) -> Result<(), QuotaError> {
+    if value.is_nan() || value.is_infinite() || value < 0.0 {
+        return Err(QuotaError::InvalidValue(format!(
+            "recorded value must be a finite number >= 0, got {value} (use unrecord to take a value back)"
+        )));
+    }
+    Ok(())
+}
+
+fn check_byte_type(t: ClientQuotaType) -> Result<(), QuotaError> {
+    match t {
+        ClientQuotaType::Produce | ClientQuotaType::Fetch => Ok(()),
+        other => Err(QuotaError::Unsupported(format!(
+            "{} quotas are not yet supported by this kquota release",
+            other.name()
+        ))),
+    }
+}
+
+impl QuotaKernel {
+    pub fn new(settings: KernelConfig) -> Result<Self, QuotaError> {
+        let capacity = settings.capacity_percent();
+        for (t, v) in [
+            (ClientQuotaType::Produce, settings.producer_default),
+            (ClientQuotaType::Fetch, settings.consumer_default),
+        ] {
+            if let Some(v) = v {
+                let broker = QuotaEntity { user: None, client_id: None };
+                validate_value(&broker, t, v, capacity).map_err(|_| {
+                    QuotaError::InvalidArgument(format!(
+                        "{} must be a whole number of bytes per second > 0, got {v}",
+                        if t == ClientQuotaType::Produce { "producer_default" } else { "consumer_default" }
+                    ))
+                })?;
+            }
+        }
+        if settings.num_io_threads == 0 || settings.num_network_threads == 0 {
+            return Err(QuotaError::InvalidArgument(
+                "num_io_threads and num_network_threads must be >= 1".into(),
+            ));
+        }
+        let types = [
+            TypeConfig::with_static_default(settings.producer_default),
+            TypeConfig::with_static_default(settings.consumer_default),
+            TypeConfig::with_static_default(None),
+            TypeConfig::with_static_default(None),
+        ];
+        let runtimes = [
+            TypeRuntime::new(&types[0]),
+            TypeRuntime::new(&types[1]),
+            TypeRuntime::new(&types[2]),
+            TypeRuntime::new(&types[3]),
+        ];
+        Ok(QuotaKernel {
+            settings,
+            config: ArcSwap::from_pointee(ConfigSnapshot { types, entities: Default::default() }),
+            writer: Mutex::new(()),
+            types: runtimes,
+        })
+    }
+
+    pub fn settings(&self) -> &KernelConfig {
+        &self.settings
+    }
+
+    pub fn window(&self) -> &WindowSpec {
+        &self.settings.window
+    }
+
+    /// The current configuration snapshot.
+    pub fn snapshot(&self) -> Arc<ConfigSnapshot> {
+        self.config.load_full()
+    }
+
+    // ---------------------------------------------------------------- configuration
+
+    /// Validates every change, then applies them all in one step; on any error nothing changes.
+    pub fn alter(&self, changes: &[QuotaChange], validate_only: bool) -> Result<(), QuotaError> {
+        let capacity = self.settings.capacity_percent();
+        let mut seen = std::collections::HashSet::new();
+        for ch in changes {
+            ch.entity.validate()?;
+            if !seen.insert((ch.entity.clone(), ch.quota_type)) {
+                return Err(QuotaError::InvalidConfig {
+                    entity: ch.entity.to_string(),
+                    key: ch.quota_type.config_key().into(),
+                    reason: "appears more than once in one alter call".into(),
+                });
+            }
+            if let Some(v) = ch.value {
+                validate_value(&ch.entity, ch.quota_type, v, capacity)?;
+            }
+        }
+        if validate_only || changes.is_empty() {
+            return Ok(());
+        }
+        let _w = self.writer.lock();
+        let old = self.config.load_full();
+        let mut next = (*old).clone();
+        let mut touched = [false; 4];
+        let mut tags_changed = [false; 4];
+        for ch in changes {
+            let i = ch.quota_type.index();
+            let cfg = &mut next.types[i];
+            let before = cfg.get(&ch.entity);
+            if before == ch.value {
+                continue;
+            }
+            let kinds_before = cfg.kinds;
+            let set_changed = cfg.set(&ch.entity, ch.value);
+            touched[i] = true;
+            tags_changed[i] |= set_changed || cfg.kinds != kinds_before;
+            let slot = next.entities.entry(ch.entity.clone()).or_insert([None; 4]);
+            slot[i] = ch.value;
+            if slot.iter().all(Option::is_none) {
+                next.entities.remove(&ch.entity);
+            }
+        }
+        for i in 0..4 {
+            if touched[i] {
+                next.types[i].limits_generation += 1;
+                if tags_changed[i] {
+                    next.types[i].tags_generation += 1;
+                }
+            }
+        }
+        let next = Arc::new(next);
+        self.config.store(Arc::clone(&next));
+        // Publish the generations after the snapshot: a reader that sees a new generation is
+        // guaranteed to load a snapshot at least that new.
+        for i in 0..4 {
+            let rt = &self.types[i];
+            let cfg = &next.types[i];
+            rt.enabled.store(cfg.enabled() as u8, Ordering::Release);
+            rt.tags_generation.store(cfg.tags_generation, Ordering::Release);
+            rt.limits_generation.store(cfg.limits_generation, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Every configured entity with its keys.
+    pub fn describe(&self) -> Vec<(QuotaEntity, Vec<(ClientQuotaType, f64)>)> {
+        let snap = self.config.load();
+        snap.entities
+            .iter()
+            .map(|(e, vals)| {
+                let kv = ClientQuotaType::ALL
+                    .iter()
+                    .filter_map(|t| vals[t.index()].map(|v| (*t, v)))
+                    .collect();
+                (e.clone(), kv)
+            })
+            .collect()
+    }
+
+    // ---------------------------------------------------------------- resolution
+
+    #[cold]
+    fn resolve(&self, t: ClientQuotaType, user: &str, client_id: &str, now: i64) -> Resolved {
+        let rt = &self.types[t.index()];
+        let snap = self.config.load();
+        let cfg = &snap.types[t.index()];
+        let tags = cfg.metric_tags(user, client_id);
+        let sensors = rt.sensors.pin();
+        let sensor = match sensors.get(&PairRef(&tags.user, &tags.client_id)) {
+            Some(s) => Arc::clone(s),
+            None => {
+                let key = NamePair { first: Arc::from(&*tags.user), second: Arc::from(&*tags.client_id) };
+                let fresh = Arc::new(QuotaSensor {
+                    tags: key.clone(),
+                    rate: RateSensor::new(&self.settings.window, now),
+                });
+                Arc::clone(sensors.get_or_insert(key, fresh))
+            }
+        };
+        let resolved = Resolved { tags_generation: cfg.tags_generation, sensor };
+        rt.cache.pin().insert(
+            NamePair { first: Arc::from(user), second: Arc::from(client_id) },
+            resolved.clone(),
+        );
+        resolved
+    }
+
+    /// The sensor for (principal, client-id), from the cache when it is current.
+    #[inline]
+    fn sensor_for(&self, t: ClientQuotaType, user: &str, client_id: &str, now: i64) -> Arc<QuotaSensor> {
+        let rt = &self.types[t.index()];
+        let generation = rt.tags_generation.load(Ordering::Acquire);
+        let cache = rt.cache.pin();
+        if let Some(r) = cache.get(&PairRef(user, client_id)) {
+            if r.tags_generation == generation {
+                return Arc::clone(&r.sensor);
+            }
+        }
+        drop(cache);
+        self.resolve(t, user, client_id, now).sensor
+    }
+
+    /// The bound for a sensor, from its cache when current.
+    #[inline]
+    fn limit_of(&self, t: ClientQuotaType, sensor: &QuotaSensor) -> f64 {
+        let generation = self.types[t.index()].limits_generation.load(Ordering::Acquire);
+        match sensor.rate.cached_limit(generation) {
+            Some(l) => l,
+            None => self.refresh_limit(t, sensor),
+        }
+    }
+
+    #[cold]
+    fn refresh_limit(&self, t: ClientQuotaType, sensor: &QuotaSensor) -> f64 {
+        let snap = self.config.load();
+        let cfg = &snap.types[t.index()];
+        let limit = cfg.limit(&sensor.tags.first, &sensor.tags.second).unwrap_or(f64::INFINITY);
+        sensor.rate.store_limit(limit, cfg.limits_generation);
+        limit
+    }
+
+    #[inline]
+    fn enabled(&self, t: ClientQuotaType) -> bool {
+        self.types[t.index()].enabled.load(Ordering::Acquire) != 0
+    }
+
+    /// Records into a resolved sensor and applies the check.
+    #[inline]
+    fn record_into(&self, t: ClientQuotaType, sensor: &QuotaSensor, value: f64, now: i64, check: Check) -> i32 {
+        let spec = &self.settings.window;
+        if check == Check::None {
+            sensor.rate.record(spec, value, now);
+            return 0;
+        }
+        let m = sensor.rate.record_and_measure(spec, value, now);
+        let bound = self.limit_of(t, sensor);
+        if bound == f64::INFINITY {
+            return 0;
+        }
+        throttle_time_ms(&m, bound)
+    }
+
+    fn record_named(
+        &self,
+        t: ClientQuotaType,
+        user: &str,
+        client_id: &str,
+        value: f64,
+        now: Option<i64>,
+        check: Check,
+    ) -> Result<i32, QuotaError> {
+        check_byte_type(t)?;
+        check_record_value(value)?;
+        if !self.enabled(t) {
+            return Ok(0);
+        }
+        let now = now.unwrap_or_else(monotonic_ms);
+        let sensor = self.sensor_for(t, user, client_id, now);
+        Ok(self.record_into(t, &sensor, value, now, check))
+    }
+
+    // ---------------------------------------------------------------- per-request API
+
+    /// Records `value` and returns the throttle in ms (0 = none).
+    pub fn record_and_get_throttle_time_ms(
+        &self,
+        t: ClientQuotaType,
+        user: &str,
+        client_id: &str,
+        value: f64,
+        now: Option<i64>,
+    ) -> Result<i32, QuotaError> {
+        self.record_named(t, user, client_id, value, now, Check::Throttle)
+    }
+
+    pub fn record_no_throttle(
+        &self,
+        t: ClientQuotaType,
+        user: &str,
+        client_id: &str,
+        value: f64,
+        now: Option<i64>,
+    ) -> Result<(), QuotaError> {
+        self.record_named(t, user, client_id, value, now, Check::None).map(|_| ())
+    }
+
+    pub fn unrecord(
+        &self,
+        t: ClientQuotaType,
+        user: &str,
+        client_id: &str,
+        value: f64,
+        now: Option<i64>,
+    ) -> Result<(), QuotaError> {
+        check_record_value(value)?;
+        self.record_named(t, user, client_id, -value, now, Check::None).map(|_| ())
+    }
+
+    /// The metric tags `(user, client-id)` a request would be recorded under.
+    pub fn quota_metric_tags(&self, t: ClientQuotaType, user: &str, client_id: &str) -> (String, String) {
+        let snap = self.config.load();
+        let tags = snap.types[t.index()].metric_tags(user, client_id);
+        (tags.user.into_owned(), tags.client_id.into_owned())
+    }
+
+    /// The limit that applies, `None` for unlimited.
+    pub fn quota_limit(&self, t: ClientQuotaType, user: &str, client_id: &str) -> Option<f64> {
+        let snap = self.config.load();
+        let cfg = &snap.types[t.index()];
+        let tags = cfg.metric_tags(user, client_id);
+        cfg.limit(&tags.user, &tags.client_id)
+    }
+
+    /// Kafka's `getMaxValueInQuotaWindow`; `f64::INFINITY` when unlimited.
+    pub fn max_value_in_quota_window(&self, t: ClientQuotaType, user: &str, client_id: &str) -> f64 {
+        match self.quota_limit(t, user, client_id) {
+            Some(l) => l * self.settings.window.max_value_factor(),
+            None => f64::INFINITY,
+        }
+    }
+
+    /// The sensor's rate as Kafka's metric reports it at `now` (0.0 when there is no sensor).
+    pub fn measured_rate(&self, t: ClientQuotaType, user: &str, client_id: &str, now: Option<i64>) -> f64 {
+        if !self.enabled(t) {
+            return 0.0;
+        }
+        let rt = &self.types[t.index()];
+        let snap = self.config.load();
+        let tags = snap.types[t.index()].metric_tags(user, client_id);
+        let sensors = rt.sensors.pin();
+        match sensors.get(&PairRef(&tags.user, &tags.client_id)) {
+            Some(s) => {
+                let now = now.unwrap_or_else(monotonic_ms);
+                s.rate.measure(&self.settings.window, now).rate()
+            }
+            None => 0.0,
+        }
+    }
+
+    /// Number of live sensors of a type.
+    pub fn sensor_count(&self, t: ClientQuotaType) -> usize {
+        self.types[t.index()].sensors.len()
+    }
+}
+
+impl KernelConfig {
+    /// `(num_io_threads + num_network_threads) * 100`: the most `request_percentage` can be.
+    pub fn capacity_percent(&self) -> f64 {
+        (self.num_io_threads as f64 + self.num_network_threads as f64) * 100.0
+    }
+}
+
+/// A per-connection view of the kernel for one (principal, client-id): the resolution is cached
+/// in the handle, so a call is a generation check and a record.
+pub struct ClientHandle {
+    kernel: Arc<QuotaKernel>,
+    user: Arc<str>,
+    client_id: Arc<str>,
+    slots: [ArcSwapOption<Resolved>; 4],
+}
+
+impl ClientHandle {
+    pub fn new(kernel: Arc<QuotaKernel>, user: &str, client_id: &str) -> Self {
+        ClientHandle {
+            kernel,
+            user: Arc::from(user),
+            client_id: Arc::from(client_id),
+            slots: Default::default(),
+        }
+    }
+
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
+    pub fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
+    pub fn kernel(&self) -> &Arc<QuotaKernel> {
+        &self.kernel
+    }
+
+    #[inline]
+    fn with_sensor<R>(&self, t: ClientQuotaType, now: i64, f: impl FnOnce(&QuotaSensor) -> R) -> R {
+        let k = &*self.kernel;
+        let generation = k.types[t.index()].tags_generation.load(Ordering::Acquire);
+        let slot = &self.slots[t.index()];
+        {
+            let cur = slot.load();
+            if let Some(r) = cur.as_ref() {
+                if r.tags_generation == generation {
+                    return f(&r.sensor);
+                }
+            }
+        }
+        let r = k.resolve(t, &self.user, &self.client_id, now);
+        let out = f(&r.sensor);
+        slot.store(Some(Arc::new(r)));
+        out
+    }
+
+    fn record(&self, t: ClientQuotaType, value: f64, now: Option<i64>, check: Check) -> Result<i32, QuotaError> {
+        check_byte_type(t)?;
+        check_record_value(value)?;
+        if !self.kernel.enabled(t) {
+            return Ok(0);
+        }
+        let now = now.unwrap_or_else(monotonic_ms);
+        Ok(self.with_sensor(t, now, |s| self.kernel.record_into(t, s, value, now, check)))
+    }
+
+    pub fn record_and_get_throttle_time_ms(&self, t: ClientQuotaType, value: f64, now: Option<i64>) -> Result<i32, QuotaError> {
+        self.record(t, value, now, Check::Throttle)
+    }
+
+    pub fn record_no_throttle(&self, t: ClientQuotaType, value: f64, now: Option<i64>) -> Result<(), QuotaError> {
+        self.record(t, value, now, Check::None).map(|_| ())
+    }
+
+    pub fn unrecord(&self, t: ClientQuotaType, value: f64, now: Option<i64>) -> Result<(), QuotaError> {
+        check_record_value(value)?;
+        self.record(t, -value, now, Check::None).map(|_| ())
+    }
+}

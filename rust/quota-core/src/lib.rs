@@ -1,0 +1,21 @@
+//! kquota's kernel: Apache Kafka's client quota semantics (KIP-13, KIP-55) as a pure Rust library.
+//!
+//! * [`sensor`]: lock-free sampled-window rate sensors (Kafka's `Rate` over `WindowedSum`) and
+//!   the throttle formula of `QuotaUtils`.
+//! * [`config`]: quota entities, validation, the 8-level precedence and metric tags.
+//! * [`kernel`]: the concurrent registry of sensors, the metric-tag cache and per-connection
+//!   handles.
+
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod kernel;
+pub mod sanitize;
+pub mod sensor;
+pub mod types;
+
+pub use config::{EntityName, QuotaEntity};
+pub use error::QuotaError;
+pub use kernel::{ClientHandle, KernelConfig, QuotaChange, QuotaKernel};
+pub use sensor::{throttle_time_ms, Measurement, RateSensor};
+pub use types::{ClientQuotaType, WindowSpec};

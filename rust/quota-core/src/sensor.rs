@@ -1,0 +1,447 @@
+//! A lock-free sampled-window rate sensor with the semantics of Kafka's `Rate` over a
+//! `WindowedSum` (`SampledStat.java`, `Rate.java`).
+//!
+//! Each sample lives in one 128-bit atomic cell: the f64 value in the low half and, in the high
+//! half, the sample's start (ms since the sensor's base, 47 bits), a "started" bit (Kafka grows
+//! its sample list lazily; unstarted slots take no part in purge, sum or oldest) and a 16-bit
+//! sequence number saying which turn of the ring the slot holds. Adding a value, advancing to the
+//! next sample and purging a stale sample are each one compare-and-swap on that cell, so a
+//! recorder can never add into a sample that another thread has just reset: its CAS fails and it
+//! retries. The sample's last-event time sits beside the cell and only ever grows (`fetch_max`),
+//! and a recorder raises it *before* adding its value, so a purger that read an old last-event
+//! time can only win its CAS if no value landed in between.
+
+use portable_atomic::{AtomicI64, AtomicU128, AtomicU64, Ordering};
+
+use crate::types::WindowSpec;
+
+const STARTED: u64 = 1 << 16;
+const START_SHIFT: u32 = 17;
+const MAX_REL_MS: i64 = (1 << 47) - 1;
+
+#[derive(Clone, Copy)]
+struct Cell {
+    value: f64,
+    start_rel: i64,
+    started: bool,
+    seq: u16,
+}
+
+impl Cell {
+    #[inline]
+    fn pack(self) -> u128 {
+        let meta = ((self.start_rel as u64) << START_SHIFT)
+            | if self.started { STARTED } else { 0 }
+            | self.seq as u64;
+        ((meta as u128) << 64) | self.value.to_bits() as u128
+    }
+
+    #[inline]
+    fn unpack(bits: u128) -> Cell {
+        let meta = (bits >> 64) as u64;
+        Cell {
+            value: f64::from_bits(bits as u64),
+            start_rel: (meta >> START_SHIFT) as i64,
+            started: meta & STARTED != 0,
+            seq: meta as u16,
+        }
+    }
+}
+
+/// What a measurement saw: the windowed sum and Kafka's window length `W` in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measurement {
+    pub sum: f64,
+    pub window_ms: i64,
+}
+
+impl Measurement {
+    /// `Rate.measure`: the sum per second of `W`.
+    #[inline]
+    pub fn rate(&self) -> f64 {
+        self.sum / (self.window_ms as f64 / 1000.0)
+    }
+}
+
+/// One quota sensor (one metric-tag set of one quota type).
+pub struct RateSensor {
+    /// Absolute time of the sensor's first record; cells store times relative to it.
+    base: i64,
+    /// Latest time this sensor has been told about; earlier times are read as this one.
+    latest: AtomicI64,
+    /// Sequence number of the current sample; its slot is `head % ring_len`.
+    head: AtomicU64,
+    /// Cached quota bound (low half, f64 bits; +inf = unlimited) and the configuration
+    /// generation it was computed for (high half).
+    limit: AtomicU128,
+    cells: Box<[AtomicU128]>,
+    last_event: Box<[AtomicI64]>,
+}
+
+impl RateSensor {
+    /// A sensor whose first sample starts at `now` (Kafka creates it on the first record).
+    pub fn new(spec: &WindowSpec, now: i64) -> Self {
+        let n = spec.ring_len();
+        let cells: Box<[AtomicU128]> = (0..n)
+            .map(|i| {
+                let c = Cell { value: 0.0, start_rel: 0, started: i == 0, seq: 0 };
+                AtomicU128::new(c.pack())
+            })
+            .collect();
+        let last_event: Box<[AtomicI64]> = (0..n).map(|_| AtomicI64::new(now)).collect();
+        RateSensor {
+            base: now,
+            latest: AtomicI64::new(now),
+            head: AtomicU64::new(0),
+            limit: AtomicU128::new(f64::INFINITY.to_bits() as u128),
+            cells,
+            last_event,
+        }
+    }
+
+    /// Moves the sensor's clock to `t` if that is later, and returns the time to act at.
+    #[inline]
+    fn effective_time(&self, t: i64) -> i64 {
+        let seen = self.latest.load(Ordering::Relaxed);
+        if t <= seen {
+            return seen;
+        }
+        let prev = self.latest.fetch_max(t, Ordering::AcqRel);
+        prev.max(t)
+    }
+
+    #[inline]
+    fn rel(&self, t: i64) -> i64 {
+        t.saturating_sub(self.base).clamp(0, MAX_REL_MS)
+    }
+
+    #[inline]
+    fn raise_last_event(&self, slot: usize, t: i64) {
+        let cell = &self.last_event[slot];
+        if cell.load(Ordering::Relaxed) < t {
+            cell.fetch_max(t, Ordering::AcqRel);
+        }
+    }
+
+    /// Adds `value` at time `t` (Kafka's `SampledStat.record`); returns the time it was recorded
+    /// at (`t`, or the sensor's latest time if `t` is earlier).
+    pub fn record(&self, spec: &WindowSpec, value: f64, t: i64) -> i64 {
+        let t = self.effective_time(t);
+        let t_rel = self.rel(t);
+        let ring = spec.ring_len() as u64;
+        loop {
+            let h = self.head.load(Ordering::Acquire);
+            let slot = (h % ring) as usize;
+            let bits = self.cells[slot].load(Ordering::Acquire);
+            let cur = Cell::unpack(bits);
+            if !cur.started || cur.seq != h as u16 {
+                // The ring moved on under us; read the head again.
+                continue;
+            }
+            if t_rel - cur.start_rel >= spec.window_ms {
+                self.advance(h, ring, t, t_rel);
+                continue;
+            }
+            self.raise_last_event(slot, t);
+            let next = Cell { value: cur.value + value, ..cur };
+            if self.cells[slot]
+                .compare_exchange(bits, next.pack(), Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return t;
+            }
+        }
+    }
+
+    /// Starts sample `h + 1` at `t` in the next slot (a fresh sample, or the oldest one reset)
+    /// and publishes it; any thread that finds the current sample complete may do or finish this.
+    #[cold]
+    fn advance(&self, h: u64, ring: u64, t: i64, t_rel: i64) {
+        let next_seq = h.wrapping_add(1);
+        let next_slot = (next_seq % ring) as usize;
+        let fresh = Cell { value: 0.0, start_rel: t_rel, started: true, seq: next_seq as u16 };
+        loop {
+            let bits = self.cells[next_slot].load(Ordering::Acquire);
+            let c = Cell::unpack(bits);
+            if c.started && c.seq == next_seq as u16 {
+                break; // another recorder already started it
+            }
+            if self.head.load(Ordering::Acquire) != h {
+                return; // the ring moved on without us
+            }
+            // May fail against a purge of the slot's old contents: read it again.
+            if self.cells[next_slot]
+                .compare_exchange(bits, fresh.pack(), Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                self.raise_last_event(next_slot, t);
+                break;
+            }
+        }
+        let _ = self.head.compare_exchange(h, next_seq, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Purges stale samples at `now` and returns the windowed sum and `W`
+    /// (`SampledStat.measure` + `Rate.windowSize`).
+    pub fn measure(&self, spec: &WindowSpec, now: i64) -> Measurement {
+        let now = self.effective_time(now);
+        self.measure_at(spec, now)
+    }
+
+    fn measure_at(&self, spec: &WindowSpec, now: i64) -> Measurement {
+        let expire = spec.expire_age_ms();
+        let now_rel = self.rel(now);
+        let mut sum = 0.0f64;
+        let mut oldest = i64::MAX;
+        for (slot, cell) in self.cells.iter().enumerate() {
+            let mut bits = cell.load(Ordering::Acquire);
+            let c = loop {
+                let c = Cell::unpack(bits);
+                if !c.started {
+                    break c;
+                }
+                let last = self.last_event[slot].load(Ordering::Acquire);
+                if now.saturating_sub(last) < expire {
+                    break c;
+                }
+                let reset = Cell { value: 0.0, start_rel: now_rel, ..c };
+                match cell.compare_exchange(bits, reset.pack(), Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => {
+                        self.raise_last_event(slot, now);
+                        break reset;
+                    }
+                    Err(actual) => bits = actual,
+                }
+            };
+            if c.started {
+                sum += c.value;
+                oldest = oldest.min(c.start_rel);
+            }
+        }
+        let oldest = if oldest == i64::MAX { now_rel } else { oldest };
+        let mut elapsed = now_rel - oldest;
+        // Java integer division truncates towards zero; so does Rust's.
+        let full_windows = elapsed / spec.window_ms;
+        let min_full_windows = spec.samples as i64 - 1;
+        if full_windows < min_full_windows {
+            elapsed += (min_full_windows - full_windows) * spec.window_ms;
+        }
+        Measurement { sum, window_ms: elapsed.max(1) }
+    }
+
+    /// Records `value` at `t` and measures at the same instant (record-then-check).
+    #[inline]
+    pub fn record_and_measure(&self, spec: &WindowSpec, value: f64, t: i64) -> Measurement {
+        let t = self.record(spec, value, t);
+        self.measure_at(spec, t)
+    }
+
+    /// The bound cached for configuration generation `generation`, if that is the one cached.
+    #[inline]
+    pub fn cached_limit(&self, generation: u64) -> Option<f64> {
+        let bits = self.limit.load(Ordering::Acquire);
+        if (bits >> 64) as u64 == generation {
+            Some(f64::from_bits(bits as u64))
+        } else {
+            None
+        }
+    }
+
+    /// Caches `limit` for `generation` unless a newer generation is already cached.
+    pub fn store_limit(&self, limit: f64, generation: u64) {
+        let new = ((generation as u128) << 64) | limit.to_bits() as u128;
+        let mut cur = self.limit.load(Ordering::Acquire);
+        while ((cur >> 64) as u64) < generation {
+            match self.limit.compare_exchange(cur, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Latest time this sensor was recorded into or measured at.
+    pub fn last_seen_ms(&self) -> i64 {
+        self.latest.load(Ordering::Acquire)
+    }
+}
+
+/// Kafka's `QuotaUtils.throttleTime`: `round((rate - bound) / bound * W)` when the rate exceeds
+/// the bound, else 0; saturated at `i32::MAX` instead of wrapping like Kafka's `.toInt`.
+#[inline]
+pub fn throttle_time_ms(m: &Measurement, bound: f64) -> i32 {
+    let rate = m.rate();
+    if !(rate > bound) {
+        return 0;
+    }
+    let raw = (rate - bound) / bound * m.window_ms as f64;
+    // f64::round is half away from zero, which is Java's Math.round for the positive values here.
+    let rounded = raw.round();
+    if rounded >= i32::MAX as f64 {
+        i32::MAX
+    } else if rounded > 0.0 {
+        rounded as i32
+    } else {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> WindowSpec {
+        WindowSpec::default()
+    }
+
+    #[test]
+    fn fresh_sensor_assumes_n_minus_one_windows() {
+        let s = RateSensor::new(&spec(), 0);
+        let m = s.record_and_measure(&spec(), 5000.0, 0);
+        assert_eq!(m.window_ms, 10_000);
+        assert_eq!(m.sum, 5000.0);
+        assert_eq!(m.rate(), 500.0);
+    }
+
+    #[test]
+    fn public_example_fresh_sensor() {
+        // quota 1000 B/s: 5000 B at 0, 5000 B at 200 ms, 1000 B at 1 s, 0 B at 6 s -> 0, 0, 1000, 1000
+        let sp = spec();
+        let s = RateSensor::new(&sp, 0);
+        let got: Vec<i32> = [(5000.0, 0), (5000.0, 200), (1000.0, 1000), (0.0, 6000)]
+            .iter()
+            .map(|&(v, t)| throttle_time_ms(&s.record_and_measure(&sp, v, t), 1000.0))
+            .collect();
+        assert_eq!(got, vec![0, 0, 1000, 1000]);
+    }
+
+    #[test]
+    fn public_example_default_client_quota() {
+        let sp = spec();
+        let s = RateSensor::new(&sp, 0);
+        for i in 0..10 {
+            let m = s.record_and_measure(&sp, 400.0, i * 1000);
+            assert_eq!(throttle_time_ms(&m, 500.0), 0, "t={i}s");
+        }
+        let m = s.record_and_measure(&sp, 2300.0, 10_500);
+        assert_eq!(m.window_ms, 10_500);
+        assert_eq!(throttle_time_ms(&m, 500.0), 2100);
+    }
+
+    #[test]
+    fn samples_are_not_aligned_to_the_clock() {
+        let sp = spec();
+        let s = RateSensor::new(&sp, 250);
+        s.record(&sp, 1.0, 250);
+        s.record(&sp, 1.0, 1249); // same sample: 999 ms after its start
+        s.record(&sp, 1.0, 1250); // complete: the next sample starts at 1250
+        assert_eq!(s.head.load(Ordering::Relaxed), 1);
+        let c = Cell::unpack(s.cells[1].load(Ordering::Relaxed));
+        assert_eq!(c.start_rel, 1000);
+        assert_eq!(c.value, 1.0);
+    }
+
+    #[test]
+    fn stale_samples_are_purged_by_last_event() {
+        let sp = spec();
+        let s = RateSensor::new(&sp, 0);
+        s.record(&sp, 100.0, 0);
+        s.record(&sp, 100.0, 5000);
+        // 11 s after the first event: that sample is reset, the one from 5 s is kept.
+        let m = s.measure(&sp, 11_000);
+        assert_eq!(m.sum, 100.0);
+        // E = 11000 - 5000 = 6000 -> 6 full windows < 10 -> W = 6000 + 4000
+        assert_eq!(m.window_ms, 10_000);
+        let m = s.measure(&sp, 10_999 + 5000);
+        assert_eq!(m.sum, 100.0);
+        let m = s.measure(&sp, 11_000 + 5000);
+        assert_eq!(m.sum, 0.0);
+    }
+
+    #[test]
+    fn earlier_time_is_read_as_latest() {
+        let sp = spec();
+        let s = RateSensor::new(&sp, 10_000);
+        s.record(&sp, 1000.0, 10_000);
+        let t = s.record(&sp, 1000.0, 2_000);
+        assert_eq!(t, 10_000);
+        let m = s.measure(&sp, 0);
+        assert_eq!(m.window_ms, 10_000);
+        assert_eq!(m.sum, 2000.0);
+    }
+
+    #[test]
+    fn backwards_time_acts_like_the_latest_time() {
+        // With one sample Kafka's W can be 1 ms; a record "in the past" must act exactly like one
+        // at the sensor's latest time instead of shrinking W further or going negative.
+        let sp = WindowSpec::new(1, 1).unwrap();
+        let past = RateSensor::new(&sp, 5000);
+        past.record(&sp, 10.0, 5000);
+        let m_past = past.record_and_measure(&sp, 10.0, 1000);
+        let same = RateSensor::new(&sp, 5000);
+        same.record(&sp, 10.0, 5000);
+        let m_same = same.record_and_measure(&sp, 10.0, 5000);
+        assert_eq!(m_past, m_same);
+        assert_eq!(throttle_time_ms(&m_past, 1000.0), 19);
+    }
+
+    #[test]
+    fn throttle_saturates() {
+        let m = Measurement { sum: 1e30, window_ms: 10_000 };
+        assert_eq!(throttle_time_ms(&m, 1.0), i32::MAX);
+        let m = Measurement { sum: 10.0, window_ms: 10_000 };
+        assert_eq!(throttle_time_ms(&m, 1.0), 0);
+    }
+
+    #[test]
+    fn throttle_rounds_half_up() {
+        // rate 1.00005 over bound 1 with W = 10000 -> 0.5 ms -> 1
+        let m = Measurement { sum: 10.0005, window_ms: 10_000 };
+        assert_eq!(throttle_time_ms(&m, 1.0), 1);
+    }
+
+    #[test]
+    fn limit_cache_keeps_newest_generation() {
+        let s = RateSensor::new(&spec(), 0);
+        assert_eq!(s.cached_limit(1), None);
+        s.store_limit(5.0, 2);
+        s.store_limit(4.0, 1);
+        assert_eq!(s.cached_limit(2), Some(5.0));
+        assert_eq!(s.cached_limit(1), None);
+    }
+
+    #[test]
+    fn ring_wraps_and_reuses_oldest_slot() {
+        let sp = WindowSpec::new(2, 1).unwrap(); // 3 slots
+        let s = RateSensor::new(&sp, 0);
+        for i in 0..7 {
+            s.record(&sp, 1.0, i * 1000);
+        }
+        // Only the last window_num (2) samples have last events within 2 s of 6000; the third
+        // slot (started at 4000) is kept too: its last event is 4000, 2000 ms old -> purged.
+        let m = s.measure(&sp, 6000);
+        assert_eq!(m.sum, 2.0);
+    }
+
+    #[test]
+    fn concurrent_records_lose_nothing() {
+        use std::sync::Arc;
+        let sp = spec();
+        let s = Arc::new(RateSensor::new(&sp, 0));
+        let threads: Vec<_> = (0..4)
+            .map(|k| {
+                let s = Arc::clone(&s);
+                std::thread::spawn(move || {
+                    for i in 0..50_000i64 {
+                        // Times move through several windows so advances race with adds.
+                        s.record(&sp, 1.0, i / 10_000 * 1000 + k);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let m = s.measure(&sp, 4003);
+        assert_eq!(m.sum, 200_000.0);
+    }
+}

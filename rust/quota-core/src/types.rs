@@ -1,0 +1,117 @@
+//! Small value types shared by every module of the kernel.
+
+use crate::error::QuotaError;
+
+/// Kafka's `ClientQuotaType`. The discriminant indexes per-type state arrays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum ClientQuotaType {
+    Produce = 0,
+    Fetch = 1,
+    Request = 2,
+    ControllerMutation = 3,
+}
+
+impl ClientQuotaType {
+    pub const ALL: [ClientQuotaType; 4] = [
+        ClientQuotaType::Produce,
+        ClientQuotaType::Fetch,
+        ClientQuotaType::Request,
+        ClientQuotaType::ControllerMutation,
+    ];
+
+    #[inline]
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn from_index(i: usize) -> Option<Self> {
+        Self::ALL.get(i).copied()
+    }
+
+    /// The dynamic config key that sets this type's quota.
+    pub fn config_key(self) -> &'static str {
+        match self {
+            ClientQuotaType::Produce => "producer_byte_rate",
+            ClientQuotaType::Fetch => "consumer_byte_rate",
+            ClientQuotaType::Request => "request_percentage",
+            ClientQuotaType::ControllerMutation => "controller_mutation_rate",
+        }
+    }
+
+    pub fn from_config_key(key: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.config_key() == key)
+    }
+
+    /// Kafka's metric group (`QuotaType.toString`).
+    pub fn metric_group(self) -> &'static str {
+        match self {
+            ClientQuotaType::Produce => "Produce",
+            ClientQuotaType::Fetch => "Fetch",
+            ClientQuotaType::Request => "Request",
+            ClientQuotaType::ControllerMutation => "ControllerMutation",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientQuotaType::Produce => "PRODUCE",
+            ClientQuotaType::Fetch => "FETCH",
+            ClientQuotaType::Request => "REQUEST",
+            ClientQuotaType::ControllerMutation => "CONTROLLER_MUTATION",
+        }
+    }
+}
+
+/// `quota.window.num` and `quota.window.size.seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowSpec {
+    /// Number of samples in the quota window (Kafka's `samples()`); the ring has one more slot.
+    pub samples: u32,
+    /// Length of one sample in milliseconds.
+    pub window_ms: i64,
+}
+
+/// The largest `window_num` accepted; keeps a sensor's ring (and the 16-bit sample sequence
+/// numbers used by the lock-free advance) far from wrapping within one ring turn.
+pub const MAX_WINDOW_NUM: u32 = 1000;
+
+impl WindowSpec {
+    pub fn new(window_num: i64, window_size_seconds: i64) -> Result<Self, QuotaError> {
+        if !(1..=MAX_WINDOW_NUM as i64).contains(&window_num) {
+            return Err(QuotaError::InvalidArgument(format!(
+                "window_num must be an integer from 1 to {MAX_WINDOW_NUM}, got {window_num}"
+            )));
+        }
+        if !(1..=86_400).contains(&window_size_seconds) {
+            return Err(QuotaError::InvalidArgument(format!(
+                "window_size_seconds must be an integer from 1 to 86400, got {window_size_seconds}"
+            )));
+        }
+        Ok(WindowSpec { samples: window_num as u32, window_ms: window_size_seconds * 1000 })
+    }
+
+    /// Samples whose last event is this old or older are reset before measuring.
+    #[inline]
+    pub fn expire_age_ms(&self) -> i64 {
+        self.samples as i64 * self.window_ms
+    }
+
+    /// Slots in the ring: the window's samples plus the one overlapping its start.
+    #[inline]
+    pub fn ring_len(&self) -> usize {
+        self.samples as usize + 1
+    }
+
+    /// Kafka's `getMaxValueInQuotaWindow` factor: `(samples - 1) * window seconds`.
+    #[inline]
+    pub fn max_value_factor(&self) -> f64 {
+        (self.samples as f64 - 1.0) * (self.window_ms / 1000) as f64
+    }
+}
+
+impl Default for WindowSpec {
+    fn default() -> Self {
+        WindowSpec { samples: 11, window_ms: 1000 }
+    }
+}

@@ -1,0 +1,401 @@
+"""Pure-Python reference model ("oracle") of kquota's byte-rate quotas (PRODUCE / FETCH).
+
+Test-only; never shipped. It models the behaviour of Apache Kafka's broker as described in
+shared/spec/semantics.md and docs/semantics-notes.md:
+
+* ``SampledStat`` / ``WindowedSum`` / ``Rate`` (clients/.../common/metrics/stats): a ring of
+  ``window_num + 1`` samples grown lazily, non-aligned sample starts, purge of samples whose last
+  event is ``window_num * window`` or more in the past, the elapsed-window ``W`` rule.
+* ``Sensor.record`` + ``checkQuotas``: value recorded first, then measured and compared with
+  ``rate > bound``.
+* ``QuotaUtils.throttleTime``: ``Math.round((rate - bound) / bound * W)`` (Java half-up), and
+  kquota's deliberate difference: saturate at ``2**31 - 1`` instead of wrapping.
+* ``ClientQuotaManager`` + its ``DefaultQuotaCallback``: sticky per-type "quota types enabled"
+  bits, the tag modes and the 8-level walk, limit lookup from the tags, user sanitization.
+* kquota's deliberate per-sensor monotonic clock clamp.
+
+Only valid input is expected: the oracle does no validation.
+"""
+
+import math
+
+__all__ = ["OracleQuotaManager", "sanitize_user", "java_round", "INT32_MAX"]
+
+INT32_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+LONG_MIN = -(2**63)
+
+# Per-type "quota types enabled" bits (ClientQuotaManager.QuotaTypes).
+CLIENT_ID_BIT = 1
+USER_BIT = 2
+USER_CLIENT_ID_BIT = 4
+
+KEY_TO_TYPE = {
+    "producer_byte_rate": "PRODUCE",
+    "consumer_byte_rate": "FETCH",
+    "request_percentage": "REQUEST",
+    "controller_mutation_rate": "CONTROLLER_MUTATION",
+}
+QUOTA_TYPES = ("PRODUCE", "FETCH", "REQUEST", "CONTROLLER_MUTATION")
+BYTE_RATE_TYPES = ("PRODUCE", "FETCH")
+
+
+class _Marker:
+    def __init__(self, name):
+        self._name = name
+
+    def __repr__(self):
+        return self._name
+
+
+DEFAULT = _Marker("<default>")  # the <default> entity (None in the public API)
+ABSENT = _Marker("<absent>")  # entity type not part of the entity
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+def sanitize_user(name):
+    """Kafka's ``Sanitizer.sanitize``: ``URLEncoder.encode(name, UTF-8)`` then ``*`` -> ``%2A``
+    and ``+`` -> ``%20``.
+
+    URLEncoder keeps ASCII letters, digits and ``. - * _``, turns a space into ``+`` and
+    percent-encodes (upper-case hex) every UTF-8 byte of anything else. Java's encoder replaces
+    an unpaired surrogate by ``?``; ``errors="replace"`` does the same here.
+    """
+    out = []
+    for ch in name:
+        if ("a" <= ch <= "z") or ("A" <= ch <= "Z") or ("0" <= ch <= "9") or ch in ".-_":
+            out.append(ch)
+        elif ch == "*":
+            out.append("%2A")  # kept by URLEncoder, then replaced by Sanitizer
+        elif ch == " ":
+            out.append("%20")  # '+' from URLEncoder, then replaced by Sanitizer
+        else:
+            out.extend("%%%02X" % b for b in ch.encode("utf-8", errors="replace"))
+    return "".join(out)
+
+
+def java_round(x):
+    """Java's ``Math.round(double)``: nearest long, ties towards positive infinity, NaN -> 0,
+    saturating at Long.MIN_VALUE / Long.MAX_VALUE."""
+    if math.isnan(x):
+        return 0
+    if math.isinf(x):
+        return LONG_MAX if x > 0 else LONG_MIN
+    f = math.floor(x)
+    r = f + 1 if (x - f) >= 0.5 else f  # x - floor(x) is exact for doubles
+    return max(LONG_MIN, min(LONG_MAX, int(r)))
+
+
+def _java_long_div(a, b):
+    """Java ``long / long`` (truncates towards zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _type_name(quota_type):
+    return quota_type if isinstance(quota_type, str) else quota_type.name
+
+
+def _entity_mapping(entity):
+    return dict(entity.entries) if hasattr(entity, "entries") else dict(entity)
+
+
+# --------------------------------------------------------------------------------------------
+# sampled rate
+
+
+class _Sample:
+    __slots__ = ("start", "last", "value")
+
+    def __init__(self, now):
+        self.reset(now)
+
+    def reset(self, now):
+        self.start = now
+        self.last = now
+        self.value = 0.0
+
+
+class _RateSensor:
+    """A sensor holding one ``Rate`` over a ``WindowedSum`` (Kafka's byte-rate sensor)."""
+
+    def __init__(self, window_num, window_ms):
+        self.window_num = window_num
+        self.window_ms = window_ms
+        self.samples = []  # grown lazily, at most window_num + 1
+        self.current = 0
+        self.latest = None  # latest time seen via record or measure (kquota clamp)
+
+    # kquota's deliberate difference: time never goes backwards for one sensor
+    def clamp(self, t):
+        if self.latest is not None and t < self.latest:
+            t = self.latest
+        self.latest = t
+        return t
+
+    def record(self, value, t):
+        if not self.samples:
+            self.samples.append(_Sample(t))
+            self.current = 0
+        sample = self.samples[self.current]
+        if t - sample.start >= self.window_ms:
+            self.current = (self.current + 1) % (self.window_num + 1)
+            if self.current >= len(self.samples):
+                sample = _Sample(t)
+                self.samples.append(sample)
+            else:
+                sample = self.samples[self.current]
+                sample.reset(t)
+        sample.value += value
+        sample.last = t
+
+    def purge(self, now):
+        expire_age = self.window_num * self.window_ms
+        for sample in self.samples:
+            if now - sample.last >= expire_age:
+                sample.reset(now)
+
+    def window_size(self, now):
+        """``Rate.windowSize``: W in ms."""
+        self.purge(now)
+        if not self.samples:  # SampledStat.oldest() creates a sample when there is none
+            self.samples.append(_Sample(now))
+        elapsed = now - min(s.start for s in self.samples)
+        full_windows = _java_long_div(elapsed, self.window_ms)
+        min_full_windows = self.window_num - 1
+        if full_windows < min_full_windows:
+            elapsed += (min_full_windows - full_windows) * self.window_ms
+        return max(elapsed, 1)
+
+    def measure(self, now):
+        """``Rate.measure``: purge, sum in slot order, divide by W seconds."""
+        self.purge(now)
+        total = 0.0
+        for sample in self.samples:
+            total += sample.value
+        return total / (self.window_size(now) / 1000.0)
+
+
+# --------------------------------------------------------------------------------------------
+# quota manager
+
+
+class OracleQuotaManager:
+    def __init__(
+        self,
+        window_num=11,
+        window_size_seconds=1,
+        num_io_threads=8,
+        num_network_threads=3,
+        producer_default=None,
+        consumer_default=None,
+    ):
+        self.window_num = window_num
+        self.window_size_seconds = window_size_seconds
+        self.window_ms = window_size_seconds * 1000
+        self.num_io_threads = num_io_threads
+        self.num_network_threads = num_network_threads
+        # raw entity key (user, client) -> {config key: float}; for describe
+        self._configs = {}
+        # quota type -> {(sanitized user | DEFAULT | ABSENT, client | DEFAULT | ABSENT): limit}
+        self._limits = {t: {} for t in QUOTA_TYPES}
+        self._bits = {t: 0 for t in QUOTA_TYPES}
+        self._static = {t: None for t in QUOTA_TYPES}
+        if producer_default is not None:
+            self._static["PRODUCE"] = float(producer_default)
+            self._bits["PRODUCE"] |= CLIENT_ID_BIT
+        if consumer_default is not None:
+            self._static["FETCH"] = float(consumer_default)
+            self._bits["FETCH"] |= CLIENT_ID_BIT
+        self._sensors = {}  # (quota type, user tag, client-id tag) -> _RateSensor
+
+    sanitize_user = staticmethod(sanitize_user)
+
+    # ---------------------------------------------------------------- configuration
+
+    def alter_client_quotas(self, entries, validate_only=False):
+        entries = [(_entity_mapping(entity), dict(ops)) for entity, ops in entries]
+        if validate_only:
+            return
+        for mapping, ops in entries:
+            user = mapping.get("user", ABSENT)
+            client = mapping.get("client-id", ABSENT)
+            user = DEFAULT if user is None else user
+            client = DEFAULT if client is None else client
+            raw_key = (user, client)
+            lookup_key = (sanitize_user(user) if isinstance(user, str) else user, client)
+            if user is not ABSENT:
+                bit = USER_CLIENT_ID_BIT if client is not ABSENT else USER_BIT
+            else:
+                bit = CLIENT_ID_BIT
+            current = self._configs.setdefault(raw_key, {})
+            for key, value in ops.items():
+                qtype = KEY_TO_TYPE[key]
+                if value is None:
+                    # Kafka's controller emits no record for removing an absent key: no-op.
+                    if key in current:
+                        del current[key]
+                        del self._limits[qtype][lookup_key]
+                        self._bits[qtype] |= bit
+                else:
+                    current[key] = float(value)
+                    self._limits[qtype][lookup_key] = float(value)
+                    self._bits[qtype] |= bit
+            if not current:
+                del self._configs[raw_key]
+
+    def describe_client_quotas(self):
+        """{tuple(sorted(entity mapping items)): {key: value}} (public None = <default>)."""
+        out = {}
+        for (user, client), ops in self._configs.items():
+            mapping = {}
+            if user is not ABSENT:
+                mapping["user"] = None if user is DEFAULT else user
+            if client is not ABSENT:
+                mapping["client-id"] = None if client is DEFAULT else client
+            out[tuple(sorted(mapping.items()))] = dict(ops)
+        return out
+
+    # ---------------------------------------------------------------- tags and limits
+
+    def _tags(self, qtype, user, client_id):
+        bits = self._bits[qtype]
+        su = sanitize_user(user)
+        if bits in (0, CLIENT_ID_BIT):
+            return ("", client_id)
+        if bits == USER_BIT:
+            return (su, "")
+        if bits == USER_CLIENT_ID_BIT:
+            return (su, client_id)
+        limits = self._limits[qtype]
+        if (su, client_id) in limits:  # 1 users/<u>/clients/<c>
+            return (su, client_id)
+        if (su, DEFAULT) in limits:  # 2 users/<u>/clients/<default>
+            return (su, client_id)
+        if (su, ABSENT) in limits:  # 3 users/<u>
+            return (su, "")
+        if (DEFAULT, client_id) in limits:  # 4 users/<default>/clients/<c>
+            return (su, client_id)
+        if (DEFAULT, DEFAULT) in limits:  # 5 users/<default>/clients/<default>
+            return (su, client_id)
+        if (DEFAULT, ABSENT) in limits:  # 6 users/<default>
+            return (su, "")
+        return ("", client_id)  # 7, 8, static default, unlimited
+
+    def _limit_for_tags(self, qtype, tags):
+        user_tag, client_tag = tags
+        limits = self._limits[qtype]
+        if user_tag and client_tag:
+            candidates = [(user_tag, client_tag), (user_tag, DEFAULT),
+                          (DEFAULT, client_tag), (DEFAULT, DEFAULT)]
+        elif user_tag:
+            candidates = [(user_tag, ABSENT), (DEFAULT, ABSENT)]
+        elif client_tag:
+            candidates = [(ABSENT, client_tag), (ABSENT, DEFAULT)]
+        else:
+            return None
+        for key in candidates:
+            if key in limits:
+                return limits[key]
+        if not user_tag:
+            return self._static[qtype]
+        return None
+
+    def quota_metric_tags(self, quota_type, user, client_id):
+        user_tag, client_tag = self._tags(_type_name(quota_type), user, client_id)
+        return {"user": user_tag, "client-id": client_tag}
+
+    def quota_limit(self, quota_type, user, client_id):
+        qtype = _type_name(quota_type)
+        return self._limit_for_tags(qtype, self._tags(qtype, user, client_id))
+
+    def max_value_in_quota_window(self, quota_type, user, client_id):
+        limit = self.quota_limit(quota_type, user, client_id)
+        if limit is None:
+            return math.inf
+        return limit * (self.window_num - 1) * self.window_size_seconds
+
+    # ---------------------------------------------------------------- per request
+
+    def _byte_type(self, quota_type):
+        qtype = _type_name(quota_type)
+        if qtype not in BYTE_RATE_TYPES:
+            raise NotImplementedError("oracle models PRODUCE and FETCH only")
+        return qtype
+
+    def _sensor(self, qtype, tags, create):
+        key = (qtype,) + tags
+        sensor = self._sensors.get(key)
+        if sensor is None and create:
+            sensor = self._sensors[key] = _RateSensor(self.window_num, self.window_ms)
+        return sensor
+
+    def _record(self, quota_type, user, client_id, value, now_ms, check):
+        qtype = self._byte_type(quota_type)
+        if self._bits[qtype] == 0:  # maybeRecordAndGetThrottleTimeMs: quotas not enabled
+            return 0
+        tags = self._tags(qtype, user, client_id)
+        sensor = self._sensor(qtype, tags, create=True)
+        t = sensor.clamp(now_ms)
+        sensor.record(float(value), t)
+        if not check:
+            return 0
+        limit = self._limit_for_tags(qtype, tags)
+        rate = sensor.measure(t)  # Kafka measures even when unlimited (bound Long.MAX_VALUE)
+        if limit is None or not rate > limit:
+            return 0
+        throttle = java_round((rate - limit) / limit * sensor.window_size(t))
+        return max(0, min(INT32_MAX, throttle))
+
+    def record_and_get_throttle_time_ms(self, quota_type, user, client_id, value, now_ms):
+        return self._record(quota_type, user, client_id, value, now_ms, check=True)
+
+    def record_no_throttle(self, quota_type, user, client_id, value, now_ms):
+        self._record(quota_type, user, client_id, value, now_ms, check=False)
+
+    def unrecord(self, quota_type, user, client_id, value, now_ms):
+        self._record(quota_type, user, client_id, -float(value), now_ms, check=False)
+
+    def measured_rate(self, quota_type, user, client_id, now_ms):
+        qtype = self._byte_type(quota_type)
+        if self._bits[qtype] == 0:
+            return 0.0
+        sensor = self._sensor(qtype, self._tags(qtype, user, client_id), create=False)
+        if sensor is None:
+            return 0.0
+        return sensor.measure(sensor.clamp(now_ms))
+
+    def client(self, user, client_id):
+        return _OracleHandle(self, user, client_id)
+
+
+class _OracleHandle:
+    """Same shape as kquota's per-connection handle (``qm.client(user, client_id)``)."""
+
+    def __init__(self, qm, user, client_id):
+        self._qm, self._user, self._client_id = qm, user, client_id
+
+    def record_and_get_throttle_time_ms(self, quota_type, value, now_ms):
+        return self._qm.record_and_get_throttle_time_ms(
+            quota_type, self._user, self._client_id, value, now_ms)
+
+    def record_no_throttle(self, quota_type, value, now_ms):
+        self._qm.record_no_throttle(quota_type, self._user, self._client_id, value, now_ms)
+
+    def unrecord(self, quota_type, value, now_ms):
+        self._qm.unrecord(quota_type, self._user, self._client_id, value, now_ms)
+
+    def quota_metric_tags(self, quota_type):
+        return self._qm.quota_metric_tags(quota_type, self._user, self._client_id)
+
+    def quota_limit(self, quota_type):
+        return self._qm.quota_limit(quota_type, self._user, self._client_id)
+
+    def max_value_in_quota_window(self, quota_type):
+        return self._qm.max_value_in_quota_window(quota_type, self._user, self._client_id)
+
+    def measured_rate(self, quota_type, now_ms):
+        return self._qm.measured_rate(quota_type, self._user, self._client_id, now_ms)
