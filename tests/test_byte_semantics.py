@@ -79,6 +79,13 @@ def test_public_example_default_client_quota(env):
         assert env.rec(qm, U, C, 400, k * 1000) == 0
     # 6300 B / 10.5 s = 600 B/s; (600 - 500) / 500 * 10500 = 2100
     assert env.rec(qm, U, C, 2300, 10_500) == 2100
+    # continued as in Kafka's ClientQuotaManagerTest.testQuotaViolation: wait out the throttle,
+    # keep producing 400 B/s; once the burst has rolled over there is no throttle
+    t = 10_500 + 2100
+    for _ in range(10):
+        env.rec(qm, U, C, 400, t)
+        t += 1000
+    assert env.rec(qm, U, C, 0, t) == 0
 
 
 @pytest.mark.parametrize("entity", [
@@ -109,8 +116,9 @@ def test_fresh_sensor_window_is_padded_to_window_num_minus_one(env):
     env.set(qm, CLIENT_DEFAULT, 10**9)
     env.rec(qm, U, C, 1000, 0)
     assert env.rate(qm, U, C, 0) == 1000 / 10.0  # W = 0 + 10 windows
-    assert env.rate(qm, U, C, 2500) == 1000 / 10.0  # W = 2500 + 8 * 1000 - 500 ... = 10000
-    assert env.rate(qm, U, C, 10_500) == 1000 / 10.5  # 10 full windows: W = E
+    assert env.rate(qm, U, C, 2000) == 1000 / 10.0  # 2 full windows: W = 2000 + 8 * 1000
+    assert env.rate(qm, U, C, 2500) == 1000 / 10.5  # 2 full windows: W = 2500 + 8 * 1000
+    assert env.rate(qm, U, C, 10_999) == 1000 / 10.999  # 10 full windows: W = E
 
 
 def test_window_rule_with_custom_window_config(env):
@@ -266,7 +274,6 @@ def test_measured_rate(env):
         env.rec(qm, U, C, 400, k * 1000)
     assert env.rate(qm, U, C, 9000) == 4000 / 10.0
     assert env.rate(qm, U, C, 10_500) == 4000 / 10.5
-    assert env.rate(qm, "bob", "c2", 10_500) == 4000 / 10.5 if False else True
     assert env.rate(qm, U, "c2", 10_500) == 0.0  # another sensor, never recorded
     assert env.rate(qm, U, C, 11_500) == 3600 / 10.5  # first sample purged, oldest = 1000
 
@@ -318,7 +325,7 @@ def test_backwards_time_is_treated_as_the_latest_time(env, window_num, times):
         want = env.rec(clamped, U, C, value, latest)
         assert got == want
         assert 0 <= got < INT32_MAX
-        assert env.rate(raw, U, C, t - 1) == env.rate(clamped, U, C, latest)
+        assert env.rate(raw, U, C, max(t - 1, 0)) == env.rate(clamped, U, C, latest)
 
 
 def test_backwards_time_explicit(env):
@@ -590,7 +597,7 @@ def test_level_change_uses_another_sensor(env):
     env.set(qm, {"user": U}, None)  # back to ("", c1): the old sensor with its 9000 B
     assert env.tags(qm, U, C) == T("", C)
     assert env.rate(qm, U, C, 200) == 9000 / 10.2
-    assert env.rec(qm, U, C, 2000, 200) == round((11000 / 10.2 - 1000) / 1000 * 10200)
+    assert env.rec(qm, U, C, 2000, 200) == 800  # (11000 / 10.2 - 1000) / 1000 * 10200
 
 
 def test_limit_change_keeps_the_samples(env):
@@ -687,7 +694,7 @@ def test_quota_types_resolve_independently(env):
     assert qm.quota_metric_tags(env.other_qt, U, C) == T("", C)
     assert env.limit(qm, U, C) == 100
     assert qm.quota_limit(env.other_qt, U, C) == 200
-    assert env.rec(qm, U, C, 2000, 0) == 1000  # 200 B/s vs 100
+    assert env.rec(qm, U, C, 2000, 0) == 10_000  # 200 B/s vs 100 over W = 10 s
     assert qm.measured_rate(env.other_qt, U, C, now_ms=0) == 0.0
     assert qm.record_and_get_throttle_time_ms(env.other_qt, U, C, 2000, now_ms=0) == 0
     assert env.rate(qm, U, C, 0) == 200.0
@@ -755,8 +762,8 @@ def test_handle_gives_the_same_results_as_named_calls(env):
     assert a == b
     # spot-check the scenario itself
     assert a[:3] == [0, T("", C), None]
-    assert a[6] == T("", C) and a[7] == 1000
-    assert a[9] == T(U, "") and a[10] == 400 and a[11] == 0.0
+    assert a[5] == T("", C) and a[6] == 1000 and a[7] == 10_000
+    assert a[8] == T(U, "") and a[9] == 400 and a[10] == 0.0 and a[11] == 5000
 
 
 def test_handle_follows_configuration_changes(env):
@@ -825,5 +832,75 @@ def test_describe_client_quotas_round_trip(kq, qm):
     fresh = kq.QuotaManager()
     fresh.alter_client_quotas(list(expected.items()))
     assert fresh.describe_client_quotas() == expected
-    for entity in expected:
-        assert {k: v for k, v in entity.entries.items()} == dict(entity.entries)
+
+
+# ============================================================================ Kafka's own test
+
+
+def test_kafka_quota_config_precedence(env):
+    """Port of Kafka's ClientQuotaManagerTest.testQuotaConfigPrecedence (time never advances;
+    each check records value * window_num and expects a throttle or none)."""
+    qm = env.make()
+    D = None
+
+    def update(user, client_id, bound):
+        entity = {}
+        if user != "-":
+            entity["user"] = user
+        if client_id != "-":
+            entity["client-id"] = client_id
+        env.set(qm, entity, bound)
+
+    def check(user, client_id, bound, value, throttle):
+        assert env.limit(qm, user, client_id) == bound, (user, client_id)
+        assert qm.max_value_in_quota_window(env.qt, user, client_id) == 10 * bound
+        got = env.rec(qm, user, client_id, value * 11, 0)
+        assert (got > 0) if throttle else (got == 0), (user, client_id, value, got)
+
+    update(D, "-", 1000)
+    update("-", D, 2000)
+    update(D, D, 3000)
+    update("userA", "-", 4000)
+    update("userA", "client1", 5000)
+    update("userB", "-", 6000)
+    update("userB", "client1", 7000)
+    update("userB", D, 8000)
+    update("userC", "-", 10000)
+    update("-", "client1", 9000)
+
+    check("userA", "client1", 5000, 4500, False)
+    check("userA", "client2", 4000, 4500, True)
+    check("userA", "client3", 4000, 0, True)
+    check("userA", "client1", 5000, 0, False)
+    check("userB", "client1", 7000, 8000, True)
+    check("userB", "client2", 8000, 7000, False)
+    check("userB", "client3", 8000, 7000, False)
+    check("userD", "client1", 3000, 3500, True)
+    check("userD", "client2", 3000, 2500, False)
+    check("userE", "client1", 3000, 2500, False)
+
+    update(D, D, None)
+    check("userD", "client1", 1000, 0, False)
+    check("userE", "client4", 1000, 1500, True)
+    check("userF", "client4", 1000, 800, False)
+    check("userF", "client5", 1000, 800, True)
+
+    update(D, "-", None)
+    check("userF", "client4", 2000, 0, False)
+    check("userF", "client5", 2000, 0, False)
+    check("userF", "client5", 2000, 2500, True)
+    check("userG", "client5", 2000, 0, True)
+
+    update("userA", "-", 8000)
+    update("userA", "client1", 10000)
+    check("userA", "client2", 8000, 0, False)
+    check("userA", "client2", 8000, 4500, True)
+    check("userA", "client1", 10000, 0, False)
+    check("userA", "client1", 10000, 6000, True)
+    update("userA", "client1", None)
+    check("userA", "client6", 8000, 0, True)
+    update("userA", "client6", 11000)
+    check("userA", "client6", 11000, 8500, False)
+    update("userA", D, 12000)
+    update("userA", "client6", None)
+    check("userA", "client6", 12000, 4000, True)

@@ -106,14 +106,17 @@ class QuotaManager(QuotaKernel):
             except (TypeError, ValueError):
                 raise QuotaConfigError(f"each entry must be an (entity, ops) pair, got {item!r}") from None
             entity = ClientQuotaEntity(raw_entity)
-            if entity in seen:
-                raise QuotaConfigError(f"invalid quota for entity {entity}: the entity appears more than once")
-            seen.add(entity)
             if not isinstance(ops, Mapping):
                 raise QuotaConfigError(
                     f"invalid quota for entity {entity}: ops must map config keys to numbers, "
                     f"got {type(ops).__name__}"
                 )
+            if entity in seen:
+                keys = ", ".join(str(k) for k in ops) or "(no keys)"
+                raise QuotaConfigError(
+                    f"invalid quota for entity {entity}, key {keys}: the entity appears more than once in one call"
+                )
+            seen.add(entity)
             uk, u = _side(entity, USER)
             ck, c = _side(entity, CLIENT_ID)
             for key, value in ops.items():

@@ -1,1 +1,89 @@
-fn main(){}
+//! Criterion benches of the native record path: one thread, two threads on distinct sensors,
+//! two threads on one sensor. `examples/native_report.rs` turns the same workloads into the
+//! ratio report under benches/results/.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use quota_core::{
+    ClientHandle, ClientQuotaType, EntityName, KernelConfig, QuotaChange, QuotaEntity, QuotaKernel, RateSensor,
+    WindowSpec,
+};
+
+const P: ClientQuotaType = ClientQuotaType::Produce;
+
+fn kernel() -> Arc<QuotaKernel> {
+    let k = QuotaKernel::new(KernelConfig::default()).unwrap();
+    k.alter(
+        &[QuotaChange {
+            entity: QuotaEntity { user: Some(EntityName::Default), client_id: None },
+            quota_type: P,
+            value: Some(10_000_000.0),
+        }],
+        false,
+    )
+    .unwrap();
+    Arc::new(k)
+}
+
+/// Records `iters` times on `h`, time advancing one ms every 64 calls so windows roll.
+fn run(h: &ClientHandle, iters: u64) {
+    for i in 0..iters {
+        black_box(h.record_and_get_throttle_time_ms(P, black_box(100.0), Some((i >> 6) as i64)).unwrap());
+    }
+}
+
+fn two_threads(a: &ClientHandle, b: &ClientHandle, iters: u64) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| run(a, iters));
+        s.spawn(|| run(b, iters));
+    });
+    start.elapsed()
+}
+
+fn benches(c: &mut Criterion) {
+    let spec = WindowSpec::default();
+    let sensor = RateSensor::new(&spec, 0);
+    let mut i = 0u64;
+    c.bench_function("sensor_record_and_measure", |b| {
+        b.iter(|| {
+            i += 1;
+            black_box(sensor.record_and_measure(&spec, black_box(100.0), (i >> 6) as i64))
+        })
+    });
+
+    let k = kernel();
+    let h1 = ClientHandle::new(Arc::clone(&k), "alice", "c1");
+    let h2 = ClientHandle::new(Arc::clone(&k), "bob", "c2");
+    c.bench_function("handle_record_one_thread", |b| b.iter_custom(|iters| {
+        let start = Instant::now();
+        run(&h1, iters);
+        start.elapsed()
+    }));
+    // Per-iteration time of two threads each doing `iters` records: equal to the one-thread
+    // time when scaling is perfect (twice the work in the same wall time).
+    c.bench_function("handle_record_two_threads_distinct_sensors", |b| {
+        b.iter_custom(|iters| two_threads(&h1, &h2, iters))
+    });
+    let h1b = ClientHandle::new(Arc::clone(&k), "alice", "c1");
+    c.bench_function("handle_record_two_threads_same_sensor", |b| {
+        b.iter_custom(|iters| two_threads(&h1, &h1b, iters))
+    });
+    c.bench_function("named_record_one_thread", |b| b.iter_custom(|iters| {
+        let start = Instant::now();
+        for i in 0..iters {
+            black_box(k.record_and_get_throttle_time_ms(P, "alice", "c1", black_box(100.0), Some((i >> 6) as i64)).unwrap());
+        }
+        start.elapsed()
+    }));
+}
+
+criterion_group! {
+    name = record;
+    config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
+    targets = benches
+}
+criterion_main!(record);

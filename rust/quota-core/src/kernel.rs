@@ -23,6 +23,16 @@ use crate::types::{ClientQuotaType, WindowSpec};
 
 type FastState = foldhash::fast::RandomState;
 
+/// `Arc<str>` of `s`; the empty string is one shared allocation.
+fn shared_str(s: &str) -> Arc<str> {
+    static EMPTY: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
+    if s.is_empty() {
+        Arc::clone(EMPTY.get_or_init(|| Arc::from("")))
+    } else {
+        Arc::from(s)
+    }
+}
+
 /// Owned `(a, b)` string pair used as a map key: raw names in the tag cache, tags in the
 /// sensor registry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -251,7 +261,10 @@ impl QuotaKernel {
             let kinds_before = cfg.kinds;
             let set_changed = cfg.set(&ch.entity, ch.value);
             touched[i] = true;
-            tags_changed[i] |= set_changed || cfg.kinds != kinds_before;
+            // Tags are fixed while one kind of level is configured; only the 8-level walk
+            // (several kinds) depends on which entities exist.
+            let mixed = cfg.kinds.count_ones() > 1;
+            tags_changed[i] |= cfg.kinds != kinds_before || (mixed && set_changed);
             let slot = next.entities.entry(ch.entity.clone()).or_insert([None; 4]);
             slot[i] = ch.value;
             if slot.iter().all(Option::is_none) {
@@ -303,11 +316,22 @@ impl QuotaKernel {
         let snap = self.config.load();
         let cfg = &snap.types[t.index()];
         let tags = cfg.metric_tags(user, client_id);
+        // The raw names, shared by the cache key and (where equal) the sensor's tags.
+        let raw = NamePair { first: shared_str(user), second: shared_str(client_id) };
         let sensors = rt.sensors.pin();
         let sensor = match sensors.get(&PairRef(&tags.user, &tags.client_id)) {
             Some(s) => Arc::clone(s),
             None => {
-                let key = NamePair { first: Arc::from(&*tags.user), second: Arc::from(&*tags.client_id) };
+                let pick = |tag: &str| -> Arc<str> {
+                    if tag == &*raw.first {
+                        Arc::clone(&raw.first)
+                    } else if tag == &*raw.second {
+                        Arc::clone(&raw.second)
+                    } else {
+                        shared_str(tag)
+                    }
+                };
+                let key = NamePair { first: pick(&tags.user), second: pick(&tags.client_id) };
                 let fresh = Arc::new(QuotaSensor {
                     tags: key.clone(),
                     rate: RateSensor::new(&self.settings.window, now),
@@ -316,10 +340,7 @@ impl QuotaKernel {
             }
         };
         let resolved = Resolved { tags_generation: cfg.tags_generation, sensor };
-        rt.cache.pin().insert(
-            NamePair { first: Arc::from(user), second: Arc::from(client_id) },
-            resolved.clone(),
-        );
+        rt.cache.pin().insert(raw, resolved.clone());
         resolved
     }
 
@@ -388,7 +409,6 @@ impl QuotaKernel {
         check: Check,
     ) -> Result<i32, QuotaError> {
         check_byte_type(t)?;
-        check_record_value(value)?;
         if !self.enabled(t) {
             return Ok(0);
         }
@@ -408,6 +428,7 @@ impl QuotaKernel {
         value: f64,
         now: Option<i64>,
     ) -> Result<i32, QuotaError> {
+        check_record_value(value)?;
         self.record_named(t, user, client_id, value, now, Check::Throttle)
     }
 
@@ -419,6 +440,7 @@ impl QuotaKernel {
         value: f64,
         now: Option<i64>,
     ) -> Result<(), QuotaError> {
+        check_record_value(value)?;
         self.record_named(t, user, client_id, value, now, Check::None).map(|_| ())
     }
 
@@ -538,9 +560,9 @@ impl ClientHandle {
         out
     }
 
+    /// `value` has been checked by the caller (and is negative for `unrecord`).
     fn record(&self, t: ClientQuotaType, value: f64, now: Option<i64>, check: Check) -> Result<i32, QuotaError> {
         check_byte_type(t)?;
-        check_record_value(value)?;
         if !self.kernel.enabled(t) {
             return Ok(0);
         }
@@ -549,10 +571,12 @@ impl ClientHandle {
     }
 
     pub fn record_and_get_throttle_time_ms(&self, t: ClientQuotaType, value: f64, now: Option<i64>) -> Result<i32, QuotaError> {
+        check_record_value(value)?;
         self.record(t, value, now, Check::Throttle)
     }
 
     pub fn record_no_throttle(&self, t: ClientQuotaType, value: f64, now: Option<i64>) -> Result<(), QuotaError> {
+        check_record_value(value)?;
         self.record(t, value, now, Check::None).map(|_| ())
     }
 

@@ -71,6 +71,8 @@ pub struct RateSensor {
     latest: AtomicI64,
     /// Sequence number of the current sample; its slot is `head % ring_len`.
     head: AtomicU64,
+    /// A lower bound of the last-event times of all started samples (they only grow).
+    purge_floor: AtomicI64,
     /// Cached quota bound (low half, f64 bits; +inf = unlimited) and the configuration
     /// generation it was computed for (high half).
     limit: AtomicU128,
@@ -93,6 +95,7 @@ impl RateSensor {
             base: now,
             latest: AtomicI64::new(now),
             head: AtomicU64::new(0),
+            purge_floor: AtomicI64::new(now),
             limit: AtomicU128::new(f64::INFINITY.to_bits() as u128),
             cells,
             last_event,
@@ -190,34 +193,28 @@ impl RateSensor {
 
     fn measure_at(&self, spec: &WindowSpec, now: i64) -> Measurement {
         let expire = spec.expire_age_ms();
-        let now_rel = self.rel(now);
-        let mut sum = 0.0f64;
+        // Every started sample's last event is at least `purge_floor`, so when that is recent
+        // no sample can be stale and the purge pass is skipped.
+        if now.saturating_sub(self.purge_floor.load(Ordering::Acquire)) >= expire {
+            self.purge(now, expire);
+        }
+        // Kafka adds the samples as doubles in slot order. When every value is a whole number
+        // below 2^43 (always so for bytes) every partial sum is exact, so an integer sum equals
+        // that double sum bit for bit and avoids a chain of dependent float additions.
+        let mut int_sum: i64 = 0;
+        let mut exact = true;
         let mut oldest = i64::MAX;
-        for (slot, cell) in self.cells.iter().enumerate() {
-            let mut bits = cell.load(Ordering::Acquire);
-            let c = loop {
-                let c = Cell::unpack(bits);
-                if !c.started {
-                    break c;
-                }
-                let last = self.last_event[slot].load(Ordering::Acquire);
-                if now.saturating_sub(last) < expire {
-                    break c;
-                }
-                let reset = Cell { value: 0.0, start_rel: now_rel, ..c };
-                match cell.compare_exchange(bits, reset.pack(), Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => {
-                        self.raise_last_event(slot, now);
-                        break reset;
-                    }
-                    Err(actual) => bits = actual,
-                }
-            };
+        for cell in self.cells.iter() {
+            let c = Cell::unpack(cell.load(Ordering::Acquire));
             if c.started {
-                sum += c.value;
+                let as_int = c.value as i64;
+                exact &= (as_int as f64 == c.value) & (as_int.unsigned_abs() < 1 << 43);
+                int_sum = int_sum.wrapping_add(as_int);
                 oldest = oldest.min(c.start_rel);
             }
         }
+        let sum = if exact { int_sum as f64 } else { self.float_sum() };
+        let now_rel = self.rel(now);
         let oldest = if oldest == i64::MAX { now_rel } else { oldest };
         let mut elapsed = now_rel - oldest;
         // Java integer division truncates towards zero; so does Rust's.
@@ -227,6 +224,53 @@ impl RateSensor {
             elapsed += (min_full_windows - full_windows) * spec.window_ms;
         }
         Measurement { sum, window_ms: elapsed.max(1) }
+    }
+
+    /// Kafka's double sum, in slot order.
+    #[cold]
+    fn float_sum(&self) -> f64 {
+        let mut sum = 0.0f64;
+        for cell in self.cells.iter() {
+            let c = Cell::unpack(cell.load(Ordering::Acquire));
+            if c.started {
+                sum += c.value;
+            }
+        }
+        sum
+    }
+
+    /// Resets every started sample whose last event is `expire` ms or more before `now`
+    /// (`SampledStat.purgeObsoleteSamples`), then raises `purge_floor`.
+    #[cold]
+    fn purge(&self, now: i64, expire: i64) {
+        let now_rel = self.rel(now);
+        let mut floor = i64::MAX;
+        for (slot, cell) in self.cells.iter().enumerate() {
+            let mut bits = cell.load(Ordering::Acquire);
+            loop {
+                let c = Cell::unpack(bits);
+                if !c.started {
+                    break;
+                }
+                let last = self.last_event[slot].load(Ordering::Acquire);
+                if now.saturating_sub(last) < expire {
+                    floor = floor.min(last);
+                    break;
+                }
+                let reset = Cell { value: 0.0, start_rel: now_rel, ..c };
+                match cell.compare_exchange(bits, reset.pack(), Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => {
+                        self.raise_last_event(slot, now);
+                        floor = floor.min(now);
+                        break;
+                    }
+                    Err(actual) => bits = actual,
+                }
+            }
+        }
+        if floor != i64::MAX {
+            self.purge_floor.fetch_max(floor, Ordering::AcqRel);
+        }
     }
 
     /// Records `value` at `t` and measures at the same instant (record-then-check).
@@ -382,6 +426,28 @@ mod tests {
         let m_same = same.record_and_measure(&sp, 10.0, 5000);
         assert_eq!(m_past, m_same);
         assert_eq!(throttle_time_ms(&m_past, 1000.0), 19);
+    }
+
+    #[test]
+    fn fractional_values_are_summed_in_slot_order_like_kafka() {
+        let sp = spec();
+        let s = RateSensor::new(&sp, 0);
+        s.record(&sp, 0.1, 0);
+        s.record(&sp, 0.2, 1000);
+        s.record(&sp, 0.3, 2000);
+        let expected = ((0.0 + 0.1) + 0.2) + 0.3; // 0.6000000000000001, not 0.6
+        assert_eq!(s.measure(&sp, 2000).sum, expected);
+        // Whole numbers take the integer path and agree with the double sum.
+        let s = RateSensor::new(&sp, 0);
+        s.record(&sp, 9_007_199_254.0, 0);
+        s.record(&sp, 3.0, 1000);
+        assert_eq!(s.measure(&sp, 1000).sum, 9_007_199_254.0 + 3.0);
+        // Above 2^43 the double path is used.
+        let s = RateSensor::new(&sp, 0);
+        let big = 2f64.powi(53);
+        s.record(&sp, big, 0);
+        s.record(&sp, 1.0, 1000);
+        assert_eq!(s.measure(&sp, 1000).sum, big + 1.0);
     }
 
     #[test]

@@ -1,0 +1,341 @@
+"""Shared settings, result store and report writer for the Python record-path benchmarks.
+
+Imported by ``conftest.py`` (which writes the report at session end) and by
+``test_bench_record.py`` (which stores each variant's median here).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import struct
+import subprocess
+import sys
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_DIR = os.path.dirname(BENCH_DIR)
+RESULTS_DIR = os.path.join(BENCH_DIR, "results")
+JSON_PATH = os.path.join(RESULTS_DIR, "python_record.json")
+MD_PATH = os.path.join(RESULTS_DIR, "python_record.md")
+
+#: Calls per benchmark round (the loop every variant runs; per-call time = round / CALLS).
+CALLS = int(os.environ.get("KQUOTA_BENCH_CALLS", "1000"))
+#: Rounds per fast variant (the oracle variants use a tenth, at least 20).
+ROUNDS = int(os.environ.get("KQUOTA_BENCH_ROUNDS", "2000"))
+#: Untimed rounds before measuring (warms the handle, the sensor and CPU caches).
+WARMUP_ROUNDS = int(os.environ.get("KQUOTA_BENCH_WARMUP", "50"))
+
+#: variant key -> label shown in the report (also the order of the rows).
+VARIANTS = {
+    "handle": "handle `h.record_and_get_throttle_time_ms(P, 100, now_ms)`",
+    "named": "named `qm.record_and_get_throttle_time_ms(P, 'alice', 'client-1', 100, now_ms)`",
+    "empty_handle_args": "empty Python function, handle args",
+    "empty_named_args": "empty Python function, named args",
+    "noop": "native `_kquota._noop(P, 100, now_ms)` (PyO3 floor)",
+    "oracle_named": "oracle named call (pure Python)",
+    "oracle_handle": "oracle handle call (pure Python)",
+    "handle_clock": "handle, `now_ms=None` (kernel clock)",
+    "named_clock": "named, `now_ms=None` (kernel clock)",
+    "loop_only": "loop alone, no call (included in every row)",
+}
+
+#: (key, numerator, denominator, target op, target value); op None = informational.
+RATIOS = [
+    ("handle_vs_empty", "handle", "empty_handle_args", "<=", 2.0),
+    ("named_vs_empty", "named", "empty_named_args", "<=", 3.0),
+    ("oracle_vs_handle", "oracle_named", "handle", ">=", 40.0),
+    ("oracle_vs_named", "oracle_named", "named", ">=", 40.0),
+    ("handle_vs_noop", "handle", "noop", None, None),
+    ("named_vs_handle", "named", "handle", None, None),
+    ("noop_vs_empty_handle", "noop", "empty_handle_args", None, None),
+    ("handle_clock_vs_empty", "handle_clock", "empty_handle_args", None, None),
+    ("named_clock_vs_empty", "named_clock", "empty_named_args", None, None),
+]
+REQUIRED = {v for _, a, b, op, _t in RATIOS if op for v in (a, b)}
+
+#: variant key -> per-call statistics in ns (filled by record_result during the session).
+RESULTS: dict[str, dict] = {}
+
+
+def record_result(variant: str, benchmark) -> None:
+    """Stores a finished pytest-benchmark fixture's statistics, per call, under ``variant``."""
+    meta = getattr(benchmark, "stats", None)
+    if meta is None:  # --benchmark-disable / --benchmark-skip: nothing measured
+        return
+    s = meta.stats
+    calls = benchmark.extra_info.get("calls_per_round", CALLS)
+    per = 1e9 / calls
+    RESULTS[variant] = {
+        "median_ns": s.median * per,
+        "min_ns": s.min * per,
+        "mean_ns": s.mean * per,
+        "iqr_ns": s.iqr * per,
+        "stddev_ns": s.stddev * per,
+        "rounds": s.rounds,
+        "calls_per_round": calls,
+    }
+
+
+# ----------------------------------------------------------------------------------- ratios
+
+
+def compute_ratios(results: dict) -> list[dict]:
+    out = []
+    for key, num, den, op, target in RATIOS:
+        if num not in results or den not in results:
+            continue
+        value = results[num]["median_ns"] / results[den]["median_ns"]
+        met = None
+        if op == "<=":
+            met = value <= target
+        elif op == ">=":
+            met = value >= target
+        out.append({"key": key, "numerator": num, "denominator": den, "value": value,
+                    "target_op": op, "target": target, "met": met})
+    return out
+
+
+# ----------------------------------------------------------------------------- machine info
+
+
+def _cpu_info() -> dict:
+    model, physical = None, set()
+    cores_per_socket = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            phys = None
+            for line in f:
+                k, _, v = line.partition(":")
+                k, v = k.strip(), v.strip()
+                if k == "model name" and model is None:
+                    model = v
+                elif k == "physical id":
+                    phys = v
+                elif k == "core id":
+                    physical.add((phys, v))
+                elif k == "cpu cores" and cores_per_socket is None:
+                    cores_per_socket = int(v)
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = None
+    return {
+        "cpu_model": model or platform.processor() or "unknown",
+        "logical_cpus": os.cpu_count(),
+        "physical_cores": len(physical) or cores_per_socket,
+        "usable_cpus": usable,
+    }
+
+
+def _git() -> dict:
+    def run(*args):
+        try:
+            return subprocess.run(["git", "-C", REPO_DIR, *args], capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    return {"commit": run("rev-parse", "HEAD") or None,
+            "dirty": bool(run("status", "--porcelain", "--", "rust", "python"))}
+
+
+def _elf_section_names(path: str) -> set[str] | None:
+    """Section names of a 64-bit little-endian ELF file (None if not one)."""
+    try:
+        with open(path, "rb") as f:
+            ident = f.read(64)
+            if ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1:
+                return None
+            e_shoff, = struct.unpack_from("<Q", ident, 0x28)
+            e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", ident, 0x3A)
+            f.seek(e_shoff)
+            table = f.read(e_shentsize * e_shnum)
+            headers = [struct.unpack_from("<IIQQQQ", table, i * e_shentsize) for i in range(e_shnum)]
+            _, _, _, _, str_off, str_size = headers[e_shstrndx]
+            f.seek(str_off)
+            strtab = f.read(str_size)
+            return {strtab[h[0]:strtab.index(b"\0", h[0])].decode() for h in headers}
+    except (OSError, struct.error, ValueError, IndexError):
+        return None
+
+
+def _sha256(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def build_info() -> dict:
+    """How the imported ``kquota._kquota`` was built: release or debug, and the evidence."""
+    import kquota
+    from kquota import _kquota
+
+    so = os.path.realpath(_kquota.__file__)
+    info = {"extension": so, "version": getattr(kquota, "__version__", None), "mode": "unknown",
+            "evidence": []}
+    # 1. An attribute exported by the extension, if the kernel has one.
+    for attr in ("__build_profile__", "BUILD_PROFILE", "build_profile", "_build_profile"):
+        v = getattr(_kquota, attr, None)
+        if v is not None:
+            v = v() if callable(v) else v
+            info["mode"] = str(v)
+            info["evidence"].append(f"kquota._kquota.{attr} = {v!r}")
+            break
+    for attr in ("__debug_assertions__", "DEBUG_ASSERTIONS", "_debug_assertions"):
+        v = getattr(_kquota, attr, None)
+        if v is not None:
+            v = v() if callable(v) else v
+            if info["mode"] == "unknown":
+                info["mode"] = "debug" if v else "release"
+            info["evidence"].append(f"kquota._kquota.{attr} = {v!r}")
+            break
+    # 2. Byte-identical to a cargo profile's output in rust/target/<profile>/?
+    digest = _sha256(so)
+    target = os.path.join(REPO_DIR, "rust", "target")
+    matched = None
+    if digest and os.path.isdir(target):
+        for profile in sorted(os.listdir(target)):
+            cand = os.path.join(target, profile, "lib_kquota.so")
+            if os.path.isfile(cand) and _sha256(cand) == digest:
+                matched = profile
+                break
+    if matched:
+        info["evidence"].append(f"identical to rust/target/{matched}/lib_kquota.so")
+        if info["mode"] == "unknown":
+            info["mode"] = "release" if matched == "release" else ("debug" if matched == "debug" else matched)
+    else:
+        info["evidence"].append("not identical to any rust/target/<profile>/lib_kquota.so")
+    # 3. Debug info present? (cargo's dev profile has debuginfo; release has none by default.)
+    sections = _elf_section_names(so)
+    if sections is not None:
+        has_dbg = ".debug_info" in sections
+        info["evidence"].append(".debug_info section present (dev-profile-like)" if has_dbg
+                                else "no .debug_info section (release-profile-like)")
+        if info["mode"] == "unknown":
+            info["mode"] = "debug (guess)" if has_dbg else "release (guess)"
+    try:
+        info["extension_bytes"] = os.path.getsize(so)
+    except OSError:
+        pass
+    return info
+
+
+def machine_info() -> dict:
+    try:
+        import pytest_benchmark
+        pb = pytest_benchmark.__version__
+    except Exception:  # pragma: no cover
+        pb = None
+    return {
+        **_cpu_info(),
+        "platform": platform.platform(),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "python_build": " ".join(platform.python_build()),
+        "pytest_benchmark": pb,
+        "git": _git(),
+    }
+
+
+# ---------------------------------------------------------------------------------- writing
+
+
+def _fmt_ns(x: float) -> str:
+    return f"{x:,.1f}"
+
+
+def _target_str(op, target) -> str:
+    if op is None:
+        return "(info)"
+    return f"{'≤' if op == '<=' else '≥'} {target:g}×"
+
+
+def render_markdown(report: dict) -> str:
+    res, m, b = report["results"], report["machine"], report["build"]
+    lines = [
+        "# kquota: Python per-request cost of `record_and_get_throttle_time_ms`",
+        "",
+        f"Generated {report['generated_at']} by `{report['command']}` "
+        f"({report['calls_per_round']} calls per round; per-call time = round median / "
+        f"{report['calls_per_round']}; every figure includes the same loop overhead, see `loop alone`).",
+        "",
+        "## Ratios (from the medians of this one run)",
+        "",
+        "| variant | median ns/call | ratio | value | target | met |",
+        "|---|---:|---|---:|---|---|",
+    ]
+    for r in report["ratios"]:
+        met = "—" if r["met"] is None else ("yes" if r["met"] else "**no**")
+        lines.append(
+            f"| {r['numerator']} | {_fmt_ns(res[r['numerator']]['median_ns'])} | "
+            f"{r['numerator']} / {r['denominator']} ({_fmt_ns(res[r['denominator']]['median_ns'])} ns) | "
+            f"{r['value']:.2f}× | {_target_str(r['target_op'], r['target'])} | {met} |")
+    lines += [
+        "",
+        "## All variants",
+        "",
+        "| variant | what | median ns/call | min ns/call | IQR ns/call | rounds |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for key, label in VARIANTS.items():
+        if key in res:
+            r = res[key]
+            lines.append(f"| {key} | {label} | {_fmt_ns(r['median_ns'])} | {_fmt_ns(r['min_ns'])} | "
+                         f"{_fmt_ns(r['iqr_ns'])} | {r['rounds']} |")
+    git = m.get("git") or {}
+    lines += [
+        "",
+        "## Machine and build",
+        "",
+        f"- CPU: {m['cpu_model']} — {m['logical_cpus']} logical CPUs, {m['physical_cores']} physical cores, "
+        f"{m['usable_cpus']} usable by this process",
+        f"- Platform: {m['platform']}",
+        f"- Python: {m['python']} ({m['python_build']})",
+        f"- pytest-benchmark: {m['pytest_benchmark']}",
+        f"- kquota: {b['version']}, extension `{os.path.relpath(b['extension'], REPO_DIR)}` "
+        f"({b.get('extension_bytes', '?'):,} bytes)",
+        f"- Build mode: **{b['mode']}** — " + "; ".join(b["evidence"]),
+        f"- Git: {git.get('commit')}{' (rust/ or python/ has uncommitted changes)' if git.get('dirty') else ''}",
+        "",
+        "Timing targets are reported, never asserted: the benchmark run passes whatever the numbers are.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def build_report(command: str) -> dict:
+    return {
+        "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "calls_per_round": CALLS,
+        "results": {k: RESULTS[k] for k in VARIANTS if k in RESULTS},
+        "ratios": compute_ratios(RESULTS),
+        "targets_met": all(r["met"] for r in compute_ratios(RESULTS) if r["met"] is not None),
+        "machine": machine_info(),
+        "build": build_info(),
+    }
+
+
+def missing_required() -> list[str]:
+    return sorted(REQUIRED - RESULTS.keys())
+
+
+def write_report(command: str) -> dict:
+    report = build_report(command)
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    with open(JSON_PATH, "w") as f:
+        json.dump(report, f, indent=2, sort_keys=False)
+        f.write("\n")
+    with open(MD_PATH, "w") as f:
+        f.write(render_markdown(report))
+    return report
+
+
+def command_line() -> str:
+    return " ".join(["python -m pytest", *sys.argv[1:]]) if sys.argv else "python -m pytest"

@@ -1,0 +1,5 @@
+import sys
+
+from kquota.cli import main
+
+sys.exit(main())
