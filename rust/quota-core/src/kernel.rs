@@ -11,7 +11,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
-use arc_swap::{ArcSwap, ArcSwapOption};
+use arc_swap::ArcSwap;
 use papaya::Equivalent;
 use parking_lot::Mutex;
 
@@ -512,11 +512,17 @@ impl KernelConfig {
 
 /// A per-connection view of the kernel for one (principal, client-id): the resolution is cached
 /// in the handle, so a call is a generation check and a record.
+///
+/// Each quota type's slot is one 128-bit atomic holding the tags generation and a pointer to the
+/// sensor it resolved to. The handle keeps every sensor it has pointed at alive in `keep` (a
+/// connection maps to at most a few tag sets over its life), so a reader never sees a pointer to
+/// freed memory and the hot path needs no reference counting.
 pub struct ClientHandle {
     kernel: Arc<QuotaKernel>,
     user: Arc<str>,
     client_id: Arc<str>,
-    slots: [ArcSwapOption<Resolved>; 4],
+    slots: [portable_atomic::AtomicU128; 4],
+    keep: Mutex<Vec<Arc<QuotaSensor>>>,
 }
 
 impl ClientHandle {
@@ -526,6 +532,7 @@ impl ClientHandle {
             user: Arc::from(user),
             client_id: Arc::from(client_id),
             slots: Default::default(),
+            keep: Mutex::new(Vec::new()),
         }
     }
 
@@ -545,22 +552,40 @@ impl ClientHandle {
     fn with_sensor<R>(&self, t: ClientQuotaType, now: i64, f: impl FnOnce(&QuotaSensor) -> R) -> R {
         let k = &*self.kernel;
         let generation = k.types[t.index()].tags_generation.load(Ordering::Acquire);
-        let slot = &self.slots[t.index()];
+        let bits = self.slots[t.index()].load(Ordering::Acquire);
+        let ptr = bits as u64 as usize as *const QuotaSensor;
+        if (bits >> 64) as u64 == generation && !ptr.is_null() {
+            // SAFETY: `ptr` came from an `Arc` held in `self.keep` for as long as `self` lives.
+            return f(unsafe { &*ptr });
+        }
+        self.refresh(t, now, f)
+    }
+
+    #[cold]
+    fn refresh<R>(&self, t: ClientQuotaType, now: i64, f: impl FnOnce(&QuotaSensor) -> R) -> R {
+        let r = self.kernel.resolve(t, &self.user, &self.client_id, now);
+        let ptr = Arc::as_ptr(&r.sensor);
         {
-            let cur = slot.load();
-            if let Some(r) = cur.as_ref() {
-                if r.tags_generation == generation {
-                    return f(&r.sensor);
-                }
+            let mut keep = self.keep.lock();
+            if !keep.iter().any(|s| Arc::ptr_eq(s, &r.sensor)) {
+                keep.push(Arc::clone(&r.sensor));
             }
         }
-        let r = k.resolve(t, &self.user, &self.client_id, now);
-        let out = f(&r.sensor);
-        slot.store(Some(Arc::new(r)));
-        out
+        let bits = ((r.tags_generation as u128) << 64) | ptr as usize as u64 as u128;
+        let slot = &self.slots[t.index()];
+        let mut cur = slot.load(Ordering::Acquire);
+        // Never replace a newer resolution with an older one.
+        while ((cur >> 64) as u64) < r.tags_generation {
+            match slot.compare_exchange(cur, bits, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break,
+                Err(actual) => cur = actual,
+            }
+        }
+        f(&r.sensor)
     }
 
     /// `value` has been checked by the caller (and is negative for `unrecord`).
+    #[inline]
     fn record(&self, t: ClientQuotaType, value: f64, now: Option<i64>, check: Check) -> Result<i32, QuotaError> {
         check_byte_type(t)?;
         if !self.kernel.enabled(t) {
@@ -570,6 +595,7 @@ impl ClientHandle {
         Ok(self.with_sensor(t, now, |s| self.kernel.record_into(t, s, value, now, check)))
     }
 
+    #[inline]
     pub fn record_and_get_throttle_time_ms(&self, t: ClientQuotaType, value: f64, now: Option<i64>) -> Result<i32, QuotaError> {
         check_record_value(value)?;
         self.record(t, value, now, Check::Throttle)

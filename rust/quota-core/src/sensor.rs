@@ -48,6 +48,49 @@ impl Cell {
     }
 }
 
+const TAG_MASK: u64 = (1 << 33) - 1;
+
+/// Sum (48-bit signed) and oldest start (47 bits) of the non-current samples, and the low 33
+/// bits of the `version` they were read at, packed in 128 bits.
+#[derive(Clone, Copy)]
+struct Aggregate {
+    base_sum: i64,
+    oldest_rel: i64,
+    tag: u64,
+}
+
+impl Aggregate {
+    fn pack(self) -> u128 {
+        let sum = (self.base_sum as u64) & ((1 << 48) - 1);
+        let oldest = (self.oldest_rel as u64) & ((1 << 47) - 1);
+        (sum as u128) | ((oldest as u128) << 48) | ((self.tag as u128) << 95)
+    }
+
+    #[inline]
+    fn unpack(bits: u128) -> Aggregate {
+        let sum = (bits as u64) & ((1 << 48) - 1);
+        // Sign-extend the 48-bit sum.
+        let base_sum = ((sum << 16) as i64) >> 16;
+        let oldest_rel = ((bits >> 48) as u64 & ((1 << 47) - 1)) as i64;
+        let tag = (bits >> 95) as u64 & TAG_MASK;
+        Aggregate { base_sum, oldest_rel, tag }
+    }
+}
+
+/// Kafka's `Rate.windowSize`: the elapsed time since the oldest sample, topped up to
+/// `samples - 1` whole windows, at least 1 ms.
+#[inline]
+fn window_ms(spec: &WindowSpec, now_rel: i64, oldest_rel: i64) -> i64 {
+    let mut elapsed = now_rel - oldest_rel;
+    // Java integer division truncates towards zero; so does Rust's.
+    let full_windows = elapsed / spec.window_ms;
+    let min_full_windows = spec.samples as i64 - 1;
+    if full_windows < min_full_windows {
+        elapsed += (min_full_windows - full_windows) * spec.window_ms;
+    }
+    elapsed.max(1)
+}
+
 /// What a measurement saw: the windowed sum and Kafka's window length `W` in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Measurement {
@@ -73,6 +116,10 @@ pub struct RateSensor {
     head: AtomicU64,
     /// A lower bound of the last-event times of all started samples (they only grow).
     purge_floor: AtomicI64,
+    /// Bumped by every change to a sample other than the current one.
+    version: AtomicU64,
+    /// [`Aggregate`] of the non-current samples, valid while its tag matches `version`.
+    aggregate: AtomicU128,
     /// Cached quota bound (low half, f64 bits; +inf = unlimited) and the configuration
     /// generation it was computed for (high half).
     limit: AtomicU128,
@@ -96,6 +143,8 @@ impl RateSensor {
             latest: AtomicI64::new(now),
             head: AtomicU64::new(0),
             purge_floor: AtomicI64::new(now),
+            version: AtomicU64::new(1),
+            aggregate: AtomicU128::new(0),
             limit: AtomicU128::new(f64::INFINITY.to_bits() as u128),
             cells,
             last_event,
@@ -129,11 +178,18 @@ impl RateSensor {
     /// Adds `value` at time `t` (Kafka's `SampledStat.record`); returns the time it was recorded
     /// at (`t`, or the sensor's latest time if `t` is earlier).
     pub fn record(&self, spec: &WindowSpec, value: f64, t: i64) -> i64 {
+        self.add(spec, value, t).0
+    }
+
+    /// [`record`](Self::record), also returning the sample the value went into as it was right
+    /// after the add, and that sample's sequence number.
+    #[inline]
+    fn add(&self, spec: &WindowSpec, value: f64, t: i64) -> (i64, u64, Cell) {
         let t = self.effective_time(t);
         let t_rel = self.rel(t);
         let ring = spec.ring_len() as u64;
         loop {
-            let h = self.head.load(Ordering::Acquire);
+            let h = self.head.load(Ordering::SeqCst);
             let slot = (h % ring) as usize;
             let bits = self.cells[slot].load(Ordering::Acquire);
             let cur = Cell::unpack(bits);
@@ -148,10 +204,15 @@ impl RateSensor {
             self.raise_last_event(slot, t);
             let next = Cell { value: cur.value + value, ..cur };
             if self.cells[slot]
-                .compare_exchange(bits, next.pack(), Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange(bits, next.pack(), Ordering::SeqCst, Ordering::Acquire)
                 .is_ok()
             {
-                return t;
+                // A value that lands in a sample another thread has just left behind changes
+                // what the aggregate of non-current samples must hold.
+                if self.head.load(Ordering::SeqCst) != h {
+                    self.version.fetch_add(1, Ordering::SeqCst);
+                }
+                return (t, h, next);
             }
         }
     }
@@ -181,7 +242,9 @@ impl RateSensor {
                 break;
             }
         }
-        let _ = self.head.compare_exchange(h, next_seq, Ordering::AcqRel, Ordering::Acquire);
+        if self.head.compare_exchange(h, next_seq, Ordering::SeqCst, Ordering::Acquire).is_ok() {
+            self.version.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     /// Purges stale samples at `now` and returns the windowed sum and `W`
@@ -216,14 +279,7 @@ impl RateSensor {
         let sum = if exact { int_sum as f64 } else { self.float_sum() };
         let now_rel = self.rel(now);
         let oldest = if oldest == i64::MAX { now_rel } else { oldest };
-        let mut elapsed = now_rel - oldest;
-        // Java integer division truncates towards zero; so does Rust's.
-        let full_windows = elapsed / spec.window_ms;
-        let min_full_windows = spec.samples as i64 - 1;
-        if full_windows < min_full_windows {
-            elapsed += (min_full_windows - full_windows) * spec.window_ms;
-        }
-        Measurement { sum, window_ms: elapsed.max(1) }
+        Measurement { sum, window_ms: window_ms(spec, now_rel, oldest) }
     }
 
     /// Kafka's double sum, in slot order.
@@ -261,6 +317,7 @@ impl RateSensor {
                 match cell.compare_exchange(bits, reset.pack(), Ordering::AcqRel, Ordering::Acquire) {
                     Ok(_) => {
                         self.raise_last_event(slot, now);
+                        self.version.fetch_add(1, Ordering::SeqCst);
                         floor = floor.min(now);
                         break;
                     }
@@ -274,10 +331,58 @@ impl RateSensor {
     }
 
     /// Records `value` at `t` and measures at the same instant (record-then-check).
+    ///
+    /// Between structural changes (a new sample, a purge) only the current sample changes, so
+    /// the sum and oldest start of the other samples are cached in `aggregate`, tagged with the
+    /// `version` they were computed at; the check is then O(1) instead of a pass over the ring.
     #[inline]
     pub fn record_and_measure(&self, spec: &WindowSpec, value: f64, t: i64) -> Measurement {
-        let t = self.record(spec, value, t);
-        self.measure_at(spec, t)
+        let (t, _, cur) = self.add(spec, value, t);
+        let version = self.version.load(Ordering::SeqCst);
+        let agg = Aggregate::unpack(self.aggregate.load(Ordering::Acquire));
+        let cur_int = cur.value as i64;
+        if agg.tag == version & TAG_MASK
+            && t.saturating_sub(self.purge_floor.load(Ordering::Acquire)) < spec.expire_age_ms()
+            && cur_int as f64 == cur.value
+            && cur_int.unsigned_abs() < 1 << 43
+        {
+            let sum = (agg.base_sum + cur_int) as f64;
+            return Measurement { sum, window_ms: window_ms(spec, self.rel(t), agg.oldest_rel.min(cur.start_rel)) };
+        }
+        self.measure_and_cache(spec, t)
+    }
+
+    /// A full measurement that also refreshes the aggregate when it is exact.
+    #[cold]
+    fn measure_and_cache(&self, spec: &WindowSpec, now: i64) -> Measurement {
+        let version = self.version.load(Ordering::SeqCst);
+        let m = self.measure_at(spec, now);
+        let version_after = self.version.load(Ordering::SeqCst);
+        if version != version_after {
+            return m; // something moved while we looked; the next call tries again
+        }
+        let ring = spec.ring_len() as u64;
+        let h = self.head.load(Ordering::SeqCst);
+        let current = (h % ring) as usize;
+        let mut base: i64 = 0;
+        let mut oldest = i64::MAX;
+        for (slot, cell) in self.cells.iter().enumerate() {
+            let c = Cell::unpack(cell.load(Ordering::Acquire));
+            if !c.started || slot == current {
+                continue;
+            }
+            let v = c.value as i64;
+            if v as f64 != c.value || v.unsigned_abs() >= 1 << 43 {
+                return m;
+            }
+            base += v;
+            oldest = oldest.min(c.start_rel);
+        }
+        if base.unsigned_abs() < 1 << 46 && self.version.load(Ordering::SeqCst) == version {
+            let agg = Aggregate { base_sum: base, oldest_rel: oldest.min(MAX_REL_MS), tag: version & TAG_MASK };
+            self.aggregate.store(agg.pack(), Ordering::Release);
+        }
+        m
     }
 
     /// The bound cached for configuration generation `generation`, if that is the one cached.
@@ -448,6 +553,41 @@ mod tests {
         s.record(&sp, big, 0);
         s.record(&sp, 1.0, 1000);
         assert_eq!(s.measure(&sp, 1000).sum, big + 1.0);
+    }
+
+    /// The O(1) check must equal a full pass over the ring after every record, whatever the
+    /// traffic: bursts, idle gaps that purge, unrecords, fractional values, late times.
+    #[test]
+    fn cached_check_equals_full_measurement() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for (window_num, secs) in [(11, 1), (1, 1), (2, 3), (5, 2)] {
+            let sp = WindowSpec::new(window_num, secs).unwrap();
+            let fast = RateSensor::new(&sp, 0);
+            let full = RateSensor::new(&sp, 0);
+            let mut t = 0i64;
+            for _ in 0..20_000 {
+                t += match next(10) {
+                    0 => next(30_000) as i64,
+                    1 => -(next(500) as i64),
+                    _ => next(400) as i64,
+                };
+                let v = match next(8) {
+                    0 => -(next(1000) as f64), // an unrecord
+                    1 => next(1000) as f64 + 0.25,
+                    _ => next(100_000) as f64,
+                };
+                let a = fast.record_and_measure(&sp, v, t);
+                let ft = full.record(&sp, v, t);
+                let b = full.measure_at(&sp, ft);
+                assert_eq!(a, b, "window_num={window_num} t={t} v={v}");
+            }
+        }
     }
 
     #[test]
