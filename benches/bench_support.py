@@ -39,6 +39,8 @@ VARIANTS = {
     "oracle_handle": "oracle handle call (pure Python)",
     "handle_clock": "handle, `now_ms=None` (kernel clock)",
     "named_clock": "named, `now_ms=None` (kernel clock)",
+    "noop_float_value": "native `_noop(P, 100.0, now_ms)`: value passed as a float",
+    "handle_float_value": "handle with value `100.0` (float) instead of `100`",
     "loop_only": "loop alone, no call (included in every row)",
 }
 
@@ -52,6 +54,7 @@ RATIOS = [
     ("named_vs_handle", "named", "handle", None, None),
     ("noop_vs_empty_handle", "noop", "empty_handle_args", None, None),
     ("handle_clock_vs_empty", "handle_clock", "empty_handle_args", None, None),
+    ("handle_float_vs_empty", "handle_float_value", "empty_handle_args", None, None),
     ("named_clock_vs_empty", "named_clock", "empty_named_args", None, None),
 ]
 REQUIRED = {v for _, a, b, op, _t in RATIOS if op for v in (a, b)}
@@ -222,6 +225,20 @@ def build_info() -> dict:
             info["mode"] = "debug (guess)" if has_dbg else "release (guess)"
     try:
         info["extension_bytes"] = os.path.getsize(so)
+        built = os.path.getmtime(so)
+        info["extension_mtime"] = _dt.datetime.fromtimestamp(built, _dt.timezone.utc).isoformat(timespec="seconds")
+        # Sources edited after the extension was written: the numbers may not reflect them.
+        newer = []
+        for sub in ("rust/quota-core/src", "rust/kquota-py/src"):
+            root = os.path.join(REPO_DIR, sub)
+            for dirpath, _dirs, files in os.walk(root):
+                for name in files:
+                    p = os.path.join(dirpath, name)
+                    if name.endswith(".rs") and os.path.getmtime(p) > built:
+                        newer.append(os.path.relpath(p, REPO_DIR))
+        info["sources_newer_than_extension"] = sorted(newer)
+        if newer:
+            info["evidence"].append(f"STALE? {len(newer)} Rust source file(s) changed after the extension was built")
     except OSError:
         pass
     return info
@@ -299,9 +316,10 @@ def render_markdown(report: dict) -> str:
         f"- Python: {m['python']} ({m['python_build']})",
         f"- pytest-benchmark: {m['pytest_benchmark']}",
         f"- kquota: {b['version']}, extension `{os.path.relpath(b['extension'], REPO_DIR)}` "
-        f"({b.get('extension_bytes', '?'):,} bytes)",
+        f"({b.get('extension_bytes', '?'):,} bytes, written {b.get('extension_mtime', '?')})",
         f"- Build mode: **{b['mode']}** — " + "; ".join(b["evidence"]),
-        f"- Git: {git.get('commit')}{' (rust/ or python/ has uncommitted changes)' if git.get('dirty') else ''}",
+        f"- Git HEAD: {git.get('commit')}"
+        f"{' (rust/ or python/ had uncommitted changes at report time)' if git.get('dirty') else ''}",
         "",
         "Timing targets are reported, never asserted: the benchmark run passes whatever the numbers are.",
         "",

@@ -50,42 +50,42 @@ def empty_handle(quota_type, value, now_ms=None):
 # round consumes CALLS consecutive milliseconds, so time is monotonic over the whole benchmark.
 
 
-def named_loop(fn, clock, n=CALLS):
+def named_loop(fn, clock, n=CALLS, value=VALUE):
     def run():
         t0 = clock[0]
         clock[0] = t0 + n
         for t in range(t0, t0 + n):
-            fn(P, USER, CLIENT_ID, VALUE, t)
+            fn(P, USER, CLIENT_ID, value, t)
 
     return run
 
 
-def handle_loop(fn, clock, n=CALLS):
+def handle_loop(fn, clock, n=CALLS, value=VALUE):
     def run():
         t0 = clock[0]
         clock[0] = t0 + n
         for t in range(t0, t0 + n):
-            fn(P, VALUE, t)
+            fn(P, value, t)
 
     return run
 
 
-def named_loop_clock(fn, clock, n=CALLS):
+def named_loop_clock(fn, clock, n=CALLS, value=VALUE):
     def run():
         t0 = clock[0]
         clock[0] = t0 + n
         for t in range(t0, t0 + n):  # same loop as above; t unused
-            fn(P, USER, CLIENT_ID, VALUE, None)
+            fn(P, USER, CLIENT_ID, value, None)
 
     return run
 
 
-def handle_loop_clock(fn, clock, n=CALLS):
+def handle_loop_clock(fn, clock, n=CALLS, value=VALUE):
     def run():
         t0 = clock[0]
         clock[0] = t0 + n
         for t in range(t0, t0 + n):  # same loop as above; t unused
-            fn(P, VALUE, None)
+            fn(P, value, None)
 
     return run
 
@@ -182,6 +182,18 @@ def test_oracle_handle(benchmark, oracle_qm):
     h = oracle_qm.client(USER, CLIENT_ID)
     _bench(benchmark, "oracle_handle", handle_loop(h.record_and_get_throttle_time_ms, [0]),
            rounds=max(20, ROUNDS // 10))
+
+
+def test_noop_float_value(benchmark):
+    """(info) `_noop` with value=100.0 (a float): shows what converting the int 100 costs."""
+    _bench(benchmark, "noop_float_value", handle_loop(_kquota._noop, [0], value=float(VALUE)))
+
+
+def test_handle_float_value(benchmark, qm):
+    """(info) handle with value=100.0 (a float) instead of the int 100."""
+    h = qm.client(USER, CLIENT_ID)
+    _bench(benchmark, "handle_float_value",
+           handle_loop(h.record_and_get_throttle_time_ms, [0], value=float(VALUE)))
 
 
 def test_handle_kernel_clock(benchmark, qm):

@@ -12,6 +12,7 @@ use quota_core::{
 };
 
 mod errors;
+mod fast;
 mod quota_type;
 
 use errors::to_py;
@@ -309,6 +310,7 @@ fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyClientHandle>()?;
     m.add_function(wrap_pyfunction!(_noop, m)?)?;
     errors::register(m)?;
+    fast::install(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

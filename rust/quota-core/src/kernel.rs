@@ -16,12 +16,26 @@ use papaya::Equivalent;
 use parking_lot::Mutex;
 
 use crate::clock::monotonic_ms;
-use crate::config::{validate_value, QuotaEntity, TypeConfig};
+use crate::config::{
+    validate_value, QuotaEntity, TypeConfig, CLIENT_ID_QUOTAS, USER_CLIENT_ID_QUOTAS, USER_QUOTAS,
+};
+use crate::sanitize::needs_escaping;
 use crate::error::QuotaError;
 use crate::sensor::{throttle_time_ms, RateSensor};
 use crate::types::{ClientQuotaType, WindowSpec};
 
 type FastState = foldhash::fast::RandomState;
+
+/// The metric tags when they follow from the kind bits alone and need no sanitizing.
+#[inline]
+fn direct_tags<'a>(kinds: u8, user: &'a str, client_id: &'a str) -> Option<(&'a str, &'a str)> {
+    match kinds {
+        0 | CLIENT_ID_QUOTAS => Some(("", client_id)),
+        USER_QUOTAS if !needs_escaping(user) => Some((user, "")),
+        USER_CLIENT_ID_QUOTAS if !needs_escaping(user) => Some((user, client_id)),
+        _ => None,
+    }
+}
 
 /// `Arc<str>` of `s`; the empty string is one shared allocation.
 fn shared_str(s: &str) -> Arc<str> {
@@ -87,7 +101,8 @@ pub struct ConfigSnapshot {
 }
 
 struct TypeRuntime {
-    enabled: AtomicU8,
+    /// The type's kind bits (`CLIENT_ID_QUOTAS` ...); 0 = no quota of this type yet.
+    kinds: AtomicU8,
     tags_generation: AtomicU64,
     limits_generation: AtomicU64,
     sensors: papaya::HashMap<NamePair, Arc<QuotaSensor>, FastState>,
@@ -97,7 +112,7 @@ struct TypeRuntime {
 impl TypeRuntime {
     fn new(cfg: &TypeConfig) -> Self {
         TypeRuntime {
-            enabled: AtomicU8::new(cfg.enabled() as u8),
+            kinds: AtomicU8::new(cfg.kinds),
             tags_generation: AtomicU64::new(cfg.tags_generation),
             limits_generation: AtomicU64::new(cfg.limits_generation),
             sensors: papaya::HashMap::with_hasher(FastState::default()),
@@ -286,7 +301,7 @@ impl QuotaKernel {
         for i in 0..4 {
             let rt = &self.types[i];
             let cfg = &next.types[i];
-            rt.enabled.store(cfg.enabled() as u8, Ordering::Release);
+            rt.kinds.store(cfg.kinds, Ordering::Release);
             rt.tags_generation.store(cfg.tags_generation, Ordering::Release);
             rt.limits_generation.store(cfg.limits_generation, Ordering::Release);
         }
@@ -340,22 +355,31 @@ impl QuotaKernel {
             }
         };
         let resolved = Resolved { tags_generation: cfg.tags_generation, sensor };
-        rt.cache.pin().insert(raw, resolved.clone());
+        if direct_tags(cfg.kinds, user, client_id).is_none() {
+            rt.cache.pin().insert(raw, resolved.clone());
+        }
         resolved
     }
 
-    /// The sensor for (principal, client-id), from the cache when it is current.
+    /// The sensor for (principal, client-id). While tags are fixed by the kind bits and the
+    /// user name needs no escaping, the tags are the names themselves and the registry is
+    /// searched directly; otherwise the metric-tag cache answers while its entry is current.
     #[inline]
     fn sensor_for(&self, t: ClientQuotaType, user: &str, client_id: &str, now: i64) -> Arc<QuotaSensor> {
         let rt = &self.types[t.index()];
-        let generation = rt.tags_generation.load(Ordering::Acquire);
-        let cache = rt.cache.pin();
-        if let Some(r) = cache.get(&PairRef(user, client_id)) {
-            if r.tags_generation == generation {
-                return Arc::clone(&r.sensor);
+        let kinds = rt.kinds.load(Ordering::Acquire);
+        if let Some((tu, tc)) = direct_tags(kinds, user, client_id) {
+            if let Some(s) = rt.sensors.pin().get(&PairRef(tu, tc)) {
+                return Arc::clone(s);
+            }
+        } else {
+            let generation = rt.tags_generation.load(Ordering::Acquire);
+            if let Some(r) = rt.cache.pin().get(&PairRef(user, client_id)) {
+                if r.tags_generation == generation {
+                    return Arc::clone(&r.sensor);
+                }
             }
         }
-        drop(cache);
         self.resolve(t, user, client_id, now).sensor
     }
 
@@ -380,7 +404,7 @@ impl QuotaKernel {
 
     #[inline]
     fn enabled(&self, t: ClientQuotaType) -> bool {
-        self.types[t.index()].enabled.load(Ordering::Acquire) != 0
+        self.types[t.index()].kinds.load(Ordering::Acquire) != 0
     }
 
     /// Records into a resolved sensor and applies the check.

@@ -1,0 +1,236 @@
+//! Hand-written METH_FASTCALL entry points for the two hottest calls.
+//!
+//! `h.record_and_get_throttle_time_ms(...)` and `qm.record_and_get_throttle_time_ms(...)` run per
+//! request, so their argument handling is done here directly on the vectorcall arguments (exact
+//! `int` / `float` / `str` / `ClientQuotaType` fast paths, no intermediate objects) and they are
+//! installed as ordinary method descriptors on the two classes, replacing the generic wrappers
+//! `#[pymethods]` generated. Behaviour, names, defaults, errors and `__text_signature__` are the
+//! same as those wrappers'.
+
+use std::ffi::{c_char, CStr};
+
+use std::ptr;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+use pyo3::PyTypeInfo;
+
+use crate::errors::to_py;
+use crate::quota_type::{PyClientQuotaType, QuotaTypeArg};
+use crate::{PyClientHandle, PyQuotaKernel};
+
+/// A `PyMethodDef` that can live in a `static` (CPython never writes to it).
+struct MethodDef(ffi::PyMethodDef);
+// SAFETY: the definition is immutable after construction; its pointers are to static data.
+unsafe impl Sync for MethodDef {}
+
+const NAME: &CStr = c"record_and_get_throttle_time_ms";
+
+static HANDLE_RECORD: MethodDef = MethodDef(ffi::PyMethodDef {
+    ml_name: NAME.as_ptr(),
+    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: handle_record },
+    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+    ml_doc: c"record_and_get_throttle_time_ms($self, quota_type, value, now_ms=None)\n--\n\nRecords ``value`` (bytes for PRODUCE/FETCH) and returns the throttle in ms (0 = none).".as_ptr(),
+});
+
+static NAMED_RECORD: MethodDef = MethodDef(ffi::PyMethodDef {
+    ml_name: NAME.as_ptr(),
+    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: named_record },
+    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+    ml_doc: c"record_and_get_throttle_time_ms($self, quota_type, user, client_id, value, now_ms=None)\n--\n\nRecords ``value`` (bytes for PRODUCE/FETCH) and returns the throttle in ms (0 = none).".as_ptr(),
+});
+
+/// `ClientQuotaType`'s type object, for an identity check instead of a lazy-type lookup.
+static QUOTA_TYPE: std::sync::atomic::AtomicPtr<ffi::PyTypeObject> = std::sync::atomic::AtomicPtr::new(ptr::null_mut());
+
+/// Replaces the `#[pymethods]` wrappers of both classes with the fast entry points.
+pub fn install(py: Python<'_>) -> PyResult<()> {
+    // The module keeps the class alive for the life of the process.
+    QUOTA_TYPE.store(PyClientQuotaType::type_object(py).as_type_ptr(), std::sync::atomic::Ordering::Release);
+    for (ty, def) in [
+        (PyClientHandle::type_object(py), &HANDLE_RECORD),
+        (PyQuotaKernel::type_object(py), &NAMED_RECORD),
+    ] {
+        // SAFETY: `def` is 'static and CPython treats it as read-only.
+        let descr = unsafe {
+            ffi::PyDescr_NewMethod(ty.as_type_ptr(), &def.0 as *const ffi::PyMethodDef as *mut ffi::PyMethodDef)
+        };
+        let descr = unsafe { Bound::from_owned_ptr_or_err(py, descr)? };
+        ty.setattr(NAME.to_str().expect("ascii"), descr)?;
+    }
+    Ok(())
+}
+
+/// Binds vectorcall arguments to `N` named parameters, the first `required` of them required.
+///
+/// # Safety
+/// `args`/`nargsf`/`kwnames` must be a valid vectorcall argument triple.
+unsafe fn bind<const N: usize>(
+    py: Python<'_>,
+    names: [&str; N],
+    required: usize,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<[*mut ffi::PyObject; N]> {
+    let mut out = [ptr::null_mut(); N];
+    let nargs = ffi::PyVectorcall_NARGS(nargsf as usize) as usize;
+    if nargs > N {
+        return Err(PyTypeError::new_err(format!(
+            "{}() takes at most {N} positional arguments ({nargs} given)",
+            NAME.to_str().unwrap_or_default()
+        )));
+    }
+    for (i, slot) in out.iter_mut().enumerate().take(nargs) {
+        *slot = *args.add(i);
+    }
+    if !kwnames.is_null() {
+        let nkw = ffi::PyTuple_GET_SIZE(kwnames) as usize;
+        for k in 0..nkw {
+            let key = ffi::PyTuple_GET_ITEM(kwnames, k as ffi::Py_ssize_t);
+            let key = Borrowed::from_ptr(py, key).cast_unchecked::<PyString>();
+            let key = key.to_cow()?;
+            let Some(i) = names.iter().position(|n| *n == key) else {
+                return Err(PyTypeError::new_err(format!(
+                    "{}() got an unexpected keyword argument '{key}'",
+                    NAME.to_str().unwrap_or_default()
+                )));
+            };
+            if !out[i].is_null() {
+                return Err(PyTypeError::new_err(format!(
+                    "{}() got multiple values for argument '{key}'",
+                    NAME.to_str().unwrap_or_default()
+                )));
+            }
+            out[i] = *args.add(nargs + k);
+        }
+    }
+    if let Some(missing) = (0..required).find(|&i| out[i].is_null()) {
+        return Err(PyTypeError::new_err(format!(
+            "{}() missing required argument '{}'",
+            NAME.to_str().unwrap_or_default(),
+            names[missing]
+        )));
+    }
+    Ok(out)
+}
+
+#[inline]
+unsafe fn quota_type(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<quota_core::ClientQuotaType> {
+    let any = Borrowed::from_ptr(py, ob);
+    if ffi::Py_TYPE(ob) == QUOTA_TYPE.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(any.cast_unchecked::<PyClientQuotaType>().get().core());
+    }
+    Ok(any.extract::<QuotaTypeArg>()?.0)
+}
+
+#[inline]
+unsafe fn value(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<f64> {
+    let v = if ffi::PyFloat_CheckExact(ob) != 0 {
+        return Ok(ffi::PyFloat_AS_DOUBLE(ob));
+    } else if ffi::PyLong_CheckExact(ob) != 0 {
+        ffi::PyLong_AsDouble(ob)
+    } else {
+        if ffi::PyUnicode_Check(ob) != 0 || ffi::PyBytes_Check(ob) != 0 {
+            return Err(PyTypeError::new_err("argument 'value': must be a real number, not str/bytes"));
+        }
+        ffi::PyFloat_AsDouble(ob)
+    };
+    if v == -1.0 {
+        if let Some(err) = PyErr::take(py) {
+            return Err(err);
+        }
+    }
+    Ok(v)
+}
+
+#[inline]
+unsafe fn now_ms(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<Option<i64>> {
+    if ob.is_null() || ob == ffi::Py_None() {
+        return Ok(None);
+    }
+    if ffi::PyLong_CheckExact(ob) != 0 {
+        let v = ffi::PyLong_AsLongLong(ob);
+        if v == -1 {
+            if let Some(err) = PyErr::take(py) {
+                return Err(err);
+            }
+        }
+        return Ok(Some(v));
+    }
+    Borrowed::from_ptr(py, ob)
+        .extract::<i64>()
+        .map(Some)
+        .map_err(|_| PyTypeError::new_err("argument 'now_ms': must be an int or None"))
+}
+
+#[inline]
+unsafe fn text<'a>(py: Python<'_>, ob: *mut ffi::PyObject, name: &str) -> PyResult<&'a str> {
+    if ffi::PyUnicode_Check(ob) == 0 {
+        let tname = Borrowed::from_ptr(py, ob).get_type().name()?;
+        return Err(PyTypeError::new_err(format!("argument '{name}': must be str, not {tname}")));
+    }
+    let mut len: ffi::Py_ssize_t = 0;
+    let data: *const c_char = ffi::PyUnicode_AsUTF8AndSize(ob, &mut len);
+    if data.is_null() {
+        return Err(PyErr::take(py).unwrap_or_else(|| PyValueError::new_err("invalid str")));
+    }
+    // SAFETY: CPython returns valid UTF-8 cached on the str object, alive while the argument is.
+    Ok(std::str::from_utf8_unchecked(std::slice::from_raw_parts(data as *const u8, len as usize)))
+}
+
+fn finish(py: Python<'_>, r: PyResult<i32>) -> *mut ffi::PyObject {
+    match r {
+        Ok(ms) => unsafe { ffi::PyLong_FromLong(ms as std::os::raw::c_long) },
+        Err(e) => {
+            e.restore(py);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// Runs `f` and turns a Rust panic into a Python exception instead of unwinding into CPython.
+fn guarded(f: impl FnOnce(Python<'_>) -> PyResult<i32>) -> *mut ffi::PyObject {
+    // SAFETY: CPython calls these functions with the thread attached.
+    let py = unsafe { Python::assume_attached() };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(py))) {
+        Ok(r) => finish(py, r),
+        Err(_) => finish(py, Err(crate::errors::KQuotaError::new_err("internal error in kquota (panic)"))),
+    }
+}
+
+unsafe extern "C" fn handle_record(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    guarded(|py| {
+        let [qt, v, now] = bind(py, ["quota_type", "value", "now_ms"], 2, args, nargsf, kwnames)?;
+        let (t, v, now) = (quota_type(py, qt)?, value(py, v)?, now_ms(py, now)?);
+        // SAFETY: the method descriptor only calls us with instances of the handle class.
+        let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyClientHandle>();
+        this.get().inner.record_and_get_throttle_time_ms(t, v, now).map_err(to_py)
+    })
+}
+
+unsafe extern "C" fn named_record(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    guarded(|py| {
+        let [qt, user, client, v, now] =
+            bind(py, ["quota_type", "user", "client_id", "value", "now_ms"], 4, args, nargsf, kwnames)?;
+        let t = quota_type(py, qt)?;
+        let (user, client) = (text(py, user, "user")?, text(py, client, "client_id")?);
+        let (v, now) = (value(py, v)?, now_ms(py, now)?);
+        // SAFETY: the method descriptor only calls us with instances of the kernel class.
+        let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyQuotaKernel>();
+        this.get().kernel.record_and_get_throttle_time_ms(t, user, client, v, now).map_err(to_py)
+    })
+}
+
