@@ -78,10 +78,74 @@ impl Equivalent<NamePair> for PairRef<'_> {
     }
 }
 
+/// Metric tags `(user, client-id)` in one allocation: `user NUL client-id`. A user tag never
+/// holds a NUL: it is empty, or a sanitized name (only `[A-Za-z0-9._%-]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tags {
+    joined: Box<str>,
+}
+
+impl Tags {
+    pub fn new(user: &str, client_id: &str) -> Self {
+        debug_assert!(!user.contains('\0'));
+        let mut joined = String::with_capacity(user.len() + 1 + client_id.len());
+        joined.push_str(user);
+        joined.push('\0');
+        joined.push_str(client_id);
+        Tags { joined: joined.into_boxed_str() }
+    }
+
+    #[inline]
+    fn split(&self) -> usize {
+        self.joined.bytes().position(|b| b == 0).unwrap_or(self.joined.len())
+    }
+
+    pub fn user(&self) -> &str {
+        &self.joined[..self.split()]
+    }
+
+    pub fn client_id(&self) -> &str {
+        &self.joined[(self.split() + 1).min(self.joined.len())..]
+    }
+
+    /// Equal to `(user, client_id)`, without searching for the separator.
+    #[inline]
+    fn is(&self, user: &str, client_id: &str) -> bool {
+        let j = self.joined.as_bytes();
+        j.len() == user.len() + 1 + client_id.len()
+            && j[user.len()] == 0
+            && &j[..user.len()] == user.as_bytes()
+            && &j[user.len() + 1..] == client_id.as_bytes()
+    }
+}
+
 /// A live sensor and the metric tags it measures.
 pub struct QuotaSensor {
-    pub tags: NamePair,
+    pub tags: Tags,
     pub rate: RateSensor,
+}
+
+/// A registry entry: the sensor, hashed and compared by its tags (so the tags are stored once).
+struct SensorEntry(Arc<QuotaSensor>);
+
+impl Hash for SensorEntry {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        PairRef(self.0.tags.user(), self.0.tags.client_id()).hash(state)
+    }
+}
+
+impl PartialEq for SensorEntry {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.tags == other.0.tags
+    }
+}
+
+impl Eq for SensorEntry {}
+
+impl Equivalent<SensorEntry> for PairRef<'_> {
+    fn equivalent(&self, key: &SensorEntry) -> bool {
+        key.0.tags.is(self.0, self.1)
+    }
 }
 
 /// A resolved (principal, client-id): the sensor its tags select, stamped with the tags
@@ -105,7 +169,7 @@ struct TypeRuntime {
     kinds: AtomicU8,
     tags_generation: AtomicU64,
     limits_generation: AtomicU64,
-    sensors: papaya::HashMap<NamePair, Arc<QuotaSensor>, FastState>,
+    sensors: papaya::HashSet<SensorEntry, FastState>,
     cache: papaya::HashMap<NamePair, Resolved, FastState>,
 }
 
@@ -115,7 +179,7 @@ impl TypeRuntime {
             kinds: AtomicU8::new(cfg.kinds),
             tags_generation: AtomicU64::new(cfg.tags_generation),
             limits_generation: AtomicU64::new(cfg.limits_generation),
-            sensors: papaya::HashMap::with_hasher(FastState::default()),
+            sensors: papaya::HashSet::with_hasher(FastState::default()),
             cache: papaya::HashMap::with_hasher(FastState::default()),
         }
     }
@@ -331,31 +395,23 @@ impl QuotaKernel {
         let snap = self.config.load();
         let cfg = &snap.types[t.index()];
         let tags = cfg.metric_tags(user, client_id);
-        // The raw names, shared by the cache key and (where equal) the sensor's tags.
-        let raw = NamePair { first: shared_str(user), second: shared_str(client_id) };
         let sensors = rt.sensors.pin();
         let sensor = match sensors.get(&PairRef(&tags.user, &tags.client_id)) {
-            Some(s) => Arc::clone(s),
+            Some(s) => Arc::clone(&s.0),
             None => {
-                let pick = |tag: &str| -> Arc<str> {
-                    if tag == &*raw.first {
-                        Arc::clone(&raw.first)
-                    } else if tag == &*raw.second {
-                        Arc::clone(&raw.second)
-                    } else {
-                        shared_str(tag)
-                    }
-                };
-                let key = NamePair { first: pick(&tags.user), second: pick(&tags.client_id) };
                 let fresh = Arc::new(QuotaSensor {
-                    tags: key.clone(),
+                    tags: Tags::new(&tags.user, &tags.client_id),
                     rate: RateSensor::new(&self.settings.window, now),
                 });
-                Arc::clone(sensors.get_or_insert(key, fresh))
+                sensors.insert(SensorEntry(fresh));
+                // Another thread may have inserted first: use whichever is registered.
+                let registered = sensors.get(&PairRef(&tags.user, &tags.client_id)).expect("just inserted");
+                Arc::clone(&registered.0)
             }
         };
         let resolved = Resolved { tags_generation: cfg.tags_generation, sensor };
         if direct_tags(cfg.kinds, user, client_id).is_none() {
+            let raw = NamePair { first: shared_str(user), second: shared_str(client_id) };
             rt.cache.pin().insert(raw, resolved.clone());
         }
         resolved
@@ -370,7 +426,7 @@ impl QuotaKernel {
         let kinds = rt.kinds.load(Ordering::Acquire);
         if let Some((tu, tc)) = direct_tags(kinds, user, client_id) {
             if let Some(s) = rt.sensors.pin().get(&PairRef(tu, tc)) {
-                return Arc::clone(s);
+                return Arc::clone(&s.0);
             }
         } else {
             let generation = rt.tags_generation.load(Ordering::Acquire);
@@ -397,7 +453,7 @@ impl QuotaKernel {
     fn refresh_limit(&self, t: ClientQuotaType, sensor: &QuotaSensor) -> f64 {
         let snap = self.config.load();
         let cfg = &snap.types[t.index()];
-        let limit = cfg.limit(&sensor.tags.first, &sensor.tags.second).unwrap_or(f64::INFINITY);
+        let limit = cfg.limit(sensor.tags.user(), sensor.tags.client_id()).unwrap_or(f64::INFINITY);
         sensor.rate.store_limit(limit, cfg.limits_generation);
         limit
     }
@@ -515,7 +571,7 @@ impl QuotaKernel {
         match sensors.get(&PairRef(&tags.user, &tags.client_id)) {
             Some(s) => {
                 let now = now.unwrap_or_else(monotonic_ms);
-                s.rate.measure(&self.settings.window, now).rate()
+                s.0.rate.measure(&self.settings.window, now).rate()
             }
             None => 0.0,
         }

@@ -2,7 +2,7 @@
 //! `WindowedSum` (`SampledStat.java`, `Rate.java`).
 //!
 //! Each sample lives in one 128-bit atomic cell: the f64 value in the low half and, in the high
-//! half, the sample's start (ms since the sensor's base, 47 bits), a "started" bit (Kafka grows
+//! half, the sample's start (ms, offset by 2^46 into 47 bits), a "started" bit (Kafka grows
 //! its sample list lazily; unstarted slots take no part in purge, sum or oldest) and a 16-bit
 //! sequence number saying which turn of the ring the slot holds. Adding a value, advancing to the
 //! next sample and purging a stale sample are each one compare-and-swap on that cell, so a
@@ -18,6 +18,14 @@ use crate::types::WindowSpec;
 const STARTED: u64 = 1 << 16;
 const START_SHIFT: u32 = 17;
 const MAX_REL_MS: i64 = (1 << 47) - 1;
+/// Times are stored as `t + 2^46` in 47 bits: any `now_ms` within about 2,200 years of 0 (which
+/// covers monotonic and Unix-epoch clocks) is exact; times beyond are clamped.
+const REL_OFFSET_MS: i64 = 1 << 46;
+
+#[inline]
+fn rel_ms(t: i64) -> i64 {
+    t.saturating_add(REL_OFFSET_MS).clamp(0, MAX_REL_MS)
+}
 
 #[derive(Clone, Copy)]
 struct Cell {
@@ -108,8 +116,6 @@ impl Measurement {
 
 /// One quota sensor (one metric-tag set of one quota type).
 pub struct RateSensor {
-    /// Absolute time of the sensor's first record; cells store times relative to it.
-    base: i64,
     /// Latest time this sensor has been told about; earlier times are read as this one.
     latest: AtomicI64,
     /// Sequence number of the current sample; its slot is `head % ring_len`.
@@ -123,31 +129,67 @@ pub struct RateSensor {
     /// Cached quota bound (low half, f64 bits; +inf = unlimited) and the configuration
     /// generation it was computed for (high half).
     limit: AtomicU128,
-    cells: Box<[AtomicU128]>,
-    last_event: Box<[AtomicI64]>,
+    ring: Ring,
+}
+
+/// Rings of up to this many slots (`window_num <= 11`, Kafka's default) live inside the sensor,
+/// so a sensor is one allocation.
+const INLINE_RING: usize = 12;
+
+/// The sample slots and their last-event times: inline for rings of up to `INLINE_RING` slots,
+/// else on the heap (the inline arrays then go unused). Slots past the ring's length stay
+/// unstarted.
+struct Ring {
+    cells: [AtomicU128; INLINE_RING],
+    last_event: [AtomicI64; INLINE_RING],
+    heap: Option<Box<(Box<[AtomicU128]>, Box<[AtomicI64]>)>>,
+}
+
+impl Ring {
+    fn new(len: usize, now: i64) -> Ring {
+        let start_rel = rel_ms(now);
+        let cell = |i: usize| AtomicU128::new(Cell { value: 0.0, start_rel, started: i == 0, seq: 0 }.pack());
+        let heap = (len > INLINE_RING).then(|| {
+            Box::new((
+                (0..len).map(cell).collect::<Box<[_]>>(),
+                (0..len).map(|_| AtomicI64::new(now)).collect::<Box<[_]>>(),
+            ))
+        });
+        Ring {
+            cells: std::array::from_fn(cell),
+            last_event: std::array::from_fn(|_| AtomicI64::new(now)),
+            heap,
+        }
+    }
+
+    #[inline]
+    fn cells(&self) -> &[AtomicU128] {
+        match &self.heap {
+            None => &self.cells,
+            Some(h) => &h.0,
+        }
+    }
+
+    #[inline]
+    fn last_event(&self) -> &[AtomicI64] {
+        match &self.heap {
+            None => &self.last_event,
+            Some(h) => &h.1,
+        }
+    }
 }
 
 impl RateSensor {
     /// A sensor whose first sample starts at `now` (Kafka creates it on the first record).
     pub fn new(spec: &WindowSpec, now: i64) -> Self {
-        let n = spec.ring_len();
-        let cells: Box<[AtomicU128]> = (0..n)
-            .map(|i| {
-                let c = Cell { value: 0.0, start_rel: 0, started: i == 0, seq: 0 };
-                AtomicU128::new(c.pack())
-            })
-            .collect();
-        let last_event: Box<[AtomicI64]> = (0..n).map(|_| AtomicI64::new(now)).collect();
         RateSensor {
-            base: now,
             latest: AtomicI64::new(now),
             head: AtomicU64::new(0),
             purge_floor: AtomicI64::new(now),
             version: AtomicU64::new(1),
             aggregate: AtomicU128::new(0),
             limit: AtomicU128::new(f64::INFINITY.to_bits() as u128),
-            cells,
-            last_event,
+            ring: Ring::new(spec.ring_len(), now),
         }
     }
 
@@ -164,12 +206,12 @@ impl RateSensor {
 
     #[inline]
     fn rel(&self, t: i64) -> i64 {
-        t.saturating_sub(self.base).clamp(0, MAX_REL_MS)
+        rel_ms(t)
     }
 
     #[inline]
     fn raise_last_event(&self, slot: usize, t: i64) {
-        let cell = &self.last_event[slot];
+        let cell = &self.ring.last_event()[slot];
         if cell.load(Ordering::Relaxed) < t {
             cell.fetch_max(t, Ordering::AcqRel);
         }
@@ -191,7 +233,7 @@ impl RateSensor {
         loop {
             let h = self.head.load(Ordering::SeqCst);
             let slot = (h % ring) as usize;
-            let bits = self.cells[slot].load(Ordering::Acquire);
+            let bits = self.ring.cells()[slot].load(Ordering::Acquire);
             let cur = Cell::unpack(bits);
             if !cur.started || cur.seq != h as u16 {
                 // The ring moved on under us; read the head again.
@@ -203,7 +245,7 @@ impl RateSensor {
             }
             self.raise_last_event(slot, t);
             let next = Cell { value: cur.value + value, ..cur };
-            if self.cells[slot]
+            if self.ring.cells()[slot]
                 .compare_exchange(bits, next.pack(), Ordering::SeqCst, Ordering::Acquire)
                 .is_ok()
             {
@@ -225,7 +267,7 @@ impl RateSensor {
         let next_slot = (next_seq % ring) as usize;
         let fresh = Cell { value: 0.0, start_rel: t_rel, started: true, seq: next_seq as u16 };
         loop {
-            let bits = self.cells[next_slot].load(Ordering::Acquire);
+            let bits = self.ring.cells()[next_slot].load(Ordering::Acquire);
             let c = Cell::unpack(bits);
             if c.started && c.seq == next_seq as u16 {
                 break; // another recorder already started it
@@ -234,7 +276,7 @@ impl RateSensor {
                 return; // the ring moved on without us
             }
             // May fail against a purge of the slot's old contents: read it again.
-            if self.cells[next_slot]
+            if self.ring.cells()[next_slot]
                 .compare_exchange(bits, fresh.pack(), Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
@@ -267,7 +309,7 @@ impl RateSensor {
         let mut int_sum: i64 = 0;
         let mut exact = true;
         let mut oldest = i64::MAX;
-        for cell in self.cells.iter() {
+        for cell in self.ring.cells().iter() {
             let c = Cell::unpack(cell.load(Ordering::Acquire));
             if c.started {
                 let as_int = c.value as i64;
@@ -286,7 +328,7 @@ impl RateSensor {
     #[cold]
     fn float_sum(&self) -> f64 {
         let mut sum = 0.0f64;
-        for cell in self.cells.iter() {
+        for cell in self.ring.cells().iter() {
             let c = Cell::unpack(cell.load(Ordering::Acquire));
             if c.started {
                 sum += c.value;
@@ -301,14 +343,14 @@ impl RateSensor {
     fn purge(&self, now: i64, expire: i64) {
         let now_rel = self.rel(now);
         let mut floor = i64::MAX;
-        for (slot, cell) in self.cells.iter().enumerate() {
+        for (slot, cell) in self.ring.cells().iter().enumerate() {
             let mut bits = cell.load(Ordering::Acquire);
             loop {
                 let c = Cell::unpack(bits);
                 if !c.started {
                     break;
                 }
-                let last = self.last_event[slot].load(Ordering::Acquire);
+                let last = self.ring.last_event()[slot].load(Ordering::Acquire);
                 if now.saturating_sub(last) < expire {
                     floor = floor.min(last);
                     break;
@@ -366,7 +408,7 @@ impl RateSensor {
         let current = (h % ring) as usize;
         let mut base: i64 = 0;
         let mut oldest = i64::MAX;
-        for (slot, cell) in self.cells.iter().enumerate() {
+        for (slot, cell) in self.ring.cells().iter().enumerate() {
             let c = Cell::unpack(cell.load(Ordering::Acquire));
             if !c.started || slot == current {
                 continue;
@@ -484,8 +526,8 @@ mod tests {
         s.record(&sp, 1.0, 1249); // same sample: 999 ms after its start
         s.record(&sp, 1.0, 1250); // complete: the next sample starts at 1250
         assert_eq!(s.head.load(Ordering::Relaxed), 1);
-        let c = Cell::unpack(s.cells[1].load(Ordering::Relaxed));
-        assert_eq!(c.start_rel, 1000);
+        let c = Cell::unpack(s.ring.cells()[1].load(Ordering::Relaxed));
+        assert_eq!(c.start_rel, rel_ms(1250));
         assert_eq!(c.value, 1.0);
     }
 
@@ -566,7 +608,7 @@ mod tests {
             seed ^= seed << 17;
             seed % n
         };
-        for (window_num, secs) in [(11, 1), (1, 1), (2, 3), (5, 2)] {
+        for (window_num, secs) in [(11, 1), (1, 1), (2, 3), (5, 2), (30, 1)] {
             let sp = WindowSpec::new(window_num, secs).unwrap();
             let fast = RateSensor::new(&sp, 0);
             let full = RateSensor::new(&sp, 0);
