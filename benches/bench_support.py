@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import platform
+import statistics
 import struct
 import subprocess
 import sys
@@ -23,9 +24,12 @@ MD_PATH = os.path.join(RESULTS_DIR, "python_record.md")
 
 #: Calls per benchmark round (the loop every variant runs; per-call time = round / CALLS).
 CALLS = int(os.environ.get("KQUOTA_BENCH_CALLS", "1000"))
-#: Rounds per fast variant (the oracle variants use a tenth, at least 20).
-ROUNDS = int(os.environ.get("KQUOTA_BENCH_ROUNDS", "2000"))
-#: Untimed rounds before measuring (warms the handle, the sensor and CPU caches).
+#: Passes: every variant is measured PASSES times, the passes interleaved (all variants of pass 0,
+#: then all of pass 1, ...), so slow drift of the machine hits every variant alike.
+PASSES = max(1, int(os.environ.get("KQUOTA_BENCH_PASSES", "5")))
+#: Timed rounds per fast variant per pass (the oracle variants use a tenth, at least 20).
+ROUNDS = int(os.environ.get("KQUOTA_BENCH_ROUNDS", "1000"))
+#: Untimed rounds before measuring, per pass (warms the handle, the sensor and CPU caches).
 WARMUP_ROUNDS = int(os.environ.get("KQUOTA_BENCH_WARMUP", "50"))
 
 #: variant key -> label shown in the report (also the order of the rows).
@@ -59,44 +63,71 @@ RATIOS = [
 ]
 REQUIRED = {v for _, a, b, op, _t in RATIOS if op for v in (a, b)}
 
-#: variant key -> per-call statistics in ns (filled by record_result during the session).
-RESULTS: dict[str, dict] = {}
+#: variant key -> {"calls": calls per round, "passes": {pass: [round seconds, ...]}}
+#: (filled by record_result during the session).
+RAW: dict[str, dict] = {}
 
 
-def record_result(variant: str, benchmark) -> None:
-    """Stores a finished pytest-benchmark fixture's statistics, per call, under ``variant``."""
+def record_result(variant: str, benchmark, pass_no: int = 0) -> None:
+    """Stores a finished pytest-benchmark fixture's round times under ``variant`` / ``pass_no``."""
     meta = getattr(benchmark, "stats", None)
     if meta is None:  # --benchmark-disable / --benchmark-skip: nothing measured
         return
-    s = meta.stats
-    calls = benchmark.extra_info.get("calls_per_round", CALLS)
-    per = 1e9 / calls
-    RESULTS[variant] = {
-        "median_ns": s.median * per,
-        "min_ns": s.min * per,
-        "mean_ns": s.mean * per,
-        "iqr_ns": s.iqr * per,
-        "stddev_ns": s.stddev * per,
-        "rounds": s.rounds,
-        "calls_per_round": calls,
-    }
+    entry = RAW.setdefault(variant, {"calls": benchmark.extra_info.get("calls_per_round", CALLS),
+                                     "passes": {}})
+    entry["passes"][pass_no] = list(meta.stats.data)
+
+
+def _median(xs):
+    return statistics.median(xs)
+
+
+def summarize(raw: dict) -> dict:
+    """Per-call statistics (ns) of each variant: all passes' rounds pooled, plus each pass's
+    median."""
+    out = {}
+    for variant, entry in raw.items():
+        per = 1e9 / entry["calls"]
+        pooled = [x * per for data in entry["passes"].values() for x in data]
+        if not pooled:
+            continue
+        if len(pooled) >= 4:
+            q1, _, q3 = statistics.quantiles(pooled, n=4)
+        else:
+            q1 = q3 = pooled[0]
+        out[variant] = {
+            "median_ns": _median(pooled),
+            "min_ns": min(pooled),
+            "mean_ns": statistics.fmean(pooled),
+            "iqr_ns": q3 - q1,
+            "rounds": len(pooled),
+            "calls_per_round": entry["calls"],
+            "pass_medians_ns": {str(k): _median(v) * per for k, v in sorted(entry["passes"].items())},
+        }
+    return out
 
 
 # ----------------------------------------------------------------------------------- ratios
 
 
 def compute_ratios(results: dict) -> list[dict]:
+    """Ratios of the pooled medians, with the range of the same ratio over the passes (each
+    pass's median over the same pass's median) as a noise indicator."""
     out = []
     for key, num, den, op, target in RATIOS:
         if num not in results or den not in results:
             continue
         value = results[num]["median_ns"] / results[den]["median_ns"]
+        pn, pd = results[num]["pass_medians_ns"], results[den]["pass_medians_ns"]
+        per_pass = [pn[k] / pd[k] for k in pn if k in pd]
         met = None
         if op == "<=":
             met = value <= target
         elif op == ">=":
             met = value >= target
         out.append({"key": key, "numerator": num, "denominator": den, "value": value,
+                    "pass_min": min(per_pass) if per_pass else None,
+                    "pass_max": max(per_pass) if per_pass else None,
                     "target_op": op, "target": target, "met": met})
     return out
 
@@ -273,38 +304,47 @@ def _target_str(op, target) -> str:
     return f"{'≤' if op == '<=' else '≥'} {target:g}×"
 
 
+def _range_str(r: dict) -> str:
+    if r.get("pass_min") is None:
+        return "—"
+    return f"{r['pass_min']:.2f}–{r['pass_max']:.2f}×"
+
+
 def render_markdown(report: dict) -> str:
     res, m, b = report["results"], report["machine"], report["build"]
     lines = [
         "# kquota: Python per-request cost of `record_and_get_throttle_time_ms`",
         "",
-        f"Generated {report['generated_at']} by `{report['command']}` "
-        f"({report['calls_per_round']} calls per round; per-call time = round median / "
-        f"{report['calls_per_round']}; every figure includes the same loop overhead, see `loop alone`).",
+        f"Generated {report['generated_at']} by `{report['command']}`. "
+        f"One round = a loop of {report['calls_per_round']} calls; per-call time = round time / "
+        f"{report['calls_per_round']}, so every figure includes the same loop overhead (row `loop_only`). "
+        f"Each variant was measured in {report['passes']} interleaved passes; medians pool every round "
+        f"of every pass.",
         "",
         "## Ratios (from the medians of this one run)",
         "",
-        "| variant | median ns/call | ratio | value | target | met |",
-        "|---|---:|---|---:|---|---|",
+        "| variant | median ns/call | ratio | value | range over passes | target | met |",
+        "|---|---:|---|---:|---|---|---|",
     ]
     for r in report["ratios"]:
         met = "—" if r["met"] is None else ("yes" if r["met"] else "**no**")
         lines.append(
             f"| {r['numerator']} | {_fmt_ns(res[r['numerator']]['median_ns'])} | "
             f"{r['numerator']} / {r['denominator']} ({_fmt_ns(res[r['denominator']]['median_ns'])} ns) | "
-            f"{r['value']:.2f}× | {_target_str(r['target_op'], r['target'])} | {met} |")
+            f"{r['value']:.2f}× | {_range_str(r)} | {_target_str(r['target_op'], r['target'])} | {met} |")
     lines += [
         "",
         "## All variants",
         "",
-        "| variant | what | median ns/call | min ns/call | IQR ns/call | rounds |",
-        "|---|---|---:|---:|---:|---:|",
+        "| variant | what | median ns/call | min ns/call | IQR ns/call | pass medians ns/call | rounds |",
+        "|---|---|---:|---:|---:|---|---:|",
     ]
     for key, label in VARIANTS.items():
         if key in res:
             r = res[key]
+            passes = ", ".join(f"{v:.1f}" for v in r["pass_medians_ns"].values())
             lines.append(f"| {key} | {label} | {_fmt_ns(r['median_ns'])} | {_fmt_ns(r['min_ns'])} | "
-                         f"{_fmt_ns(r['iqr_ns'])} | {r['rounds']} |")
+                         f"{_fmt_ns(r['iqr_ns'])} | {passes} | {r['rounds']} |")
     git = m.get("git") or {}
     lines += [
         "",
@@ -328,20 +368,23 @@ def render_markdown(report: dict) -> str:
 
 
 def build_report(command: str) -> dict:
+    results = summarize(RAW)
+    ratios = compute_ratios(results)
     return {
         "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": command,
         "calls_per_round": CALLS,
-        "results": {k: RESULTS[k] for k in VARIANTS if k in RESULTS},
-        "ratios": compute_ratios(RESULTS),
-        "targets_met": all(r["met"] for r in compute_ratios(RESULTS) if r["met"] is not None),
+        "passes": PASSES,
+        "results": {k: results[k] for k in VARIANTS if k in results},
+        "ratios": ratios,
+        "targets_met": all(r["met"] for r in ratios if r["met"] is not None),
         "machine": machine_info(),
         "build": build_info(),
     }
 
 
 def missing_required() -> list[str]:
-    return sorted(REQUIRED - RESULTS.keys())
+    return sorted(REQUIRED - RAW.keys())
 
 
 def write_report(command: str) -> dict:

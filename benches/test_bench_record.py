@@ -9,7 +9,10 @@ Every variant is measured the same way in the same run:
   ``ClientQuotaType.PRODUCE``, user ``"alice"``, client-id ``"client-1"``, value ``100`` and an
   integer ``now_ms`` that advances by 1 ms per call (1000 calls per round = 1 s, so a quota
   sample window of 1 s rolls over about once per round) and never goes backwards across rounds;
-* the ``*_clock`` variants pass ``now_ms=None`` (the kernel reads its own monotonic clock).
+* the ``*_clock`` variants pass ``now_ms=None`` (the kernel reads its own monotonic clock);
+* every variant runs in ``PASSES`` passes (parameter ``pass_no``), each with fresh objects;
+  ``conftest.py`` orders them pass by pass so drift of a shared machine hits all variants alike,
+  and the report pools the rounds of all passes.
 
 Configuration: one user quota ``users/alice`` = 10 MiB/s for PRODUCE. At 100 bytes per ms the
 measured rate is ~100 kB/s, so the throttle stays 0; it does not matter for what is measured
@@ -27,7 +30,7 @@ import kquota  # noqa: E402
 from kquota import _kquota  # noqa: E402
 from oracle import OracleQuotaManager  # noqa: E402  (tests/oracle.py, path set in conftest.py)
 
-from bench_support import CALLS, ROUNDS, WARMUP_ROUNDS, record_result  # noqa: E402
+from bench_support import CALLS, PASSES, ROUNDS, WARMUP_ROUNDS, record_result  # noqa: E402
 
 P = kquota.ClientQuotaType.PRODUCE
 USER = "alice"
@@ -118,12 +121,18 @@ def oracle_qm():
     return m
 
 
-def _bench(benchmark, variant, run, rounds=None):
+def pytest_generate_tests(metafunc):
+    # Every benchmark runs PASSES times; conftest.py interleaves the passes.
+    if "pass_no" in metafunc.fixturenames:
+        metafunc.parametrize("pass_no", range(PASSES), ids=[f"pass{i}" for i in range(PASSES)])
+
+
+def _bench(benchmark, pass_no, variant, run, rounds=None):
     rounds = rounds or ROUNDS
     benchmark.group = "record_and_get_throttle_time_ms"
     benchmark.extra_info["calls_per_round"] = CALLS
     benchmark.pedantic(run, rounds=rounds, warmup_rounds=WARMUP_ROUNDS, iterations=1)
-    record_result(variant, benchmark)
+    record_result(variant, benchmark, pass_no)
 
 
 def _check_realistic(benchmark, throttle, rate):
@@ -135,86 +144,86 @@ def _check_realistic(benchmark, throttle, rate):
 # ------------------------------------------------------------------------------- benchmarks
 
 
-def test_handle(benchmark, qm):
+def test_handle(benchmark, pass_no, qm):
     """(a) warm per-connection handle, explicit now_ms."""
     h = qm.client(USER, CLIENT_ID)
     clock = [0]
     fn = h.record_and_get_throttle_time_ms
-    _bench(benchmark, "handle", handle_loop(fn, clock))
+    _bench(benchmark, pass_no, "handle", handle_loop(fn, clock))
     _check_realistic(benchmark, fn(P, VALUE, clock[0]), h.measured_rate(P, clock[0]))
 
 
-def test_named(benchmark, qm):
+def test_named(benchmark, pass_no, qm):
     """(b) named call on the manager, explicit now_ms."""
     clock = [0]
     fn = qm.record_and_get_throttle_time_ms
-    _bench(benchmark, "named", named_loop(fn, clock))
+    _bench(benchmark, pass_no, "named", named_loop(fn, clock))
     _check_realistic(benchmark, fn(P, USER, CLIENT_ID, VALUE, clock[0]),
                      qm.measured_rate(P, USER, CLIENT_ID, clock[0]))
 
 
-def test_empty_named_args(benchmark):
+def test_empty_named_args(benchmark, pass_no):
     """(c) empty Python function, named call's arguments."""
-    _bench(benchmark, "empty_named_args", named_loop(empty, [0]))
+    _bench(benchmark, pass_no, "empty_named_args", named_loop(empty, [0]))
 
 
-def test_empty_handle_args(benchmark):
+def test_empty_handle_args(benchmark, pass_no):
     """(c) empty Python function, handle call's arguments."""
-    _bench(benchmark, "empty_handle_args", handle_loop(empty_handle, [0]))
+    _bench(benchmark, pass_no, "empty_handle_args", handle_loop(empty_handle, [0]))
 
 
-def test_noop(benchmark):
+def test_noop(benchmark, pass_no):
     """(d) native no-op with the handle call's arguments (PyO3 call floor)."""
-    _bench(benchmark, "noop", handle_loop(_kquota._noop, [0]))
+    _bench(benchmark, pass_no, "noop", handle_loop(_kquota._noop, [0]))
 
 
-def test_oracle_named(benchmark, oracle_qm):
+def test_oracle_named(benchmark, pass_no, oracle_qm):
     """(e) pure-Python oracle, named call."""
     clock = [0]
     fn = oracle_qm.record_and_get_throttle_time_ms
-    _bench(benchmark, "oracle_named", named_loop(fn, clock), rounds=max(20, ROUNDS // 10))
+    _bench(benchmark, pass_no, "oracle_named", named_loop(fn, clock), rounds=max(20, ROUNDS // 10))
     _check_realistic(benchmark, fn(P, USER, CLIENT_ID, VALUE, clock[0]),
                      oracle_qm.measured_rate(P, USER, CLIENT_ID, clock[0]))
 
 
-def test_oracle_handle(benchmark, oracle_qm):
+def test_oracle_handle(benchmark, pass_no, oracle_qm):
     """(info) pure-Python oracle through its handle."""
     h = oracle_qm.client(USER, CLIENT_ID)
-    _bench(benchmark, "oracle_handle", handle_loop(h.record_and_get_throttle_time_ms, [0]),
+    _bench(benchmark, pass_no, "oracle_handle", handle_loop(h.record_and_get_throttle_time_ms, [0]),
            rounds=max(20, ROUNDS // 10))
 
 
-def test_noop_float_value(benchmark):
+def test_noop_float_value(benchmark, pass_no):
     """(info) `_noop` with value=100.0 (a float): shows what converting the int 100 costs."""
-    _bench(benchmark, "noop_float_value", handle_loop(_kquota._noop, [0], value=float(VALUE)))
+    _bench(benchmark, pass_no, "noop_float_value", handle_loop(_kquota._noop, [0], value=float(VALUE)))
 
 
-def test_handle_float_value(benchmark, qm):
+def test_handle_float_value(benchmark, pass_no, qm):
     """(info) handle with value=100.0 (a float) instead of the int 100."""
     h = qm.client(USER, CLIENT_ID)
-    _bench(benchmark, "handle_float_value",
+    _bench(benchmark, pass_no, "handle_float_value",
            handle_loop(h.record_and_get_throttle_time_ms, [0], value=float(VALUE)))
 
 
-def test_handle_kernel_clock(benchmark, qm):
+def test_handle_kernel_clock(benchmark, pass_no, qm):
     """(a') handle with now_ms=None: the kernel reads CLOCK_MONOTONIC."""
     h = qm.client(USER, CLIENT_ID)
     fn = h.record_and_get_throttle_time_ms
-    _bench(benchmark, "handle_clock", handle_loop_clock(fn, [0]))
+    _bench(benchmark, pass_no, "handle_clock", handle_loop_clock(fn, [0]))
     _check_realistic(benchmark, fn(P, VALUE, None), h.measured_rate(P, None))
 
 
-def test_named_kernel_clock(benchmark, qm):
+def test_named_kernel_clock(benchmark, pass_no, qm):
     """(b') named call with now_ms=None."""
     fn = qm.record_and_get_throttle_time_ms
-    _bench(benchmark, "named_clock", named_loop_clock(fn, [0]))
+    _bench(benchmark, pass_no, "named_clock", named_loop_clock(fn, [0]))
     _check_realistic(benchmark, fn(P, USER, CLIENT_ID, VALUE, None),
                      qm.measured_rate(P, USER, CLIENT_ID, None))
 
 
-def test_empty_loop(benchmark):
+def test_empty_loop(benchmark, pass_no):
     """(info) the loop alone, no call: the part of every per-call figure that is not the call."""
-    _bench(benchmark, "loop_only", empty_loop([0]))
+    _bench(benchmark, pass_no, "loop_only", empty_loop([0]))
 
 
 # ----------------------------------------------------------------- sanity (correctness only)

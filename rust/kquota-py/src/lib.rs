@@ -215,8 +215,8 @@ impl PyQuotaKernel {
 
     /// The sensor's current rate as Kafka's metric reports it (0.0 when there is no sensor).
     #[pyo3(signature = (quota_type, user, client_id, now_ms=None))]
-    fn measured_rate(&self, quota_type: QuotaTypeArg, user: &str, client_id: &str, now_ms: Option<i64>) -> f64 {
-        self.kernel.measured_rate(quota_type.0, user, client_id, now_ms)
+    fn measured_rate(&self, quota_type: QuotaTypeArg, user: &str, client_id: &str, now_ms: Option<i64>) -> PyResult<f64> {
+        self.kernel.measured_rate(quota_type.0, user, client_id, now_ms).map_err(to_py)
     }
 
     /// A per-connection handle for ``(user, client_id)``; create it once per connection.
@@ -286,8 +286,8 @@ impl PyClientHandle {
 
     /// The sensor's current rate (0.0 when there is no sensor).
     #[pyo3(signature = (quota_type, now_ms=None))]
-    fn measured_rate(&self, quota_type: QuotaTypeArg, now_ms: Option<i64>) -> f64 {
-        self.inner.kernel().measured_rate(quota_type.0, self.inner.user(), self.inner.client_id(), now_ms)
+    fn measured_rate(&self, quota_type: QuotaTypeArg, now_ms: Option<i64>) -> PyResult<f64> {
+        self.inner.kernel().measured_rate(quota_type.0, self.inner.user(), self.inner.client_id(), now_ms).map_err(to_py)
     }
 
     fn __repr__(&self) -> String {

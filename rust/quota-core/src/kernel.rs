@@ -238,6 +238,21 @@ fn check_record_value(value: f64) -> Result<(), QuotaError> {
     Ok(())
 }
 
+/// Times are exact within 2^46 ms (about 2,200 years) of 0; anything further is refused
+/// rather than silently clamped.
+pub const MAX_ABS_NOW_MS: i64 = 1 << 46;
+
+#[inline]
+fn resolve_now(now: Option<i64>) -> Result<i64, QuotaError> {
+    match now {
+        None => Ok(monotonic_ms()),
+        Some(t) if t.unsigned_abs() < MAX_ABS_NOW_MS as u64 => Ok(t),
+        Some(t) => Err(QuotaError::InvalidValue(format!(
+            "now_ms must be within ±2^46 ms of 0 (integer milliseconds on a monotonic clock), got {t}"
+        ))),
+    }
+}
+
 fn check_byte_type(t: ClientQuotaType) -> Result<(), QuotaError> {
     match t {
         ClientQuotaType::Produce | ClientQuotaType::Fetch => Ok(()),
@@ -489,10 +504,10 @@ impl QuotaKernel {
         check: Check,
     ) -> Result<i32, QuotaError> {
         check_byte_type(t)?;
+        let now = resolve_now(now)?;
         if !self.enabled(t) {
             return Ok(0);
         }
-        let now = now.unwrap_or_else(monotonic_ms);
         let sensor = self.sensor_for(t, user, client_id, now);
         Ok(self.record_into(t, &sensor, value, now, check))
     }
@@ -560,21 +575,25 @@ impl QuotaKernel {
     }
 
     /// The sensor's rate as Kafka's metric reports it at `now` (0.0 when there is no sensor).
-    pub fn measured_rate(&self, t: ClientQuotaType, user: &str, client_id: &str, now: Option<i64>) -> f64 {
+    pub fn measured_rate(
+        &self,
+        t: ClientQuotaType,
+        user: &str,
+        client_id: &str,
+        now: Option<i64>,
+    ) -> Result<f64, QuotaError> {
+        let now = resolve_now(now)?;
         if !self.enabled(t) {
-            return 0.0;
+            return Ok(0.0);
         }
         let rt = &self.types[t.index()];
         let snap = self.config.load();
         let tags = snap.types[t.index()].metric_tags(user, client_id);
         let sensors = rt.sensors.pin();
-        match sensors.get(&PairRef(&tags.user, &tags.client_id)) {
-            Some(s) => {
-                let now = now.unwrap_or_else(monotonic_ms);
-                s.0.rate.measure(&self.settings.window, now).rate()
-            }
+        Ok(match sensors.get(&PairRef(&tags.user, &tags.client_id)) {
+            Some(s) => s.0.rate.measure(&self.settings.window, now).rate(),
             None => 0.0,
-        }
+        })
     }
 
     /// Number of live sensors of a type.
@@ -668,10 +687,10 @@ impl ClientHandle {
     #[inline]
     fn record(&self, t: ClientQuotaType, value: f64, now: Option<i64>, check: Check) -> Result<i32, QuotaError> {
         check_byte_type(t)?;
+        let now = resolve_now(now)?;
         if !self.kernel.enabled(t) {
             return Ok(0);
         }
-        let now = now.unwrap_or_else(monotonic_ms);
         Ok(self.with_sensor(t, now, |s| self.kernel.record_into(t, s, value, now, check)))
     }
 

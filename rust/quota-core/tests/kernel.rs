@@ -49,7 +49,7 @@ fn nothing_is_recorded_while_no_quota_is_configured() {
     let k = kernel();
     assert_eq!(k.record_and_get_throttle_time_ms(P, "u", "c", 1e9, Some(0)).unwrap(), 0);
     assert_eq!(k.sensor_count(P), 0);
-    assert_eq!(k.measured_rate(P, "u", "c", Some(0)), 0.0);
+    assert_eq!(k.measured_rate(P, "u", "c", Some(0)).unwrap(), 0.0);
     set(&k, None, DEF, P, Some(100.0));
     // A fresh sensor: the earlier 1e9 bytes do not count.
     assert_eq!(k.record_and_get_throttle_time_ms(P, "u", "c", 100.0, Some(1)).unwrap(), 0);
@@ -145,10 +145,10 @@ fn concurrent_records_lose_no_update() {
     });
     // At t = 1006 a sensor started at 0 has W = 1006 + 9 * 1000 ms.
     let w = 10.006;
-    let shared_sum = (k.measured_rate(P, "shared", "c", Some(1006)) * w).round();
+    let shared_sum = (k.measured_rate(P, "shared", "c", Some(1006)).unwrap() * w).round();
     assert_eq!(shared_sum, (THREADS as i64 * PER_THREAD * 3) as f64);
     for t in 0..THREADS {
-        assert_eq!((k.measured_rate(P, &format!("user-{t}"), "x", Some(1006)) * w).round(), PER_THREAD as f64);
+        assert_eq!((k.measured_rate(P, &format!("user-{t}"), "x", Some(1006)).unwrap() * w).round(), PER_THREAD as f64);
     }
 }
 
@@ -158,10 +158,21 @@ fn unrecord_takes_back_what_was_recorded() {
     set(&k, None, DEF, P, Some(1000.0));
     assert_eq!(k.record_and_get_throttle_time_ms(P, "alice", "c1", 12_000.0, Some(0)).unwrap(), 2000);
     k.unrecord(P, "alice", "c1", 12_000.0, Some(100)).unwrap();
-    assert_eq!(k.measured_rate(P, "alice", "c1", Some(100)), 0.0);
+    assert_eq!(k.measured_rate(P, "alice", "c1", Some(100)).unwrap(), 0.0);
     let h = ClientHandle::new(Arc::clone(&k), "alice", "c1");
     h.record_no_throttle(P, 5.0, Some(100)).unwrap();
     h.unrecord(P, 5.0, Some(100)).unwrap();
     assert_eq!(h.record_and_get_throttle_time_ms(P, 0.0, Some(100)).unwrap(), 0);
-    assert_eq!(k.measured_rate(P, "alice", "c1", Some(100)), 0.0);
+    assert_eq!(k.measured_rate(P, "alice", "c1", Some(100)).unwrap(), 0.0);
+}
+
+#[test]
+fn out_of_range_times_are_refused_not_clamped() {
+    let k = kernel();
+    set(&k, None, DEF, P, Some(100.0));
+    let far = quota_core::kernel::MAX_ABS_NOW_MS;
+    assert!(matches!(k.record_and_get_throttle_time_ms(P, "u", "c", 1.0, Some(far)), Err(QuotaError::InvalidValue(_))));
+    assert!(matches!(k.measured_rate(P, "u", "c", Some(-far)), Err(QuotaError::InvalidValue(_))));
+    // Unix-epoch milliseconds are well inside the range.
+    assert_eq!(k.record_and_get_throttle_time_ms(P, "u", "c", 1.0, Some(1_763_700_000_000)).unwrap(), 0);
 }
