@@ -295,22 +295,15 @@ impl PyClientHandle {
     }
 }
 
-/// A no-op with the handle call's arguments: the floor a native call cannot beat (benchmarks).
-#[pyfunction]
-#[pyo3(signature = (quota_type, value, now_ms=None))]
-fn _noop(quota_type: QuotaTypeArg, value: f64, now_ms: Option<i64>) -> i32 {
-    let _ = (quota_type, value, now_ms);
-    0
-}
-
 #[pymodule]
 fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyClientQuotaType>()?;
     m.add_class::<PyQuotaKernel>()?;
     m.add_class::<PyClientHandle>()?;
-    m.add_function(wrap_pyfunction!(_noop, m)?)?;
+    m.add("_noop", fast::noop_function(m)?)?;
     errors::register(m)?;
     fast::install(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("__build_profile__", if cfg!(debug_assertions) { "dev" } else { "release" })?;
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! ratio report under benches/results/.
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,10 +29,19 @@ fn kernel() -> Arc<QuotaKernel> {
     Arc::new(k)
 }
 
+/// Start times of successive batches: time only moves forward, so no batch replays times a
+/// sensor has seen (those would be read as its latest time and throttle).
+static CLOCK: AtomicI64 = AtomicI64::new(0);
+
+fn fresh_offset() -> i64 {
+    CLOCK.fetch_add(1_000_000_000, Ordering::Relaxed)
+}
+
 /// Records `iters` times on `h`, time advancing one ms every 64 calls so windows roll.
 fn run(h: &ClientHandle, iters: u64) {
+    let offset = fresh_offset();
     for i in 0..iters {
-        black_box(h.record_and_get_throttle_time_ms(P, black_box(100.0), Some((i >> 6) as i64)).unwrap());
+        black_box(h.record_and_get_throttle_time_ms(P, black_box(100.0), Some(offset + (i >> 6) as i64)).unwrap());
     }
 }
 
@@ -47,11 +57,11 @@ fn two_threads(a: &ClientHandle, b: &ClientHandle, iters: u64) -> Duration {
 fn benches(c: &mut Criterion) {
     let spec = WindowSpec::default();
     let sensor = RateSensor::new(&spec, 0);
-    let mut i = 0u64;
+    let mut i = 0i64;
     c.bench_function("sensor_record_and_measure", |b| {
         b.iter(|| {
             i += 1;
-            black_box(sensor.record_and_measure(&spec, black_box(100.0), (i >> 6) as i64))
+            black_box(sensor.record_and_measure(&spec, black_box(100.0), i >> 6))
         })
     });
 
@@ -74,8 +84,9 @@ fn benches(c: &mut Criterion) {
     });
     c.bench_function("named_record_one_thread", |b| b.iter_custom(|iters| {
         let start = Instant::now();
+        let offset = fresh_offset();
         for i in 0..iters {
-            black_box(k.record_and_get_throttle_time_ms(P, "alice", "c1", black_box(100.0), Some((i >> 6) as i64)).unwrap());
+            black_box(k.record_and_get_throttle_time_ms(P, "alice", "c1", black_box(100.0), Some(offset + (i >> 6) as i64)).unwrap());
         }
         start.elapsed()
     }));

@@ -29,8 +29,17 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// ns per record on `h`, time advancing one ms every 64 calls.
-fn run(h: &ClientHandle, n: u64, offset: i64) -> f64 {
+/// Start times handed to successive runs: every run moves forward in time, so no run replays
+/// times a sensor has already seen (those would be read as its latest time and throttle).
+static CLOCK: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+fn fresh_offset() -> i64 {
+    CLOCK.fetch_add(1_000_000_000, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// ns per record on `h`, time advancing one ms every 64 calls from a fresh offset.
+fn run(h: &ClientHandle, n: u64) -> f64 {
+    let offset = fresh_offset();
     let start = Instant::now();
     for i in 0..n {
         black_box(h.record_and_get_throttle_time_ms(P, black_box(100.0), Some(offset + (i >> 6) as i64)).unwrap());
@@ -41,7 +50,7 @@ fn run(h: &ClientHandle, n: u64, offset: i64) -> f64 {
 fn main() {
     let n: u64 = std::env::var("KQ_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(5_000_000);
     let sensors: usize = std::env::var("KQ_SENSORS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
-    let reps = 5;
+    let reps = 7;
 
     // --- record path
     let spec = WindowSpec::default();
@@ -50,8 +59,10 @@ fn main() {
         (0..reps)
             .map(|r| {
                 let start = Instant::now();
+                let _ = r;
+                let offset = fresh_offset();
                 for i in 0..n {
-                    black_box(sensor.record_and_measure(&spec, black_box(100.0), (r as u64 * n + i) as i64 >> 6));
+                    black_box(sensor.record_and_measure(&spec, black_box(100.0), offset + (i >> 6) as i64));
                 }
                 start.elapsed().as_nanos() as f64 / n as f64
             })
@@ -65,19 +76,18 @@ fn main() {
     let mut one = vec![];
     let mut two = vec![];
     let mut same = vec![];
-    for r in 0..reps {
-        let off = r as i64 * 1_000_000;
-        one.push(run(&h1, n, off));
+    for _ in 0..reps {
+        one.push(run(&h1, n));
         let t = Instant::now();
         std::thread::scope(|s| {
-            s.spawn(|| run(&h1, n, off));
-            s.spawn(|| run(&h2, n, off));
+            s.spawn(|| run(&h1, n));
+            s.spawn(|| run(&h2, n));
         });
         two.push(t.elapsed().as_nanos() as f64 / n as f64);
         let t = Instant::now();
         std::thread::scope(|s| {
-            s.spawn(|| run(&h1, n, off));
-            s.spawn(|| run(&h1b, n, off));
+            s.spawn(|| run(&h1, n));
+            s.spawn(|| run(&h1b, n));
         });
         same.push(t.elapsed().as_nanos() as f64 / n as f64);
     }

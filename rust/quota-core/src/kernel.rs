@@ -78,6 +78,21 @@ impl Equivalent<NamePair> for PairRef<'_> {
     }
 }
 
+/// Byte equality for equal-length slices, inline: names are short, so this beats a call to
+/// `memcmp`.
+#[inline]
+fn short_eq(a: &[u8], b: &[u8]) -> bool {
+    debug_assert_eq!(a.len(), b.len());
+    let mut ac = a.chunks_exact(8);
+    let mut bc = b.chunks_exact(8);
+    for (x, y) in (&mut ac).zip(&mut bc) {
+        if u64::from_ne_bytes(x.try_into().unwrap()) != u64::from_ne_bytes(y.try_into().unwrap()) {
+            return false;
+        }
+    }
+    ac.remainder().iter().zip(bc.remainder()).all(|(x, y)| x == y)
+}
+
 /// Metric tags `(user, client-id)` in one allocation: `user NUL client-id`. A user tag never
 /// holds a NUL: it is empty, or a sanitized name (only `[A-Za-z0-9._%-]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,12 +129,13 @@ impl Tags {
         let j = self.joined.as_bytes();
         j.len() == user.len() + 1 + client_id.len()
             && j[user.len()] == 0
-            && &j[..user.len()] == user.as_bytes()
-            && &j[user.len() + 1..] == client_id.as_bytes()
+            && short_eq(&j[..user.len()], user.as_bytes())
+            && short_eq(&j[user.len() + 1..], client_id.as_bytes())
     }
 }
 
-/// A live sensor and the metric tags it measures.
+/// A live sensor and the metric tags it measures (tags first: a cold head, see `RateSensor`).
+#[repr(C)]
 pub struct QuotaSensor {
     pub tags: Tags,
     pub rate: RateSensor,
@@ -164,6 +180,9 @@ pub struct ConfigSnapshot {
     pub entities: std::collections::BTreeMap<QuotaEntity, [Option<f64>; 4]>,
 }
 
+// Whole cache lines: sensor writes elsewhere on the heap never share a line with these
+// read-on-every-request counters.
+#[repr(align(64))]
 struct TypeRuntime {
     /// The type's kind bits (`CLIENT_ID_QUOTAS` ...); 0 = no quota of this type yet.
     kinds: AtomicU8,
@@ -215,6 +234,7 @@ pub struct QuotaChange {
     pub value: Option<f64>,
 }
 
+#[repr(align(64))]
 pub struct QuotaKernel {
     settings: KernelConfig,
     config: ArcSwap<ConfigSnapshot>,
@@ -432,23 +452,15 @@ impl QuotaKernel {
         resolved
     }
 
-    /// The sensor for (principal, client-id). While tags are fixed by the kind bits and the
-    /// user name needs no escaping, the tags are the names themselves and the registry is
-    /// searched directly; otherwise the metric-tag cache answers while its entry is current.
+    /// The sensor for (principal, client-id) from the metric-tag cache while its entry is
+    /// current, else resolved afresh. (Fixed-tag lookups are done by the caller.)
     #[inline]
-    fn sensor_for(&self, t: ClientQuotaType, user: &str, client_id: &str, now: i64) -> Arc<QuotaSensor> {
+    fn cached_or_resolved(&self, t: ClientQuotaType, user: &str, client_id: &str, now: i64) -> Arc<QuotaSensor> {
         let rt = &self.types[t.index()];
-        let kinds = rt.kinds.load(Ordering::Acquire);
-        if let Some((tu, tc)) = direct_tags(kinds, user, client_id) {
-            if let Some(s) = rt.sensors.pin().get(&PairRef(tu, tc)) {
-                return Arc::clone(&s.0);
-            }
-        } else {
-            let generation = rt.tags_generation.load(Ordering::Acquire);
-            if let Some(r) = rt.cache.pin().get(&PairRef(user, client_id)) {
-                if r.tags_generation == generation {
-                    return Arc::clone(&r.sensor);
-                }
+        let generation = rt.tags_generation.load(Ordering::Acquire);
+        if let Some(r) = rt.cache.pin().get(&PairRef(user, client_id)) {
+            if r.tags_generation == generation {
+                return Arc::clone(&r.sensor);
             }
         }
         self.resolve(t, user, client_id, now).sensor
@@ -505,10 +517,23 @@ impl QuotaKernel {
     ) -> Result<i32, QuotaError> {
         check_byte_type(t)?;
         let now = resolve_now(now)?;
-        if !self.enabled(t) {
+        let rt = &self.types[t.index()];
+        let kinds = rt.kinds.load(Ordering::Acquire);
+        if kinds == 0 {
             return Ok(0);
         }
-        let sensor = self.sensor_for(t, user, client_id, now);
+        // While tags are fixed by the kind bits and the user name needs no escaping, the tags
+        // are the names themselves: search the registry directly, recording while its guard is
+        // held (no reference-count traffic). Otherwise the metric-tag cache answers.
+        let sensor = match direct_tags(kinds, user, client_id) {
+            Some((tu, tc)) => {
+                if let Some(s) = rt.sensors.pin().get(&PairRef(tu, tc)) {
+                    return Ok(self.record_into(t, &s.0, value, now, check));
+                }
+                self.resolve(t, user, client_id, now).sensor
+            }
+            None => self.cached_or_resolved(t, user, client_id, now),
+        };
         Ok(self.record_into(t, &sensor, value, now, check))
     }
 
@@ -612,17 +637,27 @@ impl KernelConfig {
 /// A per-connection view of the kernel for one (principal, client-id): the resolution is cached
 /// in the handle, so a call is a generation check and a record.
 ///
-/// Each quota type's slot is one 128-bit atomic holding the tags generation and a pointer to the
-/// sensor it resolved to. The handle keeps every sensor it has pointed at alive in `keep` (a
-/// connection maps to at most a few tag sets over its life), so a reader never sees a pointer to
-/// freed memory and the hot path needs no reference counting.
+/// Each quota type's slot holds the tags generation and a pointer to the sensor it resolved to,
+/// read as a seqlock (writers, serialized by `keep`'s mutex, mark the slot `WRITING` while they
+/// change it). The handle keeps every sensor it has pointed at alive in `keep` (a connection maps
+/// to at most a few tag sets over its life), so a reader never sees a pointer to freed memory and
+/// the hot path needs no reference counting.
+#[repr(align(64))]
 pub struct ClientHandle {
     kernel: Arc<QuotaKernel>,
     user: Arc<str>,
     client_id: Arc<str>,
-    slots: [portable_atomic::AtomicU128; 4],
+    slots: [HandleSlot; 4],
     keep: Mutex<Vec<Arc<QuotaSensor>>>,
 }
+
+#[derive(Default)]
+struct HandleSlot {
+    generation: AtomicU64,
+    sensor: std::sync::atomic::AtomicPtr<QuotaSensor>,
+}
+
+const SLOT_WRITING: u64 = u64::MAX;
 
 impl ClientHandle {
     pub fn new(kernel: Arc<QuotaKernel>, user: &str, client_id: &str) -> Self {
@@ -651,11 +686,14 @@ impl ClientHandle {
     fn with_sensor<R>(&self, t: ClientQuotaType, now: i64, f: impl FnOnce(&QuotaSensor) -> R) -> R {
         let k = &*self.kernel;
         let generation = k.types[t.index()].tags_generation.load(Ordering::Acquire);
-        let bits = self.slots[t.index()].load(Ordering::Acquire);
-        let ptr = bits as u64 as usize as *const QuotaSensor;
-        if (bits >> 64) as u64 == generation && !ptr.is_null() {
-            // SAFETY: `ptr` came from an `Arc` held in `self.keep` for as long as `self` lives.
-            return f(unsafe { &*ptr });
+        let slot = &self.slots[t.index()];
+        if slot.generation.load(Ordering::Acquire) == generation {
+            let ptr = slot.sensor.load(Ordering::Relaxed);
+            std::sync::atomic::fence(Ordering::Acquire);
+            if slot.generation.load(Ordering::Relaxed) == generation && !ptr.is_null() {
+                // SAFETY: `ptr` came from an `Arc` held in `self.keep` for as long as `self` lives.
+                return f(unsafe { &*ptr });
+            }
         }
         self.refresh(t, now, f)
     }
@@ -663,23 +701,20 @@ impl ClientHandle {
     #[cold]
     fn refresh<R>(&self, t: ClientQuotaType, now: i64, f: impl FnOnce(&QuotaSensor) -> R) -> R {
         let r = self.kernel.resolve(t, &self.user, &self.client_id, now);
-        let ptr = Arc::as_ptr(&r.sensor);
-        {
-            let mut keep = self.keep.lock();
-            if !keep.iter().any(|s| Arc::ptr_eq(s, &r.sensor)) {
-                keep.push(Arc::clone(&r.sensor));
-            }
-        }
-        let bits = ((r.tags_generation as u128) << 64) | ptr as usize as u64 as u128;
         let slot = &self.slots[t.index()];
-        let mut cur = slot.load(Ordering::Acquire);
-        // Never replace a newer resolution with an older one.
-        while ((cur >> 64) as u64) < r.tags_generation {
-            match slot.compare_exchange(cur, bits, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => break,
-                Err(actual) => cur = actual,
-            }
+        let mut keep = self.keep.lock();
+        if !keep.iter().any(|s| Arc::ptr_eq(s, &r.sensor)) {
+            keep.push(Arc::clone(&r.sensor));
         }
+        let cur = slot.generation.load(Ordering::Acquire);
+        // Never replace a newer resolution with an older one.
+        if cur < r.tags_generation || cur == SLOT_WRITING {
+            slot.generation.store(SLOT_WRITING, Ordering::Relaxed);
+            std::sync::atomic::fence(Ordering::Release);
+            slot.sensor.store(Arc::as_ptr(&r.sensor) as *mut QuotaSensor, Ordering::Relaxed);
+            slot.generation.store(r.tags_generation, Ordering::Release);
+        }
+        drop(keep);
         f(&r.sensor)
     }
 
