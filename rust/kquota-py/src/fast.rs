@@ -11,7 +11,7 @@ use std::ffi::{c_char, CStr};
 
 use std::ptr;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -190,7 +190,7 @@ unsafe fn now_ms(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<Option<i64>
 }
 
 #[inline]
-unsafe fn text<'a>(py: Python<'_>, ob: *mut ffi::PyObject, name: &str) -> PyResult<&'a str> {
+unsafe fn text<'a>(py: Python<'_>, ob: *mut ffi::PyObject, name: &str) -> PyResult<std::borrow::Cow<'a, str>> {
     if ffi::PyUnicode_Check(ob) == 0 {
         let tname = Borrowed::from_ptr(py, ob).get_type().name()?;
         return Err(PyTypeError::new_err(format!("argument '{name}': must be str, not {tname}")));
@@ -198,10 +198,16 @@ unsafe fn text<'a>(py: Python<'_>, ob: *mut ffi::PyObject, name: &str) -> PyResu
     let mut len: ffi::Py_ssize_t = 0;
     let data: *const c_char = ffi::PyUnicode_AsUTF8AndSize(ob, &mut len);
     if data.is_null() {
-        return Err(PyErr::take(py).unwrap_or_else(|| PyValueError::new_err("invalid str")));
+        // A lone surrogate: encode it as Java does ('?'), see `names::Name`.
+        drop(PyErr::take(py));
+        let s = Borrowed::from_ptr(py, ob).cast_unchecked::<PyString>();
+        return Ok(std::borrow::Cow::Owned(crate::names::replace_surrogates(s)?));
     }
     // SAFETY: CPython returns valid UTF-8 cached on the str object, alive while the argument is.
-    Ok(std::str::from_utf8_unchecked(std::slice::from_raw_parts(data as *const u8, len as usize)))
+    Ok(std::borrow::Cow::Borrowed(std::str::from_utf8_unchecked(std::slice::from_raw_parts(
+        data as *const u8,
+        len as usize,
+    ))))
 }
 
 fn finish(py: Python<'_>, r: PyResult<i32>) -> *mut ffi::PyObject {
@@ -249,14 +255,128 @@ unsafe extern "C" fn named_record(
         let [qt, user, client, v, now] =
             bind(py, ["quota_type", "user", "client_id", "value", "now_ms"], 4, args, nargsf, kwnames)?;
         let t = quota_type(py, qt)?;
-        let (user, client) = (text(py, user, "user")?, text(py, client, "client_id")?);
+        let (user_s, client_s) = (text(py, user, "user")?, text(py, client, "client_id")?);
         let (v, now) = (value(py, v)?, now_ms(py, now)?);
         // SAFETY: the method descriptor only calls us with instances of the kernel class.
         let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyQuotaKernel>();
-        this.get().kernel.record_and_get_throttle_time_ms(t, user, client, v, now).map_err(to_py)
+        let this = this.get();
+        let kernel = &*this.kernel;
+        if let Some(r) = this.names.with(user, client, t, kernel, |s| kernel.record_resolved(t, s, v, now)) {
+            return r.map_err(to_py);
+        }
+        let out = kernel.record_and_get_throttle_time_ms(t, &user_s, &client_s, v, now).map_err(to_py)?;
+        if let Ok(Some((generation, sensor))) = kernel.resolution(t, &user_s, &client_s, now) {
+            this.names.put(py, user, client, t, generation, sensor);
+        }
+        Ok(out)
     })
 }
 
+/// Resolutions of recent named calls, keyed by the identity of the `user` and `client_id` str
+/// objects (a broker passes the same objects for every request of a connection), so a repeat
+/// call skips decoding, hashing and the registry probe: it is an implicit per-connection handle.
+///
+/// Entries hold strong references to their two strings, so an address cannot be reused by
+/// another string while cached; only exact `str` objects are cached (their deallocation runs no
+/// Python code). The table is touched only with the GIL held and without calling into Python
+/// while a slot is borrowed; on a free-threaded interpreter it is disabled.
+pub struct NameCache {
+    #[cfg(not(Py_GIL_DISABLED))]
+    slots: std::cell::UnsafeCell<[Option<NameEntry>; NAME_SLOTS]>,
+}
+
+#[cfg(not(Py_GIL_DISABLED))]
+const NAME_SLOTS: usize = 64;
+
+#[cfg(not(Py_GIL_DISABLED))]
+struct NameEntry {
+    user: Py<PyAny>,
+    client: Py<PyAny>,
+    quota_type: quota_core::ClientQuotaType,
+    generation: u64,
+    sensor: std::sync::Arc<quota_core::kernel::QuotaSensor>,
+}
+
+// SAFETY: on GIL builds every access happens with the GIL held (see the type's docs).
+#[cfg(not(Py_GIL_DISABLED))]
+unsafe impl Sync for NameCache {}
+
+impl Default for NameCache {
+    fn default() -> Self {
+        NameCache {
+            #[cfg(not(Py_GIL_DISABLED))]
+            slots: std::cell::UnsafeCell::new(std::array::from_fn(|_| None)),
+        }
+    }
+}
+
+impl NameCache {
+    #[cfg(not(Py_GIL_DISABLED))]
+    #[inline]
+    fn slot(user: *mut ffi::PyObject, client: *mut ffi::PyObject, t: quota_core::ClientQuotaType) -> usize {
+        let h = (user as usize as u64 ^ (client as usize as u64).rotate_left(29) ^ t as u64)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (h >> 58) as usize
+    }
+
+    /// Runs `f` on the cached, still current sensor for these exact string objects. `f` must
+    /// not call into Python (the slot stays borrowed while it runs).
+    #[inline]
+    unsafe fn with<R>(
+        &self,
+        user: *mut ffi::PyObject,
+        client: *mut ffi::PyObject,
+        t: quota_core::ClientQuotaType,
+        kernel: &quota_core::QuotaKernel,
+        f: impl FnOnce(&quota_core::kernel::QuotaSensor) -> R,
+    ) -> Option<R> {
+        #[cfg(not(Py_GIL_DISABLED))]
+        {
+            let slots = &*self.slots.get();
+            let e = slots[Self::slot(user, client, t)].as_ref()?;
+            if e.user.as_ptr() == user && e.client.as_ptr() == client && e.quota_type == t && kernel.is_current(t, e.generation) {
+                return Some(f(&e.sensor));
+            }
+            None
+        }
+        #[cfg(Py_GIL_DISABLED)]
+        {
+            let _ = (user, client, t, kernel, f);
+            None
+        }
+    }
+
+    unsafe fn put(
+        &self,
+        py: Python<'_>,
+        user: *mut ffi::PyObject,
+        client: *mut ffi::PyObject,
+        t: quota_core::ClientQuotaType,
+        generation: u64,
+        sensor: std::sync::Arc<quota_core::kernel::QuotaSensor>,
+    ) {
+        #[cfg(not(Py_GIL_DISABLED))]
+        {
+            if ffi::PyUnicode_CheckExact(user) == 0 || ffi::PyUnicode_CheckExact(client) == 0 {
+                return;
+            }
+            let entry = NameEntry {
+                user: Borrowed::from_ptr(py, user).to_owned().unbind(),
+                client: Borrowed::from_ptr(py, client).to_owned().unbind(),
+                quota_type: t,
+                generation,
+                sensor,
+            };
+            let old = std::mem::replace(&mut (*self.slots.get())[Self::slot(user, client, t)], Some(entry));
+            // Dropped after the slot is no longer borrowed.
+            drop(old);
+        }
+        #[cfg(Py_GIL_DISABLED)]
+        {
+            let _ = (py, user, client, t, generation, sensor);
+        }
+    }
+}
 
 unsafe extern "C" fn noop(
     _module: *mut ffi::PyObject,

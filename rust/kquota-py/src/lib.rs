@@ -13,9 +13,11 @@ use quota_core::{
 
 mod errors;
 mod fast;
+mod names;
 mod quota_type;
 
 use errors::to_py;
+use names::Name;
 use quota_type::{PyClientQuotaType, QuotaTypeArg};
 
 /// One side of an entity as passed by the Python layer: 0 = absent, 1 = `<default>`, 2 = named.
@@ -47,6 +49,7 @@ fn tags_dict<'py>(py: Python<'py>, tags: (String, String)) -> PyResult<Bound<'py
 #[pyclass(subclass, frozen, module = "kquota._kquota", name = "QuotaKernel")]
 pub struct PyQuotaKernel {
     kernel: Arc<CoreKernel>,
+    names: fast::NameCache,
 }
 
 #[pymethods]
@@ -85,7 +88,10 @@ impl PyQuotaKernel {
             producer_default,
             consumer_default,
         };
-        Ok(PyQuotaKernel { kernel: Arc::new(CoreKernel::new(settings).map_err(to_py)?) })
+        Ok(PyQuotaKernel {
+            kernel: Arc::new(CoreKernel::new(settings).map_err(to_py)?),
+            names: fast::NameCache::default(),
+        })
     }
 
     /// ``quota.window.num``.
@@ -156,13 +162,13 @@ impl PyQuotaKernel {
     fn record_and_get_throttle_time_ms(
         &self,
         quota_type: QuotaTypeArg,
-        user: &str,
-        client_id: &str,
+        user: Name<'_>,
+        client_id: Name<'_>,
         value: f64,
         now_ms: Option<i64>,
     ) -> PyResult<i32> {
         self.kernel
-            .record_and_get_throttle_time_ms(quota_type.0, user, client_id, value, now_ms)
+            .record_and_get_throttle_time_ms(quota_type.0, &user, &client_id, value, now_ms)
             .map_err(to_py)
     }
 
@@ -171,12 +177,12 @@ impl PyQuotaKernel {
     fn record_no_throttle(
         &self,
         quota_type: QuotaTypeArg,
-        user: &str,
-        client_id: &str,
+        user: Name<'_>,
+        client_id: Name<'_>,
         value: f64,
         now_ms: Option<i64>,
     ) -> PyResult<()> {
-        self.kernel.record_no_throttle(quota_type.0, user, client_id, value, now_ms).map_err(to_py)
+        self.kernel.record_no_throttle(quota_type.0, &user, &client_id, value, now_ms).map_err(to_py)
     }
 
     /// Takes back ``value`` recorded earlier (Kafka's ``unrecordQuotaSensor``).
@@ -184,12 +190,12 @@ impl PyQuotaKernel {
     fn unrecord(
         &self,
         quota_type: QuotaTypeArg,
-        user: &str,
-        client_id: &str,
+        user: Name<'_>,
+        client_id: Name<'_>,
         value: f64,
         now_ms: Option<i64>,
     ) -> PyResult<()> {
-        self.kernel.unrecord(quota_type.0, user, client_id, value, now_ms).map_err(to_py)
+        self.kernel.unrecord(quota_type.0, &user, &client_id, value, now_ms).map_err(to_py)
     }
 
     /// The metric tags (``{"user": ..., "client-id": ...}``) the request is recorded under.
@@ -197,31 +203,31 @@ impl PyQuotaKernel {
         &self,
         py: Python<'py>,
         quota_type: QuotaTypeArg,
-        user: &str,
-        client_id: &str,
+        user: Name<'_>,
+        client_id: Name<'_>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        tags_dict(py, self.kernel.quota_metric_tags(quota_type.0, user, client_id))
+        tags_dict(py, self.kernel.quota_metric_tags(quota_type.0, &user, &client_id))
     }
 
     /// The limit that applies, or ``None`` when unlimited.
-    fn quota_limit(&self, quota_type: QuotaTypeArg, user: &str, client_id: &str) -> Option<f64> {
-        self.kernel.quota_limit(quota_type.0, user, client_id)
+    fn quota_limit(&self, quota_type: QuotaTypeArg, user: Name<'_>, client_id: Name<'_>) -> Option<f64> {
+        self.kernel.quota_limit(quota_type.0, &user, &client_id)
     }
 
     /// ``limit * (window_num - 1) * window_size_seconds``; ``math.inf`` when unlimited.
-    fn max_value_in_quota_window(&self, quota_type: QuotaTypeArg, user: &str, client_id: &str) -> f64 {
-        self.kernel.max_value_in_quota_window(quota_type.0, user, client_id)
+    fn max_value_in_quota_window(&self, quota_type: QuotaTypeArg, user: Name<'_>, client_id: Name<'_>) -> f64 {
+        self.kernel.max_value_in_quota_window(quota_type.0, &user, &client_id)
     }
 
     /// The sensor's current rate as Kafka's metric reports it (0.0 when there is no sensor).
     #[pyo3(signature = (quota_type, user, client_id, now_ms=None))]
-    fn measured_rate(&self, quota_type: QuotaTypeArg, user: &str, client_id: &str, now_ms: Option<i64>) -> PyResult<f64> {
-        self.kernel.measured_rate(quota_type.0, user, client_id, now_ms).map_err(to_py)
+    fn measured_rate(&self, quota_type: QuotaTypeArg, user: Name<'_>, client_id: Name<'_>, now_ms: Option<i64>) -> PyResult<f64> {
+        self.kernel.measured_rate(quota_type.0, &user, &client_id, now_ms).map_err(to_py)
     }
 
     /// A per-connection handle for ``(user, client_id)``; create it once per connection.
-    fn client(&self, user: &str, client_id: &str) -> PyClientHandle {
-        PyClientHandle { inner: CoreHandle::new(Arc::clone(&self.kernel), user, client_id) }
+    fn client(&self, user: Name<'_>, client_id: Name<'_>) -> PyClientHandle {
+        PyClientHandle { inner: CoreHandle::new(Arc::clone(&self.kernel), &user, &client_id) }
     }
 
     /// Number of live sensors of a quota type.

@@ -621,6 +621,48 @@ impl QuotaKernel {
         })
     }
 
+    // ---------------------------------------------------------------- for caching callers
+
+    /// The sensor (principal, client-id) resolves to now, with the tags generation it stays
+    /// valid for; `None` while no quota of the type exists. For bindings that keep their own
+    /// cache of resolutions (see [`is_current`](Self::is_current)).
+    pub fn resolution(
+        &self,
+        t: ClientQuotaType,
+        user: &str,
+        client_id: &str,
+        now: Option<i64>,
+    ) -> Result<Option<(u64, Arc<QuotaSensor>)>, QuotaError> {
+        check_byte_type(t)?;
+        let now = resolve_now(now)?;
+        if !self.enabled(t) {
+            return Ok(None);
+        }
+        let r = self.resolve(t, user, client_id, now);
+        Ok(Some((r.tags_generation, r.sensor)))
+    }
+
+    /// Whether a resolution made under `generation` still holds.
+    #[inline]
+    pub fn is_current(&self, t: ClientQuotaType, generation: u64) -> bool {
+        self.types[t.index()].tags_generation.load(Ordering::Acquire) == generation
+    }
+
+    /// `record_and_get_throttle_time_ms` into an already resolved, current sensor.
+    #[inline]
+    pub fn record_resolved(
+        &self,
+        t: ClientQuotaType,
+        sensor: &QuotaSensor,
+        value: f64,
+        now: Option<i64>,
+    ) -> Result<i32, QuotaError> {
+        check_record_value(value)?;
+        check_byte_type(t)?;
+        let now = resolve_now(now)?;
+        Ok(self.record_into(t, sensor, value, now, Check::Throttle))
+    }
+
     /// Number of live sensors of a type.
     pub fn sensor_count(&self, t: ClientQuotaType) -> usize {
         self.types[t.index()].sensors.len()
