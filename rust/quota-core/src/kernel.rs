@@ -684,7 +684,8 @@ impl KernelConfig {
 /// change it). The handle keeps every sensor it has pointed at alive in `keep` (a connection maps
 /// to at most a few tag sets over its life), so a reader never sees a pointer to freed memory and
 /// the hot path needs no reference counting.
-#[repr(align(64))]
+// No over-alignment here: a handle is embedded in a Python object, whose memory CPython aligns
+// to 16 bytes only.
 pub struct ClientHandle {
     kernel: Arc<QuotaKernel>,
     user: Arc<str>,
