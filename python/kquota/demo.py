@@ -18,7 +18,7 @@ def run_demo(
     batch: int = 100_000,
     interval_ms: int = 25,
     simulated: bool = False,
-    out: TextIO = sys.stdout,
+    out: Optional[TextIO] = None,
     sleep: Optional[Callable[[float], None]] = None,
 ) -> dict[str, float]:
     """Runs a producer that tries to send at ``batch / interval`` bytes/s against a user quota of
@@ -28,6 +28,7 @@ def run_demo(
     With ``simulated=True`` time is simulated (instant, reproducible); otherwise it runs on the
     real monotonic clock and takes ``seconds`` seconds.
     """
+    out = out if out is not None else sys.stdout
     qm = QuotaManager()
     qm.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": quota})])
     conn = qm.client("alice", "producer-1")

@@ -210,6 +210,18 @@ unsafe fn text<'a>(py: Python<'_>, ob: *mut ffi::PyObject, name: &str) -> PyResu
     ))))
 }
 
+/// `(quota_type, value, now_ms=None)`, as the handle call takes them.
+#[inline]
+unsafe fn handle_args(
+    py: Python<'_>,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<(quota_core::ClientQuotaType, f64, Option<i64>)> {
+    let [qt, v, now] = bind(py, ["quota_type", "value", "now_ms"], 2, args, nargsf, kwnames)?;
+    Ok((quota_type(py, qt)?, value(py, v)?, now_ms(py, now)?))
+}
+
 fn finish(py: Python<'_>, r: PyResult<i32>) -> *mut ffi::PyObject {
     match r {
         Ok(ms) => unsafe { ffi::PyLong_FromLong(ms as std::os::raw::c_long) },
@@ -237,8 +249,7 @@ unsafe extern "C" fn handle_record(
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
     guarded(|py| {
-        let [qt, v, now] = bind(py, ["quota_type", "value", "now_ms"], 2, args, nargsf, kwnames)?;
-        let (t, v, now) = (quota_type(py, qt)?, value(py, v)?, now_ms(py, now)?);
+        let (t, v, now) = handle_args(py, args, nargsf, kwnames)?;
         // SAFETY: the method descriptor only calls us with instances of the handle class.
         let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyClientHandle>();
         this.get().inner.record_and_get_throttle_time_ms(t, v, now).map_err(to_py)
@@ -367,7 +378,7 @@ impl NameCache {
                 generation,
                 sensor,
             };
-            let old = std::mem::replace(&mut (*self.slots.get())[Self::slot(user, client, t)], Some(entry));
+            let old = (*self.slots.get())[Self::slot(user, client, t)].replace(entry);
             // Dropped after the slot is no longer borrowed.
             drop(old);
         }
@@ -385,8 +396,7 @@ unsafe extern "C" fn noop(
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
     guarded(|py| {
-        let [qt, v, now] = bind(py, ["quota_type", "value", "now_ms"], 2, args, nargsf, kwnames)?;
-        let _ = (quota_type(py, qt)?, value(py, v)?, now_ms(py, now)?);
+        handle_args(py, args, nargsf, kwnames)?;
         Ok(0)
     })
 }

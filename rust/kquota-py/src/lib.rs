@@ -45,6 +45,9 @@ fn tags_dict<'py>(py: Python<'py>, tags: (String, String)) -> PyResult<Bound<'py
     Ok(d)
 }
 
+/// `(user_kind, user, client_kind, client, {key: value})` as `_describe` returns it.
+type DescribedEntity<'py> = (u8, String, u8, String, Bound<'py, PyDict>);
+
 /// The native quota kernel. `kquota.QuotaManager` subclasses it and adds the configuration API.
 #[pyclass(subclass, frozen, module = "kquota._kquota", name = "QuotaKernel")]
 pub struct PyQuotaKernel {
@@ -141,7 +144,7 @@ impl PyQuotaKernel {
     }
 
     /// Configured entities as ``(user_kind, user, client_kind, client, {key: value})``.
-    fn _describe<'py>(&self, py: Python<'py>) -> PyResult<Vec<(u8, String, u8, String, Bound<'py, PyDict>)>> {
+    fn _describe<'py>(&self, py: Python<'py>) -> PyResult<Vec<DescribedEntity<'py>>> {
         self.kernel
             .describe()
             .into_iter()

@@ -144,6 +144,9 @@ pub struct RateSensor {
 /// so a sensor is one allocation.
 const INLINE_RING: usize = 12;
 
+/// Cells and last-event times of a ring too long to live inline.
+type HeapRing = (Box<[AtomicU128]>, Box<[AtomicI64]>);
+
 /// The sample slots and their last-event times: inline for rings of up to `INLINE_RING` slots,
 /// else on the heap (the inline arrays then go unused). Slots past the ring's length stay
 /// unstarted.
@@ -151,7 +154,7 @@ const INLINE_RING: usize = 12;
 struct Ring {
     cells: [AtomicU128; INLINE_RING],
     last_event: [AtomicI64; INLINE_RING],
-    heap: Option<Box<(Box<[AtomicU128]>, Box<[AtomicI64]>)>>,
+    heap: Option<Box<HeapRing>>,
 }
 
 impl Ring {
@@ -478,6 +481,8 @@ impl RateSensor {
 #[inline]
 pub fn throttle_time_ms(m: &Measurement, bound: f64) -> i32 {
     let rate = m.rate();
+    // Written so that a NaN rate never throttles.
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
     if !(rate > bound) {
         return 0;
     }
