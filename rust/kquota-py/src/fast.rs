@@ -43,7 +43,8 @@ static NAMED_RECORD: MethodDef = MethodDef(ffi::PyMethodDef {
 });
 
 /// `ClientQuotaType`'s type object, for an identity check instead of a lazy-type lookup.
-static QUOTA_TYPE: std::sync::atomic::AtomicPtr<ffi::PyTypeObject> = std::sync::atomic::AtomicPtr::new(ptr::null_mut());
+static QUOTA_TYPE: std::sync::atomic::AtomicPtr<ffi::PyTypeObject> =
+    std::sync::atomic::AtomicPtr::new(ptr::null_mut());
 
 static NOOP: MethodDef = MethodDef(ffi::PyMethodDef {
     ml_name: c"_noop".as_ptr(),
@@ -68,14 +69,20 @@ pub fn noop_function<'py>(m: &Bound<'py, PyModule>) -> PyResult<Bound<'py, PyAny
 /// Replaces the `#[pymethods]` wrappers of both classes with the fast entry points.
 pub fn install(py: Python<'_>) -> PyResult<()> {
     // The module keeps the class alive for the life of the process.
-    QUOTA_TYPE.store(PyClientQuotaType::type_object(py).as_type_ptr(), std::sync::atomic::Ordering::Release);
+    QUOTA_TYPE.store(
+        PyClientQuotaType::type_object(py).as_type_ptr(),
+        std::sync::atomic::Ordering::Release,
+    );
     for (ty, def) in [
         (PyClientHandle::type_object(py), &HANDLE_RECORD),
         (PyQuotaKernel::type_object(py), &NAMED_RECORD),
     ] {
         // SAFETY: `def` is 'static and CPython treats it as read-only.
         let descr = unsafe {
-            ffi::PyDescr_NewMethod(ty.as_type_ptr(), &def.0 as *const ffi::PyMethodDef as *mut ffi::PyMethodDef)
+            ffi::PyDescr_NewMethod(
+                ty.as_type_ptr(),
+                &def.0 as *const ffi::PyMethodDef as *mut ffi::PyMethodDef,
+            )
         };
         let descr = unsafe { Bound::from_owned_ptr_or_err(py, descr)? };
         ty.setattr(NAME.to_str().expect("ascii"), descr)?;
@@ -157,7 +164,9 @@ unsafe fn value(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<f64> {
         ffi::PyLong_AsDouble(ob)
     } else {
         if ffi::PyUnicode_Check(ob) != 0 || ffi::PyBytes_Check(ob) != 0 {
-            return Err(PyTypeError::new_err("argument 'value': must be a real number, not str/bytes"));
+            return Err(PyTypeError::new_err(
+                "argument 'value': must be a real number, not str/bytes",
+            ));
         }
         ffi::PyFloat_AsDouble(ob)
     };
@@ -190,10 +199,16 @@ unsafe fn now_ms(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<Option<i64>
 }
 
 #[inline]
-unsafe fn text<'a>(py: Python<'_>, ob: *mut ffi::PyObject, name: &str) -> PyResult<std::borrow::Cow<'a, str>> {
+unsafe fn text<'a>(
+    py: Python<'_>,
+    ob: *mut ffi::PyObject,
+    name: &str,
+) -> PyResult<std::borrow::Cow<'a, str>> {
     if ffi::PyUnicode_Check(ob) == 0 {
         let tname = Borrowed::from_ptr(py, ob).get_type().name()?;
-        return Err(PyTypeError::new_err(format!("argument '{name}': must be str, not {tname}")));
+        return Err(PyTypeError::new_err(format!(
+            "argument '{name}': must be str, not {tname}"
+        )));
     }
     let mut len: ffi::Py_ssize_t = 0;
     let data: *const c_char = ffi::PyUnicode_AsUTF8AndSize(ob, &mut len);
@@ -204,10 +219,9 @@ unsafe fn text<'a>(py: Python<'_>, ob: *mut ffi::PyObject, name: &str) -> PyResu
         return Ok(std::borrow::Cow::Owned(crate::names::replace_surrogates(s)?));
     }
     // SAFETY: CPython returns valid UTF-8 cached on the str object, alive while the argument is.
-    Ok(std::borrow::Cow::Borrowed(std::str::from_utf8_unchecked(std::slice::from_raw_parts(
-        data as *const u8,
-        len as usize,
-    ))))
+    Ok(std::borrow::Cow::Borrowed(std::str::from_utf8_unchecked(
+        std::slice::from_raw_parts(data as *const u8, len as usize),
+    )))
 }
 
 /// `(quota_type, value, now_ms=None)`, as the handle call takes them.
@@ -238,7 +252,12 @@ fn guarded(f: impl FnOnce(Python<'_>) -> PyResult<i32>) -> *mut ffi::PyObject {
     let py = unsafe { Python::assume_attached() };
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(py))) {
         Ok(r) => finish(py, r),
-        Err(_) => finish(py, Err(crate::errors::KQuotaError::new_err("internal error in kquota (panic)"))),
+        Err(_) => finish(
+            py,
+            Err(crate::errors::KQuotaError::new_err(
+                "internal error in kquota (panic)",
+            )),
+        ),
     }
 }
 
@@ -252,7 +271,10 @@ unsafe extern "C" fn handle_record(
         let (t, v, now) = handle_args(py, args, nargsf, kwnames)?;
         // SAFETY: the method descriptor only calls us with instances of the handle class.
         let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyClientHandle>();
-        this.get().inner.record_and_get_throttle_time_ms(t, v, now).map_err(to_py)
+        this.get()
+            .inner
+            .record_and_get_throttle_time_ms(t, v, now)
+            .map_err(to_py)
     })
 }
 
@@ -263,8 +285,14 @@ unsafe extern "C" fn named_record(
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
     guarded(|py| {
-        let [qt, user, client, v, now] =
-            bind(py, ["quota_type", "user", "client_id", "value", "now_ms"], 4, args, nargsf, kwnames)?;
+        let [qt, user, client, v, now] = bind(
+            py,
+            ["quota_type", "user", "client_id", "value", "now_ms"],
+            4,
+            args,
+            nargsf,
+            kwnames,
+        )?;
         let t = quota_type(py, qt)?;
         let (user_s, client_s) = (text(py, user, "user")?, text(py, client, "client_id")?);
         let (v, now) = (value(py, v)?, now_ms(py, now)?);
@@ -272,10 +300,15 @@ unsafe extern "C" fn named_record(
         let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyQuotaKernel>();
         let this = this.get();
         let kernel = &*this.kernel;
-        if let Some(r) = this.names.with(user, client, t, kernel, |s| kernel.record_resolved(t, s, v, now)) {
+        if let Some(r) = this
+            .names
+            .with(user, client, t, kernel, |s| kernel.record_resolved(t, s, v, now))
+        {
             return r.map_err(to_py);
         }
-        let out = kernel.record_and_get_throttle_time_ms(t, &user_s, &client_s, v, now).map_err(to_py)?;
+        let out = kernel
+            .record_and_get_throttle_time_ms(t, &user_s, &client_s, v, now)
+            .map_err(to_py)?;
         if let Ok(Some((generation, sensor))) = kernel.resolution(t, &user_s, &client_s, now) {
             this.names.put(py, user, client, t, generation, sensor);
         }
@@ -305,7 +338,7 @@ struct NameEntry {
     client: Py<PyAny>,
     quota_type: quota_core::ClientQuotaType,
     generation: u64,
-    sensor: std::sync::Arc<quota_core::kernel::QuotaSensor>,
+    sensor: std::sync::Arc<quota_core::QuotaSensor>,
 }
 
 // SAFETY: on GIL builds every access happens with the GIL held (see the type's docs).
@@ -339,13 +372,17 @@ impl NameCache {
         client: *mut ffi::PyObject,
         t: quota_core::ClientQuotaType,
         kernel: &quota_core::QuotaKernel,
-        f: impl FnOnce(&quota_core::kernel::QuotaSensor) -> R,
+        f: impl FnOnce(&quota_core::QuotaSensor) -> R,
     ) -> Option<R> {
         #[cfg(not(Py_GIL_DISABLED))]
         {
             let slots = &*self.slots.get();
             let e = slots[Self::slot(user, client, t)].as_ref()?;
-            if e.user.as_ptr() == user && e.client.as_ptr() == client && e.quota_type == t && kernel.is_current(t, e.generation) {
+            if e.user.as_ptr() == user
+                && e.client.as_ptr() == client
+                && e.quota_type == t
+                && kernel.is_current(t, e.generation)
+            {
                 return Some(f(&e.sensor));
             }
             None
@@ -364,7 +401,7 @@ impl NameCache {
         client: *mut ffi::PyObject,
         t: quota_core::ClientQuotaType,
         generation: u64,
-        sensor: std::sync::Arc<quota_core::kernel::QuotaSensor>,
+        sensor: std::sync::Arc<quota_core::QuotaSensor>,
     ) {
         #[cfg(not(Py_GIL_DISABLED))]
         {

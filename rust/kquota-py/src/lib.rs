@@ -132,13 +132,24 @@ impl PyQuotaKernel {
     /// Applies normalized changes ``(user_kind, user, client_kind, client, key, value)``
     /// atomically; the public, validating entry point is ``QuotaManager.alter_client_quotas``.
     #[pyo3(signature = (changes, validate_only=false))]
-    fn _alter(&self, changes: Vec<(u8, String, u8, String, String, Option<f64>)>, validate_only: bool) -> PyResult<()> {
+    fn _alter(
+        &self,
+        changes: Vec<(u8, String, u8, String, String, Option<f64>)>,
+        validate_only: bool,
+    ) -> PyResult<()> {
         let mut out = Vec::with_capacity(changes.len());
         for (uk, u, ck, c, key, value) in changes {
-            let entity = QuotaEntity { user: entity_name(uk, u)?, client_id: entity_name(ck, c)? };
+            let entity = QuotaEntity {
+                user: entity_name(uk, u)?,
+                client_id: entity_name(ck, c)?,
+            };
             let quota_type = CoreType::from_config_key(&key)
                 .ok_or_else(|| PyValueError::new_err(format!("unknown quota config key {key:?}")))?;
-            out.push(QuotaChange { entity, quota_type, value });
+            out.push(QuotaChange {
+                entity,
+                quota_type,
+                value,
+            });
         }
         self.kernel.alter(&out, validate_only).map_err(to_py)
     }
@@ -185,7 +196,9 @@ impl PyQuotaKernel {
         value: f64,
         now_ms: Option<i64>,
     ) -> PyResult<()> {
-        self.kernel.record_no_throttle(quota_type.0, &user, &client_id, value, now_ms).map_err(to_py)
+        self.kernel
+            .record_no_throttle(quota_type.0, &user, &client_id, value, now_ms)
+            .map_err(to_py)
     }
 
     /// Takes back ``value`` recorded earlier (Kafka's ``unrecordQuotaSensor``).
@@ -198,7 +211,9 @@ impl PyQuotaKernel {
         value: f64,
         now_ms: Option<i64>,
     ) -> PyResult<()> {
-        self.kernel.unrecord(quota_type.0, &user, &client_id, value, now_ms).map_err(to_py)
+        self.kernel
+            .unrecord(quota_type.0, &user, &client_id, value, now_ms)
+            .map_err(to_py)
     }
 
     /// The metric tags (``{"user": ..., "client-id": ...}``) the request is recorded under.
@@ -218,19 +233,35 @@ impl PyQuotaKernel {
     }
 
     /// ``limit * (window_num - 1) * window_size_seconds``; ``math.inf`` when unlimited.
-    fn max_value_in_quota_window(&self, quota_type: QuotaTypeArg, user: Name<'_>, client_id: Name<'_>) -> f64 {
-        self.kernel.max_value_in_quota_window(quota_type.0, &user, &client_id)
+    fn max_value_in_quota_window(
+        &self,
+        quota_type: QuotaTypeArg,
+        user: Name<'_>,
+        client_id: Name<'_>,
+    ) -> f64 {
+        self.kernel
+            .max_value_in_quota_window(quota_type.0, &user, &client_id)
     }
 
     /// The sensor's current rate as Kafka's metric reports it (0.0 when there is no sensor).
     #[pyo3(signature = (quota_type, user, client_id, now_ms=None))]
-    fn measured_rate(&self, quota_type: QuotaTypeArg, user: Name<'_>, client_id: Name<'_>, now_ms: Option<i64>) -> PyResult<f64> {
-        self.kernel.measured_rate(quota_type.0, &user, &client_id, now_ms).map_err(to_py)
+    fn measured_rate(
+        &self,
+        quota_type: QuotaTypeArg,
+        user: Name<'_>,
+        client_id: Name<'_>,
+        now_ms: Option<i64>,
+    ) -> PyResult<f64> {
+        self.kernel
+            .measured_rate(quota_type.0, &user, &client_id, now_ms)
+            .map_err(to_py)
     }
 
     /// A per-connection handle for ``(user, client_id)``; create it once per connection.
     fn client(&self, user: Name<'_>, client_id: Name<'_>) -> PyClientHandle {
-        PyClientHandle { inner: CoreHandle::new(Arc::clone(&self.kernel), &user, &client_id) }
+        PyClientHandle {
+            inner: CoreHandle::new(Arc::clone(&self.kernel), &user, &client_id),
+        }
     }
 
     /// Number of live sensors of a quota type.
@@ -261,14 +292,23 @@ impl PyClientHandle {
 
     /// Records ``value`` and returns the throttle in ms (0 = none).
     #[pyo3(signature = (quota_type, value, now_ms=None))]
-    fn record_and_get_throttle_time_ms(&self, quota_type: QuotaTypeArg, value: f64, now_ms: Option<i64>) -> PyResult<i32> {
-        self.inner.record_and_get_throttle_time_ms(quota_type.0, value, now_ms).map_err(to_py)
+    fn record_and_get_throttle_time_ms(
+        &self,
+        quota_type: QuotaTypeArg,
+        value: f64,
+        now_ms: Option<i64>,
+    ) -> PyResult<i32> {
+        self.inner
+            .record_and_get_throttle_time_ms(quota_type.0, value, now_ms)
+            .map_err(to_py)
     }
 
     /// Records ``value`` without checking the quota.
     #[pyo3(signature = (quota_type, value, now_ms=None))]
     fn record_no_throttle(&self, quota_type: QuotaTypeArg, value: f64, now_ms: Option<i64>) -> PyResult<()> {
-        self.inner.record_no_throttle(quota_type.0, value, now_ms).map_err(to_py)
+        self.inner
+            .record_no_throttle(quota_type.0, value, now_ms)
+            .map_err(to_py)
     }
 
     /// Takes back ``value`` recorded earlier.
@@ -278,29 +318,47 @@ impl PyClientHandle {
     }
 
     /// The metric tags this connection's requests are recorded under.
-    fn quota_metric_tags<'py>(&self, py: Python<'py>, quota_type: QuotaTypeArg) -> PyResult<Bound<'py, PyDict>> {
+    fn quota_metric_tags<'py>(
+        &self,
+        py: Python<'py>,
+        quota_type: QuotaTypeArg,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let k = self.inner.kernel();
-        tags_dict(py, k.quota_metric_tags(quota_type.0, self.inner.user(), self.inner.client_id()))
+        tags_dict(
+            py,
+            k.quota_metric_tags(quota_type.0, self.inner.user(), self.inner.client_id()),
+        )
     }
 
     /// The limit that applies, or ``None`` when unlimited.
     fn quota_limit(&self, quota_type: QuotaTypeArg) -> Option<f64> {
-        self.inner.kernel().quota_limit(quota_type.0, self.inner.user(), self.inner.client_id())
+        self.inner
+            .kernel()
+            .quota_limit(quota_type.0, self.inner.user(), self.inner.client_id())
     }
 
     /// ``limit * (window_num - 1) * window_size_seconds``; ``math.inf`` when unlimited.
     fn max_value_in_quota_window(&self, quota_type: QuotaTypeArg) -> f64 {
-        self.inner.kernel().max_value_in_quota_window(quota_type.0, self.inner.user(), self.inner.client_id())
+        self.inner
+            .kernel()
+            .max_value_in_quota_window(quota_type.0, self.inner.user(), self.inner.client_id())
     }
 
     /// The sensor's current rate (0.0 when there is no sensor).
     #[pyo3(signature = (quota_type, now_ms=None))]
     fn measured_rate(&self, quota_type: QuotaTypeArg, now_ms: Option<i64>) -> PyResult<f64> {
-        self.inner.kernel().measured_rate(quota_type.0, self.inner.user(), self.inner.client_id(), now_ms).map_err(to_py)
+        self.inner
+            .kernel()
+            .measured_rate(quota_type.0, self.inner.user(), self.inner.client_id(), now_ms)
+            .map_err(to_py)
     }
 
     fn __repr__(&self) -> String {
-        format!("ClientHandle(user={:?}, client_id={:?})", self.inner.user(), self.inner.client_id())
+        format!(
+            "ClientHandle(user={:?}, client_id={:?})",
+            self.inner.user(),
+            self.inner.client_id()
+        )
     }
 }
 
@@ -313,6 +371,9 @@ fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     fast::install(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add("__build_profile__", if cfg!(debug_assertions) { "dev" } else { "release" })?;
+    m.add(
+        "__build_profile__",
+        if cfg!(debug_assertions) { "dev" } else { "release" },
+    )?;
     Ok(())
 }

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use quota_core::{
-    ClientHandle, ClientQuotaType, EntityName, KernelConfig, QuotaChange, QuotaEntity, QuotaKernel, RateSensor,
-    WindowSpec,
+    ClientHandle, ClientQuotaType, EntityName, KernelConfig, QuotaChange, QuotaEntity, QuotaKernel,
+    RateSensor, WindowSpec,
 };
 
 const P: ClientQuotaType = ClientQuotaType::Produce;
@@ -19,7 +19,10 @@ fn kernel() -> Arc<QuotaKernel> {
     let k = QuotaKernel::new(KernelConfig::default()).unwrap();
     k.alter(
         &[QuotaChange {
-            entity: QuotaEntity { user: Some(EntityName::Default), client_id: None },
+            entity: QuotaEntity {
+                user: Some(EntityName::Default),
+                client_id: None,
+            },
             quota_type: P,
             value: Some(10_000_000.0),
         }],
@@ -41,7 +44,10 @@ fn fresh_offset() -> i64 {
 fn run(h: &ClientHandle, iters: u64) {
     let offset = fresh_offset();
     for i in 0..iters {
-        black_box(h.record_and_get_throttle_time_ms(P, black_box(100.0), Some(offset + (i >> 6) as i64)).unwrap());
+        black_box(
+            h.record_and_get_throttle_time_ms(P, black_box(100.0), Some(offset + (i >> 6) as i64))
+                .unwrap(),
+        );
     }
 }
 
@@ -68,11 +74,13 @@ fn benches(c: &mut Criterion) {
     let k = kernel();
     let h1 = ClientHandle::new(Arc::clone(&k), "alice", "c1");
     let h2 = ClientHandle::new(Arc::clone(&k), "bob", "c2");
-    c.bench_function("handle_record_one_thread", |b| b.iter_custom(|iters| {
-        let start = Instant::now();
-        run(&h1, iters);
-        start.elapsed()
-    }));
+    c.bench_function("handle_record_one_thread", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            run(&h1, iters);
+            start.elapsed()
+        })
+    });
     // Per-iteration time of two threads each doing `iters` records: equal to the one-thread
     // time when scaling is perfect (twice the work in the same wall time).
     c.bench_function("handle_record_two_threads_distinct_sensors", |b| {
@@ -82,14 +90,25 @@ fn benches(c: &mut Criterion) {
     c.bench_function("handle_record_two_threads_same_sensor", |b| {
         b.iter_custom(|iters| two_threads(&h1, &h1b, iters))
     });
-    c.bench_function("named_record_one_thread", |b| b.iter_custom(|iters| {
-        let start = Instant::now();
-        let offset = fresh_offset();
-        for i in 0..iters {
-            black_box(k.record_and_get_throttle_time_ms(P, "alice", "c1", black_box(100.0), Some(offset + (i >> 6) as i64)).unwrap());
-        }
-        start.elapsed()
-    }));
+    c.bench_function("named_record_one_thread", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            let offset = fresh_offset();
+            for i in 0..iters {
+                black_box(
+                    k.record_and_get_throttle_time_ms(
+                        P,
+                        "alice",
+                        "c1",
+                        black_box(100.0),
+                        Some(offset + (i >> 6) as i64),
+                    )
+                    .unwrap(),
+                );
+            }
+            start.elapsed()
+        })
+    });
 }
 
 criterion_group! {

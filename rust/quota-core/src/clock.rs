@@ -4,7 +4,10 @@
 /// mix `now_ms=None` with `int(time.monotonic() * 1000)`.
 #[inline]
 pub fn monotonic_ms() -> i64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on the targets we build.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     #[allow(clippy::unnecessary_cast)] // time_t / c_long are not i64 on every target

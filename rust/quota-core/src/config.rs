@@ -62,13 +62,22 @@ impl QuotaEntity {
             reason: reason.to_owned(),
         };
         if self.user.is_none() && self.client_id.is_none() {
-            return Err(bad("user/client-id", "an entity needs a user, a client-id or both"));
+            return Err(bad(
+                "user/client-id",
+                "an entity needs a user, a client-id or both",
+            ));
         }
         if matches!(&self.user, Some(EntityName::Name(n)) if n.is_empty()) {
-            return Err(bad("user", "the user name is empty (use None for the <default> user)"));
+            return Err(bad(
+                "user",
+                "the user name is empty (use None for the <default> user)",
+            ));
         }
         if matches!(&self.client_id, Some(EntityName::Name(n)) if n.is_empty()) {
-            return Err(bad("client-id", "the client-id is empty (use None for the <default> client-id)"));
+            return Err(bad(
+                "client-id",
+                "the client-id is empty (use None for the <default> client-id)",
+            ));
         }
         Ok(())
     }
@@ -104,7 +113,9 @@ pub fn validate_value(
     match qtype {
         ClientQuotaType::Produce | ClientQuotaType::Fetch => {
             if value.fract() != 0.0 {
-                return Err(bad(format!("must be a whole number of bytes per second, got {value}")));
+                return Err(bad(format!(
+                    "must be a whole number of bytes per second, got {value}"
+                )));
             }
             // Kafka accepts a double whose `toLong` round-trips; 2^63 is the largest such.
             if value > 9_223_372_036_854_775_808.0 {
@@ -167,7 +178,11 @@ pub struct MetricTags<'a> {
 impl TypeConfig {
     pub fn with_static_default(static_default: Option<f64>) -> Self {
         TypeConfig {
-            kinds: if static_default.is_some() { CLIENT_ID_QUOTAS } else { 0 },
+            kinds: if static_default.is_some() {
+                CLIENT_ID_QUOTAS
+            } else {
+                0
+            },
             static_default,
             tags_generation: 1,
             limits_generation: 1,
@@ -216,7 +231,10 @@ impl TypeConfig {
                 }
             }
         };
-        MetricTags { user: u, client_id: c }
+        MetricTags {
+            user: u,
+            client_id: c,
+        }
     }
 
     /// The limit for a sensor with these tags (default callback's `quotaLimit`); `None` means
@@ -231,7 +249,10 @@ impl TypeConfig {
                     .or_else(|| self.default_user.clients.get(client_tag).copied())
                     .or(self.default_user.default_client)
             }
-            (false, true) => self.user_levels(user_tag).and_then(|l| l.own).or(self.default_user.own),
+            (false, true) => self
+                .user_levels(user_tag)
+                .and_then(|l| l.own)
+                .or(self.default_user.own),
             (true, false) => self
                 .clients
                 .get(client_tag)
@@ -332,26 +353,87 @@ mod tests {
     #[test]
     fn eight_levels_in_precedence_order() {
         let levels = [
-            (QuotaEntity { user: user("u"), client_id: client("c") }, 1.0),
-            (QuotaEntity { user: user("u"), client_id: DEF }, 2.0),
-            (QuotaEntity { user: user("u"), client_id: None }, 3.0),
-            (QuotaEntity { user: DEF, client_id: client("c") }, 4.0),
-            (QuotaEntity { user: DEF, client_id: DEF }, 5.0),
-            (QuotaEntity { user: DEF, client_id: None }, 6.0),
-            (QuotaEntity { user: None, client_id: client("c") }, 7.0),
-            (QuotaEntity { user: None, client_id: DEF }, 8.0),
+            (
+                QuotaEntity {
+                    user: user("u"),
+                    client_id: client("c"),
+                },
+                1.0,
+            ),
+            (
+                QuotaEntity {
+                    user: user("u"),
+                    client_id: DEF,
+                },
+                2.0,
+            ),
+            (
+                QuotaEntity {
+                    user: user("u"),
+                    client_id: None,
+                },
+                3.0,
+            ),
+            (
+                QuotaEntity {
+                    user: DEF,
+                    client_id: client("c"),
+                },
+                4.0,
+            ),
+            (
+                QuotaEntity {
+                    user: DEF,
+                    client_id: DEF,
+                },
+                5.0,
+            ),
+            (
+                QuotaEntity {
+                    user: DEF,
+                    client_id: None,
+                },
+                6.0,
+            ),
+            (
+                QuotaEntity {
+                    user: None,
+                    client_id: client("c"),
+                },
+                7.0,
+            ),
+            (
+                QuotaEntity {
+                    user: None,
+                    client_id: DEF,
+                },
+                8.0,
+            ),
         ];
         let mut cfg = TypeConfig::with_static_default(Some(9.0));
         for (e, v) in &levels {
             cfg.set(e, Some(*v));
         }
         let expected_tags = [
-            ("u", "c"), ("u", "c"), ("u", ""), ("u", "c"), ("u", "c"), ("u", ""), ("", "c"), ("", "c"), ("", "c"),
+            ("u", "c"),
+            ("u", "c"),
+            ("u", ""),
+            ("u", "c"),
+            ("u", "c"),
+            ("u", ""),
+            ("", "c"),
+            ("", "c"),
+            ("", "c"),
         ];
         for (i, (e, _)) in levels.iter().enumerate() {
             assert_eq!(limit_for(&cfg, "u", "c"), Some((i + 1) as f64), "level {}", i + 1);
             let (ut, ct) = tags(&cfg, "u", "c");
-            assert_eq!((ut.as_str(), ct.as_str()), expected_tags[i], "tags at level {}", i + 1);
+            assert_eq!(
+                (ut.as_str(), ct.as_str()),
+                expected_tags[i],
+                "tags at level {}",
+                i + 1
+            );
             cfg.set(e, None);
         }
         assert_eq!(limit_for(&cfg, "u", "c"), Some(9.0));
@@ -362,18 +444,36 @@ mod tests {
     fn fixed_tags_per_single_kind() {
         let mut cfg = TypeConfig::with_static_default(None);
         assert_eq!(tags(&cfg, "a b", "c"), ("".into(), "c".into()));
-        cfg.set(&QuotaEntity { user: user("x"), client_id: None }, Some(1.0));
+        cfg.set(
+            &QuotaEntity {
+                user: user("x"),
+                client_id: None,
+            },
+            Some(1.0),
+        );
         assert_eq!(tags(&cfg, "a b", "c"), ("a%20b".into(), "".into()));
         assert_eq!(limit_for(&cfg, "a b", "c"), None);
         // Removing keeps the kind bit, as Kafka does.
-        cfg.set(&QuotaEntity { user: user("x"), client_id: None }, None);
+        cfg.set(
+            &QuotaEntity {
+                user: user("x"),
+                client_id: None,
+            },
+            None,
+        );
         assert_eq!(tags(&cfg, "a b", "c"), ("a%20b".into(), "".into()));
     }
 
     #[test]
     fn empty_client_id_under_client_quotas_is_unlimited() {
         let mut cfg = TypeConfig::with_static_default(None);
-        cfg.set(&QuotaEntity { user: None, client_id: DEF }, Some(10.0));
+        cfg.set(
+            &QuotaEntity {
+                user: None,
+                client_id: DEF,
+            },
+            Some(10.0),
+        );
         assert_eq!(limit_for(&cfg, "u", ""), None);
         assert_eq!(limit_for(&cfg, "u", "x"), Some(10.0));
     }
@@ -381,7 +481,13 @@ mod tests {
     #[test]
     fn literal_default_user_is_not_the_default_entity() {
         let mut cfg = TypeConfig::with_static_default(None);
-        cfg.set(&QuotaEntity { user: user("<default>"), client_id: None }, Some(10.0));
+        cfg.set(
+            &QuotaEntity {
+                user: user("<default>"),
+                client_id: None,
+            },
+            Some(10.0),
+        );
         assert_eq!(limit_for(&cfg, "<default>", "c"), Some(10.0));
         assert_eq!(limit_for(&cfg, "bob", "c"), None);
         assert_eq!(tags(&cfg, "<default>", "c").0, "%3Cdefault%3E");
@@ -389,7 +495,10 @@ mod tests {
 
     #[test]
     fn validation_rules() {
-        let e = QuotaEntity { user: user("u"), client_id: None };
+        let e = QuotaEntity {
+            user: user("u"),
+            client_id: None,
+        };
         assert!(validate_value(&e, ClientQuotaType::Produce, 1024.0, 1100.0).is_ok());
         assert!(validate_value(&e, ClientQuotaType::Produce, 1.5, 1100.0).is_err());
         assert!(validate_value(&e, ClientQuotaType::Produce, 0.0, 1100.0).is_err());
@@ -397,9 +506,24 @@ mod tests {
         assert!(validate_value(&e, ClientQuotaType::Request, 1100.0, 1100.0).is_ok());
         assert!(validate_value(&e, ClientQuotaType::Request, 1100.5, 1100.0).is_err());
         assert!(validate_value(&e, ClientQuotaType::ControllerMutation, f64::INFINITY, 1.0).is_err());
-        let err = validate_value(&e, ClientQuotaType::Produce, -1.0, 1.0).unwrap_err().to_string();
-        assert!(err.contains("producer_byte_rate") && err.contains("user=\"u\""), "{err}");
-        assert!(QuotaEntity { user: user(""), client_id: None }.validate().is_err());
-        assert!(QuotaEntity { user: None, client_id: None }.validate().is_err());
+        let err = validate_value(&e, ClientQuotaType::Produce, -1.0, 1.0)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("producer_byte_rate") && err.contains("user=\"u\""),
+            "{err}"
+        );
+        assert!(QuotaEntity {
+            user: user(""),
+            client_id: None
+        }
+        .validate()
+        .is_err());
+        assert!(QuotaEntity {
+            user: None,
+            client_id: None
+        }
+        .validate()
+        .is_err());
     }
 }

@@ -5,7 +5,11 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq)]
 pub enum QuotaError {
     /// A rejected quota configuration (Python: `QuotaConfigError`).
-    InvalidConfig { entity: String, key: String, reason: String },
+    InvalidConfig {
+        entity: String,
+        key: String,
+        reason: String,
+    },
     /// A bad recorded value such as NaN or a negative byte count (Python: `ValueError`).
     InvalidValue(String),
     /// A bad constructor or call argument that is not configuration (Python: `ValueError`).

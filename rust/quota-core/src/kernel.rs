@@ -7,20 +7,19 @@
 //! and two counter bumps whatever the number of live sensors; stale entries are re-resolved by
 //! the next request that touches them.
 
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use papaya::Equivalent;
 use parking_lot::Mutex;
 
 use crate::clock::monotonic_ms;
 use crate::config::{
     validate_value, QuotaEntity, TypeConfig, CLIENT_ID_QUOTAS, USER_CLIENT_ID_QUOTAS, USER_QUOTAS,
 };
-use crate::sanitize::needs_escaping;
 use crate::error::QuotaError;
+use crate::keys::{shared_str, NamePair, PairRef, QuotaSensor, SensorEntry, Tags};
+use crate::sanitize::needs_escaping;
 use crate::sensor::{throttle_time_ms, RateSensor};
 use crate::types::{ClientQuotaType, WindowSpec};
 
@@ -37,139 +36,12 @@ fn direct_tags<'a>(kinds: u8, user: &'a str, client_id: &'a str) -> Option<(&'a 
     }
 }
 
-/// `Arc<str>` of `s`; the empty string is one shared allocation.
-fn shared_str(s: &str) -> Arc<str> {
-    static EMPTY: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
-    if s.is_empty() {
-        Arc::clone(EMPTY.get_or_init(|| Arc::from("")))
-    } else {
-        Arc::from(s)
-    }
-}
-
-/// Owned `(a, b)` string pair used as a map key: raw names in the tag cache, tags in the
-/// sensor registry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NamePair {
-    pub first: Arc<str>,
-    pub second: Arc<str>,
-}
-
-impl Hash for NamePair {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        PairRef(&self.first, &self.second).hash(state)
-    }
-}
-
-/// Borrowed form of [`NamePair`] so lookups need no allocation.
-#[derive(Debug, Clone, Copy)]
-struct PairRef<'a>(&'a str, &'a str);
-
-impl Hash for PairRef<'_> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.0.hash(state);
-        self.1.hash(state);
-    }
-}
-
-impl Equivalent<NamePair> for PairRef<'_> {
-    fn equivalent(&self, key: &NamePair) -> bool {
-        *key.first == *self.0 && *key.second == *self.1
-    }
-}
-
-/// Byte equality for equal-length slices, inline: names are short, so this beats a call to
-/// `memcmp`.
-#[inline]
-fn short_eq(a: &[u8], b: &[u8]) -> bool {
-    debug_assert_eq!(a.len(), b.len());
-    let mut ac = a.chunks_exact(8);
-    let mut bc = b.chunks_exact(8);
-    for (x, y) in (&mut ac).zip(&mut bc) {
-        if u64::from_ne_bytes(x.try_into().unwrap()) != u64::from_ne_bytes(y.try_into().unwrap()) {
-            return false;
-        }
-    }
-    ac.remainder().iter().zip(bc.remainder()).all(|(x, y)| x == y)
-}
-
-/// Metric tags `(user, client-id)` in one allocation: `user NUL client-id`. A user tag never
-/// holds a NUL: it is empty, or a sanitized name (only `[A-Za-z0-9._%-]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tags {
-    joined: Box<str>,
-}
-
-impl Tags {
-    pub fn new(user: &str, client_id: &str) -> Self {
-        debug_assert!(!user.contains('\0'));
-        let mut joined = String::with_capacity(user.len() + 1 + client_id.len());
-        joined.push_str(user);
-        joined.push('\0');
-        joined.push_str(client_id);
-        Tags { joined: joined.into_boxed_str() }
-    }
-
-    #[inline]
-    fn split(&self) -> usize {
-        self.joined.bytes().position(|b| b == 0).unwrap_or(self.joined.len())
-    }
-
-    pub fn user(&self) -> &str {
-        &self.joined[..self.split()]
-    }
-
-    pub fn client_id(&self) -> &str {
-        &self.joined[(self.split() + 1).min(self.joined.len())..]
-    }
-
-    /// Equal to `(user, client_id)`, without searching for the separator.
-    #[inline]
-    fn is(&self, user: &str, client_id: &str) -> bool {
-        let j = self.joined.as_bytes();
-        j.len() == user.len() + 1 + client_id.len()
-            && j[user.len()] == 0
-            && short_eq(&j[..user.len()], user.as_bytes())
-            && short_eq(&j[user.len() + 1..], client_id.as_bytes())
-    }
-}
-
-/// A live sensor and the metric tags it measures (tags first: a cold head, see `RateSensor`).
-#[repr(C)]
-pub struct QuotaSensor {
-    pub tags: Tags,
-    pub rate: RateSensor,
-}
-
-/// A registry entry: the sensor, hashed and compared by its tags (so the tags are stored once).
-struct SensorEntry(Arc<QuotaSensor>);
-
-impl Hash for SensorEntry {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        PairRef(self.0.tags.user(), self.0.tags.client_id()).hash(state)
-    }
-}
-
-impl PartialEq for SensorEntry {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.tags == other.0.tags
-    }
-}
-
-impl Eq for SensorEntry {}
-
-impl Equivalent<SensorEntry> for PairRef<'_> {
-    fn equivalent(&self, key: &SensorEntry) -> bool {
-        key.0.tags.is(self.0, self.1)
-    }
-}
-
 /// A resolved (principal, client-id): the sensor its tags select, stamped with the tags
 /// generation it was resolved under.
 #[derive(Clone)]
 pub struct Resolved {
-    tags_generation: u64,
-    sensor: Arc<QuotaSensor>,
+    pub(crate) tags_generation: u64,
+    pub(crate) sensor: Arc<QuotaSensor>,
 }
 
 /// Everything configured, as one immutable value.
@@ -183,10 +55,10 @@ pub struct ConfigSnapshot {
 // Whole cache lines: sensor writes elsewhere on the heap never share a line with these
 // read-on-every-request counters.
 #[repr(align(64))]
-struct TypeRuntime {
+pub(crate) struct TypeRuntime {
     /// The type's kind bits (`CLIENT_ID_QUOTAS` ...); 0 = no quota of this type yet.
     kinds: AtomicU8,
-    tags_generation: AtomicU64,
+    pub(crate) tags_generation: AtomicU64,
     limits_generation: AtomicU64,
     sensors: papaya::HashSet<SensorEntry, FastState>,
     cache: papaya::HashMap<NamePair, Resolved, FastState>,
@@ -239,17 +111,17 @@ pub struct QuotaKernel {
     settings: KernelConfig,
     config: ArcSwap<ConfigSnapshot>,
     writer: Mutex<()>,
-    types: [TypeRuntime; 4],
+    pub(crate) types: [TypeRuntime; 4],
 }
 
 /// What a record call should do after adding the value.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Check {
+pub(crate) enum Check {
     Throttle,
     None,
 }
 
-fn check_record_value(value: f64) -> Result<(), QuotaError> {
+pub(crate) fn check_record_value(value: f64) -> Result<(), QuotaError> {
     if value.is_nan() || value.is_infinite() || value < 0.0 {
         return Err(QuotaError::InvalidValue(format!(
             "recorded value must be a finite number >= 0, got {value} (use unrecord to take a value back)"
@@ -263,7 +135,7 @@ fn check_record_value(value: f64) -> Result<(), QuotaError> {
 pub const MAX_ABS_NOW_MS: i64 = 1 << 46;
 
 #[inline]
-fn resolve_now(now: Option<i64>) -> Result<i64, QuotaError> {
+pub(crate) fn resolve_now(now: Option<i64>) -> Result<i64, QuotaError> {
     match now {
         None => Ok(monotonic_ms()),
         Some(t) if t.unsigned_abs() < MAX_ABS_NOW_MS as u64 => Ok(t),
@@ -273,7 +145,7 @@ fn resolve_now(now: Option<i64>) -> Result<i64, QuotaError> {
     }
 }
 
-fn check_byte_type(t: ClientQuotaType) -> Result<(), QuotaError> {
+pub(crate) fn check_byte_type(t: ClientQuotaType) -> Result<(), QuotaError> {
     match t {
         ClientQuotaType::Produce | ClientQuotaType::Fetch => Ok(()),
         other => Err(QuotaError::Unsupported(format!(
@@ -291,11 +163,18 @@ impl QuotaKernel {
             (ClientQuotaType::Fetch, settings.consumer_default),
         ] {
             if let Some(v) = v {
-                let broker = QuotaEntity { user: None, client_id: None };
+                let broker = QuotaEntity {
+                    user: None,
+                    client_id: None,
+                };
                 validate_value(&broker, t, v, capacity).map_err(|_| {
                     QuotaError::InvalidArgument(format!(
                         "{} must be a whole number of bytes per second > 0, got {v}",
-                        if t == ClientQuotaType::Produce { "producer_default" } else { "consumer_default" }
+                        if t == ClientQuotaType::Produce {
+                            "producer_default"
+                        } else {
+                            "consumer_default"
+                        }
                     ))
                 })?;
             }
@@ -319,7 +198,10 @@ impl QuotaKernel {
         ];
         Ok(QuotaKernel {
             settings,
-            config: ArcSwap::from_pointee(ConfigSnapshot { types, entities: Default::default() }),
+            config: ArcSwap::from_pointee(ConfigSnapshot {
+                types,
+                entities: Default::default(),
+            }),
             writer: Mutex::new(()),
             types: runtimes,
         })
@@ -402,7 +284,8 @@ impl QuotaKernel {
             let cfg = &next.types[i];
             rt.kinds.store(cfg.kinds, Ordering::Release);
             rt.tags_generation.store(cfg.tags_generation, Ordering::Release);
-            rt.limits_generation.store(cfg.limits_generation, Ordering::Release);
+            rt.limits_generation
+                .store(cfg.limits_generation, Ordering::Release);
         }
         Ok(())
     }
@@ -425,7 +308,7 @@ impl QuotaKernel {
     // ---------------------------------------------------------------- resolution
 
     #[cold]
-    fn resolve(&self, t: ClientQuotaType, user: &str, client_id: &str, now: i64) -> Resolved {
+    pub(crate) fn resolve(&self, t: ClientQuotaType, user: &str, client_id: &str, now: i64) -> Resolved {
         let rt = &self.types[t.index()];
         let snap = self.config.load();
         let cfg = &snap.types[t.index()];
@@ -440,13 +323,21 @@ impl QuotaKernel {
                 });
                 sensors.insert(SensorEntry(fresh));
                 // Another thread may have inserted first: use whichever is registered.
-                let registered = sensors.get(&PairRef(&tags.user, &tags.client_id)).expect("just inserted");
+                let registered = sensors
+                    .get(&PairRef(&tags.user, &tags.client_id))
+                    .expect("just inserted");
                 Arc::clone(&registered.0)
             }
         };
-        let resolved = Resolved { tags_generation: cfg.tags_generation, sensor };
+        let resolved = Resolved {
+            tags_generation: cfg.tags_generation,
+            sensor,
+        };
         if direct_tags(cfg.kinds, user, client_id).is_none() {
-            let raw = NamePair { first: shared_str(user), second: shared_str(client_id) };
+            let raw = NamePair {
+                first: shared_str(user),
+                second: shared_str(client_id),
+            };
             rt.cache.pin().insert(raw, resolved.clone());
         }
         resolved
@@ -455,7 +346,13 @@ impl QuotaKernel {
     /// The sensor for (principal, client-id) from the metric-tag cache while its entry is
     /// current, else resolved afresh. (Fixed-tag lookups are done by the caller.)
     #[inline]
-    fn cached_or_resolved(&self, t: ClientQuotaType, user: &str, client_id: &str, now: i64) -> Arc<QuotaSensor> {
+    fn cached_or_resolved(
+        &self,
+        t: ClientQuotaType,
+        user: &str,
+        client_id: &str,
+        now: i64,
+    ) -> Arc<QuotaSensor> {
         let rt = &self.types[t.index()];
         let generation = rt.tags_generation.load(Ordering::Acquire);
         if let Some(r) = rt.cache.pin().get(&PairRef(user, client_id)) {
@@ -480,19 +377,28 @@ impl QuotaKernel {
     fn refresh_limit(&self, t: ClientQuotaType, sensor: &QuotaSensor) -> f64 {
         let snap = self.config.load();
         let cfg = &snap.types[t.index()];
-        let limit = cfg.limit(sensor.tags.user(), sensor.tags.client_id()).unwrap_or(f64::INFINITY);
+        let limit = cfg
+            .limit(sensor.tags.user(), sensor.tags.client_id())
+            .unwrap_or(f64::INFINITY);
         sensor.rate.store_limit(limit, cfg.limits_generation);
         limit
     }
 
     #[inline]
-    fn enabled(&self, t: ClientQuotaType) -> bool {
+    pub(crate) fn enabled(&self, t: ClientQuotaType) -> bool {
         self.types[t.index()].kinds.load(Ordering::Acquire) != 0
     }
 
     /// Records into a resolved sensor and applies the check.
     #[inline]
-    fn record_into(&self, t: ClientQuotaType, sensor: &QuotaSensor, value: f64, now: i64, check: Check) -> i32 {
+    pub(crate) fn record_into(
+        &self,
+        t: ClientQuotaType,
+        sensor: &QuotaSensor,
+        value: f64,
+        now: i64,
+        check: Check,
+    ) -> i32 {
         let spec = &self.settings.window;
         if check == Check::None {
             sensor.rate.record(spec, value, now);
@@ -561,7 +467,8 @@ impl QuotaKernel {
         now: Option<i64>,
     ) -> Result<(), QuotaError> {
         check_record_value(value)?;
-        self.record_named(t, user, client_id, value, now, Check::None).map(|_| ())
+        self.record_named(t, user, client_id, value, now, Check::None)
+            .map(|_| ())
     }
 
     pub fn unrecord(
@@ -573,7 +480,8 @@ impl QuotaKernel {
         now: Option<i64>,
     ) -> Result<(), QuotaError> {
         check_record_value(value)?;
-        self.record_named(t, user, client_id, -value, now, Check::None).map(|_| ())
+        self.record_named(t, user, client_id, -value, now, Check::None)
+            .map(|_| ())
     }
 
     /// The metric tags `(user, client-id)` a request would be recorded under.
@@ -673,118 +581,5 @@ impl KernelConfig {
     /// `(num_io_threads + num_network_threads) * 100`: the most `request_percentage` can be.
     pub fn capacity_percent(&self) -> f64 {
         (self.num_io_threads as f64 + self.num_network_threads as f64) * 100.0
-    }
-}
-
-/// A per-connection view of the kernel for one (principal, client-id): the resolution is cached
-/// in the handle, so a call is a generation check and a record.
-///
-/// Each quota type's slot holds the tags generation and a pointer to the sensor it resolved to,
-/// read as a seqlock (writers, serialized by `keep`'s mutex, mark the slot `WRITING` while they
-/// change it). The handle keeps every sensor it has pointed at alive in `keep` (a connection maps
-/// to at most a few tag sets over its life), so a reader never sees a pointer to freed memory and
-/// the hot path needs no reference counting.
-// No over-alignment here: a handle is embedded in a Python object, whose memory CPython aligns
-// to 16 bytes only.
-pub struct ClientHandle {
-    kernel: Arc<QuotaKernel>,
-    user: Arc<str>,
-    client_id: Arc<str>,
-    slots: [HandleSlot; 4],
-    keep: Mutex<Vec<Arc<QuotaSensor>>>,
-}
-
-#[derive(Default)]
-struct HandleSlot {
-    generation: AtomicU64,
-    sensor: std::sync::atomic::AtomicPtr<QuotaSensor>,
-}
-
-const SLOT_WRITING: u64 = u64::MAX;
-
-impl ClientHandle {
-    pub fn new(kernel: Arc<QuotaKernel>, user: &str, client_id: &str) -> Self {
-        ClientHandle {
-            kernel,
-            user: Arc::from(user),
-            client_id: Arc::from(client_id),
-            slots: Default::default(),
-            keep: Mutex::new(Vec::new()),
-        }
-    }
-
-    pub fn user(&self) -> &str {
-        &self.user
-    }
-
-    pub fn client_id(&self) -> &str {
-        &self.client_id
-    }
-
-    pub fn kernel(&self) -> &Arc<QuotaKernel> {
-        &self.kernel
-    }
-
-    #[inline]
-    fn with_sensor<R>(&self, t: ClientQuotaType, now: i64, f: impl FnOnce(&QuotaSensor) -> R) -> R {
-        let k = &*self.kernel;
-        let generation = k.types[t.index()].tags_generation.load(Ordering::Acquire);
-        let slot = &self.slots[t.index()];
-        if slot.generation.load(Ordering::Acquire) == generation {
-            let ptr = slot.sensor.load(Ordering::Relaxed);
-            std::sync::atomic::fence(Ordering::Acquire);
-            if slot.generation.load(Ordering::Relaxed) == generation && !ptr.is_null() {
-                // SAFETY: `ptr` came from an `Arc` held in `self.keep` for as long as `self` lives.
-                return f(unsafe { &*ptr });
-            }
-        }
-        self.refresh(t, now, f)
-    }
-
-    #[cold]
-    fn refresh<R>(&self, t: ClientQuotaType, now: i64, f: impl FnOnce(&QuotaSensor) -> R) -> R {
-        let r = self.kernel.resolve(t, &self.user, &self.client_id, now);
-        let slot = &self.slots[t.index()];
-        let mut keep = self.keep.lock();
-        if !keep.iter().any(|s| Arc::ptr_eq(s, &r.sensor)) {
-            keep.push(Arc::clone(&r.sensor));
-        }
-        let cur = slot.generation.load(Ordering::Acquire);
-        // Never replace a newer resolution with an older one.
-        if cur < r.tags_generation || cur == SLOT_WRITING {
-            slot.generation.store(SLOT_WRITING, Ordering::Relaxed);
-            std::sync::atomic::fence(Ordering::Release);
-            slot.sensor.store(Arc::as_ptr(&r.sensor) as *mut QuotaSensor, Ordering::Relaxed);
-            slot.generation.store(r.tags_generation, Ordering::Release);
-        }
-        drop(keep);
-        f(&r.sensor)
-    }
-
-    /// `value` has been checked by the caller (and is negative for `unrecord`).
-    #[inline]
-    fn record(&self, t: ClientQuotaType, value: f64, now: Option<i64>, check: Check) -> Result<i32, QuotaError> {
-        check_byte_type(t)?;
-        let now = resolve_now(now)?;
-        if !self.kernel.enabled(t) {
-            return Ok(0);
-        }
-        Ok(self.with_sensor(t, now, |s| self.kernel.record_into(t, s, value, now, check)))
-    }
-
-    #[inline]
-    pub fn record_and_get_throttle_time_ms(&self, t: ClientQuotaType, value: f64, now: Option<i64>) -> Result<i32, QuotaError> {
-        check_record_value(value)?;
-        self.record(t, value, now, Check::Throttle)
-    }
-
-    pub fn record_no_throttle(&self, t: ClientQuotaType, value: f64, now: Option<i64>) -> Result<(), QuotaError> {
-        check_record_value(value)?;
-        self.record(t, value, now, Check::None).map(|_| ())
-    }
-
-    pub fn unrecord(&self, t: ClientQuotaType, value: f64, now: Option<i64>) -> Result<(), QuotaError> {
-        check_record_value(value)?;
-        self.record(t, -value, now, Check::None).map(|_| ())
     }
 }

@@ -3,19 +3,23 @@
 //! * [`sensor`]: lock-free sampled-window rate sensors (Kafka's `Rate` over `WindowedSum`) and
 //!   the throttle formula of `QuotaUtils`.
 //! * [`config`]: quota entities, validation, the 8-level precedence and metric tags.
-//! * [`kernel`]: the concurrent registry of sensors, the metric-tag cache and per-connection
-//!   handles.
+//! * [`kernel`]: configuration snapshots, the concurrent registry of sensors, the metric-tag
+//!   cache and the record path; [`keys`]: its map keys; [`handle`]: per-connection handles.
 
 pub mod clock;
 pub mod config;
 pub mod error;
+pub mod handle;
 pub mod kernel;
+pub mod keys;
 pub mod sanitize;
 pub mod sensor;
 pub mod types;
 
 pub use config::{EntityName, QuotaEntity};
 pub use error::QuotaError;
-pub use kernel::{ClientHandle, KernelConfig, QuotaChange, QuotaKernel};
+pub use handle::ClientHandle;
+pub use kernel::{KernelConfig, QuotaChange, QuotaKernel};
+pub use keys::QuotaSensor;
 pub use sensor::{throttle_time_ms, Measurement, RateSensor};
 pub use types::{ClientQuotaType, WindowSpec};

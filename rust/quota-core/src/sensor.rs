@@ -83,7 +83,11 @@ impl Aggregate {
         let base_sum = ((sum << 16) as i64) >> 16;
         let oldest_rel = ((bits >> 48) as u64 & ((1 << 47) - 1)) as i64;
         let tag = (bits >> 95) as u64 & TAG_MASK;
-        Aggregate { base_sum, oldest_rel, tag }
+        Aggregate {
+            base_sum,
+            oldest_rel,
+            tag,
+        }
     }
 }
 
@@ -160,7 +164,17 @@ struct Ring {
 impl Ring {
     fn new(len: usize, now: i64) -> Ring {
         let start_rel = rel_ms(now);
-        let cell = |i: usize| AtomicU128::new(Cell { value: 0.0, start_rel, started: i == 0, seq: 0 }.pack());
+        let cell = |i: usize| {
+            AtomicU128::new(
+                Cell {
+                    value: 0.0,
+                    start_rel,
+                    started: i == 0,
+                    seq: 0,
+                }
+                .pack(),
+            )
+        };
         let heap = (len > INLINE_RING).then(|| {
             Box::new((
                 (0..len).map(cell).collect::<Box<[_]>>(),
@@ -257,7 +271,10 @@ impl RateSensor {
                 continue;
             }
             self.raise_last_event(slot, t);
-            let next = Cell { value: cur.value + value, ..cur };
+            let next = Cell {
+                value: cur.value + value,
+                ..cur
+            };
             if self.ring.cells()[slot]
                 .compare_exchange(bits, next.pack(), Ordering::SeqCst, Ordering::Acquire)
                 .is_ok()
@@ -278,7 +295,12 @@ impl RateSensor {
     fn advance(&self, h: u64, ring: u64, t: i64, t_rel: i64) {
         let next_seq = h.wrapping_add(1);
         let next_slot = (next_seq % ring) as usize;
-        let fresh = Cell { value: 0.0, start_rel: t_rel, started: true, seq: next_seq as u16 };
+        let fresh = Cell {
+            value: 0.0,
+            start_rel: t_rel,
+            started: true,
+            seq: next_seq as u16,
+        };
         loop {
             let bits = self.ring.cells()[next_slot].load(Ordering::Acquire);
             let c = Cell::unpack(bits);
@@ -297,7 +319,11 @@ impl RateSensor {
                 break;
             }
         }
-        if self.head.compare_exchange(h, next_seq, Ordering::SeqCst, Ordering::Acquire).is_ok() {
+        if self
+            .head
+            .compare_exchange(h, next_seq, Ordering::SeqCst, Ordering::Acquire)
+            .is_ok()
+        {
             self.version.fetch_add(1, Ordering::SeqCst);
         }
     }
@@ -334,7 +360,10 @@ impl RateSensor {
         let sum = if exact { int_sum as f64 } else { self.float_sum() };
         let now_rel = self.rel(now);
         let oldest = if oldest == i64::MAX { now_rel } else { oldest };
-        Measurement { sum, window_ms: window_ms(spec, now_rel, oldest) }
+        Measurement {
+            sum,
+            window_ms: window_ms(spec, now_rel, oldest),
+        }
     }
 
     /// Kafka's double sum, in slot order.
@@ -368,7 +397,11 @@ impl RateSensor {
                     floor = floor.min(last);
                     break;
                 }
-                let reset = Cell { value: 0.0, start_rel: now_rel, ..c };
+                let reset = Cell {
+                    value: 0.0,
+                    start_rel: now_rel,
+                    ..c
+                };
                 match cell.compare_exchange(bits, reset.pack(), Ordering::AcqRel, Ordering::Acquire) {
                     Ok(_) => {
                         self.raise_last_event(slot, now);
@@ -402,7 +435,10 @@ impl RateSensor {
             && cur_int.unsigned_abs() < 1 << 43
         {
             let sum = (agg.base_sum + cur_int) as f64;
-            return Measurement { sum, window_ms: window_ms(spec, self.rel(t), agg.oldest_rel.min(cur.start_rel)) };
+            return Measurement {
+                sum,
+                window_ms: window_ms(spec, self.rel(t), agg.oldest_rel.min(cur.start_rel)),
+            };
         }
         self.measure_and_cache(spec, t)
     }
@@ -434,7 +470,11 @@ impl RateSensor {
             oldest = oldest.min(c.start_rel);
         }
         if base.unsigned_abs() < 1 << 46 && self.version.load(Ordering::SeqCst) == version {
-            let agg = Aggregate { base_sum: base, oldest_rel: oldest.min(MAX_REL_MS), tag: version & TAG_MASK };
+            let agg = Aggregate {
+                base_sum: base,
+                oldest_rel: oldest.min(MAX_REL_MS),
+                tag: version & TAG_MASK,
+            };
             self.aggregate.store(agg.pack(), Ordering::Release);
         }
         m
@@ -656,16 +696,25 @@ mod tests {
 
     #[test]
     fn throttle_saturates() {
-        let m = Measurement { sum: 1e30, window_ms: 10_000 };
+        let m = Measurement {
+            sum: 1e30,
+            window_ms: 10_000,
+        };
         assert_eq!(throttle_time_ms(&m, 1.0), i32::MAX);
-        let m = Measurement { sum: 10.0, window_ms: 10_000 };
+        let m = Measurement {
+            sum: 10.0,
+            window_ms: 10_000,
+        };
         assert_eq!(throttle_time_ms(&m, 1.0), 0);
     }
 
     #[test]
     fn throttle_rounds_half_up() {
         // rate 1.00005 over bound 1 with W = 10000 -> 0.5 ms -> 1
-        let m = Measurement { sum: 10.0005, window_ms: 10_000 };
+        let m = Measurement {
+            sum: 10.0005,
+            window_ms: 10_000,
+        };
         assert_eq!(throttle_time_ms(&m, 1.0), 1);
     }
 

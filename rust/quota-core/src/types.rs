@@ -88,7 +88,10 @@ impl WindowSpec {
                 "window_size_seconds must be an integer from 1 to 86400, got {window_size_seconds}"
             )));
         }
-        Ok(WindowSpec { samples: window_num as u32, window_ms: window_size_seconds * 1000 })
+        Ok(WindowSpec {
+            samples: window_num as u32,
+            window_ms: window_size_seconds * 1000,
+        })
     }
 
     /// Samples whose last event is this old or older are reset before measuring.
@@ -112,6 +115,9 @@ impl WindowSpec {
 
 impl Default for WindowSpec {
     fn default() -> Self {
-        WindowSpec { samples: 11, window_ms: 1000 }
+        WindowSpec {
+            samples: 11,
+            window_ms: 1000,
+        }
     }
 }

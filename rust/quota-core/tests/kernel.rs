@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use quota_core::{
-    ClientHandle, ClientQuotaType, EntityName, KernelConfig, QuotaChange, QuotaEntity, QuotaError, QuotaKernel,
+    ClientHandle, ClientQuotaType, EntityName, KernelConfig, QuotaChange, QuotaEntity, QuotaError,
+    QuotaKernel,
 };
 
 const P: ClientQuotaType = ClientQuotaType::Produce;
@@ -14,9 +15,25 @@ fn name(s: &str) -> Option<EntityName> {
 }
 const DEF: Option<EntityName> = Some(EntityName::Default);
 
-fn set(k: &QuotaKernel, user: Option<EntityName>, client: Option<EntityName>, t: ClientQuotaType, v: Option<f64>) {
-    k.alter(&[QuotaChange { entity: QuotaEntity { user, client_id: client }, quota_type: t, value: v }], false)
-        .unwrap();
+fn set(
+    k: &QuotaKernel,
+    user: Option<EntityName>,
+    client: Option<EntityName>,
+    t: ClientQuotaType,
+    v: Option<f64>,
+) {
+    k.alter(
+        &[QuotaChange {
+            entity: QuotaEntity {
+                user,
+                client_id: client,
+            },
+            quota_type: t,
+            value: v,
+        }],
+        false,
+    )
+    .unwrap();
 }
 
 fn kernel() -> Arc<QuotaKernel> {
@@ -28,9 +45,17 @@ fn public_example_default_client_quota() {
     let k = kernel();
     set(&k, None, DEF, P, Some(500.0));
     for i in 0..10 {
-        assert_eq!(k.record_and_get_throttle_time_ms(P, "u", "c", 400.0, Some(i * 1000)).unwrap(), 0);
+        assert_eq!(
+            k.record_and_get_throttle_time_ms(P, "u", "c", 400.0, Some(i * 1000))
+                .unwrap(),
+            0
+        );
     }
-    assert_eq!(k.record_and_get_throttle_time_ms(P, "u", "c", 2300.0, Some(10_500)).unwrap(), 2100);
+    assert_eq!(
+        k.record_and_get_throttle_time_ms(P, "u", "c", 2300.0, Some(10_500))
+            .unwrap(),
+        2100
+    );
 }
 
 #[test]
@@ -39,7 +64,10 @@ fn public_example_fresh_sensor() {
     set(&k, name("u"), None, F, Some(1000.0));
     let got: Vec<i32> = [(5000.0, 0), (5000.0, 200), (1000.0, 1000), (0.0, 6000)]
         .iter()
-        .map(|&(v, t)| k.record_and_get_throttle_time_ms(F, "u", "c", v, Some(t)).unwrap())
+        .map(|&(v, t)| {
+            k.record_and_get_throttle_time_ms(F, "u", "c", v, Some(t))
+                .unwrap()
+        })
         .collect();
     assert_eq!(got, vec![0, 0, 1000, 1000]);
 }
@@ -47,12 +75,20 @@ fn public_example_fresh_sensor() {
 #[test]
 fn nothing_is_recorded_while_no_quota_is_configured() {
     let k = kernel();
-    assert_eq!(k.record_and_get_throttle_time_ms(P, "u", "c", 1e9, Some(0)).unwrap(), 0);
+    assert_eq!(
+        k.record_and_get_throttle_time_ms(P, "u", "c", 1e9, Some(0))
+            .unwrap(),
+        0
+    );
     assert_eq!(k.sensor_count(P), 0);
     assert_eq!(k.measured_rate(P, "u", "c", Some(0)).unwrap(), 0.0);
     set(&k, None, DEF, P, Some(100.0));
     // A fresh sensor: the earlier 1e9 bytes do not count.
-    assert_eq!(k.record_and_get_throttle_time_ms(P, "u", "c", 100.0, Some(1)).unwrap(), 0);
+    assert_eq!(
+        k.record_and_get_throttle_time_ms(P, "u", "c", 100.0, Some(1))
+            .unwrap(),
+        0
+    );
     assert_eq!(k.sensor_count(P), 1);
 }
 
@@ -63,13 +99,25 @@ fn limit_change_keeps_samples_level_change_starts_fresh() {
     k.record_no_throttle(P, "u", "c", 20_000.0, Some(0)).unwrap();
     // Same level, lower limit: history is kept and now violates.
     set(&k, name("u"), None, P, Some(500.0));
-    assert!(k.record_and_get_throttle_time_ms(P, "u", "c", 0.0, Some(1)).unwrap() > 0);
+    assert!(
+        k.record_and_get_throttle_time_ms(P, "u", "c", 0.0, Some(1))
+            .unwrap()
+            > 0
+    );
     // A <user, client-id> quota takes precedence: other tags, a fresh sensor.
     set(&k, name("u"), name("c"), P, Some(500.0));
     assert_eq!(k.quota_metric_tags(P, "u", "c"), ("u".into(), "c".into()));
-    assert_eq!(k.record_and_get_throttle_time_ms(P, "u", "c", 0.0, Some(2)).unwrap(), 0);
+    assert_eq!(
+        k.record_and_get_throttle_time_ms(P, "u", "c", 0.0, Some(2))
+            .unwrap(),
+        0
+    );
     // The user-level sensor still holds its samples for other clients of u.
-    assert!(k.record_and_get_throttle_time_ms(P, "u", "other", 0.0, Some(3)).unwrap() > 0);
+    assert!(
+        k.record_and_get_throttle_time_ms(P, "u", "other", 0.0, Some(3))
+            .unwrap()
+            > 0
+    );
 }
 
 #[test]
@@ -80,19 +128,39 @@ fn handles_follow_configuration_changes() {
     h.record_no_throttle(P, 9000.0, Some(0)).unwrap();
     assert_eq!(h.record_and_get_throttle_time_ms(P, 0.0, Some(0)).unwrap(), 0);
     set(&k, None, DEF, P, Some(100.0));
-    assert_eq!(h.record_and_get_throttle_time_ms(P, 0.0, Some(0)).unwrap(), 80_000);
+    assert_eq!(
+        h.record_and_get_throttle_time_ms(P, 0.0, Some(0)).unwrap(),
+        80_000
+    );
     set(&k, name("alice"), None, P, Some(10.0));
     // User level now applies: fresh sensor for (alice, "").
     assert_eq!(h.record_and_get_throttle_time_ms(P, 50.0, Some(0)).unwrap(), 0);
     // 150 B over W = 10 s against 10 B/s: (15 - 10) / 10 * 10000 ms.
-    assert_eq!(h.record_and_get_throttle_time_ms(P, 100.0, Some(0)).unwrap(), 5000);
+    assert_eq!(
+        h.record_and_get_throttle_time_ms(P, 100.0, Some(0)).unwrap(),
+        5000
+    );
 }
 
 #[test]
 fn alter_is_atomic() {
     let k = kernel();
-    let good = QuotaChange { entity: QuotaEntity { user: name("a"), client_id: None }, quota_type: P, value: Some(10.0) };
-    let bad = QuotaChange { entity: QuotaEntity { user: name("b"), client_id: None }, quota_type: P, value: Some(f64::NAN) };
+    let good = QuotaChange {
+        entity: QuotaEntity {
+            user: name("a"),
+            client_id: None,
+        },
+        quota_type: P,
+        value: Some(10.0),
+    };
+    let bad = QuotaChange {
+        entity: QuotaEntity {
+            user: name("b"),
+            client_id: None,
+        },
+        quota_type: P,
+        value: Some(f64::NAN),
+    };
     let err = k.alter(&[good.clone(), bad], false).unwrap_err();
     assert!(matches!(err, QuotaError::InvalidConfig { .. }));
     assert!(err.to_string().contains("user=\"b\"") && err.to_string().contains("producer_byte_rate"));
@@ -107,15 +175,25 @@ fn alter_is_atomic() {
 fn throttle_saturates_instead_of_wrapping() {
     let k = kernel();
     set(&k, name("u"), None, P, Some(1.0));
-    assert_eq!(k.record_and_get_throttle_time_ms(P, "u", "c", 1e15, Some(0)).unwrap(), i32::MAX);
+    assert_eq!(
+        k.record_and_get_throttle_time_ms(P, "u", "c", 1e15, Some(0))
+            .unwrap(),
+        i32::MAX
+    );
 }
 
 #[test]
 fn bad_record_values_are_rejected() {
     let k = kernel();
     for v in [f64::NAN, f64::INFINITY, -1.0] {
-        assert!(matches!(k.record_and_get_throttle_time_ms(P, "u", "c", v, Some(0)), Err(QuotaError::InvalidValue(_))));
-        assert!(matches!(k.unrecord(P, "u", "c", v, Some(0)), Err(QuotaError::InvalidValue(_))));
+        assert!(matches!(
+            k.record_and_get_throttle_time_ms(P, "u", "c", v, Some(0)),
+            Err(QuotaError::InvalidValue(_))
+        ));
+        assert!(matches!(
+            k.unrecord(P, "u", "c", v, Some(0)),
+            Err(QuotaError::InvalidValue(_))
+        ));
     }
 }
 
@@ -137,7 +215,8 @@ fn concurrent_records_lose_no_update() {
                     // Time crosses several windows (2 s) so advances race with adds.
                     let now = i / 20_000 * 1000 + (i % 7);
                     shared.record_no_throttle(P, 1.0, Some(now)).unwrap();
-                    k.record_no_throttle(P, "shared", "other-client", 2.0, Some(now)).unwrap();
+                    k.record_no_throttle(P, "shared", "other-client", 2.0, Some(now))
+                        .unwrap();
                     k.record_no_throttle(P, &own_user, "c", 1.0, Some(now)).unwrap();
                 }
             });
@@ -148,7 +227,10 @@ fn concurrent_records_lose_no_update() {
     let shared_sum = (k.measured_rate(P, "shared", "c", Some(1006)).unwrap() * w).round();
     assert_eq!(shared_sum, (THREADS as i64 * PER_THREAD * 3) as f64);
     for t in 0..THREADS {
-        assert_eq!((k.measured_rate(P, &format!("user-{t}"), "x", Some(1006)).unwrap() * w).round(), PER_THREAD as f64);
+        assert_eq!(
+            (k.measured_rate(P, &format!("user-{t}"), "x", Some(1006)).unwrap() * w).round(),
+            PER_THREAD as f64
+        );
     }
 }
 
@@ -156,7 +238,11 @@ fn concurrent_records_lose_no_update() {
 fn unrecord_takes_back_what_was_recorded() {
     let k = kernel();
     set(&k, None, DEF, P, Some(1000.0));
-    assert_eq!(k.record_and_get_throttle_time_ms(P, "alice", "c1", 12_000.0, Some(0)).unwrap(), 2000);
+    assert_eq!(
+        k.record_and_get_throttle_time_ms(P, "alice", "c1", 12_000.0, Some(0))
+            .unwrap(),
+        2000
+    );
     k.unrecord(P, "alice", "c1", 12_000.0, Some(100)).unwrap();
     assert_eq!(k.measured_rate(P, "alice", "c1", Some(100)).unwrap(), 0.0);
     let h = ClientHandle::new(Arc::clone(&k), "alice", "c1");
@@ -171,8 +257,18 @@ fn out_of_range_times_are_refused_not_clamped() {
     let k = kernel();
     set(&k, None, DEF, P, Some(100.0));
     let far = quota_core::kernel::MAX_ABS_NOW_MS;
-    assert!(matches!(k.record_and_get_throttle_time_ms(P, "u", "c", 1.0, Some(far)), Err(QuotaError::InvalidValue(_))));
-    assert!(matches!(k.measured_rate(P, "u", "c", Some(-far)), Err(QuotaError::InvalidValue(_))));
+    assert!(matches!(
+        k.record_and_get_throttle_time_ms(P, "u", "c", 1.0, Some(far)),
+        Err(QuotaError::InvalidValue(_))
+    ));
+    assert!(matches!(
+        k.measured_rate(P, "u", "c", Some(-far)),
+        Err(QuotaError::InvalidValue(_))
+    ));
     // Unix-epoch milliseconds are well inside the range.
-    assert_eq!(k.record_and_get_throttle_time_ms(P, "u", "c", 1.0, Some(1_763_700_000_000)).unwrap(), 0);
+    assert_eq!(
+        k.record_and_get_throttle_time_ms(P, "u", "c", 1.0, Some(1_763_700_000_000))
+            .unwrap(),
+        0
+    );
 }

@@ -1,0 +1,142 @@
+//! Per-connection handles: a (principal, client-id) whose resolution is cached, so a request is
+//! a generation check and a record.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::error::QuotaError;
+use crate::kernel::{check_byte_type, check_record_value, resolve_now, Check, QuotaKernel};
+use crate::keys::QuotaSensor;
+use crate::types::ClientQuotaType;
+
+/// A per-connection view of the kernel for one (principal, client-id): the resolution is cached
+/// in the handle, so a call is a generation check and a record.
+///
+/// Each quota type's slot holds the tags generation and a pointer to the sensor it resolved to,
+/// read as a seqlock (writers, serialized by `keep`'s mutex, mark the slot `WRITING` while they
+/// change it). The handle keeps every sensor it has pointed at alive in `keep` (a connection maps
+/// to at most a few tag sets over its life), so a reader never sees a pointer to freed memory and
+/// the hot path needs no reference counting.
+// No over-alignment here: a handle is embedded in a Python object, whose memory CPython aligns
+// to 16 bytes only.
+pub struct ClientHandle {
+    kernel: Arc<QuotaKernel>,
+    user: Arc<str>,
+    client_id: Arc<str>,
+    slots: [HandleSlot; 4],
+    keep: Mutex<Vec<Arc<QuotaSensor>>>,
+}
+
+#[derive(Default)]
+struct HandleSlot {
+    generation: AtomicU64,
+    sensor: std::sync::atomic::AtomicPtr<QuotaSensor>,
+}
+
+const SLOT_WRITING: u64 = u64::MAX;
+
+impl ClientHandle {
+    pub fn new(kernel: Arc<QuotaKernel>, user: &str, client_id: &str) -> Self {
+        ClientHandle {
+            kernel,
+            user: Arc::from(user),
+            client_id: Arc::from(client_id),
+            slots: Default::default(),
+            keep: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
+    pub fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
+    pub fn kernel(&self) -> &Arc<QuotaKernel> {
+        &self.kernel
+    }
+
+    #[inline]
+    fn with_sensor<R>(&self, t: ClientQuotaType, now: i64, f: impl FnOnce(&QuotaSensor) -> R) -> R {
+        let k = &*self.kernel;
+        let generation = k.types[t.index()].tags_generation.load(Ordering::Acquire);
+        let slot = &self.slots[t.index()];
+        if slot.generation.load(Ordering::Acquire) == generation {
+            let ptr = slot.sensor.load(Ordering::Relaxed);
+            std::sync::atomic::fence(Ordering::Acquire);
+            if slot.generation.load(Ordering::Relaxed) == generation && !ptr.is_null() {
+                // SAFETY: `ptr` came from an `Arc` held in `self.keep` for as long as `self` lives.
+                return f(unsafe { &*ptr });
+            }
+        }
+        self.refresh(t, now, f)
+    }
+
+    #[cold]
+    fn refresh<R>(&self, t: ClientQuotaType, now: i64, f: impl FnOnce(&QuotaSensor) -> R) -> R {
+        let r = self.kernel.resolve(t, &self.user, &self.client_id, now);
+        let slot = &self.slots[t.index()];
+        let mut keep = self.keep.lock();
+        if !keep.iter().any(|s| Arc::ptr_eq(s, &r.sensor)) {
+            keep.push(Arc::clone(&r.sensor));
+        }
+        let cur = slot.generation.load(Ordering::Acquire);
+        // Never replace a newer resolution with an older one.
+        if cur < r.tags_generation || cur == SLOT_WRITING {
+            slot.generation.store(SLOT_WRITING, Ordering::Relaxed);
+            std::sync::atomic::fence(Ordering::Release);
+            slot.sensor
+                .store(Arc::as_ptr(&r.sensor) as *mut QuotaSensor, Ordering::Relaxed);
+            slot.generation.store(r.tags_generation, Ordering::Release);
+        }
+        drop(keep);
+        f(&r.sensor)
+    }
+
+    /// `value` has been checked by the caller (and is negative for `unrecord`).
+    #[inline]
+    fn record(
+        &self,
+        t: ClientQuotaType,
+        value: f64,
+        now: Option<i64>,
+        check: Check,
+    ) -> Result<i32, QuotaError> {
+        check_byte_type(t)?;
+        let now = resolve_now(now)?;
+        if !self.kernel.enabled(t) {
+            return Ok(0);
+        }
+        Ok(self.with_sensor(t, now, |s| self.kernel.record_into(t, s, value, now, check)))
+    }
+
+    #[inline]
+    pub fn record_and_get_throttle_time_ms(
+        &self,
+        t: ClientQuotaType,
+        value: f64,
+        now: Option<i64>,
+    ) -> Result<i32, QuotaError> {
+        check_record_value(value)?;
+        self.record(t, value, now, Check::Throttle)
+    }
+
+    pub fn record_no_throttle(
+        &self,
+        t: ClientQuotaType,
+        value: f64,
+        now: Option<i64>,
+    ) -> Result<(), QuotaError> {
+        check_record_value(value)?;
+        self.record(t, value, now, Check::None).map(|_| ())
+    }
+
+    pub fn unrecord(&self, t: ClientQuotaType, value: f64, now: Option<i64>) -> Result<(), QuotaError> {
+        check_record_value(value)?;
+        self.record(t, -value, now, Check::None).map(|_| ())
+    }
+}
