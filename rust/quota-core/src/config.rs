@@ -112,7 +112,9 @@ pub fn validate_value(
     }
     match qtype {
         ClientQuotaType::Produce | ClientQuotaType::Fetch => {
-            if value.fract() != 0.0 {
+            // Kafka's controller (`getErrorForIntegralQuotaValue`) allows a remainder of up to
+            // 1e-6, from values that went through a double; the value is kept as given.
+            if (value % 1.0).abs() > 1e-6 {
                 return Err(bad(format!(
                     "must be a whole number of bytes per second, got {value}"
                 )));
@@ -501,6 +503,8 @@ mod tests {
         };
         assert!(validate_value(&e, ClientQuotaType::Produce, 1024.0, 1100.0).is_ok());
         assert!(validate_value(&e, ClientQuotaType::Produce, 1.5, 1100.0).is_err());
+        assert!(validate_value(&e, ClientQuotaType::Produce, 1024.000001, 1100.0).is_err());
+        assert!(validate_value(&e, ClientQuotaType::Produce, 1235.0000001, 1100.0).is_ok());
         assert!(validate_value(&e, ClientQuotaType::Produce, 0.0, 1100.0).is_err());
         assert!(validate_value(&e, ClientQuotaType::Fetch, f64::NAN, 1100.0).is_err());
         assert!(validate_value(&e, ClientQuotaType::Request, 1100.0, 1100.0).is_ok());
