@@ -25,6 +25,33 @@ use crate::types::{ClientQuotaType, WindowSpec};
 
 type FastState = foldhash::fast::RandomState;
 
+/// The sensor registered under `(user, client_id)`, registering `make()` if there is none.
+///
+/// Only the first of several racing creators registers its sensor; the others adopt it. (An
+/// insert that replaced the entry would orphan a sensor already recorded into, losing those
+/// records: papaya's `HashSet::insert` replaces, hence a map with `try_insert`.)
+fn registered_sensor(
+    sensors: &papaya::HashMap<SensorEntry, (), FastState>,
+    user: &str,
+    client_id: &str,
+    make: impl FnOnce() -> QuotaSensor,
+) -> Arc<QuotaSensor> {
+    let sensors = sensors.pin();
+    let key = PairRef(user, client_id);
+    if let Some((s, ())) = sensors.get_key_value(&key) {
+        return Arc::clone(&s.0);
+    }
+    let fresh = Arc::new(make());
+    if sensors.try_insert(SensorEntry(Arc::clone(&fresh)), ()).is_ok() {
+        return fresh;
+    }
+    // Entries are never removed, so the one that won the race is still there.
+    let (s, ()) = sensors
+        .get_key_value(&key)
+        .expect("a racing creator registered it");
+    Arc::clone(&s.0)
+}
+
 /// The metric tags when they follow from the kind bits alone and need no sanitizing.
 #[inline]
 fn direct_tags<'a>(kinds: u8, user: &'a str, client_id: &'a str) -> Option<(&'a str, &'a str)> {
@@ -60,7 +87,7 @@ pub(crate) struct TypeRuntime {
     kinds: AtomicU8,
     pub(crate) tags_generation: AtomicU64,
     limits_generation: AtomicU64,
-    sensors: papaya::HashSet<SensorEntry, FastState>,
+    sensors: papaya::HashMap<SensorEntry, (), FastState>,
     cache: papaya::HashMap<NamePair, Resolved, FastState>,
 }
 
@@ -70,7 +97,7 @@ impl TypeRuntime {
             kinds: AtomicU8::new(cfg.kinds),
             tags_generation: AtomicU64::new(cfg.tags_generation),
             limits_generation: AtomicU64::new(cfg.limits_generation),
-            sensors: papaya::HashSet::with_hasher(FastState::default()),
+            sensors: papaya::HashMap::with_hasher(FastState::default()),
             cache: papaya::HashMap::with_hasher(FastState::default()),
         }
     }
@@ -313,22 +340,10 @@ impl QuotaKernel {
         let snap = self.config.load();
         let cfg = &snap.types[t.index()];
         let tags = cfg.metric_tags(user, client_id);
-        let sensors = rt.sensors.pin();
-        let sensor = match sensors.get(&PairRef(&tags.user, &tags.client_id)) {
-            Some(s) => Arc::clone(&s.0),
-            None => {
-                let fresh = Arc::new(QuotaSensor {
-                    tags: Tags::new(&tags.user, &tags.client_id),
-                    rate: RateSensor::new(&self.settings.window, now),
-                });
-                sensors.insert(SensorEntry(fresh));
-                // Another thread may have inserted first: use whichever is registered.
-                let registered = sensors
-                    .get(&PairRef(&tags.user, &tags.client_id))
-                    .expect("just inserted");
-                Arc::clone(&registered.0)
-            }
-        };
+        let sensor = registered_sensor(&rt.sensors, &tags.user, &tags.client_id, || QuotaSensor {
+            tags: Tags::new(&tags.user, &tags.client_id),
+            rate: RateSensor::new(&self.settings.window, now),
+        });
         let resolved = Resolved {
             tags_generation: cfg.tags_generation,
             sensor,
@@ -433,7 +448,7 @@ impl QuotaKernel {
         // held (no reference-count traffic). Otherwise the metric-tag cache answers.
         let sensor = match direct_tags(kinds, user, client_id) {
             Some((tu, tc)) => {
-                if let Some(s) = rt.sensors.pin().get(&PairRef(tu, tc)) {
+                if let Some((s, ())) = rt.sensors.pin().get_key_value(&PairRef(tu, tc)) {
                     return Ok(self.record_into(t, &s.0, value, now, check));
                 }
                 self.resolve(t, user, client_id, now).sensor
@@ -523,10 +538,12 @@ impl QuotaKernel {
         let snap = self.config.load();
         let tags = snap.types[t.index()].metric_tags(user, client_id);
         let sensors = rt.sensors.pin();
-        Ok(match sensors.get(&PairRef(&tags.user, &tags.client_id)) {
-            Some(s) => s.0.rate.measure(&self.settings.window, now).rate(),
-            None => 0.0,
-        })
+        Ok(
+            match sensors.get_key_value(&PairRef(&tags.user, &tags.client_id)) {
+                Some((s, ())) => s.0.rate.measure(&self.settings.window, now).rate(),
+                None => 0.0,
+            },
+        )
     }
 
     // ---------------------------------------------------------------- for caching callers

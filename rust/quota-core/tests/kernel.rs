@@ -234,6 +234,50 @@ fn concurrent_records_lose_no_update() {
     }
 }
 
+/// Threads that meet a sensor that does not exist yet at the same instant must all end up
+/// recording into the one that gets registered (a racing creator once replaced the registered
+/// sensor, orphaning everything already recorded into it, and a handle kept recording there).
+#[test]
+fn racing_sensor_creation_loses_no_record() {
+    const THREADS: usize = 4;
+    const ROUNDS: usize = 300;
+    for mode in ["fixed", "mixed"] {
+        let k = kernel();
+        set(&k, DEF, None, P, Some(1e15));
+        if mode == "mixed" {
+            // Two kinds configured: resolution walks the levels and goes through the cache.
+            set(&k, None, DEF, P, Some(1e15));
+        }
+        let barrier = std::sync::Barrier::new(THREADS);
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let (k, barrier) = (Arc::clone(&k), &barrier);
+                s.spawn(move || {
+                    for round in 0..ROUNDS {
+                        let user = format!("u{round}");
+                        barrier.wait();
+                        if t % 2 == 0 {
+                            let h = ClientHandle::new(Arc::clone(&k), &user, "c");
+                            for _ in 0..10 {
+                                h.record_no_throttle(P, 1.0, Some(0)).unwrap();
+                            }
+                        } else {
+                            for _ in 0..10 {
+                                k.record_no_throttle(P, &user, "c", 1.0, Some(0)).unwrap();
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        for round in 0..ROUNDS {
+            let rate = k.measured_rate(P, &format!("u{round}"), "c", Some(0)).unwrap();
+            // W = 10 s for a fresh sensor.
+            assert_eq!(rate * 10.0, (THREADS * 10) as f64, "{mode} round {round}");
+        }
+    }
+}
+
 #[test]
 fn unrecord_takes_back_what_was_recorded() {
     let k = kernel();
