@@ -257,6 +257,49 @@ impl PyQuotaKernel {
             .map_err(to_py)
     }
 
+    /// Records network-thread time (KIP-124) without a check; it weighs on later requests.
+    #[pyo3(signature = (user, client_id, nanos, now_ms=None))]
+    fn record_network_thread_time(
+        &self,
+        user: Name<'_>,
+        client_id: Name<'_>,
+        nanos: f64,
+        now_ms: Option<i64>,
+    ) -> PyResult<()> {
+        self.kernel
+            .record_network_thread_time(&user, &client_id, nanos, now_ms)
+            .map_err(to_py)
+    }
+
+    /// Records the thread time of a request exempt from quotas into the shared
+    /// ``exempt-request-time`` sensor (only while request quotas exist, as in Kafka).
+    #[pyo3(signature = (nanos, now_ms=None))]
+    fn record_exempt_request_time(&self, nanos: f64, now_ms: Option<i64>) -> PyResult<()> {
+        self.kernel
+            .record_exempt_request_time(nanos, now_ms)
+            .map_err(to_py)
+    }
+
+    /// The ``exempt-request-time`` rate in percent (0.0 before any exempt time was recorded).
+    #[pyo3(signature = (now_ms=None))]
+    fn exempt_request_rate(&self, now_ms: Option<i64>) -> PyResult<f64> {
+        self.kernel.exempt_request_rate(now_ms).map_err(to_py)
+    }
+
+    /// Tokens left in the controller-mutation bucket (Kafka's ``tokens`` metric); ``None``
+    /// while there is no sensor or no quota.
+    #[pyo3(signature = (user, client_id, now_ms=None))]
+    fn controller_mutation_tokens(
+        &self,
+        user: Name<'_>,
+        client_id: Name<'_>,
+        now_ms: Option<i64>,
+    ) -> PyResult<Option<f64>> {
+        self.kernel
+            .controller_mutation_tokens(&user, &client_id, now_ms)
+            .map_err(to_py)
+    }
+
     /// A per-connection handle for ``(user, client_id)``; create it once per connection.
     fn client(&self, user: Name<'_>, client_id: Name<'_>) -> PyClientHandle {
         PyClientHandle {
@@ -315,6 +358,23 @@ impl PyClientHandle {
     #[pyo3(signature = (quota_type, value, now_ms=None))]
     fn unrecord(&self, quota_type: QuotaTypeArg, value: f64, now_ms: Option<i64>) -> PyResult<()> {
         self.inner.unrecord(quota_type.0, value, now_ms).map_err(to_py)
+    }
+
+    /// Records network-thread time (KIP-124) without a check.
+    #[pyo3(signature = (nanos, now_ms=None))]
+    fn record_network_thread_time(&self, nanos: f64, now_ms: Option<i64>) -> PyResult<()> {
+        self.inner
+            .record_network_thread_time(nanos, now_ms)
+            .map_err(to_py)
+    }
+
+    /// Tokens left in this connection's controller-mutation bucket, ``None`` without a quota.
+    #[pyo3(signature = (now_ms=None))]
+    fn controller_mutation_tokens(&self, now_ms: Option<i64>) -> PyResult<Option<f64>> {
+        self.inner
+            .kernel()
+            .controller_mutation_tokens(self.inner.user(), self.inner.client_id(), now_ms)
+            .map_err(to_py)
     }
 
     /// The metric tags this connection's requests are recorded under.

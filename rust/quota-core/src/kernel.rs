@@ -8,7 +8,7 @@
 //! the next request that touches them.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -21,6 +21,7 @@ use crate::error::QuotaError;
 use crate::keys::{shared_str, NamePair, PairRef, QuotaSensor, SensorEntry, Tags};
 use crate::sanitize::needs_escaping;
 use crate::sensor::{throttle_time_ms, RateSensor};
+use crate::token_bucket::{mutation_throttle_time_ms, StrictTake};
 use crate::types::{ClientQuotaType, WindowSpec};
 
 type FastState = foldhash::fast::RandomState;
@@ -139,13 +140,27 @@ pub struct QuotaKernel {
     config: ArcSwap<ConfigSnapshot>,
     writer: Mutex<()>,
     pub(crate) types: [TypeRuntime; 4],
+    /// `ClientRequestQuotaManager.maxThrottleTimeMs`: one window.
+    max_request_throttle_ms: i32,
+    /// The shared `exempt-request-time` sensor, created by its first record.
+    exempt: OnceLock<RateSensor>,
 }
 
-/// What a record call should do after adding the value.
+/// What a record call should do about the quota.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Check {
+    /// Record, then return the throttle. For controller mutations this is Kafka's
+    /// `ControllerMutationQuotaManager.recordAndGetThrottleTimeMs`: check the bucket first and
+    /// record only if it is not in debt, returning the throttle either way.
     Throttle,
+    /// Record without any check.
     None,
+    /// Controller mutations, permissive: record, then return the throttle if the bucket is now
+    /// in debt.
+    Permissive,
+    /// Controller mutations, strict: if the bucket is already in debt record nothing and fail
+    /// with `ThrottlingQuotaExceeded`; otherwise record.
+    Strict,
 }
 
 pub(crate) fn check_record_value(value: f64) -> Result<(), QuotaError> {
@@ -172,14 +187,26 @@ pub(crate) fn resolve_now(now: Option<i64>) -> Result<i64, QuotaError> {
     }
 }
 
-pub(crate) fn check_byte_type(t: ClientQuotaType) -> Result<(), QuotaError> {
-    match t {
-        ClientQuotaType::Produce | ClientQuotaType::Fetch => Ok(()),
-        other => Err(QuotaError::Unsupported(format!(
-            "{} quotas are not yet supported by this kquota release",
-            other.name()
-        ))),
+/// Kafka's `ClientRequestQuotaManager.NanosToPercentagePerSecond`: thread time is recorded as
+/// percent of one thread over each second of the window.
+pub const NANOS_TO_PERCENT: f64 = 100.0 / 1e9;
+
+pub fn check_nanos(nanos: f64) -> Result<(), QuotaError> {
+    if nanos.is_nan() || nanos.is_infinite() || nanos < 0.0 {
+        return Err(QuotaError::InvalidValue(format!(
+            "thread time must be a finite number of nanoseconds >= 0, got {nanos}"
+        )));
     }
+    Ok(())
+}
+
+pub fn check_mutations(mutations: f64) -> Result<(), QuotaError> {
+    if mutations.is_nan() || mutations.is_infinite() || mutations < 0.0 {
+        return Err(QuotaError::InvalidValue(format!(
+            "mutation count must be a finite number >= 0, got {mutations}"
+        )));
+    }
+    Ok(())
 }
 
 impl QuotaKernel {
@@ -231,6 +258,8 @@ impl QuotaKernel {
             }),
             writer: Mutex::new(()),
             types: runtimes,
+            max_request_throttle_ms: settings.window.window_ms as i32,
+            exempt: OnceLock::new(),
         })
     }
 
@@ -342,7 +371,11 @@ impl QuotaKernel {
         let tags = cfg.metric_tags(user, client_id);
         let sensor = registered_sensor(&rt.sensors, &tags.user, &tags.client_id, || QuotaSensor {
             tags: Tags::new(&tags.user, &tags.client_id),
-            rate: RateSensor::new(&self.settings.window, now),
+            rate: if t == ClientQuotaType::ControllerMutation {
+                RateSensor::with_token_bucket(&self.settings.window, now)
+            } else {
+                RateSensor::new(&self.settings.window, now)
+            },
         });
         let resolved = Resolved {
             tags_generation: cfg.tags_generation,
@@ -413,6 +446,28 @@ impl QuotaKernel {
         value: f64,
         now: i64,
         check: Check,
+    ) -> Result<i32, QuotaError> {
+        match t {
+            ClientQuotaType::Produce | ClientQuotaType::Fetch => {
+                Ok(self.record_rate(t, sensor, value, now, check))
+            }
+            // ClientRequestQuotaManager.throttleTime: bounded by one window.
+            ClientQuotaType::Request => Ok(self
+                .record_rate(t, sensor, value, now, check)
+                .min(self.max_request_throttle_ms)),
+            ClientQuotaType::ControllerMutation => self.record_mutation(sensor, value, now, check),
+        }
+    }
+
+    /// The sampled-rate path (PRODUCE, FETCH, REQUEST): record, then check.
+    #[inline]
+    fn record_rate(
+        &self,
+        t: ClientQuotaType,
+        sensor: &QuotaSensor,
+        value: f64,
+        now: i64,
+        check: Check,
     ) -> i32 {
         let spec = &self.settings.window;
         if check == Check::None {
@@ -427,6 +482,54 @@ impl QuotaKernel {
         throttle_time_ms(&m, bound)
     }
 
+    /// The controller-mutation path: the sensor's `Rate` (`mutation-rate`) records what was
+    /// recorded, its token bucket (`tokens`) enforces the quota.
+    fn record_mutation(
+        &self,
+        sensor: &QuotaSensor,
+        value: f64,
+        now: i64,
+        check: Check,
+    ) -> Result<i32, QuotaError> {
+        let spec = &self.settings.window;
+        let now = sensor.rate.clamp_time(now);
+        let quota = self.limit_of(ClientQuotaType::ControllerMutation, sensor);
+        let bucket = match sensor.rate.token_bucket() {
+            // Kafka's TokenBucket does nothing without a quota.
+            Some(b) if quota != f64::INFINITY => b,
+            _ => {
+                sensor.rate.record(spec, value, now);
+                return Ok(0);
+            }
+        };
+        let burst = self.burst(quota);
+        let throttle = match check {
+            Check::None => {
+                bucket.record(quota, burst, value, now);
+                0
+            }
+            Check::Permissive => mutation_throttle_time_ms(bucket.record(quota, burst, value, now), quota),
+            Check::Throttle | Check::Strict => match bucket.take_strict(quota, burst, value, now) {
+                StrictTake::Taken => 0,
+                StrictTake::Rejected { tokens } => {
+                    let throttle_time_ms = mutation_throttle_time_ms(tokens, quota);
+                    if check == Check::Strict {
+                        return Err(QuotaError::ThrottlingQuotaExceeded { throttle_time_ms });
+                    }
+                    return Ok(throttle_time_ms);
+                }
+            },
+        };
+        sensor.rate.record(spec, value, now);
+        Ok(throttle)
+    }
+
+    /// `TokenBucket.burst`: `samples * window seconds * quota`.
+    fn burst(&self, quota: f64) -> f64 {
+        let spec = &self.settings.window;
+        spec.samples as f64 * (spec.window_ms as f64 / 1000.0) * quota
+    }
+
     fn record_named(
         &self,
         t: ClientQuotaType,
@@ -436,7 +539,6 @@ impl QuotaKernel {
         now: Option<i64>,
         check: Check,
     ) -> Result<i32, QuotaError> {
-        check_byte_type(t)?;
         let now = resolve_now(now)?;
         let rt = &self.types[t.index()];
         let kinds = rt.kinds.load(Ordering::Acquire);
@@ -449,13 +551,13 @@ impl QuotaKernel {
         let sensor = match direct_tags(kinds, user, client_id) {
             Some((tu, tc)) => {
                 if let Some((s, ())) = rt.sensors.pin().get_key_value(&PairRef(tu, tc)) {
-                    return Ok(self.record_into(t, &s.0, value, now, check));
+                    return self.record_into(t, &s.0, value, now, check);
                 }
                 self.resolve(t, user, client_id, now).sensor
             }
             None => self.cached_or_resolved(t, user, client_id, now),
         };
-        Ok(self.record_into(t, &sensor, value, now, check))
+        self.record_into(t, &sensor, value, now, check)
     }
 
     // ---------------------------------------------------------------- per-request API
@@ -497,6 +599,127 @@ impl QuotaKernel {
         check_record_value(value)?;
         self.record_named(t, user, client_id, -value, now, Check::None)
             .map(|_| ())
+    }
+
+    // ---------------------------------------------------------------- request time (KIP-124)
+
+    /// I/O-thread time of a request (`ClientRequestQuotaManager.maybeRecordAndGetThrottleTimeMs`):
+    /// records `nanos` as percent of a thread and returns the throttle, at most one window.
+    pub fn record_request_time(
+        &self,
+        user: &str,
+        client_id: &str,
+        nanos: f64,
+        now: Option<i64>,
+    ) -> Result<i32, QuotaError> {
+        check_nanos(nanos)?;
+        self.record_named(
+            ClientQuotaType::Request,
+            user,
+            client_id,
+            nanos * NANOS_TO_PERCENT,
+            now,
+            Check::Throttle,
+        )
+    }
+
+    /// Network-thread time of a request: recorded without a check, it weighs on later requests.
+    pub fn record_network_thread_time(
+        &self,
+        user: &str,
+        client_id: &str,
+        nanos: f64,
+        now: Option<i64>,
+    ) -> Result<(), QuotaError> {
+        check_nanos(nanos)?;
+        self.record_named(
+            ClientQuotaType::Request,
+            user,
+            client_id,
+            nanos * NANOS_TO_PERCENT,
+            now,
+            Check::None,
+        )
+        .map(|_| ())
+    }
+
+    /// Thread time of a request exempt from quotas, recorded into the one shared
+    /// `exempt-request-time` sensor (only while request quotas are enabled, as in Kafka).
+    pub fn record_exempt_request_time(&self, nanos: f64, now: Option<i64>) -> Result<(), QuotaError> {
+        check_nanos(nanos)?;
+        let now = resolve_now(now)?;
+        if !self.enabled(ClientQuotaType::Request) {
+            return Ok(());
+        }
+        let spec = &self.settings.window;
+        // Kafka's Rate starts its first sample at the first record.
+        self.exempt
+            .get_or_init(|| RateSensor::new(spec, now))
+            .record(spec, nanos * NANOS_TO_PERCENT, now);
+        Ok(())
+    }
+
+    /// The `exempt-request-time` rate (percent); 0.0 before any exempt time was recorded.
+    pub fn exempt_request_rate(&self, now: Option<i64>) -> Result<f64, QuotaError> {
+        let now = resolve_now(now)?;
+        Ok(match self.exempt.get() {
+            Some(s) => s.measure(&self.settings.window, now).rate(),
+            None => 0.0,
+        })
+    }
+
+    // ---------------------------------------------------------------- controller mutations (KIP-599)
+
+    /// Records `mutations` against the (principal, client-id)'s token bucket. Permissive: record,
+    /// then return the throttle if the bucket is in debt. Strict: if the bucket is already in
+    /// debt, record nothing and fail with [`QuotaError::ThrottlingQuotaExceeded`]; else record
+    /// (tokens may go negative) and return 0.
+    pub fn record_controller_mutations(
+        &self,
+        user: &str,
+        client_id: &str,
+        mutations: f64,
+        now: Option<i64>,
+        strict: bool,
+    ) -> Result<i32, QuotaError> {
+        check_mutations(mutations)?;
+        let check = if strict { Check::Strict } else { Check::Permissive };
+        self.record_named(
+            ClientQuotaType::ControllerMutation,
+            user,
+            client_id,
+            mutations,
+            now,
+            check,
+        )
+    }
+
+    /// The tokens left in the (principal, client-id)'s bucket at `now` (Kafka's `tokens` metric),
+    /// `None` while there is no sensor or no quota.
+    pub fn controller_mutation_tokens(
+        &self,
+        user: &str,
+        client_id: &str,
+        now: Option<i64>,
+    ) -> Result<Option<f64>, QuotaError> {
+        let now = resolve_now(now)?;
+        let t = ClientQuotaType::ControllerMutation;
+        if !self.enabled(t) {
+            return Ok(None);
+        }
+        let snap = self.config.load();
+        let tags = snap.types[t.index()].metric_tags(user, client_id);
+        let sensors = self.types[t.index()].sensors.pin();
+        let Some((s, ())) = sensors.get_key_value(&PairRef(&tags.user, &tags.client_id)) else {
+            return Ok(None);
+        };
+        let quota = self.limit_of(t, &s.0);
+        Ok(match s.0.rate.token_bucket() {
+            Some(b) if quota != f64::INFINITY => {
+                Some(b.measure(quota, self.burst(quota), s.0.rate.clamp_time(now)))
+            }
+            _ => None,
+        })
     }
 
     /// The metric tags `(user, client-id)` a request would be recorded under.
@@ -558,7 +781,6 @@ impl QuotaKernel {
         client_id: &str,
         now: Option<i64>,
     ) -> Result<Option<(u64, Arc<QuotaSensor>)>, QuotaError> {
-        check_byte_type(t)?;
         let now = resolve_now(now)?;
         if !self.enabled(t) {
             return Ok(None);
@@ -583,9 +805,24 @@ impl QuotaKernel {
         now: Option<i64>,
     ) -> Result<i32, QuotaError> {
         check_record_value(value)?;
-        check_byte_type(t)?;
         let now = resolve_now(now)?;
-        Ok(self.record_into(t, sensor, value, now, Check::Throttle))
+        self.record_into(t, sensor, value, now, Check::Throttle)
+    }
+
+    /// [`record_controller_mutations`](Self::record_controller_mutations) into an already
+    /// resolved, current sensor.
+    #[inline]
+    pub fn record_resolved_mutations(
+        &self,
+        sensor: &QuotaSensor,
+        mutations: f64,
+        now: Option<i64>,
+        strict: bool,
+    ) -> Result<i32, QuotaError> {
+        check_mutations(mutations)?;
+        let now = resolve_now(now)?;
+        let check = if strict { Check::Strict } else { Check::Permissive };
+        self.record_into(ClientQuotaType::ControllerMutation, sensor, mutations, now, check)
     }
 
     /// Number of live sensors of a type.

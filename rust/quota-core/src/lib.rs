@@ -14,12 +14,14 @@ pub mod kernel;
 pub mod keys;
 pub mod sanitize;
 pub mod sensor;
+pub mod token_bucket;
 pub mod types;
 
 pub use config::{EntityName, QuotaEntity};
 pub use error::QuotaError;
 pub use handle::ClientHandle;
-pub use kernel::{KernelConfig, QuotaChange, QuotaKernel};
+pub use kernel::{check_mutations, check_nanos, KernelConfig, QuotaChange, QuotaKernel, NANOS_TO_PERCENT};
 pub use keys::QuotaSensor;
 pub use sensor::{throttle_time_ms, Measurement, RateSensor};
+pub use token_bucket::{mutation_throttle_time_ms, StrictTake, TokenBucket};
 pub use types::{ClientQuotaType, WindowSpec};
