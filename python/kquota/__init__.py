@@ -1,4 +1,4 @@
-"""kquota: Apache Kafka's client quotas (KIP-13, KIP-55) as an in-process kernel.
+"""kquota: Apache Kafka's client quotas (KIP-13, KIP-55, KIP-124, KIP-599) as an in-process kernel.
 
 >>> import kquota
 >>> qm = kquota.QuotaManager()
@@ -11,6 +11,7 @@ from kquota._kquota import ClientHandle, ClientQuotaType, __version__
 from kquota.entity import ClientQuotaEntity, KafkaPrincipal
 from kquota.exceptions import KQuotaError, QuotaConfigError, QuotaValueError, ThrottlingQuotaExceededError
 from kquota.manager import CONFIG_KEYS, QuotaManager
+from kquota.response import ResponseThrottle, response_throttle
 
 __all__ = [
     "CONFIG_KEYS",
@@ -22,6 +23,8 @@ __all__ = [
     "QuotaConfigError",
     "QuotaManager",
     "QuotaValueError",
+    "ResponseThrottle",
     "ThrottlingQuotaExceededError",
     "__version__",
+    "response_throttle",
 ]
