@@ -10,9 +10,13 @@
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use arc_swap::ArcSwap;
+use std::borrow::Cow;
+use std::sync::atomic::AtomicBool;
+
+use arc_swap::{ArcSwap, ArcSwapOption};
 use parking_lot::Mutex;
 
+use crate::callback::{CallbackSlot, QuotaCallbackHook, FAILED_TAGS};
 use crate::clock::monotonic_ms;
 use crate::config::{
     validate_value, QuotaEntity, TypeConfig, CLIENT_ID_QUOTAS, USER_CLIENT_ID_QUOTAS, USER_QUOTAS,
@@ -144,7 +148,15 @@ pub struct QuotaKernel {
     max_request_throttle_ms: i32,
     /// The shared `exempt-request-time` sensor, created by its first record.
     exempt: OnceLock<RateSensor>,
+    /// A custom quota callback (KIP-257) deciding tags and limits, if one is installed.
+    hook: ArcSwapOption<CallbackSlot>,
+    /// Whether the installed callback wants `quota_reset_required` polled on every record.
+    poll_reset: AtomicBool,
 }
+
+/// Kind bit set on every type while a custom callback is installed (Kafka's `CustomQuotas`):
+/// quotas are then always enabled and tags always come from the callback, through the cache.
+pub(crate) const CUSTOM_QUOTAS: u8 = 8;
 
 /// What a record call should do about the quota.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -260,6 +272,8 @@ impl QuotaKernel {
             types: runtimes,
             max_request_throttle_ms: settings.window.window_ms as i32,
             exempt: OnceLock::new(),
+            hook: ArcSwapOption::empty(),
+            poll_reset: AtomicBool::new(false),
         })
     }
 
@@ -338,7 +352,7 @@ impl QuotaKernel {
         for i in 0..4 {
             let rt = &self.types[i];
             let cfg = &next.types[i];
-            rt.kinds.store(cfg.kinds, Ordering::Release);
+            rt.kinds.store(cfg.kinds | self.custom_bit(), Ordering::Release);
             rt.tags_generation.store(cfg.tags_generation, Ordering::Release);
             rt.limits_generation
                 .store(cfg.limits_generation, Ordering::Release);
@@ -363,14 +377,36 @@ impl QuotaKernel {
 
     // ---------------------------------------------------------------- resolution
 
+    /// Resolves (principal, client-id) to its sensor. A resolution stamped with generation 0
+    /// (a failed callback) is never current: holders use it for this request only.
     #[cold]
     pub(crate) fn resolve(&self, t: ClientQuotaType, user: &str, client_id: &str, now: i64) -> Resolved {
         let rt = &self.types[t.index()];
         let snap = self.config.load();
         let cfg = &snap.types[t.index()];
-        let tags = cfg.metric_tags(user, client_id);
-        let sensor = registered_sensor(&rt.sensors, &tags.user, &tags.client_id, || QuotaSensor {
-            tags: Tags::new(&tags.user, &tags.client_id),
+        let hook = self.hook.load();
+        let (tag_user, tag_client, generation): (Cow<'_, str>, Cow<'_, str>, u64) = match hook.as_deref() {
+            None => {
+                let tags = cfg.metric_tags(user, client_id);
+                (tags.user, tags.client_id, cfg.tags_generation)
+            }
+            Some(h) => match h.0.metric_tags(t, user, client_id) {
+                Some((u, c)) => (u.into(), c.into(), cfg.tags_generation),
+                None => {
+                    // The callback failed: keep its last good answer for this (principal,
+                    // client-id) if there is one, else the shared failure sensor; ask again next time.
+                    if let Some(r) = rt.cache.pin().get(&PairRef(user, client_id)) {
+                        return Resolved {
+                            tags_generation: 0,
+                            sensor: Arc::clone(&r.sensor),
+                        };
+                    }
+                    (FAILED_TAGS.0.into(), FAILED_TAGS.1.into(), 0)
+                }
+            },
+        };
+        let sensor = registered_sensor(&rt.sensors, &tag_user, &tag_client, || QuotaSensor {
+            tags: Tags::new(&tag_user, &tag_client),
             rate: if t == ClientQuotaType::ControllerMutation {
                 RateSensor::with_token_bucket(&self.settings.window, now)
             } else {
@@ -378,10 +414,10 @@ impl QuotaKernel {
             },
         });
         let resolved = Resolved {
-            tags_generation: cfg.tags_generation,
+            tags_generation: generation,
             sensor,
         };
-        if direct_tags(cfg.kinds, user, client_id).is_none() {
+        if generation != 0 && (hook.is_some() || direct_tags(cfg.kinds, user, client_id).is_none()) {
             let raw = NamePair {
                 first: shared_str(user),
                 second: shared_str(client_id),
@@ -389,6 +425,34 @@ impl QuotaKernel {
             rt.cache.pin().insert(raw, resolved.clone());
         }
         resolved
+    }
+
+    /// The metric tags a request is recorded under now (callback-aware), without creating a
+    /// sensor.
+    fn tags_of(&self, t: ClientQuotaType, user: &str, client_id: &str) -> (String, String) {
+        match self.hook.load().as_deref() {
+            None => {
+                let snap = self.config.load();
+                let tags = snap.types[t.index()].metric_tags(user, client_id);
+                (tags.user.into_owned(), tags.client_id.into_owned())
+            }
+            Some(h) => match h.0.metric_tags(t, user, client_id) {
+                Some(tags) => tags,
+                None => match self.types[t.index()].cache.pin().get(&PairRef(user, client_id)) {
+                    Some(r) => (r.sensor.tags.user().to_owned(), r.sensor.tags.client_id().to_owned()),
+                    None => (FAILED_TAGS.0.to_owned(), FAILED_TAGS.1.to_owned()),
+                },
+            },
+        }
+    }
+
+    /// The limit of a tag set now (callback-aware): `None` unlimited.
+    fn limit_of_tags(&self, t: ClientQuotaType, tag_user: &str, tag_client: &str) -> Option<f64> {
+        match self.hook.load().as_deref() {
+            None => self.config.load().types[t.index()].limit(tag_user, tag_client),
+            Some(h) if (tag_user, tag_client) == FAILED_TAGS => h.0.fallback_limit(),
+            Some(h) => h.0.limit(t, tag_user, tag_client).unwrap_or_else(|| h.0.fallback_limit()),
+        }
     }
 
     /// The sensor for (principal, client-id) from the metric-tag cache while its entry is
@@ -425,11 +489,92 @@ impl QuotaKernel {
     fn refresh_limit(&self, t: ClientQuotaType, sensor: &QuotaSensor) -> f64 {
         let snap = self.config.load();
         let cfg = &snap.types[t.index()];
-        let limit = cfg
-            .limit(sensor.tags.user(), sensor.tags.client_id())
-            .unwrap_or(f64::INFINITY);
+        let (tag_user, tag_client) = (sensor.tags.user(), sensor.tags.client_id());
+        let limit = match self.hook.load().as_deref() {
+            None => cfg.limit(tag_user, tag_client),
+            Some(h) if (tag_user, tag_client) == FAILED_TAGS => h.0.fallback_limit(),
+            Some(h) => match h.0.limit(t, tag_user, tag_client) {
+                Some(limit) => limit,
+                // The callback failed: the last good limit of this sensor, else the fallback;
+                // not cached, so the next request asks again.
+                None => {
+                    return sensor
+                        .rate
+                        .last_limit()
+                        .unwrap_or_else(|| h.0.fallback_limit().unwrap_or(f64::INFINITY))
+                }
+            },
+        };
+        let limit = limit.unwrap_or(f64::INFINITY);
         sensor.rate.store_limit(limit, cfg.limits_generation);
         limit
+    }
+
+    // ---------------------------------------------------------------- custom callbacks (KIP-257)
+
+    fn custom_bit(&self) -> u8 {
+        if self.hook.load().is_some() {
+            CUSTOM_QUOTAS
+        } else {
+            0
+        }
+    }
+
+    /// Installs (or with `None` removes) a custom quota callback. Every cached tag and limit is
+    /// dropped, so the next request of each connection asks the new callback.
+    pub fn set_callback_hook(&self, hook: Option<Box<dyn QuotaCallbackHook>>) {
+        let _w = self.writer.lock();
+        let polls = hook.as_ref().is_some_and(|h| h.polls_reset());
+        self.hook.store(hook.map(|h| Arc::new(CallbackSlot(h))));
+        self.poll_reset.store(polls, Ordering::Release);
+        for rt in &self.types {
+            rt.cache.pin().clear();
+        }
+        self.bump_locked(&ClientQuotaType::ALL, true);
+    }
+
+    /// Whether a custom callback is installed.
+    pub fn has_callback_hook(&self) -> bool {
+        self.hook.load().is_some()
+    }
+
+    /// Forgets cached limits (and, with `tags`, cached tags) of the given types, so the next
+    /// request asks again: after a quota update, a metadata change, or a callback's reset signal.
+    pub fn invalidate(&self, types: &[ClientQuotaType], tags: bool) {
+        let _w = self.writer.lock();
+        self.bump_locked(types, tags);
+    }
+
+    fn bump_locked(&self, types: &[ClientQuotaType], tags: bool) {
+        let mut next = (*self.config.load_full()).clone();
+        for t in types {
+            let cfg = &mut next.types[t.index()];
+            cfg.limits_generation += 1;
+            if tags {
+                cfg.tags_generation += 1;
+            }
+        }
+        let next = Arc::new(next);
+        self.config.store(Arc::clone(&next));
+        let custom = self.custom_bit();
+        for (rt, cfg) in self.types.iter().zip(next.types.iter()) {
+            rt.kinds.store(cfg.kinds | custom, Ordering::Release);
+            rt.tags_generation.store(cfg.tags_generation, Ordering::Release);
+            rt.limits_generation
+                .store(cfg.limits_generation, Ordering::Release);
+        }
+    }
+
+    /// Kafka polls `quotaResetRequired` after resolving each request's sensors.
+    #[cold]
+    fn poll_reset_required(&self, t: ClientQuotaType) {
+        let reset = match self.hook.load().as_deref() {
+            Some(h) => h.0.reset_required(t),
+            None => false,
+        };
+        if reset {
+            self.invalidate(&[t], true);
+        }
     }
 
     #[inline]
@@ -447,6 +592,9 @@ impl QuotaKernel {
         now: i64,
         check: Check,
     ) -> Result<i32, QuotaError> {
+        if self.poll_reset.load(Ordering::Relaxed) {
+            self.poll_reset_required(t);
+        }
         match t {
             ClientQuotaType::Produce | ClientQuotaType::Fetch => {
                 Ok(self.record_rate(t, sensor, value, now, check))
@@ -479,6 +627,10 @@ impl QuotaKernel {
         if bound == f64::INFINITY {
             return 0;
         }
+        if bound <= 0.0 {
+            // A callback's limit of 0 blocks (Kafka would divide by zero and not throttle).
+            return i32::MAX;
+        }
         throttle_time_ms(&m, bound)
     }
 
@@ -502,6 +654,23 @@ impl QuotaKernel {
                 return Ok(0);
             }
         };
+        if quota <= 0.0 {
+            // A callback's limit of 0 blocks: no tokens ever.
+            return match check {
+                Check::None => {
+                    sensor.rate.record(spec, value, now);
+                    Ok(0)
+                }
+                Check::Permissive => {
+                    sensor.rate.record(spec, value, now);
+                    Ok(i32::MAX)
+                }
+                Check::Throttle => Ok(i32::MAX),
+                Check::Strict => Err(QuotaError::ThrottlingQuotaExceeded {
+                    throttle_time_ms: i32::MAX,
+                }),
+            };
+        }
         let burst = self.burst(quota);
         let throttle = match check {
             Check::None => {
@@ -707,10 +876,9 @@ impl QuotaKernel {
         if !self.enabled(t) {
             return Ok(None);
         }
-        let snap = self.config.load();
-        let tags = snap.types[t.index()].metric_tags(user, client_id);
+        let (u, c) = self.tags_of(t, user, client_id);
         let sensors = self.types[t.index()].sensors.pin();
-        let Some((s, ())) = sensors.get_key_value(&PairRef(&tags.user, &tags.client_id)) else {
+        let Some((s, ())) = sensors.get_key_value(&PairRef(&u, &c)) else {
             return Ok(None);
         };
         let quota = self.limit_of(t, &s.0);
@@ -724,17 +892,13 @@ impl QuotaKernel {
 
     /// The metric tags `(user, client-id)` a request would be recorded under.
     pub fn quota_metric_tags(&self, t: ClientQuotaType, user: &str, client_id: &str) -> (String, String) {
-        let snap = self.config.load();
-        let tags = snap.types[t.index()].metric_tags(user, client_id);
-        (tags.user.into_owned(), tags.client_id.into_owned())
+        self.tags_of(t, user, client_id)
     }
 
     /// The limit that applies, `None` for unlimited.
     pub fn quota_limit(&self, t: ClientQuotaType, user: &str, client_id: &str) -> Option<f64> {
-        let snap = self.config.load();
-        let cfg = &snap.types[t.index()];
-        let tags = cfg.metric_tags(user, client_id);
-        cfg.limit(&tags.user, &tags.client_id)
+        let (u, c) = self.tags_of(t, user, client_id);
+        self.limit_of_tags(t, &u, &c)
     }
 
     /// Kafka's `getMaxValueInQuotaWindow`; `f64::INFINITY` when unlimited.
@@ -758,11 +922,10 @@ impl QuotaKernel {
             return Ok(0.0);
         }
         let rt = &self.types[t.index()];
-        let snap = self.config.load();
-        let tags = snap.types[t.index()].metric_tags(user, client_id);
+        let (u, c) = self.tags_of(t, user, client_id);
         let sensors = rt.sensors.pin();
         Ok(
-            match sensors.get_key_value(&PairRef(&tags.user, &tags.client_id)) {
+            match sensors.get_key_value(&PairRef(&u, &c)) {
                 Some((s, ())) => s.0.rate.measure(&self.settings.window, now).rate(),
                 None => 0.0,
             },

@@ -6,6 +6,7 @@
 //! * [`kernel`]: configuration snapshots, the concurrent registry of sensors, the metric-tag
 //!   cache and the record path; [`keys`]: its map keys; [`handle`]: per-connection handles.
 
+pub mod callback;
 pub mod clock;
 pub mod config;
 pub mod error;
@@ -17,6 +18,7 @@ pub mod sensor;
 pub mod token_bucket;
 pub mod types;
 
+pub use callback::{QuotaCallbackHook, FAILED_TAGS};
 pub use config::{EntityName, QuotaEntity};
 pub use error::QuotaError;
 pub use handle::ClientHandle;

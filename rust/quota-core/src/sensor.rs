@@ -537,6 +537,15 @@ impl RateSensor {
         self.limit_generation.store(generation, Ordering::Release);
     }
 
+    /// The last bound cached for any generation, if one ever was.
+    pub fn last_limit(&self) -> Option<f64> {
+        let generation = self.limit_generation.load(Ordering::Acquire);
+        if generation == 0 || generation == WRITING {
+            return None;
+        }
+        self.cached_limit(generation)
+    }
+
     /// Latest time this sensor was recorded into or measured at.
     pub fn last_seen_ms(&self) -> i64 {
         self.latest.load(Ordering::Acquire)
