@@ -8,7 +8,8 @@
 """
 
 from kquota._kquota import ClientHandle, ClientQuotaType, __version__
-from kquota.entity import ClientQuotaEntity, KafkaPrincipal
+from kquota.callback import ClientQuotaCallback, ClusterMetadata, PartitionInfo
+from kquota.entity import ClientQuotaEntity, ConfigEntity, ConfigEntityType, KafkaPrincipal
 from kquota.exceptions import KQuotaError, QuotaConfigError, QuotaValueError, ThrottlingQuotaExceededError
 from kquota.manager import CONFIG_KEYS, QuotaManager
 from kquota.response import ResponseThrottle, response_throttle
@@ -16,10 +17,15 @@ from kquota.response import ResponseThrottle, response_throttle
 __all__ = [
     "CONFIG_KEYS",
     "ClientHandle",
+    "ClientQuotaCallback",
     "ClientQuotaEntity",
     "ClientQuotaType",
+    "ClusterMetadata",
+    "ConfigEntity",
+    "ConfigEntityType",
     "KQuotaError",
     "KafkaPrincipal",
+    "PartitionInfo",
     "QuotaConfigError",
     "QuotaManager",
     "QuotaValueError",

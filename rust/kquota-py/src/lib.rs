@@ -11,6 +11,7 @@ use quota_core::{
     QuotaEntity, QuotaKernel as CoreKernel, WindowSpec,
 };
 
+mod callback;
 mod errors;
 mod fast;
 mod names;
@@ -305,6 +306,31 @@ impl PyQuotaKernel {
         PyClientHandle {
             inner: CoreHandle::new(Arc::clone(&self.kernel), &user, &client_id),
         }
+    }
+
+    /// Installs the adapter of a Python ``ClientQuotaCallback`` (``None`` restores the built-in
+    /// behaviour); see ``kquota.callback``.
+    #[pyo3(signature = (adapter))]
+    fn _set_callback_adapter(&self, adapter: Option<Bound<'_, PyAny>>) -> PyResult<()> {
+        let hook = match adapter {
+            Some(a) => {
+                Some(Box::new(callback::PyCallbackHook::new(a)?) as Box<dyn quota_core::QuotaCallbackHook>)
+            }
+            None => None,
+        };
+        self.kernel.set_callback_hook(hook);
+        Ok(())
+    }
+
+    /// Forgets cached callback limits (and tags, with ``tags=True``) of ``quota_types`` (all
+    /// types if ``None``), so the next request asks the callback again.
+    #[pyo3(signature = (quota_types=None, tags=true))]
+    fn _invalidate(&self, quota_types: Option<Vec<QuotaTypeArg>>, tags: bool) {
+        let types: Vec<quota_core::ClientQuotaType> = match quota_types {
+            Some(v) => v.into_iter().map(|t| t.0).collect(),
+            None => quota_core::ClientQuotaType::ALL.to_vec(),
+        };
+        self.kernel.invalidate(&types, tags);
     }
 
     /// Number of live sensors of a quota type.

@@ -439,7 +439,10 @@ impl QuotaKernel {
             Some(h) => match h.0.metric_tags(t, user, client_id) {
                 Some(tags) => tags,
                 None => match self.types[t.index()].cache.pin().get(&PairRef(user, client_id)) {
-                    Some(r) => (r.sensor.tags.user().to_owned(), r.sensor.tags.client_id().to_owned()),
+                    Some(r) => (
+                        r.sensor.tags.user().to_owned(),
+                        r.sensor.tags.client_id().to_owned(),
+                    ),
                     None => (FAILED_TAGS.0.to_owned(), FAILED_TAGS.1.to_owned()),
                 },
             },
@@ -451,7 +454,10 @@ impl QuotaKernel {
         match self.hook.load().as_deref() {
             None => self.config.load().types[t.index()].limit(tag_user, tag_client),
             Some(h) if (tag_user, tag_client) == FAILED_TAGS => h.0.fallback_limit(),
-            Some(h) => h.0.limit(t, tag_user, tag_client).unwrap_or_else(|| h.0.fallback_limit()),
+            Some(h) => {
+                h.0.limit(t, tag_user, tag_client)
+                    .unwrap_or_else(|| h.0.fallback_limit())
+            }
         }
     }
 
@@ -924,12 +930,10 @@ impl QuotaKernel {
         let rt = &self.types[t.index()];
         let (u, c) = self.tags_of(t, user, client_id);
         let sensors = rt.sensors.pin();
-        Ok(
-            match sensors.get_key_value(&PairRef(&u, &c)) {
-                Some((s, ())) => s.0.rate.measure(&self.settings.window, now).rate(),
-                None => 0.0,
-            },
-        )
+        Ok(match sensors.get_key_value(&PairRef(&u, &c)) {
+            Some((s, ())) => s.0.rate.measure(&self.settings.window, now).rate(),
+            None => 0.0,
+        })
     }
 
     // ---------------------------------------------------------------- for caching callers
@@ -947,6 +951,13 @@ impl QuotaKernel {
         let now = resolve_now(now)?;
         if !self.enabled(t) {
             return Ok(None);
+        }
+        let rt = &self.types[t.index()];
+        let generation = rt.tags_generation.load(Ordering::Acquire);
+        if let Some(r) = rt.cache.pin().get(&PairRef(user, client_id)) {
+            if r.tags_generation == generation {
+                return Ok(Some((generation, Arc::clone(&r.sensor))));
+            }
         }
         let r = self.resolve(t, user, client_id, now);
         Ok(Some((r.tags_generation, r.sensor)))

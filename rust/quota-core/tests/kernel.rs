@@ -586,7 +586,11 @@ impl quota_core::QuotaCallbackHook for Shared {
         if self.0.fail_limits.load(AO::SeqCst) {
             return None;
         }
-        Some(if u == "g" { *self.0.limit.lock().unwrap() } else { None })
+        Some(if u == "g" {
+            *self.0.limit.lock().unwrap()
+        } else {
+            None
+        })
     }
     fn fallback_limit(&self) -> Option<f64> {
         self.0.fail_closed.then_some(0.0)
@@ -611,7 +615,11 @@ fn callback_tags_share_a_sensor_and_answers_are_cached() {
     *h.limit.lock().unwrap() = Some(1000.0);
     let k = hooked(&h);
     // No configured quota is needed: a callback enables quotas (Kafka's CustomQuotas).
-    assert_eq!(k.record_and_get_throttle_time_ms(P, "a", "x", 5000.0, Some(0)).unwrap(), 0);
+    assert_eq!(
+        k.record_and_get_throttle_time_ms(P, "a", "x", 5000.0, Some(0))
+            .unwrap(),
+        0
+    );
     let ha = ClientHandle::new(Arc::clone(&k), "b", "y");
     // b shares a's group sensor: 10000 B over 10 s = 1000 B/s, then 1 B more throttles.
     assert_eq!(ha.record_and_get_throttle_time_ms(P, 5000.0, Some(0)).unwrap(), 0);
@@ -619,11 +627,20 @@ fn callback_tags_share_a_sensor_and_answers_are_cached() {
     assert_eq!(k.sensor_count(P), 1);
     let (tags, limits) = (h.tag_calls.load(AO::SeqCst), h.limit_calls.load(AO::SeqCst));
     for i in 0..100 {
-        k.record_and_get_throttle_time_ms(P, "a", "x", 0.0, Some(i)).unwrap();
+        k.record_and_get_throttle_time_ms(P, "a", "x", 0.0, Some(i))
+            .unwrap();
         ha.record_and_get_throttle_time_ms(P, 0.0, Some(i)).unwrap();
     }
-    assert_eq!(h.tag_calls.load(AO::SeqCst), tags, "tags are cached per (type, user, client)");
-    assert_eq!(h.limit_calls.load(AO::SeqCst), limits, "limits are cached per tags");
+    assert_eq!(
+        h.tag_calls.load(AO::SeqCst),
+        tags,
+        "tags are cached per (type, user, client)"
+    );
+    assert_eq!(
+        h.limit_calls.load(AO::SeqCst),
+        limits,
+        "limits are cached per tags"
+    );
     // An invalidation (quota update) re-asks the limit once, and the tags with `tags`.
     *h.limit.lock().unwrap() = Some(2000.0);
     k.invalidate(&[P], false);
@@ -642,11 +659,17 @@ fn callback_limit_zero_blocks_with_the_maximum_throttle_of_the_type() {
     let h = Arc::new(GroupHook::default());
     *h.limit.lock().unwrap() = Some(0.0);
     let k = hooked(&h);
-    assert_eq!(k.record_and_get_throttle_time_ms(P, "a", "x", 0.0, Some(0)).unwrap(), i32::MAX);
+    assert_eq!(
+        k.record_and_get_throttle_time_ms(P, "a", "x", 0.0, Some(0))
+            .unwrap(),
+        i32::MAX
+    );
     assert_eq!(k.record_request_time("a", "x", 0.0, Some(0)).unwrap(), 1000);
     assert_eq!(
         k.record_controller_mutations("a", "x", 1.0, Some(0), true),
-        Err(QuotaError::ThrottlingQuotaExceeded { throttle_time_ms: i32::MAX })
+        Err(QuotaError::ThrottlingQuotaExceeded {
+            throttle_time_ms: i32::MAX
+        })
     );
 }
 
@@ -661,19 +684,34 @@ fn failing_callback_falls_back_to_last_good_answer_or_policy() {
         let k = hooked(&h);
         // A principal the callback cannot tag and no earlier answer: the policy decides.
         let expect = if fail_closed { i32::MAX } else { 0 };
-        assert_eq!(k.record_and_get_throttle_time_ms(P, "bad", "x", 1.0, Some(0)).unwrap(), expect);
+        assert_eq!(
+            k.record_and_get_throttle_time_ms(P, "bad", "x", 1.0, Some(0))
+                .unwrap(),
+            expect
+        );
         // And it is asked again next time (a failure is not cached).
         let before = h.tag_calls.load(AO::SeqCst);
-        k.record_and_get_throttle_time_ms(P, "bad", "x", 1.0, Some(0)).unwrap();
+        k.record_and_get_throttle_time_ms(P, "bad", "x", 1.0, Some(0))
+            .unwrap();
         assert_eq!(h.tag_calls.load(AO::SeqCst), before + 1);
         // A good limit, then the callback's limit fails after a reset: the last good one holds.
         // 2000 B over 10 s = 200 B/s against 100: (200 - 100) / 100 * 10 s.
-        assert_eq!(k.record_and_get_throttle_time_ms(P, "a", "x", 2000.0, Some(0)).unwrap(), 10_000);
+        assert_eq!(
+            k.record_and_get_throttle_time_ms(P, "a", "x", 2000.0, Some(0))
+                .unwrap(),
+            10_000
+        );
         h.fail_limits.store(true, AO::SeqCst);
         k.invalidate(&[P], false);
-        assert_eq!(k.record_and_get_throttle_time_ms(P, "a", "x", 0.0, Some(0)).unwrap(), 10_000);
+        assert_eq!(
+            k.record_and_get_throttle_time_ms(P, "a", "x", 0.0, Some(0))
+                .unwrap(),
+            10_000
+        );
         // A fresh tag set with a failing limit and nothing to fall back on: the policy.
-        let fresh = k.record_and_get_throttle_time_ms(P, "other", "x", 1e9, Some(0)).unwrap();
+        let fresh = k
+            .record_and_get_throttle_time_ms(P, "other", "x", 1e9, Some(0))
+            .unwrap();
         assert_eq!(fresh, expect);
     }
 }
