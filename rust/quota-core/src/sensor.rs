@@ -616,6 +616,40 @@ mod tests {
         assert_eq!(throttle_time_ms(&m, 500.0), 2100);
     }
 
+    /// A request-time sensor alone: thread time as percent of a thread (KIP-124), fractional
+    /// values through Kafka's slot-order double sum. semantics.md's REQUEST example.
+    #[test]
+    fn request_time_sensor_public_example() {
+        let sp = spec();
+        let s = RateSensor::new(&sp, 0);
+        let pct = |nanos: f64| nanos * crate::kernel::NANOS_TO_PERCENT;
+        for i in 0..10 {
+            let m = s.record_and_measure(&sp, pct(4e6), i * 1000);
+            assert_eq!(throttle_time_ms(&m, 1.0), 0);
+        }
+        let m = s.record_and_measure(&sp, pct(67.1e6), 10_500);
+        assert_eq!(m.window_ms, 10_500);
+        assert_eq!(throttle_time_ms(&m, 1.0), 210);
+        // The same sum as Kafka's: doubles added in slot order.
+        let mut kafka = 0.0f64;
+        for v in [
+            pct(4e6),
+            pct(4e6),
+            pct(4e6),
+            pct(4e6),
+            pct(4e6),
+            pct(4e6),
+            pct(4e6),
+            pct(4e6),
+            pct(4e6),
+            pct(4e6),
+        ] {
+            kafka += v;
+        }
+        kafka += pct(67.1e6);
+        assert_eq!(m.sum, kafka);
+    }
+
     #[test]
     fn samples_are_not_aligned_to_the_clock() {
         let sp = spec();
