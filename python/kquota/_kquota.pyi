@@ -66,9 +66,14 @@ class QuotaKernel:
         num_network_threads: int = 3,
         producer_default: Optional[float] = None,
         consumer_default: Optional[float] = None,
-        callback: Any = None,
-        callback_configs: Optional[Mapping[str, Any]] = None,
+        metrics_num_samples: int = 2,
+        metrics_sample_window_ms: int = 30_000,
+        **python_only: Any,
     ) -> QuotaKernel: ...
+    @property
+    def metrics_num_samples(self) -> int: ...
+    @property
+    def metrics_sample_window_ms(self) -> int: ...
     @property
     def window_num(self) -> int: ...
     @property

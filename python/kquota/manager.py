@@ -75,6 +75,9 @@ class QuotaManager(QuotaKernel):
         callback_configs: passed to the callback's ``configure()``.
         callback_failure: ``"open"`` (default) lets a request the callback failed to answer,
             with no earlier answer to fall back on, through unthrottled; ``"closed"`` blocks it.
+        metrics_num_samples, metrics_sample_window_ms: the broker's ``metrics.num.samples`` and
+            ``metrics.sample.window.ms``; Kafka measures the quota-less rates ``mutation-rate`` and
+            ``exempt-request-time`` over this window (2 samples of 30 s by default).
     """
 
     def __init__(
@@ -88,6 +91,8 @@ class QuotaManager(QuotaKernel):
         callback: Any = None,
         callback_configs: Optional[Mapping[str, Any]] = None,
         callback_failure: str = "open",
+        metrics_num_samples: int = 2,
+        metrics_sample_window_ms: int = 30_000,
     ) -> None:
         if callback_failure not in ("open", "closed"):
             raise QuotaValueError(f"callback_failure must be 'open' or 'closed', got {callback_failure!r}")

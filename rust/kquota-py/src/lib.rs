@@ -61,7 +61,8 @@ impl PyQuotaKernel {
     #[new]
     #[pyo3(signature = (
         window_num=11, window_size_seconds=1, num_io_threads=8, num_network_threads=3,
-        producer_default=None, consumer_default=None, callback=None, callback_configs=None
+        producer_default=None, consumer_default=None, metrics_num_samples=2,
+        metrics_sample_window_ms=30_000, **python_only
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -71,11 +72,13 @@ impl PyQuotaKernel {
         num_network_threads: i64,
         producer_default: Option<f64>,
         consumer_default: Option<f64>,
-        callback: Option<Bound<'_, PyAny>>,
-        callback_configs: Option<Bound<'_, PyAny>>,
+        metrics_num_samples: i64,
+        metrics_sample_window_ms: i64,
+        python_only: Option<Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        // The plugin arguments are handled by the Python subclass.
-        let _ = (callback, callback_configs);
+        // Arguments such as `callback` are handled by the Python subclass's `__init__`, whose
+        // fixed signature rejects unknown names.
+        let _ = python_only;
         let thread_count = |name: &str, v: i64| -> PyResult<u32> {
             if (1..=100_000).contains(&v) {
                 Ok(v as u32)
@@ -91,11 +94,26 @@ impl PyQuotaKernel {
             num_network_threads: thread_count("num_network_threads", num_network_threads)?,
             producer_default,
             consumer_default,
+            metrics_window: WindowSpec::from_millis(metrics_num_samples, metrics_sample_window_ms)
+                .map_err(to_py)?,
         };
         Ok(PyQuotaKernel {
             kernel: Arc::new(CoreKernel::new(settings).map_err(to_py)?),
             names: fast::NameCache::default(),
         })
+    }
+
+    /// ``metrics.num.samples``: samples of the quota-less rates (``mutation-rate``,
+    /// ``exempt-request-time``).
+    #[getter]
+    fn metrics_num_samples(&self) -> u32 {
+        self.kernel.settings().metrics_window.samples
+    }
+
+    /// ``metrics.sample.window.ms``.
+    #[getter]
+    fn metrics_sample_window_ms(&self) -> i64 {
+        self.kernel.settings().metrics_window.window_ms
     }
 
     /// ``quota.window.num``.

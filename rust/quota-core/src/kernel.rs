@@ -116,6 +116,10 @@ pub struct KernelConfig {
     pub num_network_threads: u32,
     pub producer_default: Option<f64>,
     pub consumer_default: Option<f64>,
+    /// The broker's `metrics.num.samples` / `metrics.sample.window.ms`: Kafka measures the
+    /// quota-less rates `mutation-rate` and `exempt-request-time` over this window, not the quota
+    /// window (their sensors are added without a quota `MetricConfig`).
+    pub metrics_window: WindowSpec,
 }
 
 impl Default for KernelConfig {
@@ -126,6 +130,7 @@ impl Default for KernelConfig {
             num_network_threads: 3,
             producer_default: None,
             consumer_default: None,
+            metrics_window: WindowSpec::BROKER_METRICS,
         }
     }
 }
@@ -285,6 +290,17 @@ impl QuotaKernel {
         &self.settings.window
     }
 
+    /// The window a type's sensors measure their `Rate` over: the quota window, except for
+    /// controller mutations, whose `mutation-rate` has no quota and uses the broker's metrics
+    /// window like Kafka's.
+    pub fn rate_spec(&self, t: ClientQuotaType) -> &WindowSpec {
+        if t == ClientQuotaType::ControllerMutation {
+            &self.settings.metrics_window
+        } else {
+            &self.settings.window
+        }
+    }
+
     /// The current configuration snapshot.
     pub fn snapshot(&self) -> Arc<ConfigSnapshot> {
         self.config.load_full()
@@ -408,7 +424,7 @@ impl QuotaKernel {
         let sensor = registered_sensor(&rt.sensors, &tag_user, &tag_client, || QuotaSensor {
             tags: Tags::new(&tag_user, &tag_client),
             rate: if t == ClientQuotaType::ControllerMutation {
-                RateSensor::with_token_bucket(&self.settings.window, now)
+                RateSensor::with_token_bucket(&self.settings.metrics_window, now)
             } else {
                 RateSensor::new(&self.settings.window, now)
             },
@@ -649,17 +665,18 @@ impl QuotaKernel {
         now: i64,
         check: Check,
     ) -> Result<i32, QuotaError> {
-        let spec = &self.settings.window;
+        let spec = &self.settings.metrics_window;
         let now = sensor.rate.clamp_time(now);
         let quota = self.limit_of(ClientQuotaType::ControllerMutation, sensor);
-        let bucket = match sensor.rate.token_bucket() {
-            // Kafka's TokenBucket does nothing without a quota.
-            Some(b) if quota != f64::INFINITY => b,
-            _ => {
-                sensor.rate.record(spec, value, now);
-                return Ok(0);
-            }
+        let Some(bucket) = sensor.rate.token_bucket() else {
+            sensor.rate.record(spec, value, now);
+            return Ok(0);
         };
+        if quota == f64::INFINITY {
+            bucket.fill(now);
+            sensor.rate.record(spec, value, now);
+            return Ok(0);
+        }
         if quota <= 0.0 {
             // A callback's limit of 0 blocks: no tokens ever.
             return match check {
@@ -826,7 +843,7 @@ impl QuotaKernel {
         if !self.enabled(ClientQuotaType::Request) {
             return Ok(());
         }
-        let spec = &self.settings.window;
+        let spec = &self.settings.metrics_window;
         // Kafka's Rate starts its first sample at the first record.
         self.exempt
             .get_or_init(|| RateSensor::new(spec, now))
@@ -838,7 +855,7 @@ impl QuotaKernel {
     pub fn exempt_request_rate(&self, now: Option<i64>) -> Result<f64, QuotaError> {
         let now = resolve_now(now)?;
         Ok(match self.exempt.get() {
-            Some(s) => s.measure(&self.settings.window, now).rate(),
+            Some(s) => s.measure(&self.settings.metrics_window, now).rate(),
             None => 0.0,
         })
     }
@@ -888,11 +905,15 @@ impl QuotaKernel {
             return Ok(None);
         };
         let quota = self.limit_of(t, &s.0);
+        let now = s.0.rate.clamp_time(now);
         Ok(match s.0.rate.token_bucket() {
-            Some(b) if quota != f64::INFINITY => {
-                Some(b.measure(quota, self.burst(quota), s.0.rate.clamp_time(now)))
+            Some(b) if quota == f64::INFINITY => {
+                // Reading Kafka's `tokens` metric refills it like any use (see `fill`).
+                b.fill(now);
+                None
             }
-            _ => None,
+            Some(b) => Some(b.measure(quota, self.burst(quota), now)),
+            None => None,
         })
     }
 
@@ -931,7 +952,7 @@ impl QuotaKernel {
         let (u, c) = self.tags_of(t, user, client_id);
         let sensors = rt.sensors.pin();
         Ok(match sensors.get_key_value(&PairRef(&u, &c)) {
-            Some((s, ())) => s.0.rate.measure(&self.settings.window, now).rate(),
+            Some((s, ())) => s.0.rate.measure(self.rate_spec(t), now).rate(),
             None => 0.0,
         })
     }

@@ -6,10 +6,11 @@
 //! is one 128-bit cell updated by compare-and-swap, so each operation is one atomic
 //! read-refill-modify-write and concurrent callers never lose a recorded value.
 //!
-//! A new bucket holds `+inf` tokens, which the first refill turns into exactly the burst: Kafka's
-//! bucket starts at 0 tokens with its last update at the epoch, so on a wall clock it is full at
-//! its first use too ("starts full"). While the quota is unlimited the bucket is not touched, as
-//! in Kafka (`record` and `measure` return early without a quota).
+//! A new bucket holds `+inf` tokens and no last-update time, which the first refill turns into
+//! exactly the burst: Kafka's bucket starts at 0 tokens with its last update at the epoch, so on a
+//! wall clock it is full at its first use too ("starts full"), and here that holds on any clock.
+//! While a sensor has no quota Kafka still runs the bucket with a bound of `Long.MAX_VALUE`, which
+//! refills it to (practically) infinity on any use; [`TokenBucket::fill`] is that.
 
 use portable_atomic::{AtomicU128, Ordering};
 
@@ -27,6 +28,9 @@ pub struct TokenBucket {
     state: AtomicU128,
 }
 
+/// `last_update_ms` of a bucket that was never refilled.
+const NEVER: i64 = i64::MIN;
+
 #[inline]
 fn pack(tokens: f64, last_ms: i64) -> u128 {
     ((last_ms as u64 as u128) << 64) | tokens.to_bits() as u128
@@ -40,6 +44,9 @@ fn unpack(bits: u128) -> (f64, i64) {
 /// `TokenBucket.refill`: `min(burst, tokens + quota * elapsed seconds)`.
 #[inline]
 fn refill(tokens: f64, last_ms: i64, quota: f64, burst: f64, now_ms: i64) -> f64 {
+    if last_ms == NEVER {
+        return burst;
+    }
     // MetricsUtils.convert(ms, SECONDS) is `ms / 1000.0`.
     burst.min(tokens + quota * ((now_ms - last_ms) as f64 / 1000.0))
 }
@@ -53,7 +60,7 @@ impl Default for TokenBucket {
 impl TokenBucket {
     pub fn new() -> Self {
         TokenBucket {
-            state: AtomicU128::new(pack(f64::INFINITY, 0)),
+            state: AtomicU128::new(pack(f64::INFINITY, NEVER)),
         }
     }
 
@@ -66,13 +73,32 @@ impl TokenBucket {
             let (tokens, last) = unpack(bits);
             // Times only move forward here (the sensor's clock is monotonic), but a racing caller
             // may already have refilled to a later instant: refill from the later of the two.
-            let at = now_ms.max(last);
+            let at = if last == NEVER { now_ms } else { now_ms.max(last) };
             let (next, r) = f(refill(tokens, last, quota, burst, at));
             match self
                 .state
                 .compare_exchange_weak(bits, pack(next, at), Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => return (next, r),
+                Err(actual) => bits = actual,
+            }
+        }
+    }
+
+    /// What any use of Kafka's bucket does while the sensor has no quota (bound `Long.MAX_VALUE`):
+    /// fills it beyond any burst, so whatever limit comes next finds it full.
+    pub fn fill(&self, now_ms: i64) {
+        let mut bits = self.state.load(Ordering::Acquire);
+        loop {
+            let (_, last) = unpack(bits);
+            let at = if last == NEVER { now_ms } else { now_ms.max(last) };
+            match self.state.compare_exchange_weak(
+                bits,
+                pack(f64::INFINITY, at),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
                 Err(actual) => bits = actual,
             }
         }
@@ -161,6 +187,18 @@ mod tests {
         for t in [-5_000_000i64, 0, 7, 1 << 45] {
             assert_eq!(TokenBucket::new().measure(2.0, 22.0, t), 22.0);
         }
+        // ... and refills from its first use, also before 0.
+        let b = TokenBucket::new();
+        b.record(2.0, 22.0, 30.0, -100_000);
+        assert_eq!(b.measure(2.0, 22.0, -90_000), 12.0);
+    }
+
+    #[test]
+    fn filled_while_unlimited_then_full_under_a_new_limit() {
+        let b = TokenBucket::new();
+        b.record(1.0, 11.0, 16.0, 0); // -5
+        b.fill(1000);
+        assert_eq!(b.measure(1.0, 11.0, 1000), 11.0);
     }
 
     #[test]

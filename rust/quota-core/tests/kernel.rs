@@ -385,9 +385,10 @@ fn exempt_time_goes_to_one_shared_sensor_only_while_request_quotas_exist() {
     set(&k, DEF, None, R, Some(50.0));
     k.record_exempt_request_time(1e9, Some(0)).unwrap();
     k.record_exempt_request_time(1e9, Some(100)).unwrap();
-    // 200 % over W = 100 ms elapsed + 10 whole windows.
+    // Kafka measures exempt-request-time over the broker's metrics window (2 samples of 30 s):
+    // 200 % over W = 100 ms elapsed + 1 whole window.
     let rate = k.exempt_request_rate(Some(100)).unwrap();
-    assert!((rate - 200.0 / 10.1).abs() < 1e-9, "{rate}");
+    assert!((rate - 200.0 / 30.1).abs() < 1e-9, "{rate}");
     // Exempt time is nobody's quota.
     assert_eq!(k.sensor_count(R), 0);
 }
@@ -451,8 +452,8 @@ fn permissive_mutations_record_then_report_the_debt() {
         k.controller_mutation_tokens("u", "c", Some(0)).unwrap(),
         Some(-25.0)
     );
-    // mutation-rate saw all 135.
-    assert!((k.measured_rate(M, "u", "c", Some(0)).unwrap() - 13.5).abs() < 1e-9);
+    // mutation-rate saw all 135, over the broker's metrics window (2 x 30 s: W = 30 s).
+    assert!((k.measured_rate(M, "u", "c", Some(0)).unwrap() - 4.5).abs() < 1e-9);
 }
 
 #[test]
@@ -479,7 +480,7 @@ fn strict_mutations_reject_when_in_debt_and_record_nothing() {
         k.controller_mutation_tokens("u", "c", Some(1000)).unwrap(),
         Some(-10.0)
     );
-    assert!((k.measured_rate(M, "u", "c", Some(1000)).unwrap() - 13.0).abs() < 1e-9);
+    assert!((k.measured_rate(M, "u", "c", Some(1000)).unwrap() - 130.0 / 31.0).abs() < 1e-9);
     // The generic call is Kafka's manager override: check first, return the throttle.
     assert_eq!(
         k.record_and_get_throttle_time_ms(M, "u", "c", 1.0, Some(1500))
