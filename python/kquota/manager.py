@@ -78,6 +78,9 @@ class QuotaManager(QuotaKernel):
         metrics_num_samples, metrics_sample_window_ms: the broker's ``metrics.num.samples`` and
             ``metrics.sample.window.ms``; Kafka measures the quota-less rates ``mutation-rate`` and
             ``exempt-request-time`` over this window (2 samples of 30 s by default).
+        controller_window_num, controller_window_size_seconds: ``controller.quota.window.num`` and
+            ``controller.quota.window.size.seconds``, the window of controller-mutation quotas
+            (burst = num x size x rate).
     """
 
     def __init__(
@@ -93,6 +96,8 @@ class QuotaManager(QuotaKernel):
         callback_failure: str = "open",
         metrics_num_samples: int = 2,
         metrics_sample_window_ms: int = 30_000,
+        controller_window_num: int = 11,
+        controller_window_size_seconds: int = 1,
     ) -> None:
         if callback_failure not in ("open", "closed"):
             raise QuotaValueError(f"callback_failure must be 'open' or 'closed', got {callback_failure!r}")

@@ -201,6 +201,11 @@ unsafe fn value(py: Python<'_>, ob: *mut ffi::PyObject, name: &str) -> PyResult<
     } else if ffi::PyLong_CheckExact(ob) != 0 {
         ffi::PyLong_AsDouble(ob)
     } else {
+        if ffi::PyBool_Check(ob) != 0 {
+            return Err(PyTypeError::new_err(format!(
+                "argument '{name}': must be a real number, not bool"
+            )));
+        }
         if ffi::PyUnicode_Check(ob) != 0 || ffi::PyBytes_Check(ob) != 0 {
             return Err(PyTypeError::new_err(format!(
                 "argument '{name}': must be a real number, not str/bytes"

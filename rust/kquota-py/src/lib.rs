@@ -62,7 +62,8 @@ impl PyQuotaKernel {
     #[pyo3(signature = (
         window_num=11, window_size_seconds=1, num_io_threads=8, num_network_threads=3,
         producer_default=None, consumer_default=None, metrics_num_samples=2,
-        metrics_sample_window_ms=30_000, **python_only
+        metrics_sample_window_ms=30_000, controller_window_num=11,
+        controller_window_size_seconds=1, **python_only
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -74,6 +75,8 @@ impl PyQuotaKernel {
         consumer_default: Option<f64>,
         metrics_num_samples: i64,
         metrics_sample_window_ms: i64,
+        controller_window_num: i64,
+        controller_window_size_seconds: i64,
         python_only: Option<Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         // Arguments such as `callback` are handled by the Python subclass's `__init__`, whose
@@ -96,6 +99,15 @@ impl PyQuotaKernel {
             consumer_default,
             metrics_window: WindowSpec::from_millis(metrics_num_samples, metrics_sample_window_ms)
                 .map_err(to_py)?,
+            controller_window: WindowSpec::new(controller_window_num, controller_window_size_seconds)
+                .map_err(|e| match e {
+                    quota_core::QuotaError::InvalidArgument(m) => quota_core::QuotaError::InvalidArgument(
+                        m.replace("window_num", "controller_window_num")
+                            .replace("window_size_seconds", "controller_window_size_seconds"),
+                    ),
+                    other => other,
+                })
+                .map_err(to_py)?,
         };
         Ok(PyQuotaKernel {
             kernel: Arc::new(CoreKernel::new(settings).map_err(to_py)?),
@@ -108,6 +120,18 @@ impl PyQuotaKernel {
     #[getter]
     fn metrics_num_samples(&self) -> u32 {
         self.kernel.settings().metrics_window.samples
+    }
+
+    /// ``controller.quota.window.num``: samples of the controller-mutation quota window.
+    #[getter]
+    fn controller_window_num(&self) -> u32 {
+        self.kernel.settings().controller_window.samples
+    }
+
+    /// ``controller.quota.window.size.seconds``.
+    #[getter]
+    fn controller_window_size_seconds(&self) -> i64 {
+        self.kernel.settings().controller_window.window_ms / 1000
     }
 
     /// ``metrics.sample.window.ms``.

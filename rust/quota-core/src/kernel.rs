@@ -120,6 +120,10 @@ pub struct KernelConfig {
     /// quota-less rates `mutation-rate` and `exempt-request-time` over this window, not the quota
     /// window (their sensors are added without a quota `MetricConfig`).
     pub metrics_window: WindowSpec,
+    /// `controller.quota.window.num` / `controller.quota.window.size.seconds`: the quota window of
+    /// controller mutations (Kafka configures it apart from `quota.window.*`); it sizes the
+    /// token bucket's burst.
+    pub controller_window: WindowSpec,
 }
 
 impl Default for KernelConfig {
@@ -131,6 +135,7 @@ impl Default for KernelConfig {
             producer_default: None,
             consumer_default: None,
             metrics_window: WindowSpec::BROKER_METRICS,
+            controller_window: WindowSpec::default(),
         }
     }
 }
@@ -718,7 +723,7 @@ impl QuotaKernel {
 
     /// `TokenBucket.burst`: `samples * window seconds * quota`.
     fn burst(&self, quota: f64) -> f64 {
-        let spec = &self.settings.window;
+        let spec = &self.settings.controller_window;
         spec.samples as f64 * (spec.window_ms as f64 / 1000.0) * quota
     }
 
@@ -931,7 +936,14 @@ impl QuotaKernel {
     /// Kafka's `getMaxValueInQuotaWindow`; `f64::INFINITY` when unlimited.
     pub fn max_value_in_quota_window(&self, t: ClientQuotaType, user: &str, client_id: &str) -> f64 {
         match self.quota_limit(t, user, client_id) {
-            Some(l) => l * self.settings.window.max_value_factor(),
+            Some(l) => {
+                let spec = if t == ClientQuotaType::ControllerMutation {
+                    &self.settings.controller_window
+                } else {
+                    &self.settings.window
+                };
+                l * spec.max_value_factor()
+            }
             None => f64::INFINITY,
         }
     }

@@ -740,3 +740,19 @@ fn reset_polling_and_removal() {
     assert_eq!(c.record_and_get_throttle_time_ms(P, 1e12, Some(0)).unwrap(), 0);
     assert_eq!(k.quota_metric_tags(P, "a", "x"), ("".into(), "x".into()));
 }
+
+#[test]
+fn controller_window_sizes_the_burst_apart_from_the_quota_window() {
+    // controller.quota.window.num = 5, .size.seconds = 2: burst = 5 * 2 * 3 = 30.
+    let k = Arc::new(
+        QuotaKernel::new(KernelConfig {
+            controller_window: quota_core::WindowSpec::new(5, 2).unwrap(),
+            ..KernelConfig::default()
+        })
+        .unwrap(),
+    );
+    set(&k, name("u"), None, M, Some(3.0));
+    assert_eq!(k.record_controller_mutations("u", "c", 30.0, Some(0), true).unwrap(), 0);
+    assert_eq!(k.controller_mutation_tokens("u", "c", Some(0)).unwrap(), Some(0.0));
+    assert_eq!(k.max_value_in_quota_window(M, "u", "c"), 3.0 * 4.0 * 2.0);
+}
