@@ -1,4 +1,9 @@
-"""Random interleavings of configuration changes and per-request calls: kquota == oracle."""
+"""Random interleavings of configuration changes and per-request calls: kquota == oracle.
+
+Covers the byte-rate types, request-time quotas (I/O and network thread time, exempt time, the
+generic calls in percent) and controller-mutation quotas (permissive, strict, generic, unrecord,
+tokens), through named calls and handles, with times that sometimes go backwards.
+"""
 
 import math
 import os
@@ -6,15 +11,20 @@ import os
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from oracle import OracleQuotaManager
+from oracle import OracleQuotaManager, ThrottlingQuotaExceeded
 
 USERS = ["alice", "bob", "<default>", "c d"]  # "<default>" here is a literal user name
 CLIENTS = ["c1", "c2", ""]
 ABSENT = "absent"
 ENTITY_USERS = [ABSENT, None, "alice", "bob", "<default>", "c d"]  # None = <default> entity
 ENTITY_CLIENTS = [ABSENT, None, "c1", "c2"]
-KEYS = ["producer_byte_rate", "consumer_byte_rate"]
-TYPES = ["PRODUCE", "FETCH"]
+KEYS = ["producer_byte_rate", "consumer_byte_rate", "request_percentage",
+        "controller_mutation_rate"]
+TYPES = ["PRODUCE", "FETCH", "REQUEST", "CONTROLLER_MUTATION"]
+# Drawn integers 1..5000 become valid values of each key: fractional percentages up to the
+# default capacity (8 + 3 threads -> 1100 %) and fractional mutation rates 0.01..50 per second.
+SCALE = {"producer_byte_rate": lambda v: v, "consumer_byte_rate": lambda v: v,
+         "request_percentage": lambda v: v / 5, "controller_mutation_rate": lambda v: v / 100}
 
 
 def _entity(pair):
@@ -31,7 +41,8 @@ entities = st.tuples(st.sampled_from(ENTITY_USERS), st.sampled_from(ENTITY_CLIEN
     lambda p: p != (ABSENT, ABSENT))
 ops = st.dictionaries(st.sampled_from(KEYS),
                       st.one_of(st.integers(1, 5000), st.integers(1, 5000), st.none()),
-                      min_size=1, max_size=2)
+                      min_size=1, max_size=2).map(
+    lambda d: {k: (None if v is None else SCALE[k](v)) for k, v in d.items()})
 alter_steps = st.tuples(
     st.just("alter"),
     st.lists(st.tuples(entities, ops), min_size=1, max_size=3, unique_by=lambda e: e[0]),
@@ -42,7 +53,9 @@ time_steps = st.one_of(
     st.integers(-800, -1),
 )
 request_steps = st.tuples(
-    st.sampled_from(["record", "record", "record", "no_throttle", "unrecord", "measure"]),
+    st.sampled_from(["record", "record", "record", "no_throttle", "unrecord", "measure",
+                     "request_time", "request_time", "network_time", "exempt",
+                     "mutations", "mutations", "mutations_strict", "mutations_strict", "tokens"]),
     st.sampled_from(TYPES),
     st.sampled_from(USERS),
     st.sampled_from(CLIENTS),
@@ -66,6 +79,16 @@ def _describe_kquota(qm):
     return {tuple(sorted(e.entries.items())): dict(v) for e, v in qm.describe_client_quotas().items()}
 
 
+def _outcome(call, kq):
+    """A call's return value, or ("raised", throttle_time_ms) for a strict rejection."""
+    try:
+        return call()
+    except kq.ThrottlingQuotaExceededError as e:
+        return ("raised", e.throttle_time_ms)
+    except ThrottlingQuotaExceeded as e:
+        return ("raised", e.throttle_time_ms)
+
+
 def _same_float(a, b):
     if math.isinf(a) or math.isinf(b):
         return a == b
@@ -81,7 +104,7 @@ def test_kquota_matches_oracle(config, program, start):
 
     qm = kq.QuotaManager(**config)
     oracle = OracleQuotaManager(**config)
-    qtype = {"PRODUCE": kq.ClientQuotaType.PRODUCE, "FETCH": kq.ClientQuotaType.FETCH}
+    qtype = {name: getattr(kq.ClientQuotaType, name) for name in TYPES}
     handles = {}
     t = start
     try:
@@ -99,6 +122,8 @@ def test_kquota_matches_oracle(config, program, start):
                 t = max(0, t + dt)
                 where = f"step {i}: {step!r} at t={t}"
                 qt = qtype[tname]
+                nanos = value * 2500  # up to 50 ms of thread time
+                mutations = value / 100
                 if via_handle:
                     h = handles.get((user, client))
                     if h is None:
@@ -108,6 +133,12 @@ def test_kquota_matches_oracle(config, program, start):
                         "no_throttle": lambda: h.record_no_throttle(qt, value, now_ms=t),
                         "unrecord": lambda: h.unrecord(qt, value, now_ms=t),
                         "measure": lambda: h.measured_rate(qt, now_ms=t),
+                        "request_time": lambda: h.record_request_time(nanos, now_ms=t),
+                        "network_time": lambda: h.record_network_thread_time(nanos, now_ms=t),
+                        "mutations": lambda: h.record_controller_mutations(mutations, now_ms=t),
+                        "mutations_strict": lambda: h.record_controller_mutations(
+                            mutations, now_ms=t, strict=True),
+                        "tokens": lambda: h.controller_mutation_tokens(now_ms=t),
                     }
                 else:
                     k_calls = {
@@ -117,22 +148,43 @@ def test_kquota_matches_oracle(config, program, start):
                                                                      now_ms=t),
                         "unrecord": lambda: qm.unrecord(qt, user, client, value, now_ms=t),
                         "measure": lambda: qm.measured_rate(qt, user, client, now_ms=t),
+                        "request_time": lambda: qm.record_request_time(user, client, nanos,
+                                                                       now_ms=t),
+                        "network_time": lambda: qm.record_network_thread_time(user, client, nanos,
+                                                                              now_ms=t),
+                        "mutations": lambda: qm.record_controller_mutations(
+                            user, client, mutations, now_ms=t),
+                        "mutations_strict": lambda: qm.record_controller_mutations(
+                            user, client, mutations, now_ms=t, strict=True),
+                        "tokens": lambda: qm.controller_mutation_tokens(user, client, now_ms=t),
                     }
+                k_calls["exempt"] = lambda: qm.record_exempt_request_time(nanos, now_ms=t)
                 o_calls = {
                     "record": lambda: oracle.record_and_get_throttle_time_ms(
                         tname, user, client, value, t),
                     "no_throttle": lambda: oracle.record_no_throttle(tname, user, client, value, t),
                     "unrecord": lambda: oracle.unrecord(tname, user, client, value, t),
                     "measure": lambda: oracle.measured_rate(tname, user, client, t),
+                    "request_time": lambda: oracle.record_request_time(user, client, nanos, t),
+                    "network_time": lambda: oracle.record_network_thread_time(user, client, nanos,
+                                                                              t),
+                    "exempt": lambda: oracle.record_exempt_request_time(nanos, t),
+                    "mutations": lambda: oracle.record_controller_mutations(
+                        user, client, mutations, t),
+                    "mutations_strict": lambda: oracle.record_controller_mutations(
+                        user, client, mutations, t, strict=True),
+                    "tokens": lambda: oracle.controller_mutation_tokens(user, client, t),
                 }
-                got, want = k_calls[kind](), o_calls[kind]()
-                if kind == "record":
-                    assert type(got) is int, where
-                    assert got == want, where
+                got, want = _outcome(k_calls[kind], kq), _outcome(o_calls[kind], kq)
+                if kind in ("record", "request_time", "mutations", "mutations_strict"):
+                    assert type(got) in (int, tuple), where
+                    assert got == want, (where, got, want)
                 elif kind == "measure":
                     assert _same_float(got, want), (where, got, want)
+                elif kind == "tokens":
+                    assert got == want, (where, got, want)  # same refills: bit-identical
                 else:
-                    assert got is None, where
+                    assert got is None and want is None, where
 
             # after every step: tags and limits everywhere, one measured rate
             for tname in TYPES:
@@ -152,5 +204,12 @@ def test_kquota_matches_oracle(config, program, start):
             assert _same_float(got, want), (where, probe, got, want)
             assert _same_float(qm.max_value_in_quota_window(qtype[ptname], puser, pclient),
                                oracle.max_value_in_quota_window(ptname, puser, pclient)), where
+            if ptname == "CONTROLLER_MUTATION":
+                got = qm.controller_mutation_tokens(puser, pclient, now_ms=t)
+                want = oracle.controller_mutation_tokens(puser, pclient, t)
+                assert got == want, (where, probe, got, want)
+            if ptname == "REQUEST":
+                got, want = qm.exempt_request_rate(now_ms=t), oracle.exempt_request_rate(t)
+                assert _same_float(got, want), (where, got, want)
     finally:
         qm.close()
