@@ -8,7 +8,7 @@ tokens), through named calls and handles, with times that sometimes go backwards
 import math
 import os
 
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from oracle import OracleQuotaManager, ThrottlingQuotaExceeded
@@ -18,13 +18,22 @@ CLIENTS = ["c1", "c2", ""]
 ABSENT = "absent"
 ENTITY_USERS = [ABSENT, None, "alice", "bob", "<default>", "c d"]  # None = <default> entity
 ENTITY_CLIENTS = [ABSENT, None, "c1", "c2"]
+# Requests come mostly from alice/c1 so that a configured quota is often the one that applies.
+users = st.one_of(st.just("alice"), st.sampled_from(USERS))
+clients = st.one_of(st.just("c1"), st.sampled_from(CLIENTS))
 KEYS = ["producer_byte_rate", "consumer_byte_rate", "request_percentage",
         "controller_mutation_rate"]
 TYPES = ["PRODUCE", "FETCH", "REQUEST", "CONTROLLER_MUTATION"]
-# Drawn integers 1..5000 become valid values of each key: fractional percentages up to the
-# default capacity (8 + 3 threads -> 1100 %) and fractional mutation rates 0.01..50 per second.
-SCALE = {"producer_byte_rate": lambda v: v, "consumer_byte_rate": lambda v: v,
-         "request_percentage": lambda v: v / 5, "controller_mutation_rate": lambda v: v / 100}
+# Valid values per key: whole byte rates; percentages up to the default capacity (8 + 3 threads
+# -> 1100 %) and mutation rates, both sometimes small and fractional so that throttles and strict
+# rejections are common.
+VALUES = {
+    "producer_byte_rate": st.integers(1, 5000),
+    "consumer_byte_rate": st.integers(1, 5000),
+    "request_percentage": st.one_of(st.integers(1, 1100), st.integers(1, 500).map(lambda v: v / 100)),
+    "controller_mutation_rate": st.one_of(st.integers(1, 50),
+                                          st.integers(1, 500).map(lambda v: v / 100)),
+}
 
 
 def _entity(pair):
@@ -37,28 +46,27 @@ def _entity(pair):
     return mapping
 
 
-entities = st.tuples(st.sampled_from(ENTITY_USERS), st.sampled_from(ENTITY_CLIENTS)).filter(
+entities = st.tuples(st.one_of(st.sampled_from([None, "alice"]), st.sampled_from(ENTITY_USERS)),
+                     st.sampled_from(ENTITY_CLIENTS)).filter(
     lambda p: p != (ABSENT, ABSENT))
-ops = st.dictionaries(st.sampled_from(KEYS),
-                      st.one_of(st.integers(1, 5000), st.integers(1, 5000), st.none()),
-                      min_size=1, max_size=2).map(
-    lambda d: {k: (None if v is None else SCALE[k](v)) for k, v in d.items()})
+ops = st.lists(st.one_of(*[st.tuples(st.just(k), st.one_of(v, v, st.none())) for k, v in VALUES.items()]),
+               min_size=1, max_size=2, unique_by=lambda kv: kv[0]).map(dict)
 alter_steps = st.tuples(
     st.just("alter"),
     st.lists(st.tuples(entities, ops), min_size=1, max_size=3, unique_by=lambda e: e[0]),
     st.sampled_from([False] * 9 + [True]),  # validate_only
 )
 time_steps = st.one_of(
-    st.integers(0, 300), st.integers(0, 3000), st.integers(0, 3000), st.integers(3000, 40_000),
-    st.integers(-800, -1),
+    st.just(0), st.integers(0, 300), st.integers(0, 300), st.integers(0, 3000),
+    st.integers(0, 3000), st.integers(3000, 40_000), st.integers(-800, -1),
 )
 request_steps = st.tuples(
     st.sampled_from(["record", "record", "record", "no_throttle", "unrecord", "measure",
                      "request_time", "request_time", "network_time", "exempt",
                      "mutations", "mutations", "mutations_strict", "mutations_strict", "tokens"]),
     st.sampled_from(TYPES),
-    st.sampled_from(USERS),
-    st.sampled_from(CLIENTS),
+    users,
+    clients,
     # Mostly whole bytes; sometimes fractional values, whose double sums depend on Kafka's
     # slot order (the kernel's exact-integer fast path must not apply to them).
     st.one_of(st.integers(0, 20_000), st.integers(0, 20_000),
@@ -67,8 +75,12 @@ request_steps = st.tuples(
     st.booleans(),  # through a handle
     st.tuples(st.sampled_from(TYPES), st.sampled_from(USERS), st.sampled_from(CLIENTS)),  # probe
 )
-steps = st.lists(st.one_of(request_steps, request_steps, request_steps, alter_steps),
-                 min_size=1, max_size=40)
+# Usually some quotas first (else most programs would record against nothing), not always.
+steps = st.tuples(
+    st.one_of(alter_steps.map(lambda a: [a]), alter_steps.map(lambda a: [a]), st.just([])),
+    st.lists(st.integers(0, 5).flatmap(lambda i: alter_steps if i == 0 else request_steps),
+             min_size=4, max_size=40),
+).map(lambda p: p[0] + p[1])
 configs = st.fixed_dictionaries(
     {"window_num": st.integers(1, 12), "window_size_seconds": st.integers(1, 3)},
     optional={"producer_default": st.integers(1, 5000), "consumer_default": st.integers(1, 5000)},
@@ -122,8 +134,8 @@ def test_kquota_matches_oracle(config, program, start):
                 t = max(0, t + dt)
                 where = f"step {i}: {step!r} at t={t}"
                 qt = qtype[tname]
-                nanos = value * 2500  # up to 50 ms of thread time
-                mutations = value / 100
+                nanos = value * 10_000  # up to 200 ms of thread time
+                mutations = value / 10
                 if via_handle:
                     h = handles.get((user, client))
                     if h is None:
@@ -179,6 +191,10 @@ def test_kquota_matches_oracle(config, program, start):
                 if kind in ("record", "request_time", "mutations", "mutations_strict"):
                     assert type(got) in (int, tuple), where
                     assert got == want, (where, got, want)
+                    if isinstance(got, tuple):
+                        event(f"{kind}: strict rejection")
+                    elif got > 0:
+                        event(f"{kind} {tname if kind == 'record' else ''}: throttled")
                 elif kind == "measure":
                     assert _same_float(got, want), (where, got, want)
                 elif kind == "tokens":
