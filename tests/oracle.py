@@ -218,6 +218,10 @@ class _TokenBucket:
         self.last = t
         return self.tokens
 
+    def fill(self, t):
+        self.tokens = math.inf
+        self.last = t
+
     def record(self, quota, burst, value, t):
         self.refill(quota, burst, t)
         self.tokens = min(burst, self.tokens - value)
@@ -252,7 +256,18 @@ class OracleQuotaManager:
         num_network_threads=3,
         producer_default=None,
         consumer_default=None,
+        metrics_num_samples=2,
+        metrics_sample_window_ms=30_000,
+        controller_window_num=11,
+        controller_window_size_seconds=1,
     ):
+        # Kafka's quota-less Rates (mutation-rate, exempt-request-time) use the broker's Metrics
+        # config (metrics.num.samples x metrics.sample.window.ms); controller mutations have
+        # their own quota window (controller.quota.window.*), which sizes the bucket's burst.
+        self.metrics_num_samples = metrics_num_samples
+        self.metrics_window_ms = metrics_sample_window_ms
+        self.controller_window_num = controller_window_num
+        self.controller_window_size_seconds = controller_window_size_seconds
         self.window_num = window_num
         self.window_size_seconds = window_size_seconds
         self.window_ms = window_size_seconds * 1000
@@ -377,6 +392,8 @@ class OracleQuotaManager:
         limit = self.quota_limit(quota_type, user, client_id)
         if limit is None:
             return math.inf
+        if _type_name(quota_type) == "CONTROLLER_MUTATION":
+            return limit * (self.controller_window_num - 1) * self.controller_window_size_seconds
         return limit * (self.window_num - 1) * self.window_size_seconds
 
     # ---------------------------------------------------------------- per request
@@ -385,13 +402,16 @@ class OracleQuotaManager:
         key = (qtype,) + tags
         sensor = self._sensors.get(key)
         if sensor is None and create:
-            cls = _MutationSensor if qtype == "CONTROLLER_MUTATION" else _RateSensor
-            sensor = self._sensors[key] = cls(self.window_num, self.window_ms)
+            if qtype == "CONTROLLER_MUTATION":
+                sensor = _MutationSensor(self.metrics_num_samples, self.metrics_window_ms)
+            else:
+                sensor = _RateSensor(self.window_num, self.window_ms)
+            self._sensors[key] = sensor
         return sensor
 
     def _burst(self, quota):
-        """``TokenBucket.burst``: samples * window seconds * quota."""
-        return self.window_num * (self.window_ms / 1000.0) * quota
+        """``TokenBucket.burst``: samples * window seconds * quota (controller window)."""
+        return self.controller_window_num * (self.controller_window_size_seconds * 1000 / 1000.0) * quota
 
     def _record(self, quota_type, user, client_id, value, now_ms, check):
         """``check``: None (record only), "throttle" (the type's recordAndGetThrottleTimeMs),
@@ -418,7 +438,10 @@ class OracleQuotaManager:
         return throttle
 
     def _record_mutation(self, sensor, limit, value, t, check):
-        if limit is None:  # kquota: the bucket is untouched without a quota; the rate records
+        if limit is None:
+            # Kafka runs the bucket with bound Long.MAX_VALUE: any use fills it (practically)
+            # without end, so a limit set later finds it full.
+            sensor.bucket.fill(t)
             sensor.record(value, t)
             return 0
         bucket, burst = sensor.bucket, self._burst(limit)
@@ -468,7 +491,7 @@ class OracleQuotaManager:
         if self._bits["REQUEST"] == 0:  # maybeRecordExempt: only while quotas are enabled
             return
         if self._exempt is None:
-            self._exempt = _RateSensor(self.window_num, self.window_ms)
+            self._exempt = _RateSensor(self.metrics_num_samples, self.metrics_window_ms)
         self._exempt.record(nanos * NANOS_TO_PERCENT, self._exempt.clamp(now_ms))
 
     def exempt_request_rate(self, now_ms):
@@ -489,7 +512,10 @@ class OracleQuotaManager:
         tags = self._tags(qtype, user, client_id)
         sensor = self._sensor(qtype, tags, create=False)
         limit = self._limit_for_tags(qtype, tags)
-        if sensor is None or limit is None:
+        if sensor is None:
+            return None
+        if limit is None:  # reading the metric is a use of Kafka's unbounded bucket
+            sensor.bucket.fill(sensor.clamp(now_ms))
             return None
         return sensor.bucket.refill(limit, self._burst(limit), sensor.clamp(now_ms))
 

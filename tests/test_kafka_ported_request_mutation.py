@@ -158,9 +158,9 @@ def test_exempt_request_time(impl, mk):
 
 
 def _token_bucket(mk):
-    """Rate 5/s, 10 samples of 2 s: burst 100. A first zero record creates the sensor (kquota
+    """Rate 5/s, a controller window of 10 samples of 2 s: burst 100. A first zero record creates the sensor (kquota
     reports tokens only for existing sensors)."""
-    qm = mk(window_num=10, window_size_seconds=2)
+    qm = mk(controller_window_num=10, controller_window_size_seconds=2)
     qm.alter_client_quotas([({"user": ANON}, {"controller_mutation_rate": 5})])
     return qm
 
@@ -203,9 +203,9 @@ def test_token_bucket_unrecord(impl, mk):
 
 
 def _mutation_manager(mk, rate=10):
-    """``new ClientQuotaManagerConfig(10, 1)``: 10 samples of 1 s; quota on (ANONYMOUS,
-    test-client)."""
-    qm = mk(window_num=10, window_size_seconds=1)
+    """``new ClientQuotaManagerConfig(10, 1)``: 10 samples of 1 s (a broker builds this manager's
+    config from ``controller.quota.window.*``); quota on (ANONYMOUS, test-client)."""
+    qm = mk(controller_window_num=10, controller_window_size_seconds=1)
     qm.alter_client_quotas([({"user": ANON, "client-id": CLIENT},
                              {"controller_mutation_rate": rate})])
     return qm

@@ -3,8 +3,7 @@
 One case per rule of shared/spec/semantics.md and docs/semantics-notes.md ("Controller-mutation
 quotas"). Cases that only use the public per-request API run against both the kquota kernel and
 the pure-Python oracle (tests/oracle.py); validation, error and sensor-count cases are
-kquota-only. Cases marked xfail(strict=True) pin a Kafka behaviour the kernel does not reproduce
-yet (see their reasons).
+kquota-only.
 """
 
 import math
@@ -17,13 +16,34 @@ U, C = "alice", "c1"
 KEY = "controller_mutation_rate"
 
 
+def one_window(kwargs):
+    """These rule tests measure every stat over the quota window, so their numbers read
+    directly: Kafka's separate windows (the quota-less rates over the broker's metrics window of
+    2 x 30 s, the bucket's burst over controller.quota.window.*) default to the quota window here
+    unless a test sets them. The test named ..._as_kafka_does checks Kafka's defaults."""
+    wn, ws = kwargs.get("window_num", 11), kwargs.get("window_size_seconds", 1)
+    kwargs.setdefault("metrics_num_samples", wn)
+    kwargs.setdefault("metrics_sample_window_ms", ws * 1000)
+    kwargs.setdefault("controller_window_num", wn)
+    kwargs.setdefault("controller_window_size_seconds", ws)
+    return kwargs
+
+
+@pytest.fixture
+def qm(kq):
+    """A kquota.QuotaManager with default settings except one window for every stat."""
+    m = kq.QuotaManager(**one_window({}))
+    yield m
+    m.close()
+
+
 @pytest.fixture
 def mk(impl):
     """Factory of managers of the implementation under test (closed at teardown)."""
     made = []
 
     def factory(**kwargs):
-        qm = impl.make(**kwargs)
+        qm = impl.make(**one_window(kwargs))
         made.append(qm)
         return qm
 
@@ -316,11 +336,6 @@ def test_level_change_uses_a_new_full_bucket(impl, mk):
     assert qm.record_controller_mutations(U, C, 11, now_ms=0) == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Kafka's ClientQuotaManager.quotaLimit maps 'no quota' to Long.MaxValue and "
-    "getQuotaMetricConfig always sets Quota(bound), so the TokenBucket keeps refilling "
-    "(at ~9.2e18/s) while the limit is removed; after a record during that period a re-added "
-    "limit finds a full bucket. kquota leaves the bucket untouched and keeps the old debt."))
 def test_a_record_while_unlimited_refills_the_bucket_as_kafka_does(kq, qm):
     _quota(qm, 1)
     assert qm.record_controller_mutations(U, C, 16, now_ms=0) == 5000  # -5
@@ -332,10 +347,6 @@ def test_a_record_while_unlimited_refills_the_bucket_as_kafka_does(kq, qm):
     assert qm.controller_mutation_tokens(U, C, now_ms=1000) == 10.0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "TokenBucket::new() stores last_update_ms = 0 and update() refills from max(now, last): "
-    "on a clock before 0 the first use stores last = 0, so the bucket does not refill until the "
-    "clock passes 0 (Kafka's refill is tokens + Q * (now - last) / 1000 from the last update)."))
 def test_bucket_refills_on_a_negative_clock(kq, qm):
     _quota(qm, 2)  # burst 22
     assert qm.record_controller_mutations(U, C, 30, now_ms=-100_000) == 4000  # -8
@@ -520,13 +531,8 @@ def test_now_ms_none_reads_the_kernel_clock(kq, qm):
     assert 100.0 <= tokens <= 110.0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Kafka's mutation-rate Rate is added without a MetricConfig "
-    "(ControllerMutationQuotaManager.registerQuotaMetrics: sensor.add(clientRateMetricName, new "
-    "Rate)), so it uses the sensor's config, i.e. the broker Metrics default (Server."
-    "buildMetricsConfig: metrics.num.samples=2, metrics.sample.window.ms=30000), not the quota "
-    "window; kquota measures it over the quota window (11 x 1 s)."))
-def test_mutation_rate_uses_the_broker_metrics_window_as_kafka_does(kq, qm):
+def test_mutation_rate_uses_the_broker_metrics_window_as_kafka_does(kq, make_qm):
+    qm = make_qm()
     qm.alter_client_quotas([({"user": U}, {KEY: 2})])
     qm.record_controller_mutations(U, C, 30, now_ms=0)
     # Kafka: W = max(E, (2 - 1) * 30 s) = 30 s -> 30 / 30 = 1.0 per second (kquota: 3.0)
