@@ -29,12 +29,17 @@ class ConfigCommandError(KQuotaError):
     """A command line that names no valid operation (one-line message, exit status 1)."""
 
 
+#: Stands for ``--entity-default`` in the list of names (Kafka uses an empty name; kquota
+#: rejects an empty ``--entity-name`` as it rejects empty names everywhere).
+_DEFAULT_MARK = "\x00default"
+
+
 class _EntityName(argparse.Action):
     """--entity-name / --entity-default append, in command-line order, to one list."""
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Optional[str] = None) -> None:
         names = list(getattr(namespace, "entity_names", None) or [])
-        names.append("" if option_string == "--entity-default" else values)
+        names.append(_DEFAULT_MARK if option_string == "--entity-default" else values)
         namespace.entity_names = names
 
 
@@ -71,7 +76,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def _entity_spec(args: argparse.Namespace) -> list[tuple[str, Optional[str]]]:
-    """[(entity key, name or '' for <default> or None for 'any')] in user, client order."""
+    """[(entity key, name, or _DEFAULT_MARK, or None for 'any')] in user, client order."""
     types = list(args.entity_type)
     names = list(args.entity_names)
     short = bool(args.user is not None or args.user_defaults or args.client is not None or args.client_defaults)
@@ -84,10 +89,10 @@ def _entity_spec(args: argparse.Namespace) -> list[tuple[str, Optional[str]]]:
             raise ConfigCommandError("--client and --client-defaults are mutually exclusive")
         if args.user is not None or args.user_defaults:
             types.append("users")
-            names.append("" if args.user_defaults else args.user)
+            names.append(_DEFAULT_MARK if args.user_defaults else args.user)
         if args.client is not None or args.client_defaults:
             types.append("clients")
-            names.append("" if args.client_defaults else args.client)
+            names.append(_DEFAULT_MARK if args.client_defaults else args.client)
     if len(types) > 2 or len(set(types)) != len(types):
         raise ConfigCommandError("--entity-type may be given at most twice: once users, once clients")
     if len(names) > len(types):
@@ -97,6 +102,8 @@ def _entity_spec(args: argparse.Namespace) -> list[tuple[str, Optional[str]]]:
         types.reverse()
         if len(names) == 2:
             names.reverse()
+    if "" in names:
+        raise QuotaConfigError("an entity name is empty (use --entity-default for the <default> entity)")
     spec: list[tuple[str, Optional[str]]] = []
     for i, t in enumerate(types):
         spec.append((_TYPES[t], names[i] if i < len(names) else None))
@@ -108,7 +115,7 @@ def _entity(spec: list[tuple[str, Optional[str]]]) -> ClientQuotaEntity:
         raise ConfigCommandError(
             "--alter needs --entity-name or --entity-default with each --entity-type (or --quota-file)"
         )
-    return ClientQuotaEntity({key: (name or None) for key, name in spec})
+    return ClientQuotaEntity({key: None if name == _DEFAULT_MARK else name for key, name in spec})
 
 
 def _number(key: str, text: str) -> float:
@@ -200,7 +207,7 @@ def _matches(entity: ClientQuotaEntity, spec: list[tuple[str, Optional[str]]]) -
         return True
     if set(entity) != {key for key, _ in spec}:
         return False
-    return all(name is None or entity[key] == (name or None) for key, name in spec)
+    return all(name is None or entity[key] == (None if name == _DEFAULT_MARK else name) for key, name in spec)
 
 
 # ---------------------------------------------------------------------------- run
