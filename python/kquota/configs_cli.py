@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import re
 import sys
 from typing import Any, Optional
@@ -249,6 +250,10 @@ def run(args: argparse.Namespace) -> int:
     from kquota.config_file import quota_config_document
     from kquota.stores import open_store
 
+    # kazoo logs every failed connection attempt; the command reports one line instead.
+    kazoo_log = logging.getLogger("kazoo")
+    kazoo_log.addHandler(logging.NullHandler())
+    kazoo_log.propagate = False
     if args.describe:
         if args.add_config is not None or args.delete_config is not None or args.quota_file is not None:
             raise ConfigCommandError("--add-config, --delete-config and --quota-file need --alter")
