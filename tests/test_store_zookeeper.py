@@ -278,3 +278,16 @@ def test_kill_9_mid_alter_leaves_old_or_new_state(zk):
         assert state == old or state == new, f"mixed state after a kill at {delay} s: {len(state)} entities"
         if state == new:
             break
+
+
+def test_old_change_notifications_are_purged(zk, monkeypatch):
+    from kquota.stores import zookeeper as zkmod
+
+    for i in range(5):
+        zk.alter([({"user": f"u{i}"}, {"producer_byte_rate": 1})])
+    assert len(notifications(zk)[0]) == 5  # young: kept
+    monkeypatch.setattr(zkmod, "CHANGE_EXPIRATION_MS", -60_000)  # everything counts as expired
+    zk._next_purge = 0.0
+    zk.alter([({"user": "last"}, {"producer_byte_rate": 1})])
+    assert notifications(zk)[0] == []
+    assert len(zk.describe()) == 6

@@ -47,7 +47,7 @@ CHANGE_PREFIX = "config_change_"
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 #: Below ZooKeeper's default ``jute.maxbuffer`` (0xfffff bytes) with room for the framing.
 MAX_TRANSACTION_BYTES = 1_000_000
-_OP_OVERHEAD = 48  # bytes per op on the wire besides its path and data (header, ACL, flags)
+_OP_OVERHEAD = 64  # bytes per op besides its path and data (multi header, ACL, flags; ~52 for a create)
 _RETRIES = 20
 
 
@@ -150,6 +150,8 @@ class ZooKeeperConfigStore(ConfigStore):
             raise ConfigStoreError(f"cannot reach ZooKeeper store {self.url}: {reason} within {timeout:g} s") from None
         self._closed = False
         self._lock = threading.Lock()
+        self._ensured = False
+        self._next_purge = 0.0
 
     # ------------------------------------------------------------------ paths
 
@@ -260,19 +262,20 @@ class ZooKeeperConfigStore(ConfigStore):
         )
 
         conflicts = (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError)
+        # Cheap lower bound first (one node write and one notification per entity), so a hopeless
+        # alter is refused before reading thousands of nodes.
+        floor = sum(2 * len(self.node_path(e)) + 40 + 2 * _OP_OVERHEAD for e, _ in validated)
+        self._check_size(floor, len(validated))
         with self._lock:
             try:
-                for rel in ("", USERS, CLIENTS, "changes"):
-                    self._zk.ensure_path(self._p(rel))
                 for _attempt in range(_RETRIES):
+                    if not self._ensured:
+                        for rel in ("", USERS, CLIENTS, "changes"):
+                            self._zk.ensure_path(self._p(rel))
+                        self._ensured = True
                     ops = self._plan(validated)
                     size = sum(len(op[1].encode()) + len(op[2] or b"") + _OP_OVERHEAD for op in ops)
-                    if size > self.max_transaction_bytes:
-                        raise ConfigStoreError(
-                            f"store {self.url}: alter of {len(validated)} entities needs a {size}-byte transaction, "
-                            f"above the {self.max_transaction_bytes}-byte limit (ZooKeeper's jute.maxbuffer); "
-                            f"nothing was written: split it into smaller alters"
-                        )
+                    self._check_size(size, len(validated))
                     t = self._zk.transaction()
                     for kind, path, data, version in ops:
                         if kind == "create":
@@ -290,6 +293,7 @@ class ZooKeeperConfigStore(ConfigStore):
                               and not isinstance(r, (RolledBackError, RuntimeInconsistency))]
                     if not errors:
                         break
+                    self._ensured = False  # a conflict may be a removed /config: check it again
                     if not all(isinstance(r, conflicts) for r in errors):
                         raise self._fail("alter failed, nothing changed", errors[0])
                 else:
@@ -299,7 +303,17 @@ class ZooKeeperConfigStore(ConfigStore):
             except Exception as e:  # noqa: BLE001 - kazoo connection errors
                 raise self._fail("alter failed (if the connection dropped mid-commit it may or may not have "
                                  "been applied, never partly)", e) from None
-            self._purge_notifications()
+            if time.monotonic() >= self._next_purge:
+                self._next_purge = time.monotonic() + 60
+                self._purge_notifications()
+
+    def _check_size(self, size: int, entities: int) -> None:
+        if size > self.max_transaction_bytes:
+            raise ConfigStoreError(
+                f"store {self.url}: alter of {entities} entities needs a transaction of at least {size} bytes, "
+                f"above the {self.max_transaction_bytes}-byte limit (ZooKeeper's jute.maxbuffer); "
+                f"nothing was written: split it into smaller alters"
+            )
 
     def _plan(self, validated: list[tuple[ClientQuotaEntity, dict[str, Optional[float]]]]) -> list[tuple]:
         """Reads the touched nodes and returns the transaction's ops (kind, path, data, version)."""
