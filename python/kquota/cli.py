@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
+from kquota import configs_cli
+
 
 def _demo(args: argparse.Namespace) -> int:
     from kquota.demo import run_demo
@@ -22,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quota", type=int, default=1_000_000, help="producer quota in bytes/s")
     demo.add_argument("--simulated", action="store_true", help="simulated clock: instant and reproducible")
     demo.set_defaults(func=_demo)
+    configs_cli.add_parser(sub)
     return parser
 
 

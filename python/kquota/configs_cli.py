@@ -1,0 +1,290 @@
+"""``kquota configs``: kafka-configs syntax for client quotas in a :mod:`kquota.stores` store.
+
+    kquota configs --store sqlite:///q.db --alter --add-config 'producer_byte_rate=1024' \\
+        --entity-type users --entity-name alice
+    kquota configs --alter --delete-config producer_byte_rate --entity-type users --entity-default
+    kquota configs --describe [--entity-type users [--entity-name alice]] [--json]
+
+Entity names pair with entity types in order, as in Kafka's ``ConfigCommand``
+(``--entity-default`` counts as an empty name, i.e. ``<default>``). ``--describe --json`` prints
+the quota configuration file of ``shared/spec/pipeline.md``; ``--alter --quota-file FILE``
+feeds such a file back in. Errors print one line and exit with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+from typing import Any, Optional
+
+from kquota.entity import CLIENT_ID, USER, ClientQuotaEntity
+from kquota.exceptions import KQuotaError, QuotaConfigError
+
+_TYPES = {"users": USER, "clients": CLIENT_ID}
+
+
+class ConfigCommandError(KQuotaError):
+    """A command line that names no valid operation (one-line message, exit status 1)."""
+
+
+#: Stands for ``--entity-default`` in the list of names (Kafka uses an empty name; kquota
+#: rejects an empty ``--entity-name`` as it rejects empty names everywhere).
+_DEFAULT_MARK = "\x00default"
+
+
+class _EntityName(argparse.Action):
+    """--entity-name / --entity-default append, in command-line order, to one list."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Optional[str] = None) -> None:
+        names = list(getattr(namespace, "entity_names", None) or [])
+        names.append(_DEFAULT_MARK if option_string == "--entity-default" else values)
+        namespace.entity_names = names
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """Registers ``configs`` on the ``kquota`` command's subparsers."""
+    p = sub.add_parser(
+        "configs",
+        help="alter or describe client quotas in a configuration store (kafka-configs syntax)",
+        description="Alter or describe client quotas in a configuration store, with kafka-configs' options.",
+    )
+    op = p.add_mutually_exclusive_group(required=True)
+    op.add_argument("--alter", action="store_true", help="change quotas of one entity (or of a --quota-file)")
+    op.add_argument("--describe", action="store_true", help="list quotas (all entities unless narrowed)")
+    p.add_argument("--store", metavar="URL", help="sqlite:///path or zookeeper://host:port[/chroot] "
+                   "(default: $KQUOTA_STORE, else a file in ~/.local/share/kquota)")
+    p.add_argument("--entity-type", action="append", choices=sorted(_TYPES), default=[],
+                   help="users or clients; repeat for <user, client-id>")
+    p.add_argument("--entity-name", action=_EntityName, help="the name for the matching --entity-type")
+    p.add_argument("--entity-default", action=_EntityName, nargs=0, help="the <default> entity of the matching type")
+    p.add_argument("--user", help="short for --entity-type users --entity-name USER")
+    p.add_argument("--user-defaults", action="store_true", help="short for --entity-type users --entity-default")
+    p.add_argument("--client", help="short for --entity-type clients --entity-name CLIENT")
+    p.add_argument("--client-defaults", action="store_true", help="short for --entity-type clients --entity-default")
+    p.add_argument("--add-config", metavar="K=V,...", help="quotas to set, e.g. 'producer_byte_rate=1024'")
+    p.add_argument("--delete-config", metavar="K,...", help="quota keys to remove")
+    p.add_argument("--quota-file", metavar="FILE", help="with --alter: set every entry of a quota configuration "
+                   "file (the --describe --json format); '-' reads stdin")
+    p.add_argument("--json", action="store_true", help="machine-readable output (quota configuration file)")
+    p.set_defaults(func=run, entity_names=[])
+    return p
+
+
+# ---------------------------------------------------------------------------- parsing
+
+
+def _entity_spec(args: argparse.Namespace) -> list[tuple[str, Optional[str]]]:
+    """[(entity key, name, or _DEFAULT_MARK, or None for 'any')] in user, client order."""
+    types = list(args.entity_type)
+    names = list(args.entity_names)
+    short = bool(args.user is not None or args.user_defaults or args.client is not None or args.client_defaults)
+    if short:
+        if types or names:
+            raise ConfigCommandError("use either --entity-type/--entity-name or --user/--client, not both")
+        if args.user is not None and args.user_defaults:
+            raise ConfigCommandError("--user and --user-defaults are mutually exclusive")
+        if args.client is not None and args.client_defaults:
+            raise ConfigCommandError("--client and --client-defaults are mutually exclusive")
+        if args.user is not None or args.user_defaults:
+            types.append("users")
+            names.append(_DEFAULT_MARK if args.user_defaults else args.user)
+        if args.client is not None or args.client_defaults:
+            types.append("clients")
+            names.append(_DEFAULT_MARK if args.client_defaults else args.client)
+    if len(types) > 2 or len(set(types)) != len(types):
+        raise ConfigCommandError("--entity-type may be given at most twice: once users, once clients")
+    if len(names) > len(types):
+        raise ConfigCommandError("more --entity-name/--entity-default than --entity-type")
+    # As Kafka's ConfigCommand: `clients ... users` is reordered to user first, names with it.
+    if len(types) == 2 and types[0] == "clients":
+        types.reverse()
+        if len(names) == 2:
+            names.reverse()
+    if "" in names:
+        raise QuotaConfigError("an entity name is empty (use --entity-default for the <default> entity)")
+    spec: list[tuple[str, Optional[str]]] = []
+    for i, t in enumerate(types):
+        spec.append((_TYPES[t], names[i] if i < len(names) else None))
+    return spec
+
+
+def _entity(spec: list[tuple[str, Optional[str]]]) -> ClientQuotaEntity:
+    if not spec or any(name is None for _, name in spec):
+        raise ConfigCommandError(
+            "--alter needs --entity-name or --entity-default with each --entity-type (or --quota-file)"
+        )
+    return ClientQuotaEntity({key: None if name == _DEFAULT_MARK else name for key, name in spec})
+
+
+def _number(key: str, text: str) -> float:
+    text = text.strip()
+    if re.fullmatch(r"[+-]?\d+", text):
+        return int(text)  # type: ignore[return-value]  # ints stay exact up to 2^63
+    try:
+        return float(text)
+    except ValueError:
+        raise QuotaConfigError(f"invalid value {text!r} for {key}: not a number") from None
+
+
+def parse_add_config(text: str) -> dict[str, Any]:
+    """``'k=v,k2=v2'`` -> ``{k: number}`` (kafka-configs' --add-config syntax)."""
+    out: dict[str, Any] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise QuotaConfigError(f"invalid --add-config entry {item.strip()!r}: expected key=value")
+        if key in out:
+            raise QuotaConfigError(f"invalid --add-config: {key} is given twice")
+        out[key] = _number(key, value)
+    if not out:
+        raise QuotaConfigError("--add-config is empty")
+    return out
+
+
+def parse_delete_config(text: str) -> list[str]:
+    """``'k,k2'`` -> ``[k, k2]``."""
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    if not keys:
+        raise QuotaConfigError("--delete-config is empty")
+    return keys
+
+
+# ---------------------------------------------------------------------------- output
+
+
+def _show(name: Optional[str]) -> str:
+    if name is None:
+        return "<default>"
+    if name in ("<default>", "-", "") or name != name.strip() or any(c.isspace() for c in name):
+        return json.dumps(name)
+    return name
+
+
+def _fmt(value: float) -> str:
+    from kquota.stores.base import format_value
+
+    return format_value(value)
+
+
+def _ordered(config: dict[str, float]) -> dict[str, float]:
+    from kquota.manager import CONFIG_KEYS
+
+    return {k: config[k] for k in sorted(config, key=lambda k: (CONFIG_KEYS.index(k) if k in CONFIG_KEYS else 99, k))}
+
+
+def format_table(state: dict[ClientQuotaEntity, dict[str, float]]) -> str:
+    """Human table: USER, CLIENT-ID, CONFIGS (``-`` where the entity has no such part)."""
+    rows = [("USER", "CLIENT-ID", "CONFIGS")]
+    for entity, config in state.items():
+        rows.append((
+            _show(entity[USER]) if USER in entity else "-",
+            _show(entity[CLIENT_ID]) if CLIENT_ID in entity else "-",
+            ",".join(f"{k}={_fmt(v)}" for k, v in _ordered(config).items()),
+        ))
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    return "\n".join(f"{a:<{w0}}  {b:<{w1}}  {c}".rstrip() for a, b, c in rows)
+
+
+def _sort_key(item: tuple[ClientQuotaEntity, Any]) -> tuple:
+    e = item[0]
+
+    def part(key: str) -> tuple:
+        if key not in e:
+            return (0, "")
+        return (1, "") if e[key] is None else (2, e[key])
+
+    return (part(USER) == (0, ""), part(USER), part(CLIENT_ID))
+
+
+def _matches(entity: ClientQuotaEntity, spec: list[tuple[str, Optional[str]]]) -> bool:
+    if not spec:
+        return True
+    if set(entity) != {key for key, _ in spec}:
+        return False
+    return all(name is None or entity[key] == (None if name == _DEFAULT_MARK else name) for key, name in spec)
+
+
+# ---------------------------------------------------------------------------- run
+
+
+def _alter_entries(args: argparse.Namespace) -> list[tuple[ClientQuotaEntity, dict[str, Any]]]:
+    from kquota.config_file import load_quota_config, parse_quota_config
+
+    if args.quota_file is not None:
+        if args.add_config is not None or args.delete_config is not None or args.entity_type or args.entity_names \
+                or args.user is not None or args.client is not None or args.user_defaults or args.client_defaults:
+            raise ConfigCommandError("--quota-file takes no entity and no --add-config/--delete-config")
+        if args.quota_file == "-":
+            try:
+                doc = json.load(sys.stdin)
+            except json.JSONDecodeError as e:
+                raise QuotaConfigError(f"quota configuration <stdin> is not valid JSON: {e}") from None
+            entries = parse_quota_config(doc, source="<stdin>")
+        else:
+            entries = load_quota_config(args.quota_file)
+        return [(e, dict(c)) for e, c in entries]
+    entity = _entity(_entity_spec(args))
+    if args.add_config is None and args.delete_config is None:
+        raise ConfigCommandError("--alter needs --add-config and/or --delete-config (or --quota-file)")
+    ops: dict[str, Any] = parse_add_config(args.add_config) if args.add_config is not None else {}
+    if args.delete_config is not None:
+        deleted = parse_delete_config(args.delete_config)
+        both = sorted(set(deleted) & set(ops))
+        if both:
+            raise QuotaConfigError(
+                f"invalid entity config: {', '.join(both)} cannot be both added and deleted"
+            )
+        ops.update({k: None for k in deleted})
+    return [(entity, ops)]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs ``kquota configs``; returns the exit status (errors propagate as exceptions)."""
+    from kquota.config_file import quota_config_document
+    from kquota.stores import open_store
+
+    # kazoo logs every failed connection attempt; the command reports one line instead.
+    kazoo_log = logging.getLogger("kazoo")
+    kazoo_log.addHandler(logging.NullHandler())
+    kazoo_log.propagate = False
+    if args.describe:
+        if args.add_config is not None or args.delete_config is not None or args.quota_file is not None:
+            raise ConfigCommandError("--add-config, --delete-config and --quota-file need --alter")
+        spec = _entity_spec(args)
+        entries = None
+    else:
+        entries = _alter_entries(args)  # parsed and checked before the store is touched
+        spec = []
+    warnings: list[str] = []
+    store = open_store(args.store)
+    try:
+        if entries is not None:
+            store.alter(entries)
+            state = store.describe([e for e, _ in entries], on_error=lambda m, _e: warnings.append(m))
+            for m in warnings:
+                print(f"kquota configs: warning: {m}", file=sys.stderr)
+            if args.json:
+                altered = [(e, _ordered(state.get(e, {}))) for e, _ in entries]
+                print(json.dumps(quota_config_document(altered), indent=2))
+            else:
+                for entity, _ in entries:
+                    print(f"Completed updating config for {entity}.")
+            return 0
+        state = store.describe(on_error=lambda m, _e: warnings.append(m))
+    finally:
+        store.close()
+    for m in warnings:
+        print(f"kquota configs: warning: {m}", file=sys.stderr)
+    selected = sorted(((e, _ordered(c)) for e, c in state.items() if c and _matches(e, spec)), key=_sort_key)
+    if args.json:
+        print(json.dumps(quota_config_document(selected), indent=2))
+    elif selected:
+        print(format_table(dict(selected)))
+    return 0

@@ -1,0 +1,63 @@
+"""Entity paths in Kafka's ZooKeeper layout, shared by every store.
+
+An entity's path is what Kafka writes in a change notification's ``entity_path``:
+``users/<sanitized user>``, ``users/<sanitized user>/clients/<sanitized client-id>`` or
+``clients/<sanitized client-id>``, with ``<default>`` for the default entity. Sanitized names
+contain no ``/`` and a user literally named ``<default>`` is ``%3Cdefault%3E``, so a path names
+exactly one entity; the SQLite store uses it as its key too.
+"""
+
+from __future__ import annotations
+
+from kquota.entity import CLIENT_ID, USER, ClientQuotaEntity
+from kquota.stores.sanitize import desanitize, sanitize
+
+#: Kafka's ``ZooKeeperInternals.DEFAULT_STRING``.
+DEFAULT = "<default>"
+USERS = "users"
+CLIENTS = "clients"
+
+
+def _node(name: "str | None") -> str:
+    return DEFAULT if name is None else sanitize(name)
+
+
+def _name(node: str) -> "str | None":
+    if node == DEFAULT:
+        return None
+    if not node:
+        raise ValueError("empty entity name")
+    name = desanitize(node)
+    if not name:
+        raise ValueError("empty entity name")
+    return name
+
+
+def entity_path(entity: ClientQuotaEntity) -> str:
+    """``users/alice/clients/<default>``-style path with sanitized names."""
+    parts = []
+    if USER in entity:
+        parts += [USERS, _node(entity[USER])]
+    if CLIENT_ID in entity:
+        parts += [CLIENTS, _node(entity[CLIENT_ID])]
+    return "/".join(parts)
+
+
+def parse_entity_path(path: str) -> ClientQuotaEntity:
+    """The entity an ``entity_path`` names; ``ValueError`` if it is not a quota entity path."""
+    parts = path.split("/")
+    try:
+        if len(parts) == 2 and parts[0] == USERS:
+            return ClientQuotaEntity({USER: _name(parts[1])})
+        if len(parts) == 2 and parts[0] == CLIENTS:
+            return ClientQuotaEntity({CLIENT_ID: _name(parts[1])})
+        if len(parts) == 4 and parts[0] == USERS and parts[2] == CLIENTS:
+            return ClientQuotaEntity({USER: _name(parts[1]), CLIENT_ID: _name(parts[3])})
+    except ValueError as e:
+        raise ValueError(f"invalid quota entity path {path!r}: {e}") from None
+    raise ValueError(f"invalid quota entity path {path!r}: expected users/<u>, clients/<c> or users/<u>/clients/<c>")
+
+
+def is_quota_entity_path(path: str) -> bool:
+    """Whether a change notification's path is about a client quota entity (not a topic, broker, ...)."""
+    return path.startswith(USERS + "/") or path.startswith(CLIENTS + "/")

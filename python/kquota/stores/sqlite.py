@@ -1,0 +1,279 @@
+"""The embedded default store: one SQLite file (WAL), safe for several processes.
+
+Schema: ``quota(entity, key, value)`` keyed by the entity's Kafka-layout path
+(``users/alice/clients/<default>``), ``meta(key, value)`` holding the change sequence number
+``seq``, and ``changes(seq, entity)`` naming the entities each alter touched (``*`` when an
+alter touched more than ``FULL_RESYNC_ENTITIES`` entities: watchers then re-read everything).
+
+An alter is one ``BEGIN IMMEDIATE`` transaction (validate first, then write the values, bump
+``seq``, log the change), so a reader or a process killed mid-way sees the old or the new state,
+never a mix. Watchers poll ``seq`` (one indexed row read) and re-read only what changed.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from typing import Any, Iterable, Optional
+
+from kquota.entity import ClientQuotaEntity
+from kquota.stores.base import (
+    ChangeCallback,
+    ConfigStore,
+    ConfigStoreError,
+    ErrorCallback,
+    QuotaState,
+    StoreWatch,
+    log_error,
+    validate_alter,
+)
+from kquota.stores.layout import entity_path, parse_entity_path
+
+SCHEMA_VERSION = 1
+#: An alter touching more entities than this logs one "everything changed" row instead.
+FULL_RESYNC_ENTITIES = 256
+#: How many alters the change log keeps; a watcher further behind re-reads everything.
+KEEP_CHANGES = 1000
+#: How long a writer waits for another process's transaction (ms).
+BUSY_TIMEOUT_MS = 10_000
+_ALL = "*"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS quota (
+    entity TEXT NOT NULL, key TEXT NOT NULL, value REAL NOT NULL, PRIMARY KEY (entity, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS changes (seq INTEGER NOT NULL, entity TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS changes_seq ON changes (seq);
+INSERT OR IGNORE INTO meta VALUES ('schema', 1), ('seq', 0), ('pruned_through', 0);
+"""
+
+
+class SQLiteConfigStore(ConfigStore):
+    """Quota configuration in one SQLite file.
+
+    Args:
+        path: the database file (created with its tables if missing; its directory must exist).
+        poll_interval: how often a watch checks the sequence number, seconds.
+    """
+
+    def __init__(self, path: str, poll_interval: float = 0.05) -> None:
+        self.path = os.fspath(path)
+        # sqlite:///abs/path for an absolute path, sqlite://rel/path for a relative one.
+        self.url = "sqlite://" + self.path
+        self.poll_interval = float(poll_interval)
+        self._lock = threading.Lock()
+        self._conn: Optional[sqlite3.Connection] = self._connect()
+        try:
+            self._init_schema(self._conn)
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ connections
+
+    def _error(self, what: str, e: Exception) -> ConfigStoreError:
+        return ConfigStoreError(f"store {self.url}: {what}: {e}")
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as e:
+            raise self._error("cannot open the database file", e) from None
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise sqlite3.OperationalError(f"cannot switch to WAL journal mode (got {mode})")
+            # FULL: an acknowledged alter survives a power cut, not only a process crash.
+            conn.execute("PRAGMA synchronous = FULL")
+        except sqlite3.Error as e:
+            conn.close()
+            raise self._error("cannot open the database", e) from None
+        return conn
+
+    def _init_schema(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                # executescript() would commit first; one statement at a time keeps the lock.
+                for statement in filter(None, (part.strip() for part in _SCHEMA.split(";"))):
+                    conn.execute(statement)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            version = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()[0]
+        except sqlite3.Error as e:
+            raise self._error("not a kquota store (or unreadable)", e) from None
+        if version != SCHEMA_VERSION:
+            raise ConfigStoreError(f"store {self.url}: schema version {version}, this kquota reads {SCHEMA_VERSION}")
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise ConfigStoreError(f"store {self.url} is closed")
+        return self._conn
+
+    # ------------------------------------------------------------------ reads
+
+    def describe(
+        self,
+        entities: Optional[Iterable[ClientQuotaEntity]] = None,
+        on_error: Optional[ErrorCallback] = None,
+    ) -> QuotaState:
+        """Every configured entity, or only ``entities``; unreadable rows go to ``on_error``."""
+        with self._lock:
+            return _read_state(self._db(), self.url, entities, on_error or log_error)
+
+    def sequence(self) -> int:
+        """The current change sequence number (bumped by every alter)."""
+        with self._lock:
+            try:
+                return int(self._db().execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
+            except sqlite3.Error as e:
+                raise self._error("cannot read", e) from None
+
+    # ------------------------------------------------------------------ writes
+
+    def alter(self, entries: Iterable[Any]) -> None:
+        """Validates, then applies every entry in one ``BEGIN IMMEDIATE`` transaction."""
+        validated = validate_alter(entries)
+        with self._lock:
+            conn = self._db()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as e:
+                raise self._error("cannot start a write transaction", e) from None
+            try:
+                paths = []
+                for entity, ops in validated:
+                    path = entity_path(entity)
+                    paths.append(path)
+                    removed = [(path, k) for k, v in ops.items() if v is None]
+                    kept = [(path, k, v) for k, v in ops.items() if v is not None]
+                    if removed:
+                        conn.executemany("DELETE FROM quota WHERE entity = ? AND key = ?", removed)
+                    if kept:
+                        conn.executemany("INSERT OR REPLACE INTO quota (entity, key, value) VALUES (?, ?, ?)", kept)
+                seq = conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'seq' RETURNING value").fetchone()[0]
+                logged = [_ALL] if len(paths) > FULL_RESYNC_ENTITIES else paths
+                conn.executemany("INSERT INTO changes (seq, entity) VALUES (?, ?)", [(seq, p) for p in logged])
+                if seq > KEEP_CHANGES and seq % 64 == 0:
+                    horizon = seq - KEEP_CHANGES
+                    conn.execute("DELETE FROM changes WHERE seq <= ?", (horizon,))
+                    conn.execute("UPDATE meta SET value = ? WHERE key = 'pruned_through'", (horizon,))
+                conn.execute("COMMIT")
+            except BaseException as e:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                if isinstance(e, sqlite3.Error):
+                    raise self._error("alter failed, nothing changed", e) from None
+                raise
+
+    # ------------------------------------------------------------------ watch
+
+    def watch(self, on_change: ChangeCallback, on_error: Optional[ErrorCallback] = None) -> StoreWatch:
+        """Polls the sequence number every ``poll_interval`` s on a connection of its own."""
+        return _SQLiteWatch(self, on_change, on_error or log_error)
+
+    def close(self) -> None:
+        """Closes the connection; safe to call more than once."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+def _read_state(
+    conn: sqlite3.Connection,
+    url: str,
+    entities: Optional[Iterable[ClientQuotaEntity]],
+    on_error: ErrorCallback,
+) -> QuotaState:
+    try:
+        if entities is None:
+            rows = conn.execute("SELECT entity, key, value FROM quota ORDER BY entity, key").fetchall()
+        else:
+            wanted = sorted({entity_path(ClientQuotaEntity(e)) for e in entities})
+            rows = []
+            for i in range(0, len(wanted), 500):
+                chunk = wanted[i : i + 500]
+                rows += conn.execute(
+                    f"SELECT entity, key, value FROM quota WHERE entity IN ({','.join('?' * len(chunk))}) "
+                    "ORDER BY entity, key",
+                    chunk,
+                ).fetchall()
+    except sqlite3.Error as e:
+        raise ConfigStoreError(f"store {url}: cannot read: {e}") from None
+    out: QuotaState = {}
+    bad: set[str] = set()
+    for path, key, value in rows:
+        if path in bad:
+            continue
+        try:
+            entity = parse_entity_path(path)
+        except ValueError as e:
+            bad.add(path)
+            on_error(f"store {url}: skipping row {path!r}: {e}", None)
+            continue
+        out.setdefault(entity, {})[key] = float(value)
+    return out
+
+
+class _SQLiteWatch(StoreWatch):
+    def __init__(self, store: SQLiteConfigStore, on_change: ChangeCallback, on_error: ErrorCallback) -> None:
+        self._store = store
+        self._on_change = on_change
+        self._on_error = on_error
+        self._stop = threading.Event()
+        self._conn = store._connect()
+        self._seq = self._read_seq()
+        self._thread = threading.Thread(target=self._run, name=f"kquota-sqlite-watch:{store.path}", daemon=True)
+        self._thread.start()
+
+    def _read_seq(self) -> int:
+        return int(self._conn.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
+
+    def _poll(self) -> None:
+        seq = self._read_seq()
+        if seq == self._seq:
+            return
+        # One read transaction: the change rows and the horizon come from the same snapshot.
+        self._conn.execute("BEGIN")
+        try:
+            seq = self._read_seq()
+            pruned = self._conn.execute("SELECT value FROM meta WHERE key = 'pruned_through'").fetchone()[0]
+            paths = {r[0] for r in self._conn.execute("SELECT DISTINCT entity FROM changes WHERE seq > ?", (self._seq,))}
+        finally:
+            self._conn.execute("COMMIT")
+        behind = pruned > self._seq  # rows this watch has not seen were pruned
+        self._seq = seq
+        if behind or _ALL in paths:
+            self._on_change(None)
+            return
+        entities = set()
+        for path in paths:
+            try:
+                entities.add(parse_entity_path(path))
+            except ValueError as e:
+                self._on_error(f"store {self._store.url}: skipping change of {path!r}: {e}", None)
+        if entities:
+            self._on_change(frozenset(entities))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._store.poll_interval):
+            try:
+                self._poll()
+            except sqlite3.Error as e:
+                self._on_error(f"store {self._store.url}: watch cannot read: {e}", None)
+            except Exception as e:  # noqa: BLE001 - a watch thread must survive its callback's errors
+                self._on_error(f"store {self._store.url}: watch callback failed: {e!r}", None)
+        self._conn.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join()

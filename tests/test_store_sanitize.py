@@ -1,0 +1,73 @@
+"""Kafka's Sanitizer in Python, and entity paths in Kafka's ZooKeeper layout."""
+
+import pytest
+
+from kquota import ClientQuotaEntity
+from kquota.stores import desanitize, entity_path, parse_entity_path, sanitize
+
+
+@pytest.mark.parametrize(
+    "raw, node",
+    [
+        ("user1", "user1"),
+        ("alice.smith-x_y", "alice.smith-x_y"),
+        # Kafka's SanitizerTest principal: every special character percent-encoded.
+        ("CN=Some characters !@#$%&*()_-+=';:,/~",
+         "CN%3DSome%20characters%20%21%40%23%24%25%26%2A%28%29_-%2B%3D%27%3B%3A%2C%2F%7E"),
+        ("a b", "a%20b"),          # URLEncoder's '+' for a space becomes %20
+        ("a*b", "a%2Ab"),          # '*' is kept by URLEncoder, Kafka re-encodes it
+        ("<default>", "%3Cdefault%3E"),
+        ("User:CN=bob,O=x", "User%3ACN%3Dbob%2CO%3Dx"),
+        ("é€", "%C3%A9%E2%82%AC"),  # UTF-8 bytes, upper-case hex
+        ("a\udcffb", "a%3Fb"),     # a lone surrogate is '?', as Java's encoder writes it
+    ],
+)
+def test_sanitize_known_cases(raw, node):
+    assert sanitize(raw) == node
+    if "\udcff" not in raw:
+        assert desanitize(node) == raw
+
+
+def test_sanitized_names_are_node_safe():
+    # Kafka's SanitizerTest: only letters, digits, '.', '_', '-' and '%' remain.
+    import re
+
+    for cp in list(range(0, 0x250)) + [0x2603, 0x1F600]:
+        s = sanitize("x" + chr(cp))
+        assert re.fullmatch(r"[a-zA-Z0-9._\-%]+", s), (cp, s)
+        assert desanitize(s) == "x" + chr(cp)
+
+
+def test_desanitize_is_javas_url_decoder():
+    assert desanitize("a+b") == "a b"  # URLDecoder reads '+' as a space
+    assert desanitize("%e2%82%ac") == "€"  # lower-case hex accepted
+    assert desanitize("%FF") == "\ufffd"  # malformed UTF-8 becomes U+FFFD
+    for bad in ("%", "%4", "a%G1"):
+        with pytest.raises(ValueError):
+            desanitize(bad)
+
+
+@pytest.mark.parametrize(
+    "entity, path",
+    [
+        ({"user": "user1"}, "users/user1"),
+        ({"user": None}, "users/<default>"),
+        ({"user": "user2", "client-id": "clientA"}, "users/user2/clients/clientA"),
+        ({"user": None, "client-id": None}, "users/<default>/clients/<default>"),
+        ({"client-id": None}, "clients/<default>"),
+        ({"client-id": "clientA"}, "clients/clientA"),
+        ({"user": "<default>"}, "users/%3Cdefault%3E"),
+        ({"user": "a/b", "client-id": "c d"}, "users/a%2Fb/clients/c%20d"),
+    ],
+)
+def test_entity_paths_round_trip(entity, path):
+    e = ClientQuotaEntity(entity)
+    assert entity_path(e) == path
+    assert parse_entity_path(path) == e
+
+
+@pytest.mark.parametrize("path", ["users", "users/", "topics/t1", "users/a/clients", "users/a/topics/b",
+                                  "clients/a/users/b", "users/%4", "clients/"])
+def test_bad_entity_paths(path):
+    with pytest.raises(ValueError):
+        parse_entity_path(path)
