@@ -77,6 +77,10 @@ class QuotaManager(QuotaKernel):
             with no earlier answer to fall back on, through unthrottled; ``"closed"`` blocks it.
     """
 
+    def __new__(cls, *args: Any, callback_failure: str = "open", **kwargs: Any) -> "QuotaManager":
+        # The native constructor knows every argument but this Python-side one.
+        return super().__new__(cls, *args, **kwargs)
+
     def __init__(
         self,
         window_num: int = 11,
@@ -126,7 +130,9 @@ class QuotaManager(QuotaKernel):
                 try:
                     configure(dict(configs or {}))
                 except Exception as e:
-                    raise KQuotaError(f"{type(instance).__name__}.configure() failed: {e}") from e
+                    # A plugin's rejected config stays a QuotaConfigError (a ValueError).
+                    kind = type(e) if isinstance(e, (QuotaConfigError, QuotaValueError)) else KQuotaError
+                    raise kind(f"{type(instance).__name__}.configure() failed: {e}") from e
             adapter = _CallbackAdapter(instance, fail_closed=self._callback_failure == "closed")
         elif configs is not None:
             raise QuotaValueError("callback configs given without a callback")
