@@ -137,7 +137,8 @@ class PartitionProportionalCallback(ClientQuotaCallback):
                     used += 1
                     led += leader == cluster.broker_id
             shares[sanitize(user)] = 1.0 if used == 0 else max(led / used, self.min_share)
-        changed = shares != self.shares
+        # 1.0 is also the share of a user never computed, so it is no change from "unknown"
+        changed = any(shares.get(u, 1.0) != self.shares.get(u, 1.0) for u in {*shares, *self.shares})
         self.shares = shares
         return changed
 
