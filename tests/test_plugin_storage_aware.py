@@ -9,7 +9,7 @@ import pytest
 
 import kquota
 from kquota import ClientQuotaType as Q
-from kquota.plugins import StorageAwareCallback
+from kquota.plugins import PushingStorageAwareCallback, StorageAwareCallback
 
 BIG = 10_000_000
 GiB = 2**30
@@ -139,7 +139,8 @@ def test_background_thread_detects_low_disk_and_close_stops_it():
     assert h.record_and_get_throttle_time_ms(Q.PRODUCE, BIG, 0) == 0
     disk.free["/data/a"] = 0
     deadline = time.monotonic() + 30
-    while not cb.low_disk and time.monotonic() < deadline:
+    # the flag is raised after the state changed: once it is up, the next request resets
+    while not cb._produce_reset and time.monotonic() < deadline:
         time.sleep(0.01)
     assert cb.low_disk
     assert h.record_and_get_throttle_time_ms(Q.PRODUCE, BIG, 1) > 0
@@ -194,3 +195,62 @@ def test_required_configs(missing, message):
     del cfg[missing]
     with pytest.raises(kquota.QuotaConfigError, match=message):
         StorageAwareCallback().configure(cfg)
+
+
+# ---------------------------------------------------------------- pushing variant
+
+
+def test_pushing_variant_is_not_polled_and_pushes_flips():
+    disk = FakeDisk(a=50 * GiB)
+    qm = kquota.QuotaManager()
+    cb = PushingStorageAwareCallback()
+    signals = []
+
+    def signal(quota_type):
+        signals.append(quota_type)
+        qm.signal_quota_reset(quota_type)
+
+    qm.set_callback(cb, configs(disk, signal_reset=signal))
+    assert qm._adapter.polls_reset is False
+    h = qm.client("alice", "c")
+    assert h.record_and_get_throttle_time_ms(Q.PRODUCE, BIG, 0) == 0
+    disk.free["/data/a"] = 0
+    assert cb.check_now() is True
+    assert signals == [Q.PRODUCE]
+    assert h.record_and_get_throttle_time_ms(Q.PRODUCE, BIG, 1) > 0
+    assert cb.quota_reset_required(Q.PRODUCE) is False
+    disk.free["/data/a"] = 50 * GiB
+    assert cb.check_now() is True and len(signals) == 2
+    assert qm.quota_limit(Q.PRODUCE, "alice", "c") is None
+
+
+def test_pushing_variant_from_its_thread():
+    disk = FakeDisk(a=50 * GiB)
+    qm = kquota.QuotaManager()
+    cb = PushingStorageAwareCallback()
+    pushed = threading.Event()
+
+    def signal(quota_type):
+        qm.signal_quota_reset(quota_type)
+        pushed.set()
+
+    qm.set_callback(cb, configs(disk, check_interval_s=0.01, signal_reset=signal))
+    h = qm.client("alice", "c")
+    assert h.record_and_get_throttle_time_ms(Q.PRODUCE, BIG, 0) == 0
+    disk.free["/data/a"] = 0
+    assert pushed.wait(30)
+    assert h.record_and_get_throttle_time_ms(Q.PRODUCE, BIG, 1) > 0
+    thread = cb._thread
+    qm.close()
+    assert not thread.is_alive()
+
+
+@pytest.mark.parametrize("signal", [None, 5])
+def test_pushing_variant_needs_signal_reset(signal):
+    cfg = configs(FakeDisk(a=GiB))
+    if signal is not None:
+        cfg["signal_reset"] = signal
+    with pytest.raises(kquota.QuotaConfigError, match="'signal_reset' must be the manager's signal_quota_reset"):
+        PushingStorageAwareCallback().configure(cfg)
+    with pytest.raises(kquota.QuotaConfigError, match="unknown key"):
+        StorageAwareCallback().configure({**cfg, "signal_reset": print})

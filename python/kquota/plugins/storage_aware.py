@@ -19,6 +19,9 @@ How changes reach the kernel: a daemon thread (``kquota-storage-check``) checks 
 ``check_interval_s``; when the low/ok state flips it raises a flag that ``quota_reset_required``
 returns once for PRODUCE (the class overrides it, so the kernel polls it on each request: a flag
 read, the disk is never touched on the request path), and cached produce limits are read again.
+That poll is one Python call per request (about 4x a cached request, see
+``benches/results/callback.md``); :class:`PushingStorageAwareCallback` avoids it by calling
+``QuotaManager.signal_quota_reset`` (passed as ``"signal_reset"``) on a flip instead.
 ``check_now()`` runs a check synchronously (with ``check_interval_s`` 0 it is the only way).
 ``close()`` stops and joins the thread. A path that cannot be read during a check keeps its last
 state (logged on ``kquota.plugins.storage_aware``); at ``configure()`` it is a config error.
@@ -43,7 +46,7 @@ from kquota.exceptions import QuotaConfigError
 from kquota.plugins import _config
 from kquota.plugins._configured import ConfiguredQuotas, sanitize
 
-__all__ = ["EXCLUDED_TAG", "StorageAwareCallback"]
+__all__ = ["EXCLUDED_TAG", "PushingStorageAwareCallback", "StorageAwareCallback"]
 
 logger = logging.getLogger("kquota.plugins.storage_aware")
 
@@ -72,6 +75,10 @@ class StorageAwareCallback(ClientQuotaCallback):
         self._check_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self._signal: Optional[Callable[[ClientQuotaType], None]] = None
+
+    #: Whether flips are pushed through ``signal_reset`` instead of polled.
+    _pushes = False
 
     def configure(self, configs: Mapping[str, Any]) -> None:
         """Validates the configs, checks every path once, and starts the checker thread."""
@@ -80,9 +87,17 @@ class StorageAwareCallback(ClientQuotaCallback):
         _config.known_keys(
             configs,
             ("paths", "min_free_bytes", "min_free_ratio", "produce_floor", "check_interval_s",
-             "excluded_users", "disk_usage"),
+             "excluded_users", "disk_usage") + (("signal_reset",) if self._pushes else ()),
             where,
         )
+        if self._pushes:
+            signal = configs.get("signal_reset")
+            if not callable(signal):
+                raise QuotaConfigError(
+                    "storage-aware: 'signal_reset' must be the manager's signal_quota_reset "
+                    f"(a callable taking a quota type), got {type(signal).__name__}"
+                )
+            self._signal = signal
         if "paths" not in configs:
             raise QuotaConfigError("storage-aware: 'paths' is required (the log directories to watch)")
         paths = _config.names(configs["paths"], "storage-aware: 'paths'")
@@ -110,7 +125,7 @@ class StorageAwareCallback(ClientQuotaCallback):
             except Exception as e:
                 raise QuotaConfigError(f"storage-aware: cannot read disk usage of {path!r}: {e}") from None
         self._low = any(self.low_paths.values())
-        if self.check_interval_s > 0:
+        if self.check_interval_s > 0 and self._thread is None:
             self._thread = threading.Thread(target=self._run, name="kquota-storage-check", daemon=True)
             self._thread.start()
 
@@ -144,7 +159,10 @@ class StorageAwareCallback(ClientQuotaCallback):
             if low == self._low:
                 return False
             self._low = low
-            self._produce_reset = True
+            if self._signal is None:
+                self._produce_reset = True
+        if self._signal is not None:
+            self._signal(ClientQuotaType.PRODUCE)
         logger.warning(
             "storage-aware: free disk %s; produce %s",
             "below the threshold" if low else "back above the threshold",
@@ -194,3 +212,17 @@ class StorageAwareCallback(ClientQuotaCallback):
 
     def remove_quota(self, quota_type: ClientQuotaType, entity: ClientQuotaEntity) -> None:
         self.configured.remove(quota_type, entity)
+
+
+class PushingStorageAwareCallback(StorageAwareCallback):
+    """:class:`StorageAwareCallback` that pushes a flip to the manager instead of being polled.
+
+    It does not override ``quota_reset_required``, so cached requests cost what they cost without
+    a callback; the manager must exist first, so install it with ``set_callback``::
+
+        qm = kquota.QuotaManager()
+        qm.set_callback(PushingStorageAwareCallback(), {..., "signal_reset": qm.signal_quota_reset})
+    """
+
+    _pushes = True
+    quota_reset_required = ClientQuotaCallback.quota_reset_required
