@@ -174,3 +174,37 @@ def test_new_group_quotas_at_run_time_through_set_callback():
 def test_bad_configs_are_rejected_with_a_clear_message(configs, message):
     with pytest.raises(kquota.QuotaConfigError, match=message):
         kquota.QuotaManager(callback=QuotaGroupsCallback(), callback_configs=configs)
+
+
+# ---------------------------------------------------------------- non-members vs the built-in rules
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_USERS = ["u1", "u 2", None]  # None: <default>
+_CLIENTS = ["c1", "c2", None]
+_ENTITIES = (
+    [{"user": u} for u in _USERS]
+    + [{"client-id": c} for c in _CLIENTS]
+    + [{"user": u, "client-id": c} for u in _USERS for c in _CLIENTS]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(range(len(_ENTITIES))), st.one_of(st.none(), st.integers(1, 10_000))),
+        max_size=12,
+    )
+)
+def test_non_members_get_the_built_in_limit_whatever_is_configured(ops):
+    builtin = kquota.QuotaManager()
+    groups = manager({"groups": {"g": {"users": ["member"], "quotas": {"producer_byte_rate": 1}}}})
+    for index, value in ops:
+        entry = [(_ENTITIES[index], {"producer_byte_rate": value})]
+        builtin.alter_client_quotas(entry)
+        groups.alter_client_quotas(entry)
+        for user in ("u1", "u 2", "other"):
+            for client in ("c1", "c2", "other"):
+                assert groups.quota_limit(Q.PRODUCE, user, client) == builtin.quota_limit(Q.PRODUCE, user, client), (
+                    user, client, builtin.describe_client_quotas())
+    assert groups.quota_limit(Q.PRODUCE, "member", "c1") == 1.0
