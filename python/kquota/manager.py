@@ -136,7 +136,9 @@ class QuotaManager(QuotaKernel):
                 try:
                     configure(dict(configs or {}))
                 except Exception as e:
-                    raise KQuotaError(f"{type(instance).__name__}.configure() failed: {e}") from e
+                    # A plugin's rejected config stays a QuotaConfigError (a ValueError).
+                    kind = type(e) if isinstance(e, (QuotaConfigError, QuotaValueError)) else KQuotaError
+                    raise kind(f"{type(instance).__name__}.configure() failed: {e}") from e
             adapter = _CallbackAdapter(instance, fail_closed=self._callback_failure == "closed")
         elif configs is not None:
             raise QuotaValueError("callback configs given without a callback")
