@@ -126,12 +126,6 @@ def test_many_handles_of_one_principal_ask_the_limit_once():
     assert len(cb.limit_calls) == 1  # one tag set
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Rust bug: ClientHandle::refresh calls QuotaKernel::resolve directly instead of first "
-    "reading the kernel's metric-tag cache, so a handle asks the callback for tags again although a "
-    "named call (or another handle) already cached them for the same (type, principal, client-id)",
-)
 def test_named_and_handle_calls_share_the_cached_tags():
     cb = Counting()
     qm = kquota.QuotaManager(callback=cb)
@@ -162,12 +156,6 @@ def test_shared_tags_share_one_sensor_and_its_throttle():
     assert qm.client("b", "y").quota_limit(Q.PRODUCE) == 1000.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Rust binding bug: ClientHandle.quota_metric_tags returns the kernel's encoded tag pair "
-    "({'user': '\\x02[[\"group\",\"g\"]]', 'client-id': ''}) instead of the callback's own tag map; "
-    "QuotaManager.quota_metric_tags decodes it, the native handle cannot",
-)
 def test_handle_reports_the_callbacks_own_tags():
     qm = kquota.QuotaManager(callback=Counting())
     assert qm.client("a", "x").quota_metric_tags(Q.PRODUCE) == {"group": "g"}
@@ -415,12 +403,6 @@ def test_bad_tags_without_a_good_answer_fail_open_or_closed(bad, failure, expect
     assert qm.quota_metric_tags(Q.PRODUCE, "c", "x") == {"user": "c", "client-id": ""}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Rust binding bug: after a named record whose callback tags failed (nothing cached), "
-    "fast.rs calls QuotaKernel::resolution to fill its name cache, which resolves again and asks "
-    "the failing callback a second time, so one request counts two errors",
-)
 def test_a_failing_named_request_asks_the_callback_once():
     cb = Flaky()
     cb.bad_tags = RuntimeError("boom")

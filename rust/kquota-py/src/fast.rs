@@ -358,13 +358,10 @@ unsafe extern "C" fn named_record(
         {
             return r.map_err(to_py);
         }
-        let out = kernel
-            .record_and_get_throttle_time_ms(t, &user_s, &client_s, v, now)
-            .map_err(to_py)?;
-        if let Ok(Some((generation, sensor))) = kernel.resolution(t, &user_s, &client_s, now) {
-            this.names.put(py, user, client, t, generation, sensor);
-        }
-        Ok(out)
+        quota_core::check_record_value(v).map_err(to_py)?;
+        named_miss(py, this, user, client, t, &user_s, &client_s, now, |s| {
+            kernel.record_resolved(t, s, v, now)
+        })
     })
 }
 
@@ -461,13 +458,9 @@ unsafe extern "C" fn named_request(
         }) {
             return r.map_err(to_py);
         }
-        let out = kernel
-            .record_request_time(&user_s, &client_s, v, now)
-            .map_err(to_py)?;
-        if let Ok(Some((generation, sensor))) = kernel.resolution(t, &user_s, &client_s, now) {
-            this.names.put(py, user, client, t, generation, sensor);
-        }
-        Ok(out)
+        named_miss(py, this, user, client, t, &user_s, &client_s, now, |s| {
+            kernel.record_resolved(t, s, percent, now)
+        })
     })
 }
 
@@ -504,14 +497,39 @@ unsafe extern "C" fn named_mutations(
         }) {
             return r.map_err(to_py);
         }
-        let out = kernel.record_controller_mutations(&user_s, &client_s, v, now, strict);
-        // Cache the resolution even when a strict call was rejected: the next call is the same
-        // connection asking again.
-        if let Ok(Some((generation, sensor))) = kernel.resolution(t, &user_s, &client_s, now) {
-            this.names.put(py, user, client, t, generation, sensor);
-        }
-        out.map_err(to_py)
+        // The resolution is remembered even when a strict call is rejected: the next call is the
+        // same connection asking again.
+        named_miss(py, this, user, client, t, &user_s, &client_s, now, |s| {
+            kernel.record_resolved_mutations(s, v, now, strict)
+        })
     })
+}
+
+/// A named call the name cache could not answer: resolves once (from the kernel's metric-tag
+/// cache when current), records into that sensor, and remembers the resolution when it may be
+/// reused (a failed callback answer, stamped generation 0, is not).
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+unsafe fn named_miss(
+    py: Python<'_>,
+    this: &PyQuotaKernel,
+    user: *mut ffi::PyObject,
+    client: *mut ffi::PyObject,
+    t: quota_core::ClientQuotaType,
+    user_s: &str,
+    client_s: &str,
+    now: Option<i64>,
+    record: impl FnOnce(&quota_core::QuotaSensor) -> Result<i32, quota_core::QuotaError>,
+) -> PyResult<i32> {
+    let Some((generation, sensor)) = this.kernel.resolution(t, user_s, client_s, now).map_err(to_py)? else {
+        // No quota of this type exists: Kafka records nothing.
+        return Ok(0);
+    };
+    let out = record(&sensor);
+    if generation != 0 {
+        this.names.put(py, user, client, t, generation, sensor);
+    }
+    out.map_err(to_py)
 }
 
 /// Resolutions of recent named calls, keyed by the identity of the `user` and `client_id` str

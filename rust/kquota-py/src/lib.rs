@@ -452,10 +452,15 @@ impl PyClientHandle {
         quota_type: QuotaTypeArg,
     ) -> PyResult<Bound<'py, PyDict>> {
         let k = self.inner.kernel();
-        tags_dict(
-            py,
-            k.quota_metric_tags(quota_type.0, self.inner.user(), self.inner.client_id()),
-        )
+        let tags = k.quota_metric_tags(quota_type.0, self.inner.user(), self.inner.client_id());
+        if k.has_callback_hook() {
+            // A callback's own tag map, as `QuotaManager.quota_metric_tags` reports it.
+            let decoded = py
+                .import("kquota.callback")?
+                .call_method1("decode_tags", (tags.0, tags.1))?;
+            return Ok(decoded.cast_into::<PyDict>()?);
+        }
+        tags_dict(py, tags)
     }
 
     /// The limit that applies, or ``None`` when unlimited.

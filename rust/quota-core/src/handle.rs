@@ -80,7 +80,7 @@ impl ClientHandle {
 
     #[cold]
     fn refresh<R>(&self, t: ClientQuotaType, now: i64, f: impl FnOnce(&QuotaSensor) -> R) -> R {
-        let r = self.kernel.resolve(t, &self.user, &self.client_id, now);
+        let r = self.kernel.resolve_current(t, &self.user, &self.client_id, now);
         let slot = &self.slots[t.index()];
         let mut keep = self.keep.lock();
         if !keep.iter().any(|s| Arc::ptr_eq(s, &r.sensor)) {

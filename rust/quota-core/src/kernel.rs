@@ -185,7 +185,7 @@ pub(crate) enum Check {
     Strict,
 }
 
-pub(crate) fn check_record_value(value: f64) -> Result<(), QuotaError> {
+pub fn check_record_value(value: f64) -> Result<(), QuotaError> {
     if value.is_nan() || value.is_infinite() || value < 0.0 {
         return Err(QuotaError::InvalidValue(format!(
             "recorded value must be a finite number >= 0, got {value} (use unrecord to take a value back)"
@@ -446,6 +446,26 @@ impl QuotaKernel {
             rt.cache.pin().insert(raw, resolved.clone());
         }
         resolved
+    }
+
+    /// [`resolve`](Self::resolve), answered from the metric-tag cache while its entry is current
+    /// (so a callback is asked once per (type, principal, client-id), whichever path asks).
+    #[cold]
+    pub(crate) fn resolve_current(
+        &self,
+        t: ClientQuotaType,
+        user: &str,
+        client_id: &str,
+        now: i64,
+    ) -> Resolved {
+        let rt = &self.types[t.index()];
+        let generation = rt.tags_generation.load(Ordering::Acquire);
+        if let Some(r) = rt.cache.pin().get(&PairRef(user, client_id)) {
+            if r.tags_generation == generation {
+                return r.clone();
+            }
+        }
+        self.resolve(t, user, client_id, now)
     }
 
     /// The metric tags a request is recorded under now (callback-aware), without creating a
@@ -985,14 +1005,7 @@ impl QuotaKernel {
         if !self.enabled(t) {
             return Ok(None);
         }
-        let rt = &self.types[t.index()];
-        let generation = rt.tags_generation.load(Ordering::Acquire);
-        if let Some(r) = rt.cache.pin().get(&PairRef(user, client_id)) {
-            if r.tags_generation == generation {
-                return Ok(Some((generation, Arc::clone(&r.sensor))));
-            }
-        }
-        let r = self.resolve(t, user, client_id, now);
+        let r = self.resolve_current(t, user, client_id, now);
         Ok(Some((r.tags_generation, r.sensor)))
     }
 

@@ -22,7 +22,10 @@ pub use callback::{QuotaCallbackHook, FAILED_TAGS};
 pub use config::{EntityName, QuotaEntity};
 pub use error::QuotaError;
 pub use handle::ClientHandle;
-pub use kernel::{check_mutations, check_nanos, KernelConfig, QuotaChange, QuotaKernel, NANOS_TO_PERCENT};
+pub use kernel::{
+    check_mutations, check_nanos, check_record_value, KernelConfig, QuotaChange, QuotaKernel,
+    NANOS_TO_PERCENT,
+};
 pub use keys::QuotaSensor;
 pub use sensor::{throttle_time_ms, Measurement, RateSensor};
 pub use token_bucket::{mutation_throttle_time_ms, StrictTake, TokenBucket};

@@ -752,7 +752,14 @@ fn controller_window_sizes_the_burst_apart_from_the_quota_window() {
         .unwrap(),
     );
     set(&k, name("u"), None, M, Some(3.0));
-    assert_eq!(k.record_controller_mutations("u", "c", 30.0, Some(0), true).unwrap(), 0);
-    assert_eq!(k.controller_mutation_tokens("u", "c", Some(0)).unwrap(), Some(0.0));
+    assert_eq!(
+        k.record_controller_mutations("u", "c", 30.0, Some(0), true)
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        k.controller_mutation_tokens("u", "c", Some(0)).unwrap(),
+        Some(0.0)
+    );
     assert_eq!(k.max_value_in_quota_window(M, "u", "c"), 3.0 * 4.0 * 2.0);
 }
