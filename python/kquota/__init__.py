@@ -11,6 +11,7 @@ from kquota._kquota import ClientHandle, ClientQuotaType, __version__
 from kquota.entity import ClientQuotaEntity, KafkaPrincipal
 from kquota.exceptions import KQuotaError, QuotaConfigError, QuotaValueError, ThrottlingQuotaExceededError
 from kquota.manager import CONFIG_KEYS, QuotaManager
+from kquota.metrics import Metric
 
 __all__ = [
     "CONFIG_KEYS",
@@ -19,6 +20,7 @@ __all__ = [
     "ClientQuotaType",
     "KQuotaError",
     "KafkaPrincipal",
+    "Metric",
     "QuotaConfigError",
     "QuotaManager",
     "QuotaValueError",

@@ -13,6 +13,7 @@ use quota_core::{
 
 mod errors;
 mod fast;
+mod metrics;
 mod names;
 mod quota_type;
 
@@ -45,6 +46,21 @@ fn tags_dict<'py>(py: Python<'py>, tags: (String, String)) -> PyResult<Bound<'py
     Ok(d)
 }
 
+fn invalid(msg: String) -> PyErr {
+    to_py(quota_core::QuotaError::InvalidArgument(msg))
+}
+
+/// A lifecycle duration in seconds as whole ms: finite, at least 1 ms, at most about 100 years.
+fn lifecycle_arg(name: &str, seconds: f64) -> PyResult<i64> {
+    if seconds.is_finite() && (0.001..=3.2e9).contains(&seconds) {
+        Ok((seconds * 1000.0).round() as i64)
+    } else {
+        Err(invalid(format!(
+            "{name} must be a number of seconds from 0.001 to 3.2e9, got {seconds}"
+        )))
+    }
+}
+
 /// `(user_kind, user, client_kind, client, {key: value})` as `_describe` returns it.
 type DescribedEntity<'py> = (u8, String, u8, String, Bound<'py, PyDict>);
 
@@ -53,6 +69,8 @@ type DescribedEntity<'py> = (u8, String, u8, String, Bound<'py, PyDict>);
 pub struct PyQuotaKernel {
     kernel: Arc<CoreKernel>,
     names: fast::NameCache,
+    /// The background sensor-expiry thread (see `metrics.rs`).
+    expiry: std::sync::Mutex<Option<quota_core::ExpiryTask>>,
 }
 
 #[pymethods]
@@ -60,7 +78,8 @@ impl PyQuotaKernel {
     #[new]
     #[pyo3(signature = (
         window_num=11, window_size_seconds=1, num_io_threads=8, num_network_threads=3,
-        producer_default=None, consumer_default=None, callback=None, callback_configs=None
+        producer_default=None, consumer_default=None, callback=None, callback_configs=None,
+        sensor_expiry_seconds=3600.0, max_sensors=None, expiry_interval_seconds=Some(30.0)
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -72,6 +91,9 @@ impl PyQuotaKernel {
         consumer_default: Option<f64>,
         callback: Option<Bound<'_, PyAny>>,
         callback_configs: Option<Bound<'_, PyAny>>,
+        sensor_expiry_seconds: f64,
+        max_sensors: Option<i64>,
+        expiry_interval_seconds: Option<f64>,
     ) -> PyResult<Self> {
         // The plugin arguments are handled by the Python subclass.
         let _ = (callback, callback_configs);
@@ -90,11 +112,25 @@ impl PyQuotaKernel {
             num_network_threads: thread_count("num_network_threads", num_network_threads)?,
             producer_default,
             consumer_default,
+            sensor_expiry_ms: lifecycle_arg("sensor_expiry_seconds", sensor_expiry_seconds)?,
+            max_sensors: match max_sensors {
+                None => quota_core::expiry::DEFAULT_MAX_SENSORS,
+                Some(n) if n >= 1 => n as usize,
+                Some(n) => return Err(invalid(format!("max_sensors must be >= 1 or None, got {n}"))),
+            },
         };
-        Ok(PyQuotaKernel {
+        let interval = expiry_interval_seconds
+            .map(|s| lifecycle_arg("expiry_interval_seconds", s))
+            .transpose()?;
+        let kernel = PyQuotaKernel {
             kernel: Arc::new(CoreKernel::new(settings).map_err(to_py)?),
             names: fast::NameCache::default(),
-        })
+            expiry: std::sync::Mutex::new(None),
+        };
+        if let Some(ms) = interval {
+            metrics::start_expiry(&kernel, ms as f64 / 1000.0)?;
+        }
+        Ok(kernel)
     }
 
     /// ``quota.window.num``.
@@ -369,6 +405,7 @@ fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyClientHandle>()?;
     m.add("_noop", fast::noop_function(m)?)?;
     errors::register(m)?;
+    metrics::register(m)?;
     fast::install(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(

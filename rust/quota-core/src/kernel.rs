@@ -18,39 +18,12 @@ use crate::config::{
     validate_value, QuotaEntity, TypeConfig, CLIENT_ID_QUOTAS, USER_CLIENT_ID_QUOTAS, USER_QUOTAS,
 };
 use crate::error::QuotaError;
-use crate::keys::{shared_str, NamePair, PairRef, QuotaSensor, SensorEntry, Tags};
+use crate::keys::{shared_str, NamePair, PairRef, QuotaSensor, SensorEntry};
 use crate::sanitize::needs_escaping;
-use crate::sensor::{throttle_time_ms, RateSensor};
+use crate::sensor::throttle_time_ms;
 use crate::types::{ClientQuotaType, WindowSpec};
 
 type FastState = foldhash::fast::RandomState;
-
-/// The sensor registered under `(user, client_id)`, registering `make()` if there is none.
-///
-/// Only the first of several racing creators registers its sensor; the others adopt it. (An
-/// insert that replaced the entry would orphan a sensor already recorded into, losing those
-/// records: papaya's `HashSet::insert` replaces, hence a map with `try_insert`.)
-fn registered_sensor(
-    sensors: &papaya::HashMap<SensorEntry, (), FastState>,
-    user: &str,
-    client_id: &str,
-    make: impl FnOnce() -> QuotaSensor,
-) -> Arc<QuotaSensor> {
-    let sensors = sensors.pin();
-    let key = PairRef(user, client_id);
-    if let Some((s, ())) = sensors.get_key_value(&key) {
-        return Arc::clone(&s.0);
-    }
-    let fresh = Arc::new(make());
-    if sensors.try_insert(SensorEntry(Arc::clone(&fresh)), ()).is_ok() {
-        return fresh;
-    }
-    // Entries are never removed, so the one that won the race is still there.
-    let (s, ()) = sensors
-        .get_key_value(&key)
-        .expect("a racing creator registered it");
-    Arc::clone(&s.0)
-}
 
 /// The metric tags when they follow from the kind bits alone and need no sanitizing.
 #[inline]
@@ -87,8 +60,8 @@ pub(crate) struct TypeRuntime {
     kinds: AtomicU8,
     pub(crate) tags_generation: AtomicU64,
     limits_generation: AtomicU64,
-    sensors: papaya::HashMap<SensorEntry, (), FastState>,
-    cache: papaya::HashMap<NamePair, Resolved, FastState>,
+    pub(crate) sensors: papaya::HashMap<SensorEntry, (), FastState>,
+    pub(crate) cache: papaya::HashMap<NamePair, Resolved, FastState>,
 }
 
 impl TypeRuntime {
@@ -111,6 +84,10 @@ pub struct KernelConfig {
     pub num_network_threads: u32,
     pub producer_default: Option<f64>,
     pub consumer_default: Option<f64>,
+    /// Sensors unused for more than this are removed by [`QuotaKernel::expire_sensors`].
+    pub sensor_expiry_ms: i64,
+    /// Cap on live sensors per quota type; at the cap new tags share an overflow sensor.
+    pub max_sensors: usize,
 }
 
 impl Default for KernelConfig {
@@ -121,6 +98,8 @@ impl Default for KernelConfig {
             num_network_threads: 3,
             producer_default: None,
             consumer_default: None,
+            sensor_expiry_ms: crate::expiry::DEFAULT_SENSOR_EXPIRY_MS,
+            max_sensors: crate::expiry::DEFAULT_MAX_SENSORS,
         }
     }
 }
@@ -139,6 +118,7 @@ pub struct QuotaKernel {
     config: ArcSwap<ConfigSnapshot>,
     writer: Mutex<()>,
     pub(crate) types: [TypeRuntime; 4],
+    pub(crate) lifecycle: crate::expiry::Lifecycle,
 }
 
 /// What a record call should do after adding the value.
@@ -211,6 +191,7 @@ impl QuotaKernel {
                 "num_io_threads and num_network_threads must be >= 1".into(),
             ));
         }
+        crate::expiry::validate(settings.max_sensors, settings.sensor_expiry_ms)?;
         let types = [
             TypeConfig::with_static_default(settings.producer_default),
             TypeConfig::with_static_default(settings.consumer_default),
@@ -231,6 +212,7 @@ impl QuotaKernel {
             }),
             writer: Mutex::new(()),
             types: runtimes,
+            lifecycle: crate::expiry::Lifecycle::new(settings.max_sensors, settings.sensor_expiry_ms),
         })
     }
 
@@ -332,6 +314,26 @@ impl QuotaKernel {
             .collect()
     }
 
+    /// Makes every resolution of type `t` stale (after sensors were removed) and drops the
+    /// metric-tag cache entries that thereby became useless. Goes through the snapshot so the
+    /// snapshot and the published counter never disagree.
+    pub(crate) fn bump_tags_generation(&self, t: ClientQuotaType) {
+        let i = t.index();
+        {
+            let _w = self.writer.lock();
+            let mut next = (*self.config.load_full()).clone();
+            next.types[i].tags_generation += 1;
+            let generation = next.types[i].tags_generation;
+            self.config.store(Arc::new(next));
+            self.types[i].tags_generation.store(generation, Ordering::Release);
+        }
+        let generation = self.types[i].tags_generation.load(Ordering::Acquire);
+        self.types[i]
+            .cache
+            .pin()
+            .retain(|_, r| r.tags_generation == generation);
+    }
+
     // ---------------------------------------------------------------- resolution
 
     #[cold]
@@ -340,15 +342,13 @@ impl QuotaKernel {
         let snap = self.config.load();
         let cfg = &snap.types[t.index()];
         let tags = cfg.metric_tags(user, client_id);
-        let sensor = registered_sensor(&rt.sensors, &tags.user, &tags.client_id, || QuotaSensor {
-            tags: Tags::new(&tags.user, &tags.client_id),
-            rate: RateSensor::new(&self.settings.window, now),
-        });
+        let sensor = self.register_sensor(t, &rt.sensors, &tags.user, &tags.client_id, now);
         let resolved = Resolved {
             tags_generation: cfg.tags_generation,
             sensor,
         };
-        if direct_tags(cfg.kinds, user, client_id).is_none() {
+        // The cache is bounded like the registry (a flood of names must not grow it).
+        if direct_tags(cfg.kinds, user, client_id).is_none() && rt.cache.len() < self.lifecycle.max_sensors {
             let raw = NamePair {
                 first: shared_str(user),
                 second: shared_str(client_id),

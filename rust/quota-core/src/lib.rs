@@ -5,21 +5,27 @@
 //! * [`config`]: quota entities, validation, the 8-level precedence and metric tags.
 //! * [`kernel`]: configuration snapshots, the concurrent registry of sensors, the metric-tag
 //!   cache and the record path; [`keys`]: its map keys; [`handle`]: per-connection handles.
+//! * [`expiry`]: the cap on live sensors, overflow sensors, idle-sensor expiry and its thread;
+//!   [`metrics`]: lock-free metric snapshots.
 
 pub mod clock;
 pub mod config;
 pub mod error;
+pub mod expiry;
 pub mod handle;
 pub mod kernel;
 pub mod keys;
+pub mod metrics;
 pub mod sanitize;
 pub mod sensor;
 pub mod types;
 
 pub use config::{EntityName, QuotaEntity};
 pub use error::QuotaError;
+pub use expiry::{ExpiryReport, ExpiryTask};
 pub use handle::ClientHandle;
 pub use kernel::{KernelConfig, QuotaChange, QuotaKernel};
 pub use keys::QuotaSensor;
+pub use metrics::{MetricsSnapshot, SensorRow, TypeRow};
 pub use sensor::{throttle_time_ms, Measurement, RateSensor};
 pub use types::{ClientQuotaType, WindowSpec};
