@@ -140,6 +140,7 @@ def main():
         "python": sys.version.split()[0],
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
+        "load_average_1m": os.getloadavg()[0],
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     os.makedirs(RESULTS, exist_ok=True)
@@ -149,7 +150,9 @@ def main():
         "# Metrics scrape benchmark",
         "",
         f"{SENSORS:,} live sensors, {result['metric_rows']:,} metric rows; build `{result['build']}`, "
-        f"Python {result['python']}, {result['cpus']} CPUs, {result['date']}. "
+        f"Python {result['python']}, {result['cpus']} CPUs (load average {result['load_average_1m']:.1f} "
+        "when done: the machine is shared), "
+        f"{result['date']}. "
         "Produced by `python benches/bench_metrics.py`.",
         "",
         "## Time per scrape",

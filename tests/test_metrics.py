@@ -171,3 +171,29 @@ def test_large_snapshot_converts_in_batches():
     rows = [m for m in qm.metrics(now_ms=0) if m.name == "byte-rate"]
     assert len(rows) == 5000
     assert sorted(m.value for m in rows) == [i / 10 for i in range(5000)]
+
+
+def test_readme_embedding_section_runs():
+    import pathlib
+    import re
+
+    readme = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+    code = re.search(
+        r"## Embedding: metrics, throttled channels, expiry\n\n```python\n(.*?)```", readme.read_text(), re.S
+    ).group(1)
+    ns: dict = {}
+    exec(compile(code, "README.md", "exec"), ns)
+    got = by_key(ns["rows"])
+    assert got[("Produce", "byte-rate", (("client-id", "c1"), ("user", "")))] == 500.0
+    assert not ns["qm"].expiry_running
+
+
+def test_module_docstring_examples():
+    import doctest
+
+    import kquota.aio
+    import kquota.metrics
+
+    for mod in (kprom, kquota.metrics, kquota.aio):
+        result = doctest.testmod(mod)
+        assert result.failed == 0, mod

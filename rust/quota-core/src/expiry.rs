@@ -372,3 +372,44 @@ impl Drop for ExpiryTask {
         self.stop();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{EntityName, QuotaEntity};
+    use crate::kernel::{KernelConfig, QuotaChange};
+
+    #[test]
+    fn metric_tag_cache_is_bounded_by_the_cap() {
+        let k = QuotaKernel::new(KernelConfig {
+            max_sensors: 100,
+            ..KernelConfig::default()
+        })
+        .unwrap();
+        // Mixed kinds (a user level and a client-id level): the 8-level walk and its cache.
+        let change = |user, client_id| QuotaChange {
+            entity: QuotaEntity { user, client_id },
+            quota_type: ClientQuotaType::Produce,
+            value: Some(1000.0),
+        };
+        k.alter(
+            &[
+                change(Some(EntityName::Name("alice".into())), None),
+                change(None, Some(EntityName::Default)),
+            ],
+            false,
+        )
+        .unwrap();
+        for i in 0..1000 {
+            k.record_and_get_throttle_time_ms(ClientQuotaType::Produce, "bob", &format!("c{i}"), 1.0, Some(0))
+                .unwrap();
+        }
+        let rt = &k.types[ClientQuotaType::Produce.index()];
+        assert_eq!(rt.sensors.len(), 100);
+        assert!(rt.cache.len() <= 100, "{}", rt.cache.len());
+        // An expiry pass that removes sensors drops the now stale cache entries.
+        k.expire_sensors(Some(DEFAULT_SENSOR_EXPIRY_MS + 1)).unwrap();
+        assert_eq!(rt.sensors.len(), 0);
+        assert_eq!(rt.cache.len(), 0);
+    }
+}
