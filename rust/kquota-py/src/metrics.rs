@@ -24,35 +24,66 @@ struct Flat {
 }
 
 /// A native copy of every quota metric (see ``QuotaManager.metrics``).
+///
+/// Compact on purpose: all tags live in one string, so freeing a snapshot (which happens with
+/// the GIL held) is a few deallocations instead of one per sensor.
 #[pyclass(frozen, module = "kquota._kquota", name = "MetricsSnapshot")]
 pub struct PyMetricsSnapshot {
-    snap: MetricsSnapshot,
+    now_ms: i64,
+    /// Every sensor's `user` then `client-id`, back to back.
+    text: String,
+    /// Per sensor: start of its user tag in `text`, user tag length, client-id tag length.
+    tags: Vec<(usize, u32, u32)>,
     flat: Vec<Flat>,
 }
 
-fn flatten(snap: &MetricsSnapshot) -> Vec<Flat> {
-    let mut flat = Vec::with_capacity(snap.value_count());
-    for (i, row) in snap.sensors.iter().enumerate() {
-        for &(name, value) in &row.values {
-            flat.push(Flat {
-                group: row.quota_type.metric_group(),
-                name,
-                sensor: Some(i as u32),
-                value,
-            });
+impl PyMetricsSnapshot {
+    /// Built (and the core snapshot freed) while the GIL is released.
+    fn compact(snap: MetricsSnapshot) -> Self {
+        let mut text = String::with_capacity(
+            snap.sensors
+                .iter()
+                .map(|r| r.user.len() + r.client_id.len())
+                .sum(),
+        );
+        let mut tags = Vec::with_capacity(snap.sensors.len());
+        let mut flat = Vec::with_capacity(snap.value_count());
+        for (i, row) in snap.sensors.iter().enumerate() {
+            tags.push((text.len(), row.user.len() as u32, row.client_id.len() as u32));
+            text.push_str(&row.user);
+            text.push_str(&row.client_id);
+            for &(name, value) in &row.values {
+                flat.push(Flat {
+                    group: row.quota_type.metric_group(),
+                    name,
+                    sensor: Some(i as u32),
+                    value,
+                });
+            }
+        }
+        for row in &snap.types {
+            for &(name, value) in &row.values {
+                flat.push(Flat {
+                    group: row.quota_type.metric_group(),
+                    name,
+                    sensor: None,
+                    value,
+                });
+            }
+        }
+        PyMetricsSnapshot {
+            now_ms: snap.now_ms,
+            text,
+            tags,
+            flat,
         }
     }
-    for row in &snap.types {
-        for &(name, value) in &row.values {
-            flat.push(Flat {
-                group: row.quota_type.metric_group(),
-                name,
-                sensor: None,
-                value,
-            });
-        }
+
+    fn sensor_tags(&self, i: u32) -> (&str, &str) {
+        let (start, ul, cl) = self.tags[i as usize];
+        let (ul, cl) = (ul as usize, cl as usize);
+        (&self.text[start..start + ul], &self.text[start + ul..start + ul + cl])
     }
-    flat
 }
 
 #[pymethods]
@@ -60,13 +91,13 @@ impl PyMetricsSnapshot {
     /// The time (ms on the callers' clock) the snapshot measured at.
     #[getter]
     fn now_ms(&self) -> i64 {
-        self.snap.now_ms
+        self.now_ms
     }
 
     /// Number of sensors in the snapshot.
     #[getter]
     fn sensor_rows(&self) -> usize {
-        self.snap.sensors.len()
+        self.tags.len()
     }
 
     fn __len__(&self) -> usize {
@@ -84,14 +115,14 @@ impl PyMetricsSnapshot {
             let name = PyString::intern(py, f.name);
             let t = match f.sensor {
                 Some(i) => {
-                    let r = &self.snap.sensors[i as usize];
+                    let (user, client_id) = self.sensor_tags(i);
                     PyTuple::new(
                         py,
                         [
                             group.into_any(),
                             name.into_any(),
-                            PyString::new(py, &r.user).into_any(),
-                            PyString::new(py, &r.client_id).into_any(),
+                            PyString::new(py, user).into_any(),
+                            PyString::new(py, client_id).into_any(),
                             f.value.into_pyobject(py)?.into_any(),
                         ],
                     )?
@@ -123,12 +154,8 @@ pub fn _metrics_snapshot(
 ) -> PyResult<PyMetricsSnapshot> {
     let k = std::sync::Arc::clone(&kernel.kernel);
     drop(kernel);
-    py.detach(move || {
-        let snap = k.metrics_snapshot(now_ms)?;
-        let flat = flatten(&snap);
-        Ok(PyMetricsSnapshot { snap, flat })
-    })
-    .map_err(to_py)
+    py.detach(move || k.metrics_snapshot(now_ms).map(PyMetricsSnapshot::compact))
+        .map_err(to_py)
 }
 
 /// Removes idle sensors now; returns ``(removed, now_ms)``.
