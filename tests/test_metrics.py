@@ -197,3 +197,26 @@ def test_module_docstring_examples():
     for mod in (kprom, kquota.metrics, kquota.aio):
         result = doctest.testmod(mod)
         assert result.failed == 0, mod
+
+
+def test_native_exposition_equals_the_collectors():
+    qm = manager()
+    qm.record_and_get_throttle_time_ms(Q.PRODUCE, "alice", 'we"ird\\id\nx', 8000, now_ms=0)
+    qm.record_and_get_throttle_time_ms(Q.PRODUCE, "", "", 10, now_ms=0)
+    qm.record_and_get_throttle_time_ms(Q.PRODUCE, "é", "c4", 1, now_ms=0)
+    qm.record_and_get_throttle_time_ms(Q.FETCH, "bob", "c5", 0.25, now_ms=0)
+    qm.delay_queue(Q.FETCH)  # a queue-size row
+
+    def parse(text):
+        out = {}
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                out[(fam.name, fam.type, fam.documentation, s.name, tuple(sorted(s.labels.items())))] = s.value
+        return out
+
+    native = parse(kprom.exposition(qm, 0).decode())
+    collector = parse(generate_latest(kprom.registry_for(qm, lambda: 0)).decode())
+    assert native.keys() == collector.keys()
+    for k, v in collector.items():
+        assert native[k] == v or (math.isnan(v) and math.isnan(native[k])), k
+    assert len(native) > 10

@@ -158,6 +158,146 @@ pub fn _metrics_snapshot(
         .map_err(to_py)
 }
 
+/// `name` without a trailing `_total` (Prometheus adds it to a counter's sample).
+fn family_name(group: &str, name: &str) -> String {
+    let mut out = String::from("kafka_server_");
+    for (i, c) in group.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('_');
+    out.extend(name.chars().map(|c| if c == '-' { '_' } else { c }));
+    if let Some(base) = out.strip_suffix("_total") {
+        out.truncate(base.len());
+    }
+    out
+}
+
+/// A Prometheus text-format label value.
+fn push_label_value(out: &mut String, v: &str) {
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// A sample value as prometheus_client writes it.
+fn push_value(out: &mut String, v: f64) {
+    use std::fmt::Write;
+    if v.is_nan() {
+        out.push_str("NaN");
+    } else if v == f64::INFINITY {
+        out.push_str("+Inf");
+    } else if v == f64::NEG_INFINITY {
+        out.push_str("-Inf");
+    } else {
+        let _ = write!(out, "{v:?}");
+    }
+}
+
+/// The Prometheus text exposition (format 0.0.4) of every metric plus `extra` per-type values
+/// (``(group, name, value)``, e.g. the delay queues' sizes), built entirely without the GIL.
+/// ``help`` maps Kafka metric names to HELP texts.
+#[pyfunction]
+#[pyo3(signature = (kernel, now_ms, extra, help))]
+pub fn _prometheus_text<'py>(
+    py: Python<'py>,
+    kernel: PyRef<'_, PyQuotaKernel>,
+    now_ms: Option<i64>,
+    extra: Vec<(String, String, f64)>,
+    help: std::collections::HashMap<String, String>,
+) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+    let k = std::sync::Arc::clone(&kernel.kernel);
+    drop(kernel);
+    let text = py
+        .detach(move || -> Result<String, quota_core::QuotaError> {
+            let snap = k.metrics_snapshot(now_ms)?;
+            // Families in order of first appearance, each with its sample lines.
+            let mut families: Vec<((String, String), String)> = Vec::new();
+            let mut index: std::collections::HashMap<(String, String), usize> = Default::default();
+            let mut family = |group: &str, name: &str| -> usize {
+                let key = (group.to_owned(), name.to_owned());
+                *index.entry(key.clone()).or_insert_with(|| {
+                    families.push((key, String::new()));
+                    families.len() - 1
+                })
+            };
+            // (family, tags as (user start, client-id start, end) in `tag_text`, value)
+            let mut slots: Vec<(usize, Option<(usize, usize, usize)>, f64)> =
+                Vec::with_capacity(snap.value_count() + extra.len());
+            let mut tag_text = String::new();
+            for row in &snap.sensors {
+                let start = tag_text.len();
+                tag_text.push_str(&row.user);
+                let mid = tag_text.len();
+                tag_text.push_str(&row.client_id);
+                let end = tag_text.len();
+                for &(name, value) in &row.values {
+                    slots.push((family(row.quota_type.metric_group(), name), Some((start, mid, end)), value));
+                }
+            }
+            for row in &snap.types {
+                for &(name, value) in &row.values {
+                    slots.push((family(row.quota_type.metric_group(), name), None, value));
+                }
+            }
+            for (group, name, value) in &extra {
+                slots.push((family(group, name), None, *value));
+            }
+            let names: Vec<(String, bool)> = families
+                .iter()
+                .map(|((g, n), _)| (family_name(g, n), n.ends_with("-total")))
+                .collect();
+            for (fam, tags, value) in slots {
+                let (fname, counter) = &names[fam];
+                let buf = &mut families[fam].1;
+                buf.push_str(fname);
+                if *counter {
+                    buf.push_str("_total");
+                }
+                if let Some((start, mid, end)) = tags {
+                    buf.push_str("{user=\"");
+                    push_label_value(buf, &tag_text[start..mid]);
+                    buf.push_str("\",client_id=\"");
+                    push_label_value(buf, &tag_text[mid..end]);
+                    buf.push_str("\"}");
+                }
+                buf.push(' ');
+                push_value(buf, value);
+                buf.push('\n');
+            }
+            let mut out = String::with_capacity(families.iter().map(|f| f.1.len() + 200).sum());
+            for (((_, n), lines), (fname, counter)) in families.iter().zip(&names) {
+                // Text format 0.0.4 names a counter's family by its `_total` sample, as
+                // prometheus_client writes it.
+                let total = if *counter { "_total" } else { "" };
+                out.push_str("# HELP ");
+                out.push_str(fname);
+                out.push_str(total);
+                out.push(' ');
+                out.push_str(help.get(n).map_or(n.as_str(), String::as_str));
+                out.push_str("\n# TYPE ");
+                out.push_str(fname);
+                out.push_str(total);
+                out.push_str(if *counter { " counter\n" } else { " gauge\n" });
+                out.push_str(lines);
+            }
+            Ok(out)
+        })
+        .map_err(to_py)?;
+    Ok(pyo3::types::PyBytes::new(py, text.as_bytes()))
+}
+
 /// Removes idle sensors now; returns ``(removed, now_ms)``.
 #[pyfunction]
 #[pyo3(signature = (kernel, now_ms=None))]
@@ -241,6 +381,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyMetricsSnapshot>()?;
     m.add_function(wrap_pyfunction!(_metrics_snapshot, m)?)?;
     m.add_function(wrap_pyfunction!(_expire_sensors, m)?)?;
+    m.add_function(wrap_pyfunction!(_prometheus_text, m)?)?;
     m.add_function(wrap_pyfunction!(_record_throttle_time, m)?)?;
     m.add_function(wrap_pyfunction!(_estimated_now_ms, m)?)?;
     m.add_function(wrap_pyfunction!(_sensor_stats, m)?)?;
