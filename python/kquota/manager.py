@@ -221,7 +221,9 @@ class QuotaManager(QuotaKernel):
 
         return [
             Metric(q.quota_type.metric_group, "queue-size", {}, float(q.queue_size))
-            for q in self._delay_queues.values()
+            # list() copies in one step under the GIL: the exporter thread may read while the
+            # event loop's thread adds a queue.
+            for q in list(self._delay_queues.values())
         ]
 
     # ------------------------------------------------------------------ lifecycle
