@@ -82,7 +82,10 @@ impl PyMetricsSnapshot {
     fn sensor_tags(&self, i: u32) -> (&str, &str) {
         let (start, ul, cl) = self.tags[i as usize];
         let (ul, cl) = (ul as usize, cl as usize);
-        (&self.text[start..start + ul], &self.text[start + ul..start + ul + cl])
+        (
+            &self.text[start..start + ul],
+            &self.text[start + ul..start + ul + cl],
+        )
     }
 }
 
@@ -243,7 +246,11 @@ pub fn _prometheus_text<'py>(
                 tag_text.push_str(&row.client_id);
                 let end = tag_text.len();
                 for &(name, value) in &row.values {
-                    slots.push((family(row.quota_type.metric_group(), name), Some((start, mid, end)), value));
+                    slots.push((
+                        family(row.quota_type.metric_group(), name),
+                        Some((start, mid, end)),
+                        value,
+                    ));
                 }
             }
             for row in &snap.types {

@@ -401,8 +401,14 @@ mod tests {
         )
         .unwrap();
         for i in 0..1000 {
-            k.record_and_get_throttle_time_ms(ClientQuotaType::Produce, "bob", &format!("c{i}"), 1.0, Some(0))
-                .unwrap();
+            k.record_and_get_throttle_time_ms(
+                ClientQuotaType::Produce,
+                "bob",
+                &format!("c{i}"),
+                1.0,
+                Some(0),
+            )
+            .unwrap();
         }
         let rt = &k.types[ClientQuotaType::Produce.index()];
         assert_eq!(rt.sensors.len(), 100);
