@@ -161,6 +161,10 @@ pub fn _metrics_snapshot(
         .map_err(to_py)
 }
 
+/// One sample of the exposition: family index, tags as (user start, client-id start, end) in
+/// the tag text, value.
+type Slot = (usize, Option<(usize, usize, usize)>, f64);
+
 /// `name` without a trailing `_total` (Prometheus adds it to a counter's sample).
 fn family_name(group: &str, name: &str) -> String {
     let mut out = String::from("kafka_server_");
@@ -235,9 +239,7 @@ pub fn _prometheus_text<'py>(
                     families.len() - 1
                 })
             };
-            // (family, tags as (user start, client-id start, end) in `tag_text`, value)
-            let mut slots: Vec<(usize, Option<(usize, usize, usize)>, f64)> =
-                Vec::with_capacity(snap.value_count() + extra.len());
+            let mut slots: Vec<Slot> = Vec::with_capacity(snap.value_count() + extra.len());
             let mut tag_text = String::new();
             for row in &snap.sensors {
                 let start = tag_text.len();
