@@ -13,6 +13,7 @@ from kquota.entity import ClientQuotaEntity, ConfigEntity, ConfigEntityType, Kaf
 from kquota.exceptions import KQuotaError, QuotaConfigError, QuotaValueError, ThrottlingQuotaExceededError
 from kquota.manager import CONFIG_KEYS, QuotaManager
 from kquota.response import ResponseThrottle, response_throttle
+from kquota.metrics import Metric
 
 __all__ = [
     "CONFIG_KEYS",
@@ -26,6 +27,7 @@ __all__ = [
     "KQuotaError",
     "KafkaPrincipal",
     "PartitionInfo",
+    "Metric",
     "QuotaConfigError",
     "QuotaManager",
     "QuotaValueError",

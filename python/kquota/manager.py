@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Iterable, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Tuple, Union
 
+from kquota import _kquota
 from kquota._kquota import ClientQuotaType, QuotaKernel
 from kquota.callback import ClusterMetadata, _CallbackAdapter, decode_tags, load_callback
 from kquota.entity import CLIENT_ID, USER, ClientQuotaEntity
 from kquota.exceptions import KQuotaError, QuotaConfigError, QuotaValueError
 
 QuotaTypeLike = Union[ClientQuotaType, str]
+
+if TYPE_CHECKING:
+    from kquota.aio import DelayQueue
+    from kquota.metrics import Metric
 
 #: Dynamic config keys of client quotas (KIP-546 names).
 CONFIG_KEYS = (
@@ -81,6 +86,11 @@ class QuotaManager(QuotaKernel):
         controller_window_num, controller_window_size_seconds: ``controller.quota.window.num`` and
             ``controller.quota.window.size.seconds``, the window of controller-mutation quotas
             (burst = num x size x rate).
+        sensor_expiry_seconds: sensors unused for more than this are removed (Kafka: 3600 s).
+        max_sensors: cap on live sensors per quota type (``None``: 1,000,000); at the cap new
+            tags share an overflow sensor (see ``docs/semantics-notes.md``).
+        expiry_interval_seconds: how often the background thread removes idle sensors
+            (Kafka: 30 s); ``None`` runs no thread (call :meth:`expire_sensors` yourself).
     """
 
     def __init__(
@@ -98,17 +108,39 @@ class QuotaManager(QuotaKernel):
         metrics_sample_window_ms: int = 30_000,
         controller_window_num: int = 11,
         controller_window_size_seconds: int = 1,
+        sensor_expiry_seconds: float = 3600.0,
+        max_sensors: Optional[int] = None,
+        expiry_interval_seconds: Optional[float] = 30.0,
     ) -> None:
+        # The native constructor has validated the lifecycle arguments' values already; types
+        # are checked here so that bool or str never pass as numbers.
+        for name, value in (
+            ("sensor_expiry_seconds", sensor_expiry_seconds),
+            ("expiry_interval_seconds", expiry_interval_seconds),
+            ("max_sensors", max_sensors),
+        ):
+            if isinstance(value, bool):
+                self._stop_background()
+                raise QuotaValueError(f"{name} must be a number, got {value!r}")
+        if max_sensors is not None and not isinstance(max_sensors, numbers.Integral):
+            self._stop_background()
+            raise QuotaValueError(f"max_sensors must be an int or None, got {max_sensors!r}")
+        self._delay_queues: dict[ClientQuotaType, Any] = {}
         if callback_failure not in ("open", "closed"):
+            self._stop_background()
             raise QuotaValueError(f"callback_failure must be 'open' or 'closed', got {callback_failure!r}")
         self._closed = False
         self._callback_failure = callback_failure
         self._adapter: Optional[_CallbackAdapter] = None
         self._callback_errors_before = 0
-        if callback is not None:
-            self.set_callback(callback, callback_configs)
-        elif callback_configs is not None:
-            raise QuotaValueError("callback_configs given without a callback")
+        try:
+            if callback is not None:
+                self.set_callback(callback, callback_configs)
+            elif callback_configs is not None:
+                raise QuotaValueError("callback_configs given without a callback")
+        except BaseException:
+            self._stop_background()
+            raise
 
     # ------------------------------------------------------------------ callbacks (KIP-257)
 
@@ -248,10 +280,72 @@ class QuotaManager(QuotaKernel):
             out[ClientQuotaEntity(entries)] = dict(values)
         return out
 
+    # ------------------------------------------------------------------ observability
+
+    def metrics(self, now_ms: Optional[int] = None) -> list["Metric"]:
+        """Every quota metric as :class:`kquota.Metric` rows with Kafka's groups, names and tags
+        (``byte-rate``, ``quota-limit``, ``throttle-time``, ``queue-size``, ``sensor-count``, ...;
+        see :mod:`kquota.metrics`).
+
+        Rates are measured at ``now_ms`` (ms on the clock you record with), each sensor at the
+        later of that and its own latest time; ``None`` uses the kernel's estimate of that clock
+        (the newest time any sensor has seen, advanced by real time since). The snapshot is built
+        natively without the GIL and without touching any sensor: a scrape is not a use and
+        does not delay expiry.
+        """
+        from kquota.metrics import collect
+
+        return collect(self, now_ms)
+
+    def expire_sensors(self, now_ms: Optional[int] = None) -> int:
+        """Removes sensors unused for more than ``sensor_expiry_seconds`` at ``now_ms`` (Kafka's
+        ``now - lastRecordTime > expiry``, strictly) and returns how many; ``None`` uses the
+        kernel's estimate of the callers' clock. The background thread does this every
+        ``expiry_interval_seconds``."""
+        removed, _now = _kquota._expire_sensors(self, now_ms)
+        return removed
+
+    def sensor_stats(self, quota_type: Any) -> dict[str, int]:
+        """``{"live": ..., "overflowed": ..., "expired": ...}`` for a quota type: live sensors,
+        resolutions sent to an overflow sensor at the cap, sensors removed by expiry."""
+        live, overflowed, expired = _kquota._sensor_stats(self, quota_type)
+        return {"live": live, "overflowed": overflowed, "expired": expired}
+
+    @property
+    def expiry_running(self) -> bool:
+        """Whether the background expiry thread runs."""
+        return _kquota._expiry_running(self)
+
+    def delay_queue(self, quota_type: Any) -> "DelayQueue":
+        """The quota type's delay queue of throttled channels (``kquota.aio``; Kafka has one per
+        quota manager); its size is the ``queue-size`` metric."""
+        from kquota.aio import DelayQueue, _quota_type
+
+        qt = _quota_type(quota_type)
+        q = self._delay_queues.get(qt)
+        if q is None:
+            q = self._delay_queues[qt] = DelayQueue(qt)
+        return q
+
+    def _delay_queue_metrics(self) -> list["Metric"]:
+        from kquota.metrics import Metric
+
+        return [
+            Metric(q.quota_type.metric_group, "queue-size", {}, float(q.queue_size))
+            # list() copies in one step under the GIL: the exporter thread may read while the
+            # event loop's thread adds a queue.
+            for q in list(self._delay_queues.values())
+        ]
+
     # ------------------------------------------------------------------ lifecycle
 
+    def _stop_background(self) -> None:
+        _kquota._stop_expiry(self)
+
     def close(self) -> None:
-        """Stops background work and closes the callback; safe to call more than once."""
+        """Stops background work (the expiry thread) and closes the callback; safe to call more
+        than once."""
+        self._stop_background()
         if self._closed:
             return
         self._closed = True

@@ -14,6 +14,7 @@ use quota_core::{
 mod callback;
 mod errors;
 mod fast;
+mod metrics;
 mod names;
 mod quota_type;
 
@@ -46,6 +47,21 @@ fn tags_dict<'py>(py: Python<'py>, tags: (String, String)) -> PyResult<Bound<'py
     Ok(d)
 }
 
+fn invalid(msg: String) -> PyErr {
+    to_py(quota_core::QuotaError::InvalidArgument(msg))
+}
+
+/// A lifecycle duration in seconds as whole ms: finite, at least 1 ms, at most about 100 years.
+fn lifecycle_arg(name: &str, seconds: f64) -> PyResult<i64> {
+    if seconds.is_finite() && (0.001..=3.2e9).contains(&seconds) {
+        Ok((seconds * 1000.0).round() as i64)
+    } else {
+        Err(invalid(format!(
+            "{name} must be a number of seconds from 0.001 to 3.2e9, got {seconds}"
+        )))
+    }
+}
+
 /// `(user_kind, user, client_kind, client, {key: value})` as `_describe` returns it.
 type DescribedEntity<'py> = (u8, String, u8, String, Bound<'py, PyDict>);
 
@@ -54,6 +70,8 @@ type DescribedEntity<'py> = (u8, String, u8, String, Bound<'py, PyDict>);
 pub struct PyQuotaKernel {
     kernel: Arc<CoreKernel>,
     names: fast::NameCache,
+    /// The background sensor-expiry thread (see `metrics.rs`).
+    expiry: std::sync::Mutex<Option<quota_core::ExpiryTask>>,
 }
 
 #[pymethods]
@@ -63,7 +81,8 @@ impl PyQuotaKernel {
         window_num=11, window_size_seconds=1, num_io_threads=8, num_network_threads=3,
         producer_default=None, consumer_default=None, metrics_num_samples=2,
         metrics_sample_window_ms=30_000, controller_window_num=11,
-        controller_window_size_seconds=1, **python_only
+        controller_window_size_seconds=1, sensor_expiry_seconds=3600.0, max_sensors=None,
+        expiry_interval_seconds=Some(30.0), **python_only
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -77,6 +96,9 @@ impl PyQuotaKernel {
         metrics_sample_window_ms: i64,
         controller_window_num: i64,
         controller_window_size_seconds: i64,
+        sensor_expiry_seconds: f64,
+        max_sensors: Option<i64>,
+        expiry_interval_seconds: Option<f64>,
         python_only: Option<Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         // Arguments such as `callback` are handled by the Python subclass's `__init__`, whose
@@ -108,11 +130,25 @@ impl PyQuotaKernel {
                     other => other,
                 })
                 .map_err(to_py)?,
+            sensor_expiry_ms: lifecycle_arg("sensor_expiry_seconds", sensor_expiry_seconds)?,
+            max_sensors: match max_sensors {
+                None => quota_core::expiry::DEFAULT_MAX_SENSORS,
+                Some(n) if n >= 1 => n as usize,
+                Some(n) => return Err(invalid(format!("max_sensors must be >= 1 or None, got {n}"))),
+            },
         };
-        Ok(PyQuotaKernel {
+        let interval = expiry_interval_seconds
+            .map(|s| lifecycle_arg("expiry_interval_seconds", s))
+            .transpose()?;
+        let kernel = PyQuotaKernel {
             kernel: Arc::new(CoreKernel::new(settings).map_err(to_py)?),
             names: fast::NameCache::default(),
-        })
+            expiry: std::sync::Mutex::new(None),
+        };
+        if let Some(ms) = interval {
+            metrics::start_expiry(&kernel, ms as f64 / 1000.0)?;
+        }
+        Ok(kernel)
     }
 
     /// ``metrics.num.samples``: samples of the quota-less rates (``mutation-rate``,
@@ -502,6 +538,7 @@ fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyClientHandle>()?;
     m.add("_noop", fast::noop_function(m)?)?;
     errors::register(m)?;
+    metrics::register(m)?;
     fast::install(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(

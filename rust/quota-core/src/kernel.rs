@@ -22,40 +22,13 @@ use crate::config::{
     validate_value, QuotaEntity, TypeConfig, CLIENT_ID_QUOTAS, USER_CLIENT_ID_QUOTAS, USER_QUOTAS,
 };
 use crate::error::QuotaError;
-use crate::keys::{shared_str, NamePair, PairRef, QuotaSensor, SensorEntry, Tags};
+use crate::keys::{shared_str, NamePair, PairRef, QuotaSensor, SensorEntry};
 use crate::sanitize::needs_escaping;
 use crate::sensor::{throttle_time_ms, RateSensor};
 use crate::token_bucket::{mutation_throttle_time_ms, StrictTake};
 use crate::types::{ClientQuotaType, WindowSpec};
 
 type FastState = foldhash::fast::RandomState;
-
-/// The sensor registered under `(user, client_id)`, registering `make()` if there is none.
-///
-/// Only the first of several racing creators registers its sensor; the others adopt it. (An
-/// insert that replaced the entry would orphan a sensor already recorded into, losing those
-/// records: papaya's `HashSet::insert` replaces, hence a map with `try_insert`.)
-fn registered_sensor(
-    sensors: &papaya::HashMap<SensorEntry, (), FastState>,
-    user: &str,
-    client_id: &str,
-    make: impl FnOnce() -> QuotaSensor,
-) -> Arc<QuotaSensor> {
-    let sensors = sensors.pin();
-    let key = PairRef(user, client_id);
-    if let Some((s, ())) = sensors.get_key_value(&key) {
-        return Arc::clone(&s.0);
-    }
-    let fresh = Arc::new(make());
-    if sensors.try_insert(SensorEntry(Arc::clone(&fresh)), ()).is_ok() {
-        return fresh;
-    }
-    // Entries are never removed, so the one that won the race is still there.
-    let (s, ()) = sensors
-        .get_key_value(&key)
-        .expect("a racing creator registered it");
-    Arc::clone(&s.0)
-}
 
 /// The metric tags when they follow from the kind bits alone and need no sanitizing.
 #[inline]
@@ -92,8 +65,8 @@ pub(crate) struct TypeRuntime {
     kinds: AtomicU8,
     pub(crate) tags_generation: AtomicU64,
     limits_generation: AtomicU64,
-    sensors: papaya::HashMap<SensorEntry, (), FastState>,
-    cache: papaya::HashMap<NamePair, Resolved, FastState>,
+    pub(crate) sensors: papaya::HashMap<SensorEntry, (), FastState>,
+    pub(crate) cache: papaya::HashMap<NamePair, Resolved, FastState>,
 }
 
 impl TypeRuntime {
@@ -124,6 +97,10 @@ pub struct KernelConfig {
     /// controller mutations (Kafka configures it apart from `quota.window.*`); it sizes the
     /// token bucket's burst.
     pub controller_window: WindowSpec,
+    /// Sensors unused for more than this are removed by [`QuotaKernel::expire_sensors`].
+    pub sensor_expiry_ms: i64,
+    /// Cap on live sensors per quota type; at the cap new tags share an overflow sensor.
+    pub max_sensors: usize,
 }
 
 impl Default for KernelConfig {
@@ -136,6 +113,8 @@ impl Default for KernelConfig {
             consumer_default: None,
             metrics_window: WindowSpec::BROKER_METRICS,
             controller_window: WindowSpec::default(),
+            sensor_expiry_ms: crate::expiry::DEFAULT_SENSOR_EXPIRY_MS,
+            max_sensors: crate::expiry::DEFAULT_MAX_SENSORS,
         }
     }
 }
@@ -162,6 +141,7 @@ pub struct QuotaKernel {
     hook: ArcSwapOption<CallbackSlot>,
     /// Whether the installed callback wants `quota_reset_required` polled on every record.
     poll_reset: AtomicBool,
+    pub(crate) lifecycle: crate::expiry::Lifecycle,
 }
 
 /// Kind bit set on every type while a custom callback is installed (Kafka's `CustomQuotas`):
@@ -260,6 +240,7 @@ impl QuotaKernel {
                 "num_io_threads and num_network_threads must be >= 1".into(),
             ));
         }
+        crate::expiry::validate(settings.max_sensors, settings.sensor_expiry_ms)?;
         let types = [
             TypeConfig::with_static_default(settings.producer_default),
             TypeConfig::with_static_default(settings.consumer_default),
@@ -284,6 +265,7 @@ impl QuotaKernel {
             exempt: OnceLock::new(),
             hook: ArcSwapOption::empty(),
             poll_reset: AtomicBool::new(false),
+            lifecycle: crate::expiry::Lifecycle::new(settings.max_sensors, settings.sensor_expiry_ms),
         })
     }
 
@@ -293,6 +275,16 @@ impl QuotaKernel {
 
     pub fn window(&self) -> &WindowSpec {
         &self.settings.window
+    }
+
+    /// A fresh sensor's stats for type `t`: a `Rate` over the type's window, plus the token bucket
+    /// for controller mutations.
+    pub(crate) fn new_rate_sensor(&self, t: ClientQuotaType, now: i64) -> RateSensor {
+        if t == ClientQuotaType::ControllerMutation {
+            RateSensor::with_token_bucket(&self.settings.metrics_window, now)
+        } else {
+            RateSensor::new(&self.settings.window, now)
+        }
     }
 
     /// The window a type's sensors measure their `Rate` over: the quota window, except for
@@ -396,6 +388,26 @@ impl QuotaKernel {
             .collect()
     }
 
+    /// Makes every resolution of type `t` stale (after sensors were removed) and drops the
+    /// metric-tag cache entries that thereby became useless. Goes through the snapshot so the
+    /// snapshot and the published counter never disagree.
+    pub(crate) fn bump_tags_generation(&self, t: ClientQuotaType) {
+        let i = t.index();
+        {
+            let _w = self.writer.lock();
+            let mut next = (*self.config.load_full()).clone();
+            next.types[i].tags_generation += 1;
+            let generation = next.types[i].tags_generation;
+            self.config.store(Arc::new(next));
+            self.types[i].tags_generation.store(generation, Ordering::Release);
+        }
+        let generation = self.types[i].tags_generation.load(Ordering::Acquire);
+        self.types[i]
+            .cache
+            .pin()
+            .retain(|_, r| r.tags_generation == generation);
+    }
+
     // ---------------------------------------------------------------- resolution
 
     /// Resolves (principal, client-id) to its sensor. A resolution stamped with generation 0
@@ -426,19 +438,16 @@ impl QuotaKernel {
                 }
             },
         };
-        let sensor = registered_sensor(&rt.sensors, &tag_user, &tag_client, || QuotaSensor {
-            tags: Tags::new(&tag_user, &tag_client),
-            rate: if t == ClientQuotaType::ControllerMutation {
-                RateSensor::with_token_bucket(&self.settings.metrics_window, now)
-            } else {
-                RateSensor::new(&self.settings.window, now)
-            },
-        });
+        let sensor = self.register_sensor(t, &rt.sensors, &tag_user, &tag_client, now);
         let resolved = Resolved {
             tags_generation: generation,
             sensor,
         };
-        if generation != 0 && (hook.is_some() || direct_tags(cfg.kinds, user, client_id).is_none()) {
+        // The cache is bounded like the registry (a flood of names must not grow it).
+        if generation != 0
+            && (hook.is_some() || direct_tags(cfg.kinds, user, client_id).is_none())
+            && rt.cache.len() < self.lifecycle.max_sensors
+        {
             let raw = NamePair {
                 first: shared_str(user),
                 second: shared_str(client_id),
@@ -739,6 +748,21 @@ impl QuotaKernel {
         };
         sensor.rate.record(spec, value, now);
         Ok(throttle)
+    }
+
+    /// A mutation sensor's tokens at `now` without touching the bucket (metrics); `None` for
+    /// other sensors and without a finite quota.
+    pub(crate) fn peek_tokens(&self, sensor: &QuotaSensor, limit: Option<f64>, now: i64) -> Option<f64> {
+        let quota = limit.filter(|l| l.is_finite() && *l > 0.0)?;
+        let bucket = sensor.rate.token_bucket()?;
+        Some(bucket.peek(quota, self.burst(quota), now.max(sensor.rate.last_seen_ms())))
+    }
+
+    /// The `exempt-request-time` rate at `now` without touching the sensor (metrics).
+    pub(crate) fn peek_exempt_rate(&self, now: i64) -> f64 {
+        self.exempt
+            .get()
+            .map_or(0.0, |s| s.peek(&self.settings.metrics_window, now).rate())
     }
 
     /// `TokenBucket.burst`: `samples * window seconds * quota`.

@@ -5,14 +5,18 @@
 //! * [`config`]: quota entities, validation, the 8-level precedence and metric tags.
 //! * [`kernel`]: configuration snapshots, the concurrent registry of sensors, the metric-tag
 //!   cache and the record path; [`keys`]: its map keys; [`handle`]: per-connection handles.
+//! * [`expiry`]: the cap on live sensors, overflow sensors, idle-sensor expiry and its thread;
+//!   [`metrics`]: lock-free metric snapshots.
 
 pub mod callback;
 pub mod clock;
 pub mod config;
 pub mod error;
+pub mod expiry;
 pub mod handle;
 pub mod kernel;
 pub mod keys;
+pub mod metrics;
 pub mod sanitize;
 pub mod sensor;
 pub mod token_bucket;
@@ -21,12 +25,14 @@ pub mod types;
 pub use callback::{QuotaCallbackHook, FAILED_TAGS};
 pub use config::{EntityName, QuotaEntity};
 pub use error::QuotaError;
+pub use expiry::{ExpiryReport, ExpiryTask};
 pub use handle::ClientHandle;
 pub use kernel::{
     check_mutations, check_nanos, check_record_value, KernelConfig, QuotaChange, QuotaKernel,
     NANOS_TO_PERCENT,
 };
 pub use keys::QuotaSensor;
+pub use metrics::{MetricsSnapshot, SensorRow, TypeRow};
 pub use sensor::{throttle_time_ms, Measurement, RateSensor};
 pub use token_bucket::{mutation_throttle_time_ms, StrictTake, TokenBucket};
 pub use types::{ClientQuotaType, WindowSpec};

@@ -552,6 +552,41 @@ impl RateSensor {
     }
 }
 
+/// Read-only access for observers (metrics, expiry): nothing here changes the sensor or counts
+/// as a use of it.
+impl RateSensor {
+    /// The measurement [`measure`](Self::measure) would return at `now` (or at the sensor's latest
+    /// time if that is later), without purging or moving the sensor's clock: samples a
+    /// measurement would purge count as empty samples starting at `now`, exactly as a purge
+    /// leaves them. A metrics scrape must not count as use (Kafka's metric reads do not touch
+    /// `lastRecordTime`), or no scraped sensor would ever expire.
+    pub fn peek(&self, spec: &WindowSpec, now: i64) -> Measurement {
+        let now = now.max(self.latest.load(Ordering::Acquire));
+        let expire = spec.expire_age_ms();
+        let now_rel = self.rel(now);
+        let mut sum = 0.0f64;
+        let mut oldest = i64::MAX;
+        let last_event = self.ring.last_event();
+        for (slot, cell) in self.ring.cells().iter().enumerate() {
+            let c = Cell::unpack(cell.load(Ordering::Acquire));
+            if !c.started {
+                continue;
+            }
+            if now.saturating_sub(last_event[slot].load(Ordering::Acquire)) >= expire {
+                oldest = oldest.min(now_rel);
+            } else {
+                sum += c.value;
+                oldest = oldest.min(c.start_rel);
+            }
+        }
+        let oldest = if oldest == i64::MAX { now_rel } else { oldest };
+        Measurement {
+            sum,
+            window_ms: window_ms(spec, now_rel, oldest),
+        }
+    }
+}
+
 /// Kafka's `QuotaUtils.throttleTime`: `round((rate - bound) / bound * W)` when the rate exceeds
 /// the bound, else 0; saturated at `i32::MAX` instead of wrapping like Kafka's `.toInt`.
 #[inline]
@@ -770,6 +805,26 @@ mod tests {
     fn sensor_size_is_unchanged_by_the_bucket_pointer() {
         assert_eq!(std::mem::size_of::<Ring>(), 304);
         assert_eq!(std::mem::size_of::<RateSensor>(), 368);
+    }
+
+    #[test]
+    fn peek_equals_measure_and_changes_nothing() {
+        let sp = spec();
+        let filled = || {
+            let s = RateSensor::new(&sp, 0);
+            for (v, t) in [(100.0, 0), (0.25, 1500), (300.0, 4000), (7.0, 9000)] {
+                s.record(&sp, v, t);
+            }
+            s
+        };
+        let a = filled();
+        for now in [9000, 12_000, 14_999, 15_000, 20_000, 40_000] {
+            let peeked = a.peek(&sp, now);
+            assert_eq!(a.last_seen_ms(), 9000, "peek must not move the clock");
+            assert_eq!(peeked, filled().measure(&sp, now), "now={now}");
+        }
+        // An earlier time is read as the latest time, as in measure.
+        assert_eq!(a.peek(&sp, 0), a.peek(&sp, 9000));
     }
 
     #[test]

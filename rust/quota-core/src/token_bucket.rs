@@ -104,6 +104,14 @@ impl TokenBucket {
         }
     }
 
+    /// The tokens `measure` would report at `now_ms`, without storing the refill (a metrics
+    /// scrape must not change the bucket).
+    pub fn peek(&self, quota: f64, burst: f64, now_ms: i64) -> f64 {
+        let (tokens, last) = unpack(self.state.load(Ordering::Acquire));
+        let at = if last == NEVER { now_ms } else { now_ms.max(last) };
+        refill(tokens, last, quota, burst, at)
+    }
+
     /// `TokenBucket.measure`: refills to `now_ms` and returns the tokens.
     pub fn measure(&self, quota: f64, burst: f64, now_ms: i64) -> f64 {
         self.update(quota, burst, now_ms, |t| (t, ())).0

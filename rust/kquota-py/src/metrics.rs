@@ -1,0 +1,400 @@
+//! Metrics snapshots, sensor expiry and throttle-time recording for the Python layer
+//! (`kquota.metrics`, `kquota.aio`). Module-level functions taking the kernel, so this stays
+//! apart from the kernel's own method table.
+//!
+//! A snapshot is built with the GIL released and kept native; Python converts it in batches
+//! (`rows(start, stop)`), so threads recording from Python are not held up for a whole scrape.
+
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple};
+use quota_core::{ExpiryTask, MetricsSnapshot};
+
+use crate::errors::to_py;
+use crate::quota_type::QuotaTypeArg;
+use crate::PyQuotaKernel;
+
+/// One flattened value: `(group, name, sensor row or none, value)`.
+struct Flat {
+    group: &'static str,
+    name: &'static str,
+    sensor: Option<u32>,
+    value: f64,
+}
+
+/// A native copy of every quota metric (see ``QuotaManager.metrics``).
+///
+/// Compact on purpose: all tags live in one string, so freeing a snapshot (which happens with
+/// the GIL held) is a few deallocations instead of one per sensor.
+#[pyclass(frozen, module = "kquota._kquota", name = "MetricsSnapshot")]
+pub struct PyMetricsSnapshot {
+    now_ms: i64,
+    /// Every sensor's `user` then `client-id`, back to back.
+    text: String,
+    /// Per sensor: start of its user tag in `text`, user tag length, client-id tag length.
+    tags: Vec<(usize, u32, u32)>,
+    flat: Vec<Flat>,
+}
+
+impl PyMetricsSnapshot {
+    /// Built (and the core snapshot freed) while the GIL is released.
+    fn compact(snap: MetricsSnapshot) -> Self {
+        let mut text = String::with_capacity(
+            snap.sensors
+                .iter()
+                .map(|r| r.user.len() + r.client_id.len())
+                .sum(),
+        );
+        let mut tags = Vec::with_capacity(snap.sensors.len());
+        let mut flat = Vec::with_capacity(snap.value_count());
+        for (i, row) in snap.sensors.iter().enumerate() {
+            tags.push((text.len(), row.user.len() as u32, row.client_id.len() as u32));
+            text.push_str(&row.user);
+            text.push_str(&row.client_id);
+            for &(name, value) in &row.values {
+                flat.push(Flat {
+                    group: row.quota_type.metric_group(),
+                    name,
+                    sensor: Some(i as u32),
+                    value,
+                });
+            }
+        }
+        for row in &snap.types {
+            for &(name, value) in &row.values {
+                flat.push(Flat {
+                    group: row.quota_type.metric_group(),
+                    name,
+                    sensor: None,
+                    value,
+                });
+            }
+        }
+        PyMetricsSnapshot {
+            now_ms: snap.now_ms,
+            text,
+            tags,
+            flat,
+        }
+    }
+
+    fn sensor_tags(&self, i: u32) -> (&str, &str) {
+        let (start, ul, cl) = self.tags[i as usize];
+        let (ul, cl) = (ul as usize, cl as usize);
+        (
+            &self.text[start..start + ul],
+            &self.text[start + ul..start + ul + cl],
+        )
+    }
+}
+
+#[pymethods]
+impl PyMetricsSnapshot {
+    /// The time (ms on the callers' clock) the snapshot measured at.
+    #[getter]
+    fn now_ms(&self) -> i64 {
+        self.now_ms
+    }
+
+    /// Number of sensors in the snapshot.
+    #[getter]
+    fn sensor_rows(&self) -> usize {
+        self.tags.len()
+    }
+
+    fn __len__(&self) -> usize {
+        self.flat.len()
+    }
+
+    /// Values ``start`` to ``stop`` as ``(group, name, user, client_id, value)`` tuples;
+    /// ``user`` and ``client_id`` are ``None`` for per-type values.
+    fn rows<'py>(&self, py: Python<'py>, start: usize, stop: usize) -> PyResult<Vec<Bound<'py, PyTuple>>> {
+        let stop = stop.min(self.flat.len());
+        let start = start.min(stop);
+        let mut out = Vec::with_capacity(stop - start);
+        for f in &self.flat[start..stop] {
+            let group = PyString::intern(py, f.group);
+            let name = PyString::intern(py, f.name);
+            let t = match f.sensor {
+                Some(i) => {
+                    let (user, client_id) = self.sensor_tags(i);
+                    PyTuple::new(
+                        py,
+                        [
+                            group.into_any(),
+                            name.into_any(),
+                            PyString::new(py, user).into_any(),
+                            PyString::new(py, client_id).into_any(),
+                            f.value.into_pyobject(py)?.into_any(),
+                        ],
+                    )?
+                }
+                None => PyTuple::new(
+                    py,
+                    [
+                        group.into_any(),
+                        name.into_any(),
+                        py.None().into_bound(py),
+                        py.None().into_bound(py),
+                        f.value.into_pyobject(py)?.into_any(),
+                    ],
+                )?,
+            };
+            out.push(t);
+        }
+        Ok(out)
+    }
+}
+
+/// Builds a metrics snapshot with the GIL released.
+#[pyfunction]
+#[pyo3(signature = (kernel, now_ms=None))]
+pub fn _metrics_snapshot(
+    py: Python<'_>,
+    kernel: PyRef<'_, PyQuotaKernel>,
+    now_ms: Option<i64>,
+) -> PyResult<PyMetricsSnapshot> {
+    let k = std::sync::Arc::clone(&kernel.kernel);
+    drop(kernel);
+    py.detach(move || k.metrics_snapshot(now_ms).map(PyMetricsSnapshot::compact))
+        .map_err(to_py)
+}
+
+/// One sample of the exposition: family index, tags as (user start, client-id start, end) in
+/// the tag text, value.
+type Slot = (usize, Option<(usize, usize, usize)>, f64);
+
+/// `name` without a trailing `_total` (Prometheus adds it to a counter's sample).
+fn family_name(group: &str, name: &str) -> String {
+    let mut out = String::from("kafka_server_");
+    for (i, c) in group.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('_');
+    out.extend(name.chars().map(|c| if c == '-' { '_' } else { c }));
+    if let Some(base) = out.strip_suffix("_total") {
+        out.truncate(base.len());
+    }
+    out
+}
+
+/// A Prometheus text-format label value.
+fn push_label_value(out: &mut String, v: &str) {
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// A sample value as prometheus_client writes it.
+fn push_value(out: &mut String, v: f64) {
+    use std::fmt::Write;
+    if v.is_nan() {
+        out.push_str("NaN");
+    } else if v == f64::INFINITY {
+        out.push_str("+Inf");
+    } else if v == f64::NEG_INFINITY {
+        out.push_str("-Inf");
+    } else {
+        let _ = write!(out, "{v:?}");
+    }
+}
+
+/// The Prometheus text exposition (format 0.0.4) of every metric plus `extra` per-type values
+/// (``(group, name, value)``, e.g. the delay queues' sizes), built entirely without the GIL.
+/// ``help`` maps Kafka metric names to HELP texts.
+#[pyfunction]
+#[pyo3(signature = (kernel, now_ms, extra, help))]
+pub fn _prometheus_text<'py>(
+    py: Python<'py>,
+    kernel: PyRef<'_, PyQuotaKernel>,
+    now_ms: Option<i64>,
+    extra: Vec<(String, String, f64)>,
+    help: std::collections::HashMap<String, String>,
+) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+    let k = std::sync::Arc::clone(&kernel.kernel);
+    drop(kernel);
+    let text = py
+        .detach(move || -> Result<String, quota_core::QuotaError> {
+            let snap = k.metrics_snapshot(now_ms)?;
+            // Families in order of first appearance, each with its sample lines.
+            let mut families: Vec<((String, String), String)> = Vec::new();
+            let mut index: std::collections::HashMap<(String, String), usize> = Default::default();
+            let mut family = |group: &str, name: &str| -> usize {
+                let key = (group.to_owned(), name.to_owned());
+                *index.entry(key.clone()).or_insert_with(|| {
+                    families.push((key, String::new()));
+                    families.len() - 1
+                })
+            };
+            let mut slots: Vec<Slot> = Vec::with_capacity(snap.value_count() + extra.len());
+            let mut tag_text = String::new();
+            for row in &snap.sensors {
+                let start = tag_text.len();
+                tag_text.push_str(&row.user);
+                let mid = tag_text.len();
+                tag_text.push_str(&row.client_id);
+                let end = tag_text.len();
+                for &(name, value) in &row.values {
+                    slots.push((
+                        family(row.quota_type.metric_group(), name),
+                        Some((start, mid, end)),
+                        value,
+                    ));
+                }
+            }
+            for row in &snap.types {
+                for &(name, value) in &row.values {
+                    slots.push((family(row.quota_type.metric_group(), name), None, value));
+                }
+            }
+            for (group, name, value) in &extra {
+                slots.push((family(group, name), None, *value));
+            }
+            let names: Vec<(String, bool)> = families
+                .iter()
+                .map(|((g, n), _)| (family_name(g, n), n.ends_with("-total")))
+                .collect();
+            for (fam, tags, value) in slots {
+                let (fname, counter) = &names[fam];
+                let buf = &mut families[fam].1;
+                buf.push_str(fname);
+                if *counter {
+                    buf.push_str("_total");
+                }
+                if let Some((start, mid, end)) = tags {
+                    buf.push_str("{user=\"");
+                    push_label_value(buf, &tag_text[start..mid]);
+                    buf.push_str("\",client_id=\"");
+                    push_label_value(buf, &tag_text[mid..end]);
+                    buf.push_str("\"}");
+                }
+                buf.push(' ');
+                push_value(buf, value);
+                buf.push('\n');
+            }
+            let mut out = String::with_capacity(families.iter().map(|f| f.1.len() + 200).sum());
+            for (((_, n), lines), (fname, counter)) in families.iter().zip(&names) {
+                // Text format 0.0.4 names a counter's family by its `_total` sample, as
+                // prometheus_client writes it.
+                let total = if *counter { "_total" } else { "" };
+                out.push_str("# HELP ");
+                out.push_str(fname);
+                out.push_str(total);
+                out.push(' ');
+                out.push_str(help.get(n).map_or(n.as_str(), String::as_str));
+                out.push_str("\n# TYPE ");
+                out.push_str(fname);
+                out.push_str(total);
+                out.push_str(if *counter { " counter\n" } else { " gauge\n" });
+                out.push_str(lines);
+            }
+            Ok(out)
+        })
+        .map_err(to_py)?;
+    Ok(pyo3::types::PyBytes::new(py, text.as_bytes()))
+}
+
+/// Removes idle sensors now; returns ``(removed, now_ms)``.
+#[pyfunction]
+#[pyo3(signature = (kernel, now_ms=None))]
+pub fn _expire_sensors(
+    py: Python<'_>,
+    kernel: PyRef<'_, PyQuotaKernel>,
+    now_ms: Option<i64>,
+) -> PyResult<(usize, i64)> {
+    let k = std::sync::Arc::clone(&kernel.kernel);
+    drop(kernel);
+    py.detach(move || k.expire_sensors(now_ms))
+        .map(|r| (r.removed, r.now_ms))
+        .map_err(to_py)
+}
+
+/// Records a throttle applied to a response into the type's ``throttle-time`` average.
+#[pyfunction]
+#[pyo3(signature = (kernel, quota_type, throttle_time_ms, now_ms=None))]
+pub fn _record_throttle_time(
+    kernel: PyRef<'_, PyQuotaKernel>,
+    quota_type: QuotaTypeArg,
+    throttle_time_ms: f64,
+    now_ms: Option<i64>,
+) -> PyResult<()> {
+    kernel
+        .kernel
+        .record_throttle_time(quota_type.0, throttle_time_ms, now_ms)
+        .map_err(to_py)
+}
+
+/// The kernel's estimate of the callers' clock (ms).
+#[pyfunction]
+pub fn _estimated_now_ms(py: Python<'_>, kernel: PyRef<'_, PyQuotaKernel>) -> i64 {
+    let k = std::sync::Arc::clone(&kernel.kernel);
+    drop(kernel);
+    py.detach(move || k.estimated_now_ms())
+}
+
+/// ``(live sensors, overflowed resolutions, expired sensors)`` of a quota type.
+#[pyfunction]
+pub fn _sensor_stats(kernel: PyRef<'_, PyQuotaKernel>, quota_type: QuotaTypeArg) -> (usize, u64, u64) {
+    let k = &kernel.kernel;
+    (
+        k.sensor_count(quota_type.0),
+        k.overflowed_resolutions(quota_type.0),
+        k.expired_sensors(quota_type.0),
+    )
+}
+
+/// Starts the background expiry thread (replacing a running one); `interval_s` seconds apart.
+pub(crate) fn start_expiry(kernel: &PyQuotaKernel, interval_s: f64) -> PyResult<()> {
+    let task = ExpiryTask::start(&kernel.kernel, Duration::from_secs_f64(interval_s)).map_err(|e| {
+        pyo3::exceptions::PyOSError::new_err(format!("cannot start the sensor expiry thread: {e}"))
+    })?;
+    *kernel.expiry.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+    Ok(())
+}
+
+/// Stops the background expiry thread (waits for a pass in progress); no-op if none runs.
+#[pyfunction]
+pub fn _stop_expiry(py: Python<'_>, kernel: PyRef<'_, PyQuotaKernel>) {
+    let task = kernel.expiry.lock().unwrap_or_else(|e| e.into_inner()).take();
+    drop(kernel);
+    if let Some(mut t) = task {
+        py.detach(move || t.stop());
+    }
+}
+
+/// Whether the background expiry thread runs.
+#[pyfunction]
+pub fn _expiry_running(kernel: PyRef<'_, PyQuotaKernel>) -> bool {
+    kernel
+        .expiry
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .is_some_and(ExpiryTask::is_running)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyMetricsSnapshot>()?;
+    m.add_function(wrap_pyfunction!(_metrics_snapshot, m)?)?;
+    m.add_function(wrap_pyfunction!(_expire_sensors, m)?)?;
+    m.add_function(wrap_pyfunction!(_prometheus_text, m)?)?;
+    m.add_function(wrap_pyfunction!(_record_throttle_time, m)?)?;
+    m.add_function(wrap_pyfunction!(_estimated_now_ms, m)?)?;
+    m.add_function(wrap_pyfunction!(_sensor_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(_stop_expiry, m)?)?;
+    m.add_function(wrap_pyfunction!(_expiry_running, m)?)?;
+    Ok(())
+}
