@@ -21,11 +21,13 @@ per-sensor values once those quota types record).
 
 from __future__ import annotations
 
+
 import re
 import types
 from typing import TYPE_CHECKING, Iterator, Mapping, NamedTuple, Optional
 
 from kquota import _kquota
+from kquota.callback import _ENCODED, decode_tags
 
 if TYPE_CHECKING:
     from kquota.manager import QuotaManager
@@ -103,7 +105,12 @@ def collect(qm: "QuotaManager", now_ms: Optional[int] = None) -> list[Metric]:
     out: list[Metric] = []
     append = out.append
     for group, name, user, client_id, value in iter_rows(snapshot):
-        tags = _NO_TAGS if user is None else {"user": user, "client-id": client_id}
+        if user is None:
+            tags = _NO_TAGS
+        elif user.startswith(_ENCODED):
+            tags = decode_tags(user, client_id)  # a callback's own tag map
+        else:
+            tags = {"user": user, "client-id": client_id}
         append(Metric(group, name, tags, value))
     out.extend(qm._delay_queue_metrics())
     return out
