@@ -96,3 +96,17 @@ class QuotaKernel:
     def sensor_count(self, quota_type: QuotaTypeLike) -> int: ...
 
 def _noop(quota_type: QuotaTypeLike, value: float, now_ms: Optional[int] = None) -> int: ...
+
+def _replay(
+    kernel: QuotaKernel,
+    ts_ms: Any,
+    types: Any,
+    entity_ids: Any,
+    values: Any,
+    entities: list[tuple[str, str]],
+    out: Any,
+    closed: bool = False,
+    sent_ms: Optional[Any] = None,
+) -> None:
+    """Batch replay with the GIL released (numpy arrays: ts_ms int64, types int8, entity_ids
+    int32, values float64, out int32, sent_ms int64); see ``kquota.pipeline.replay``."""

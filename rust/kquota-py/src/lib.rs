@@ -11,6 +11,7 @@ use quota_core::{
     QuotaEntity, QuotaKernel as CoreKernel, WindowSpec,
 };
 
+mod batch;
 mod errors;
 mod fast;
 mod names;
@@ -368,6 +369,7 @@ fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyQuotaKernel>()?;
     m.add_class::<PyClientHandle>()?;
     m.add("_noop", fast::noop_function(m)?)?;
+    m.add_function(wrap_pyfunction!(batch::_replay, m)?)?;
     errors::register(m)?;
     fast::install(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -1,0 +1,47 @@
+"""The Spark session every pipeline command runs in, set up for a fresh machine."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Optional
+
+DEFAULT_MASTER = "local[*]"
+
+
+def prepare_environment() -> None:
+    """What a fresh machine needs before the JVM starts: Python workers run this interpreter
+    (so they import the same kquota), the driver binds to loopback when the host name does not
+    resolve, and Spark's console logging stays quiet."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+
+
+def get_spark(master: Optional[str] = None, app_name: str = "kquota", **conf: str) -> Any:
+    """Returns the active Spark session, or starts one on ``master`` (default ``local[*]``)."""
+    prepare_environment()
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as e:  # pragma: no cover - depends on the installation
+        raise RuntimeError(
+            "the kquota pipeline needs PySpark: python3 -m pip install 'kquota[pipeline]'"
+        ) from e
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = (
+        SparkSession.builder.master(master or DEFAULT_MASTER)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=error")
+    )
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
