@@ -40,8 +40,24 @@ def get_spark(master: Optional[str] = None, app_name: str = "kquota", **conf: st
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=error")
     )
+    # Spark's default of 200 shuffle partitions makes hundreds of tiny tasks (each with its
+    # Python worker round trip) on a small machine; a few per core is right for local masters.
+    local_cores = _local_cores(master or DEFAULT_MASTER)
+    if local_cores is not None and "spark.sql.shuffle.partitions" not in conf:
+        builder = builder.config("spark.sql.shuffle.partitions", str(max(2, 2 * local_cores)))
     for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel("FATAL")
     return spark
+
+
+def _local_cores(master: str) -> Optional[int]:
+    """Cores of a ``local``, ``local[n]`` or ``local[*]`` master; ``None`` for a cluster."""
+    m = master.strip()
+    if m == "local":
+        return 1
+    if m.startswith("local[") and m.endswith("]"):
+        inner = m[6:-1].split(",")[0]
+        return os.cpu_count() or 2 if inner == "*" else max(1, int(inner)) if inner.isdigit() else None
+    return None
