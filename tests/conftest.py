@@ -11,23 +11,29 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from oracle import OracleQuotaManager  # noqa: E402
+from oracle import OracleQuotaManager, ThrottlingQuotaExceeded  # noqa: E402
 
 
 class Impl:
     """One implementation under test: builds managers and names the quota types."""
 
-    def __init__(self, name, factory, produce, fetch):
+    def __init__(self, name, factory, produce, fetch, request=None, controller_mutation=None,
+                 throttling_error=None):
         self.name = name
         self._factory = factory
         self.PRODUCE = produce
         self.FETCH = fetch
+        self.REQUEST = request
+        self.CONTROLLER_MUTATION = controller_mutation
+        # what a strict controller-mutation rejection raises
+        self.ThrottlingError = throttling_error
 
     def make(self, **kwargs):
         return self._factory(**kwargs)
 
     def qtype(self, name):
-        return {"PRODUCE": self.PRODUCE, "FETCH": self.FETCH}[name]
+        return {"PRODUCE": self.PRODUCE, "FETCH": self.FETCH, "REQUEST": self.REQUEST,
+                "CONTROLLER_MUTATION": self.CONTROLLER_MUTATION}[name]
 
     def __repr__(self):
         return self.name
@@ -36,12 +42,14 @@ class Impl:
 def _kquota_impl():
     import kquota
 
-    return Impl("kquota", kquota.QuotaManager,
-                kquota.ClientQuotaType.PRODUCE, kquota.ClientQuotaType.FETCH)
+    Q = kquota.ClientQuotaType
+    return Impl("kquota", kquota.QuotaManager, Q.PRODUCE, Q.FETCH, Q.REQUEST,
+                Q.CONTROLLER_MUTATION, kquota.ThrottlingQuotaExceededError)
 
 
 def _oracle_impl():
-    return Impl("oracle", OracleQuotaManager, "PRODUCE", "FETCH")
+    return Impl("oracle", OracleQuotaManager, "PRODUCE", "FETCH", "REQUEST",
+                "CONTROLLER_MUTATION", ThrottlingQuotaExceeded)
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Pure-Python reference model ("oracle") of kquota's byte-rate quotas (PRODUCE / FETCH).
+"""Pure-Python reference model ("oracle") of kquota's client quotas (PRODUCE, FETCH, REQUEST,
+CONTROLLER_MUTATION).
 
 Test-only; never shipped. It models the behaviour of Apache Kafka's broker as described in
 shared/spec/semantics.md and docs/semantics-notes.md:
@@ -13,13 +14,22 @@ shared/spec/semantics.md and docs/semantics-notes.md:
 * ``ClientQuotaManager`` + its ``DefaultQuotaCallback``: sticky per-type "quota types enabled"
   bits, the tag modes and the 8-level walk, limit lookup from the tags, user sanitization.
 * kquota's deliberate per-sensor monotonic clock clamp.
+* ``ClientRequestQuotaManager`` (KIP-124): thread time recorded as percent of one thread
+  (``nanos * (100.0 / 1e9)``), throttle bounded by one window (``QuotaUtils.boundedThrottleTime``),
+  network-thread time recorded unchecked, one shared ``exempt-request-time`` sensor recorded only
+  while request quotas are enabled.
+* ``ControllerMutationQuotaManager`` + ``TokenBucket`` (KIP-599): a mutation sensor holds a
+  ``Rate`` (``mutation-rate``) and a token bucket (``tokens``); permissive, strict and the
+  manager's own check-first ``recordAndGetThrottleTimeMs``. As kquota decided: the bucket is full
+  at its first use whatever the clock, and untouched while the limit is unlimited.
 
 Only valid input is expected: the oracle does no validation.
 """
 
 import math
 
-__all__ = ["OracleQuotaManager", "sanitize_user", "java_round", "INT32_MAX"]
+__all__ = ["OracleQuotaManager", "ThrottlingQuotaExceeded", "sanitize_user", "java_round",
+           "INT32_MAX", "NANOS_TO_PERCENT"]
 
 INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -37,7 +47,17 @@ KEY_TO_TYPE = {
     "controller_mutation_rate": "CONTROLLER_MUTATION",
 }
 QUOTA_TYPES = ("PRODUCE", "FETCH", "REQUEST", "CONTROLLER_MUTATION")
-BYTE_RATE_TYPES = ("PRODUCE", "FETCH")
+
+# ClientRequestQuotaManager.NanosToPercentagePerSecond
+NANOS_TO_PERCENT = 100.0 / 1e9
+
+
+class ThrottlingQuotaExceeded(Exception):
+    """Strict controller-mutation rejection (kquota raises ThrottlingQuotaExceededError)."""
+
+    def __init__(self, throttle_time_ms):
+        super().__init__(throttle_time_ms)
+        self.throttle_time_ms = throttle_time_ms
 
 
 class _Marker:
@@ -179,6 +199,50 @@ class _RateSensor:
         return total / (self.window_size(now) / 1000.0)
 
 
+class _TokenBucket:
+    """Kafka's ``TokenBucket`` stat: ``tokens`` refill at the quota per second up to the burst;
+    a record takes its value (possibly below zero). Every measure and record refills first, and
+    refilling is stateful (float rounding depends on when it happens), so callers refill exactly
+    when kquota does."""
+
+    def __init__(self):
+        self.tokens = None  # full at first use (kquota: whatever the clock)
+        self.last = None
+
+    def refill(self, quota, burst, t):
+        if self.tokens is None:
+            self.tokens = burst
+        else:
+            # MetricsUtils.convert(ms, SECONDS) is ms / 1000.0
+            self.tokens = min(burst, self.tokens + quota * ((t - self.last) / 1000.0))
+        self.last = t
+        return self.tokens
+
+    def fill(self, t):
+        self.tokens = math.inf
+        self.last = t
+
+    def record(self, quota, burst, value, t):
+        self.refill(quota, burst, t)
+        self.tokens = min(burst, self.tokens - value)
+        return self.tokens
+
+
+class _MutationSensor(_RateSensor):
+    """A controller-mutation sensor: the ``Rate`` is ``mutation-rate``, the bucket ``tokens``."""
+
+    def __init__(self, window_num, window_ms):
+        super().__init__(window_num, window_ms)
+        self.bucket = _TokenBucket()
+
+
+def _mutation_throttle(tokens, quota):
+    """``ControllerMutationQuotaManager.throttleTimeMs`` for a bucket in debt, saturated."""
+    if not tokens < 0:
+        return 0
+    return max(0, min(INT32_MAX, java_round(-tokens / quota * 1000)))
+
+
 # --------------------------------------------------------------------------------------------
 # quota manager
 
@@ -192,7 +256,18 @@ class OracleQuotaManager:
         num_network_threads=3,
         producer_default=None,
         consumer_default=None,
+        metrics_num_samples=2,
+        metrics_sample_window_ms=30_000,
+        controller_window_num=11,
+        controller_window_size_seconds=1,
     ):
+        # Kafka's quota-less Rates (mutation-rate, exempt-request-time) use the broker's Metrics
+        # config (metrics.num.samples x metrics.sample.window.ms); controller mutations have
+        # their own quota window (controller.quota.window.*), which sizes the bucket's burst.
+        self.metrics_num_samples = metrics_num_samples
+        self.metrics_window_ms = metrics_sample_window_ms
+        self.controller_window_num = controller_window_num
+        self.controller_window_size_seconds = controller_window_size_seconds
         self.window_num = window_num
         self.window_size_seconds = window_size_seconds
         self.window_ms = window_size_seconds * 1000
@@ -211,6 +286,7 @@ class OracleQuotaManager:
             self._static["FETCH"] = float(consumer_default)
             self._bits["FETCH"] |= CLIENT_ID_BIT
         self._sensors = {}  # (quota type, user tag, client-id tag) -> _RateSensor
+        self._exempt = None  # the shared exempt-request-time sensor, created by its first record
 
     sanitize_user = staticmethod(sanitize_user)
 
@@ -316,57 +392,132 @@ class OracleQuotaManager:
         limit = self.quota_limit(quota_type, user, client_id)
         if limit is None:
             return math.inf
+        if _type_name(quota_type) == "CONTROLLER_MUTATION":
+            return limit * (self.controller_window_num - 1) * self.controller_window_size_seconds
         return limit * (self.window_num - 1) * self.window_size_seconds
 
     # ---------------------------------------------------------------- per request
-
-    def _byte_type(self, quota_type):
-        qtype = _type_name(quota_type)
-        if qtype not in BYTE_RATE_TYPES:
-            raise NotImplementedError("oracle models PRODUCE and FETCH only")
-        return qtype
 
     def _sensor(self, qtype, tags, create):
         key = (qtype,) + tags
         sensor = self._sensors.get(key)
         if sensor is None and create:
-            sensor = self._sensors[key] = _RateSensor(self.window_num, self.window_ms)
+            if qtype == "CONTROLLER_MUTATION":
+                sensor = _MutationSensor(self.metrics_num_samples, self.metrics_window_ms)
+            else:
+                sensor = _RateSensor(self.window_num, self.window_ms)
+            self._sensors[key] = sensor
         return sensor
 
+    def _burst(self, quota):
+        """``TokenBucket.burst``: samples * window seconds * quota (controller window)."""
+        return self.controller_window_num * (self.controller_window_size_seconds * 1000 / 1000.0) * quota
+
     def _record(self, quota_type, user, client_id, value, now_ms, check):
-        qtype = self._byte_type(quota_type)
+        """``check``: None (record only), "throttle" (the type's recordAndGetThrottleTimeMs),
+        "permissive" / "strict" (controller mutations)."""
+        qtype = _type_name(quota_type)
         if self._bits[qtype] == 0:  # maybeRecordAndGetThrottleTimeMs: quotas not enabled
             return 0
         tags = self._tags(qtype, user, client_id)
         sensor = self._sensor(qtype, tags, create=True)
         t = sensor.clamp(now_ms)
-        sensor.record(float(value), t)
-        if not check:
-            return 0
         limit = self._limit_for_tags(qtype, tags)
+        if qtype == "CONTROLLER_MUTATION":
+            return self._record_mutation(sensor, limit, float(value), t, check)
+        sensor.record(float(value), t)
+        if check is None:
+            return 0
         rate = sensor.measure(t)  # Kafka measures even when unlimited (bound Long.MAX_VALUE)
         if limit is None or not rate > limit:
             return 0
         throttle = java_round((rate - limit) / limit * sensor.window_size(t))
-        return max(0, min(INT32_MAX, throttle))
+        throttle = max(0, min(INT32_MAX, throttle))
+        if qtype == "REQUEST":  # ClientRequestQuotaManager.maxThrottleTimeMs: one window
+            throttle = min(throttle, self.window_ms)
+        return throttle
+
+    def _record_mutation(self, sensor, limit, value, t, check):
+        if limit is None:
+            # Kafka runs the bucket with bound Long.MAX_VALUE: any use fills it (practically)
+            # without end, so a limit set later finds it full.
+            sensor.bucket.fill(t)
+            sensor.record(value, t)
+            return 0
+        bucket, burst = sensor.bucket, self._burst(limit)
+        if check in ("throttle", "strict"):
+            # quotaSensor synchronized { checkQuotas; record(value, t, false) }
+            tokens = bucket.refill(limit, burst, t)
+            if tokens < 0:
+                throttle = _mutation_throttle(tokens, limit)
+                if check == "strict":
+                    raise ThrottlingQuotaExceeded(throttle)
+                return throttle
+            bucket.record(limit, burst, value, t)
+            sensor.record(value, t)
+            return 0
+        tokens = bucket.record(limit, burst, value, t)
+        sensor.record(value, t)
+        return _mutation_throttle(tokens, limit) if check == "permissive" else 0
 
     def record_and_get_throttle_time_ms(self, quota_type, user, client_id, value, now_ms):
-        return self._record(quota_type, user, client_id, value, now_ms, check=True)
+        return self._record(quota_type, user, client_id, value, now_ms, check="throttle")
 
     def record_no_throttle(self, quota_type, user, client_id, value, now_ms):
-        self._record(quota_type, user, client_id, value, now_ms, check=False)
+        self._record(quota_type, user, client_id, value, now_ms, check=None)
 
     def unrecord(self, quota_type, user, client_id, value, now_ms):
-        self._record(quota_type, user, client_id, -float(value), now_ms, check=False)
+        self._record(quota_type, user, client_id, -float(value), now_ms, check=None)
 
     def measured_rate(self, quota_type, user, client_id, now_ms):
-        qtype = self._byte_type(quota_type)
+        qtype = _type_name(quota_type)
         if self._bits[qtype] == 0:
             return 0.0
         sensor = self._sensor(qtype, self._tags(qtype, user, client_id), create=False)
         if sensor is None:
             return 0.0
         return sensor.measure(sensor.clamp(now_ms))
+
+    # ---------------------------------------------------------------- request time (KIP-124)
+
+    def record_request_time(self, user, client_id, thread_time_nanos, now_ms):
+        return self._record("REQUEST", user, client_id, thread_time_nanos * NANOS_TO_PERCENT,
+                            now_ms, check="throttle")
+
+    def record_network_thread_time(self, user, client_id, nanos, now_ms):
+        self._record("REQUEST", user, client_id, nanos * NANOS_TO_PERCENT, now_ms, check=None)
+
+    def record_exempt_request_time(self, nanos, now_ms):
+        if self._bits["REQUEST"] == 0:  # maybeRecordExempt: only while quotas are enabled
+            return
+        if self._exempt is None:
+            self._exempt = _RateSensor(self.metrics_num_samples, self.metrics_window_ms)
+        self._exempt.record(nanos * NANOS_TO_PERCENT, self._exempt.clamp(now_ms))
+
+    def exempt_request_rate(self, now_ms):
+        if self._exempt is None:
+            return 0.0
+        return self._exempt.measure(self._exempt.clamp(now_ms))
+
+    # ---------------------------------------------------------------- controller mutations (KIP-599)
+
+    def record_controller_mutations(self, user, client_id, mutations, now_ms, strict=False):
+        return self._record("CONTROLLER_MUTATION", user, client_id, mutations, now_ms,
+                            check="strict" if strict else "permissive")
+
+    def controller_mutation_tokens(self, user, client_id, now_ms):
+        qtype = "CONTROLLER_MUTATION"
+        if self._bits[qtype] == 0:
+            return None
+        tags = self._tags(qtype, user, client_id)
+        sensor = self._sensor(qtype, tags, create=False)
+        limit = self._limit_for_tags(qtype, tags)
+        if sensor is None:
+            return None
+        if limit is None:  # reading the metric is a use of Kafka's unbounded bucket
+            sensor.bucket.fill(sensor.clamp(now_ms))
+            return None
+        return sensor.bucket.refill(limit, self._burst(limit), sensor.clamp(now_ms))
 
     def client(self, user, client_id):
         return _OracleHandle(self, user, client_id)
@@ -399,3 +550,16 @@ class _OracleHandle:
 
     def measured_rate(self, quota_type, now_ms):
         return self._qm.measured_rate(quota_type, self._user, self._client_id, now_ms)
+
+    def record_request_time(self, thread_time_nanos, now_ms):
+        return self._qm.record_request_time(self._user, self._client_id, thread_time_nanos, now_ms)
+
+    def record_network_thread_time(self, nanos, now_ms):
+        self._qm.record_network_thread_time(self._user, self._client_id, nanos, now_ms)
+
+    def record_controller_mutations(self, mutations, now_ms, strict=False):
+        return self._qm.record_controller_mutations(self._user, self._client_id, mutations,
+                                                    now_ms, strict=strict)
+
+    def controller_mutation_tokens(self, now_ms):
+        return self._qm.controller_mutation_tokens(self._user, self._client_id, now_ms)

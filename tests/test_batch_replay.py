@@ -139,14 +139,36 @@ def test_python_wrapper_checks():
     assert replay(qm, [2], np.array([1], np.int64), [0], ENTITIES, [1.0]).tolist() == [0]
 
 
+def record_one(qm, qt, user, client, value, now):
+    if qt.upper() == "REQUEST":
+        return qm.record_request_time(user, client, value, now_ms=now)
+    return qm.record_and_get_throttle_time_ms(qt, user, client, value, now_ms=now)
+
+
+def test_request_rows_replay_as_record_request_time():
+    config = [c for c in CONFIG if c[0] != {"user": "alice"}] + [
+        ({"user": "alice"}, {"producer_byte_rate": 20_000, "request_percentage": 2.5}),
+        ({"user": None}, {"request_percentage": 1.0}),
+    ]
+    ts, qt, ids, values = traffic(n=4000, seed=5, types=("PRODUCE", "FETCH", "REQUEST"))
+    values = np.where(qt == "REQUEST", values * 500.0, values)  # 25 µs - 2 ms of thread time
+    got = replay(make_qm(config), ts, qt, ids, ENTITIES, values)
+    qm = make_qm(config)
+    want = [record_one(qm, t, *ENTITIES[e], v, int(s)) for s, t, e, v in zip(ts, qt, ids, values)]
+    assert got.tolist() == want
+    assert sum(w > 0 for w, t in zip(want, qt) if t == "REQUEST") > 20
+    got_closed = replay(make_qm(config), ts, qt, ids, ENTITIES, values, model="closed")
+    assert got_closed.tolist() != got.tolist()
+
+
 def test_request_rows_without_request_quotas_are_never_throttled():
     qm = make_qm()
     got = replay(qm, [0, 1, 2], ["REQUEST", "PRODUCE", "REQUEST"], [0, 0, 0], ENTITIES, [5e9, 10.0, 5e9])
     assert got.tolist() == [0, 0, 0]
 
 
-def test_request_rows_with_request_quotas_need_request_time_support():
+def test_bad_request_time_raises_the_kernels_error():
     qm = make_qm(CONFIG + [({"user": "zed"}, {"request_percentage": 50})])
-    with pytest.raises(kquota.KQuotaError, match="REQUEST replay needs request-time quota support"):
-        replay(qm, [0, 1], ["PRODUCE", "REQUEST"], [0, 0], ENTITIES, [10.0, 5e6])
+    with pytest.raises(kquota.QuotaValueError, match="request 1: thread time must be a finite number"):
+        replay(qm, [0, 1], ["PRODUCE", "REQUEST"], [0, 0], ENTITIES, [10.0, -5.0])
     assert qm.sensor_count(kquota.ClientQuotaType.PRODUCE) == 0

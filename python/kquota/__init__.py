@@ -1,4 +1,4 @@
-"""kquota: Apache Kafka's client quotas (KIP-13, KIP-55) as an in-process kernel.
+"""kquota: Apache Kafka's client quotas (KIP-13, KIP-55, KIP-124, KIP-599) as an in-process kernel.
 
 >>> import kquota
 >>> qm = kquota.QuotaManager()
@@ -8,20 +8,29 @@
 """
 
 from kquota._kquota import ClientHandle, ClientQuotaType, __version__
-from kquota.entity import ClientQuotaEntity, KafkaPrincipal
+from kquota.callback import ClientQuotaCallback, ClusterMetadata, PartitionInfo
+from kquota.entity import ClientQuotaEntity, ConfigEntity, ConfigEntityType, KafkaPrincipal
 from kquota.exceptions import KQuotaError, QuotaConfigError, QuotaValueError, ThrottlingQuotaExceededError
 from kquota.manager import CONFIG_KEYS, QuotaManager
+from kquota.response import ResponseThrottle, response_throttle
 
 __all__ = [
     "CONFIG_KEYS",
     "ClientHandle",
+    "ClientQuotaCallback",
     "ClientQuotaEntity",
     "ClientQuotaType",
+    "ClusterMetadata",
+    "ConfigEntity",
+    "ConfigEntityType",
     "KQuotaError",
     "KafkaPrincipal",
+    "PartitionInfo",
     "QuotaConfigError",
     "QuotaManager",
     "QuotaValueError",
+    "ResponseThrottle",
     "ThrottlingQuotaExceededError",
     "__version__",
+    "response_throttle",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Optional
 
@@ -95,6 +96,23 @@ class ClientQuotaEntity(Mapping[str, Optional[str]]):
                 parts.append(f"{key}={'<default>' if value is None else _quote(value)}")
         return ", ".join(parts)
 
+    def config_entities(self) -> list["ConfigEntity"]:
+        """KIP-257's view of the entity: its parts, user first (``ClientQuotaEntity.configEntities``).
+
+        >>> ClientQuotaEntity({"user": "alice", "client-id": None}).config_entities()
+        [ConfigEntity(entity_type=<ConfigEntityType.USER: 'USER'>, name='alice'), \
+ConfigEntity(entity_type=<ConfigEntityType.DEFAULT_CLIENT_ID: 'DEFAULT_CLIENT_ID'>, name=None)]
+        """
+        out = []
+        if USER in self._entries:
+            name = self._entries[USER]
+            out.append(ConfigEntity(ConfigEntityType.DEFAULT_USER if name is None else ConfigEntityType.USER, name))
+        if CLIENT_ID in self._entries:
+            name = self._entries[CLIENT_ID]
+            kind = ConfigEntityType.DEFAULT_CLIENT_ID if name is None else ConfigEntityType.CLIENT_ID
+            out.append(ConfigEntity(kind, name))
+        return out
+
     @property
     def path(self) -> str:
         """The ZooKeeper-style path, e.g. ``users/alice/clients/<default>`` (names raw)."""
@@ -115,3 +133,20 @@ class KafkaPrincipal:
 
     def __str__(self) -> str:
         return f"{self.principal_type}:{self.name}"
+
+
+class ConfigEntityType(enum.Enum):
+    """KIP-257's ``ClientQuotaEntity.ConfigEntityType``."""
+
+    USER = "USER"
+    CLIENT_ID = "CLIENT_ID"
+    DEFAULT_USER = "DEFAULT_USER"
+    DEFAULT_CLIENT_ID = "DEFAULT_CLIENT_ID"
+
+
+@dataclass(frozen=True)
+class ConfigEntity:
+    """One part of a quota entity as callbacks see it; ``name`` is ``None`` for the defaults."""
+
+    entity_type: ConfigEntityType
+    name: Optional[str]

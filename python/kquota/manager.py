@@ -6,9 +6,12 @@ import math
 import numbers
 from typing import Any, Iterable, Mapping, Optional, Tuple, Union
 
-from kquota._kquota import QuotaKernel
+from kquota._kquota import ClientQuotaType, QuotaKernel
+from kquota.callback import ClusterMetadata, _CallbackAdapter, decode_tags, load_callback
 from kquota.entity import CLIENT_ID, USER, ClientQuotaEntity
-from kquota.exceptions import KQuotaError, QuotaConfigError
+from kquota.exceptions import KQuotaError, QuotaConfigError, QuotaValueError
+
+QuotaTypeLike = Union[ClientQuotaType, str]
 
 #: Dynamic config keys of client quotas (KIP-546 names).
 CONFIG_KEYS = (
@@ -17,6 +20,13 @@ CONFIG_KEYS = (
     "request_percentage",
     "controller_mutation_rate",
 )
+
+_KEY_TYPES = {
+    "producer_byte_rate": "PRODUCE",
+    "consumer_byte_rate": "FETCH",
+    "request_percentage": "REQUEST",
+    "controller_mutation_rate": "CONTROLLER_MUTATION",
+}
 
 EntityLike = Union[ClientQuotaEntity, Mapping[str, Optional[str]]]
 Ops = Mapping[str, Union[int, float, None]]
@@ -60,8 +70,17 @@ class QuotaManager(QuotaKernel):
         num_io_threads, num_network_threads: the capacity behind ``request_percentage``
             (``(io + network) * 100``).
         producer_default, consumer_default: static broker defaults (KIP-55 step 8), bytes/s.
-        callback, callback_configs: a KIP-257 ``ClientQuotaCallback``; not supported by this
-            release (must be ``None``).
+        callback: a KIP-257 :class:`~kquota.callback.ClientQuotaCallback` instance or its dotted
+            class path (``client.quota.callback.class``); ``None`` for Kafka's built-in rules.
+        callback_configs: passed to the callback's ``configure()``.
+        callback_failure: ``"open"`` (default) lets a request the callback failed to answer,
+            with no earlier answer to fall back on, through unthrottled; ``"closed"`` blocks it.
+        metrics_num_samples, metrics_sample_window_ms: the broker's ``metrics.num.samples`` and
+            ``metrics.sample.window.ms``; Kafka measures the quota-less rates ``mutation-rate`` and
+            ``exempt-request-time`` over this window (2 samples of 30 s by default).
+        controller_window_num, controller_window_size_seconds: ``controller.quota.window.num`` and
+            ``controller.quota.window.size.seconds``, the window of controller-mutation quotas
+            (burst = num x size x rate).
     """
 
     def __init__(
@@ -74,10 +93,82 @@ class QuotaManager(QuotaKernel):
         consumer_default: Optional[float] = None,
         callback: Any = None,
         callback_configs: Optional[Mapping[str, Any]] = None,
+        callback_failure: str = "open",
+        metrics_num_samples: int = 2,
+        metrics_sample_window_ms: int = 30_000,
+        controller_window_num: int = 11,
+        controller_window_size_seconds: int = 1,
     ) -> None:
-        if callback is not None or callback_configs is not None:
-            raise KQuotaError("custom quota callbacks (KIP-257) are not yet supported by this kquota release")
+        if callback_failure not in ("open", "closed"):
+            raise QuotaValueError(f"callback_failure must be 'open' or 'closed', got {callback_failure!r}")
         self._closed = False
+        self._callback_failure = callback_failure
+        self._adapter: Optional[_CallbackAdapter] = None
+        self._callback_errors_before = 0
+        if callback is not None:
+            self.set_callback(callback, callback_configs)
+        elif callback_configs is not None:
+            raise QuotaValueError("callback_configs given without a callback")
+
+    # ------------------------------------------------------------------ callbacks (KIP-257)
+
+    @property
+    def callback(self) -> Any:
+        """The installed ``ClientQuotaCallback``, or ``None`` for the built-in rules."""
+        return None if self._adapter is None else self._adapter.callback
+
+    @property
+    def callback_errors(self) -> int:
+        """How many times a callback raised or answered garbage (since this manager started)."""
+        return self._callback_errors_before + (0 if self._adapter is None else self._adapter.errors)
+
+    def set_callback(self, callback: Any, configs: Optional[Mapping[str, Any]] = None) -> None:
+        """Replaces the quota callback at run time (an instance, a dotted class path, or ``None``
+        for the built-in rules). The new callback is configured before it is installed; then the
+        old one's ``close()`` is called. Cached tags and limits are dropped."""
+        adapter = None
+        if callback is not None:
+            instance = load_callback(callback)
+            if configs is not None and not isinstance(configs, Mapping):
+                raise QuotaValueError(f"callback configs must be a mapping, got {type(configs).__name__}")
+            configure = getattr(instance, "configure", None)
+            if callable(configure):
+                try:
+                    configure(dict(configs or {}))
+                except Exception as e:
+                    raise KQuotaError(f"{type(instance).__name__}.configure() failed: {e}") from e
+            adapter = _CallbackAdapter(instance, fail_closed=self._callback_failure == "closed")
+        elif configs is not None:
+            raise QuotaValueError("callback configs given without a callback")
+        old = self._adapter
+        self._set_callback_adapter(adapter)
+        self._adapter = adapter
+        if old is not None:
+            old.notify("close")
+            self._callback_errors_before += old.errors
+
+    def update_cluster_metadata(self, cluster: ClusterMetadata) -> bool:
+        """Hands broker metadata to the callback; True if it said quotas changed (cached tags
+        and limits are then asked again). Without a callback: False."""
+        if self._adapter is None:
+            return False
+        changed = bool(self._adapter.notify("update_cluster_metadata", cluster))
+        if changed:
+            self._invalidate(None, True)
+        return changed
+
+    def signal_quota_reset(self, quota_type: Optional[QuotaTypeLike] = None) -> None:
+        """The push form of ``quota_reset_required``: the callback's tags and limits (of one
+        type, or all) are asked again on the next request."""
+        self._invalidate(None if quota_type is None else [quota_type], True)
+
+    def quota_metric_tags(self, quota_type: QuotaTypeLike, user: str, client_id: str) -> dict[str, str]:
+        """The metric tags the request is recorded under (a callback's own tag map if one is
+        installed, else ``{"user": ..., "client-id": ...}``)."""
+        tags = super().quota_metric_tags(quota_type, user, client_id)
+        if self._adapter is None:
+            return tags
+        return decode_tags(tags["user"], tags["client-id"])
 
     # ------------------------------------------------------------------ configuration
 
@@ -99,6 +190,7 @@ class QuotaManager(QuotaKernel):
         except TypeError as e:
             raise QuotaConfigError(f"entries must be an iterable of (entity, ops) pairs: {e}") from None
         changes = []
+        applied: list[tuple[ClientQuotaEntity, str, Optional[float]]] = []
         seen: set[ClientQuotaEntity] = set()
         for item in items:
             try:
@@ -127,7 +219,20 @@ class QuotaManager(QuotaKernel):
                     )
                 number = None if value is None else _config_value(entity, key, value)
                 changes.append((uk, u, ck, c, key, number))
+                applied.append((entity, key, number))
         self._alter(changes, bool(validate_only))
+        if self._adapter is not None and not validate_only:
+            touched = set()
+            for entity, key, number in applied:
+                quota_type = ClientQuotaType.from_name(_KEY_TYPES[key])
+                touched.add(quota_type)
+                if number is None:
+                    self._adapter.notify("remove_quota", quota_type, entity)
+                else:
+                    self._adapter.notify("update_quota", quota_type, entity, number)
+            # Kafka re-reads every quota metric's limit after an update; tags too, since a
+            # callback may regroup on configuration.
+            self._invalidate(sorted(touched, key=int), True)
 
     def describe_client_quotas(self) -> dict[ClientQuotaEntity, dict[str, float]]:
         """Every configured entity with its keys and values."""
@@ -144,8 +249,12 @@ class QuotaManager(QuotaKernel):
     # ------------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
-        """Stops background work; safe to call more than once."""
+        """Stops background work and closes the callback; safe to call more than once."""
+        if self._closed:
+            return
         self._closed = True
+        if self._adapter is not None:
+            self._adapter.notify("close")
 
     def __enter__(self) -> "QuotaManager":
         return self

@@ -93,7 +93,7 @@ unsafe impl Send for Views {}
 
 /// Replays a batch. See the module documentation and `kquota.pipeline.replay`.
 ///
-/// `ts_ms` int64, `types` int8 (0 PRODUCE, 1 FETCH, 2 REQUEST), `entity_ids` int32 indexing
+/// `ts_ms` int64, `types` int8 (0 PRODUCE, 1 FETCH, 2 REQUEST; its value is thread-time ns), `entity_ids` int32 indexing
 /// `entities` (a list of `(user, client_id)`), `values` float64, `out` int32 (throttles are
 /// written there); `sent_ms` int64, when given, receives each request's send time (equal to
 /// `ts_ms` in the open model).
@@ -144,10 +144,6 @@ pub fn _replay(
         out: outc.ptr,
         sent: sentc.as_ref().map(|c| c.ptr),
     };
-    let request_configured = core
-        .describe()
-        .iter()
-        .any(|(_, kv)| kv.iter().any(|(t, _)| *t == ClientQuotaType::Request));
     let entity_count = entities.len();
     py.detach(move || -> Result<(), ReplayError> {
         // Capture the struct whole (its Send impl), not its fields one by one.
@@ -163,7 +159,7 @@ pub fn _replay(
         };
         let out = unsafe { &mut *views.out.as_ptr() };
         let sent = views.sent.map(|p| unsafe { &mut *p.as_ptr() });
-        validate(&core, ts, types, ids, values, entity_count, request_configured)?;
+        validate(&core, ts, types, ids, values, entity_count)?;
         let handles: Vec<ClientHandle> = entities
             .iter()
             .map(|(u, c)| ClientHandle::new(Arc::clone(&core), u, c))
@@ -211,7 +207,6 @@ fn validate(
     ids: &[i32],
     values: &[f64],
     entity_count: usize,
-    request_configured: bool,
 ) -> Result<(), ReplayError> {
     for i in 0..ts.len() {
         let id = ids[i];
@@ -220,33 +215,23 @@ fn validate(
                 "entity_ids[{i}] = {id} is not an index into the {entity_count} entities"
             )));
         }
-        match types[i] {
-            PRODUCE | FETCH => {}
-            REQUEST if !request_configured => {}
-            REQUEST => {
-                return Err(ReplayError::Kernel(
-                    i,
-                    QuotaError::Unsupported(
-                        "REQUEST replay needs request-time quota support, which this kquota \
-                         release lacks; the configuration has request_percentage quotas"
-                            .into(),
-                    ),
-                ))
-            }
-            t => {
-                return Err(ReplayError::Argument(format!(
-                    "types[{i}] = {t} is not a quota type code (0 PRODUCE, 1 FETCH, 2 REQUEST)"
-                )))
-            }
+        let t = types[i];
+        if !(PRODUCE..=REQUEST).contains(&t) {
+            return Err(ReplayError::Argument(format!(
+                "types[{i}] = {t} is not a quota type code (0 PRODUCE, 1 FETCH, 2 REQUEST)"
+            )));
         }
         let v = values[i];
-        let t = ts[i];
-        if v.is_nan() || v.is_infinite() || v < 0.0 || t.unsigned_abs() >= MAX_ABS_NOW_MS as u64 {
+        let now = ts[i];
+        if v.is_nan() || v.is_infinite() || v < 0.0 || now.unsigned_abs() >= MAX_ABS_NOW_MS as u64 {
             // The kernel rejects the value (or time) before recording anything: its own error.
-            let err = core
-                .record_and_get_throttle_time_ms(ClientQuotaType::Produce, "", "", v, Some(t))
-                .err()
-                .unwrap_or_else(|| QuotaError::InvalidValue(format!("bad value {v} at time {t}")));
+            let err = if t == REQUEST {
+                core.record_request_time("", "", v, Some(now)).err()
+            } else {
+                core.record_and_get_throttle_time_ms(ClientQuotaType::Produce, "", "", v, Some(now))
+                    .err()
+            };
+            let err = err.unwrap_or_else(|| QuotaError::InvalidValue(format!("bad value {v} at time {now}")));
             return Err(ReplayError::Kernel(i, err));
         }
     }
@@ -259,8 +244,8 @@ fn record(h: &ClientHandle, t: i8, value: f64, now: i64) -> Result<i32, QuotaErr
     match t {
         PRODUCE => h.record_and_get_throttle_time_ms(ClientQuotaType::Produce, value, Some(now)),
         FETCH => h.record_and_get_throttle_time_ms(ClientQuotaType::Fetch, value, Some(now)),
-        // Validated: no request quota is configured, so Kafka records nothing and never throttles.
-        _ => Ok(0),
+        // Validated: the only other code is REQUEST (thread-time nanoseconds).
+        _ => h.record_request_time(value, Some(now)),
     }
 }
 

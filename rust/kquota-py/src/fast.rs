@@ -42,6 +42,37 @@ static NAMED_RECORD: MethodDef = MethodDef(ffi::PyMethodDef {
     ml_doc: c"record_and_get_throttle_time_ms($self, quota_type, user, client_id, value, now_ms=None)\n--\n\nRecords ``value`` (bytes for PRODUCE/FETCH) and returns the throttle in ms (0 = none).".as_ptr(),
 });
 
+const REQUEST_NAME: &CStr = c"record_request_time";
+const MUTATIONS_NAME: &CStr = c"record_controller_mutations";
+
+static HANDLE_REQUEST: MethodDef = MethodDef(ffi::PyMethodDef {
+    ml_name: REQUEST_NAME.as_ptr(),
+    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: handle_request },
+    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+    ml_doc: c"record_request_time($self, thread_time_nanos, now_ms=None)\n--\n\nRecords I/O-thread time (KIP-124) and returns the throttle in ms, at most one window.".as_ptr(),
+});
+
+static NAMED_REQUEST: MethodDef = MethodDef(ffi::PyMethodDef {
+    ml_name: REQUEST_NAME.as_ptr(),
+    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: named_request },
+    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+    ml_doc: c"record_request_time($self, user, client_id, thread_time_nanos, now_ms=None)\n--\n\nRecords I/O-thread time (KIP-124) and returns the throttle in ms, at most one window.".as_ptr(),
+});
+
+static HANDLE_MUTATIONS: MethodDef = MethodDef(ffi::PyMethodDef {
+    ml_name: MUTATIONS_NAME.as_ptr(),
+    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: handle_mutations },
+    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+    ml_doc: c"record_controller_mutations($self, mutations, now_ms=None, strict=False)\n--\n\nRecords controller mutations (KIP-599). Permissive: returns the throttle in ms. Strict: raises ThrottlingQuotaExceededError, recording nothing, when the bucket is already in debt.".as_ptr(),
+});
+
+static NAMED_MUTATIONS: MethodDef = MethodDef(ffi::PyMethodDef {
+    ml_name: MUTATIONS_NAME.as_ptr(),
+    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: named_mutations },
+    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+    ml_doc: c"record_controller_mutations($self, user, client_id, mutations, now_ms=None, strict=False)\n--\n\nRecords controller mutations (KIP-599). Permissive: returns the throttle in ms. Strict: raises ThrottlingQuotaExceededError, recording nothing, when the bucket is already in debt.".as_ptr(),
+});
+
 /// `ClientQuotaType`'s type object, for an identity check instead of a lazy-type lookup.
 static QUOTA_TYPE: std::sync::atomic::AtomicPtr<ffi::PyTypeObject> =
     std::sync::atomic::AtomicPtr::new(ptr::null_mut());
@@ -76,6 +107,10 @@ pub fn install(py: Python<'_>) -> PyResult<()> {
     for (ty, def) in [
         (PyClientHandle::type_object(py), &HANDLE_RECORD),
         (PyQuotaKernel::type_object(py), &NAMED_RECORD),
+        (PyClientHandle::type_object(py), &HANDLE_REQUEST),
+        (PyQuotaKernel::type_object(py), &NAMED_REQUEST),
+        (PyClientHandle::type_object(py), &HANDLE_MUTATIONS),
+        (PyQuotaKernel::type_object(py), &NAMED_MUTATIONS),
     ] {
         // SAFETY: `def` is 'static and CPython treats it as read-only.
         let descr = unsafe {
@@ -85,7 +120,9 @@ pub fn install(py: Python<'_>) -> PyResult<()> {
             )
         };
         let descr = unsafe { Bound::from_owned_ptr_or_err(py, descr)? };
-        ty.setattr(NAME.to_str().expect("ascii"), descr)?;
+        // SAFETY: every definition's name is a static NUL-terminated ASCII string.
+        let name = unsafe { CStr::from_ptr(def.0.ml_name) };
+        ty.setattr(name.to_str().expect("ascii"), descr)?;
     }
     Ok(())
 }
@@ -96,6 +133,7 @@ pub fn install(py: Python<'_>) -> PyResult<()> {
 /// `args`/`nargsf`/`kwnames` must be a valid vectorcall argument triple.
 unsafe fn bind<const N: usize>(
     py: Python<'_>,
+    fname: &CStr,
     names: [&str; N],
     required: usize,
     args: *const *mut ffi::PyObject,
@@ -107,7 +145,7 @@ unsafe fn bind<const N: usize>(
     if nargs > N {
         return Err(PyTypeError::new_err(format!(
             "{}() takes at most {N} positional arguments ({nargs} given)",
-            NAME.to_str().unwrap_or_default()
+            fname.to_str().unwrap_or_default()
         )));
     }
     // A fixed-count loop: the compiler unrolls it instead of calling memcpy.
@@ -125,13 +163,13 @@ unsafe fn bind<const N: usize>(
             let Some(i) = names.iter().position(|n| *n == key) else {
                 return Err(PyTypeError::new_err(format!(
                     "{}() got an unexpected keyword argument '{key}'",
-                    NAME.to_str().unwrap_or_default()
+                    fname.to_str().unwrap_or_default()
                 )));
             };
             if !out[i].is_null() {
                 return Err(PyTypeError::new_err(format!(
                     "{}() got multiple values for argument '{key}'",
-                    NAME.to_str().unwrap_or_default()
+                    fname.to_str().unwrap_or_default()
                 )));
             }
             out[i] = *args.add(nargs + k);
@@ -140,7 +178,7 @@ unsafe fn bind<const N: usize>(
     if let Some(missing) = (0..required).find(|&i| out[i].is_null()) {
         return Err(PyTypeError::new_err(format!(
             "{}() missing required argument '{}'",
-            NAME.to_str().unwrap_or_default(),
+            fname.to_str().unwrap_or_default(),
             names[missing]
         )));
     }
@@ -157,16 +195,21 @@ unsafe fn quota_type(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<quota_c
 }
 
 #[inline]
-unsafe fn value(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<f64> {
+unsafe fn value(py: Python<'_>, ob: *mut ffi::PyObject, name: &str) -> PyResult<f64> {
     let v = if ffi::PyFloat_CheckExact(ob) != 0 {
         return Ok(ffi::PyFloat_AS_DOUBLE(ob));
     } else if ffi::PyLong_CheckExact(ob) != 0 {
         ffi::PyLong_AsDouble(ob)
     } else {
+        if ffi::PyBool_Check(ob) != 0 {
+            return Err(PyTypeError::new_err(format!(
+                "argument '{name}': must be a real number, not bool"
+            )));
+        }
         if ffi::PyUnicode_Check(ob) != 0 || ffi::PyBytes_Check(ob) != 0 {
-            return Err(PyTypeError::new_err(
-                "argument 'value': must be a real number, not str/bytes",
-            ));
+            return Err(PyTypeError::new_err(format!(
+                "argument '{name}': must be a real number, not str/bytes"
+            )));
         }
         ffi::PyFloat_AsDouble(ob)
     };
@@ -232,8 +275,16 @@ unsafe fn handle_args(
     nargsf: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> PyResult<(quota_core::ClientQuotaType, f64, Option<i64>)> {
-    let [qt, v, now] = bind(py, ["quota_type", "value", "now_ms"], 2, args, nargsf, kwnames)?;
-    Ok((quota_type(py, qt)?, value(py, v)?, now_ms(py, now)?))
+    let [qt, v, now] = bind(
+        py,
+        NAME,
+        ["quota_type", "value", "now_ms"],
+        2,
+        args,
+        nargsf,
+        kwnames,
+    )?;
+    Ok((quota_type(py, qt)?, value(py, v, "value")?, now_ms(py, now)?))
 }
 
 fn finish(py: Python<'_>, r: PyResult<i32>) -> *mut ffi::PyObject {
@@ -287,6 +338,7 @@ unsafe extern "C" fn named_record(
     guarded(|py| {
         let [qt, user, client, v, now] = bind(
             py,
+            NAME,
             ["quota_type", "user", "client_id", "value", "now_ms"],
             4,
             args,
@@ -295,7 +347,7 @@ unsafe extern "C" fn named_record(
         )?;
         let t = quota_type(py, qt)?;
         let (user_s, client_s) = (text(py, user, "user")?, text(py, client, "client_id")?);
-        let (v, now) = (value(py, v)?, now_ms(py, now)?);
+        let (v, now) = (value(py, v, "value")?, now_ms(py, now)?);
         // SAFETY: the method descriptor only calls us with instances of the kernel class.
         let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyQuotaKernel>();
         let this = this.get();
@@ -313,6 +365,152 @@ unsafe extern "C" fn named_record(
             this.names.put(py, user, client, t, generation, sensor);
         }
         Ok(out)
+    })
+}
+
+#[inline]
+unsafe fn strict_flag(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<bool> {
+    if ob.is_null() {
+        return Ok(false);
+    }
+    Borrowed::from_ptr(py, ob)
+        .extract::<bool>()
+        .map_err(|_| PyTypeError::new_err("argument 'strict': must be a bool"))
+}
+
+unsafe extern "C" fn handle_request(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    guarded(|py| {
+        let [v, now] = bind(
+            py,
+            REQUEST_NAME,
+            ["thread_time_nanos", "now_ms"],
+            1,
+            args,
+            nargsf,
+            kwnames,
+        )?;
+        let (v, now) = (value(py, v, "thread_time_nanos")?, now_ms(py, now)?);
+        // SAFETY: the method descriptor only calls us with instances of the handle class.
+        let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyClientHandle>();
+        this.get().inner.record_request_time(v, now).map_err(to_py)
+    })
+}
+
+unsafe extern "C" fn handle_mutations(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    guarded(|py| {
+        let [v, now, strict] = bind(
+            py,
+            MUTATIONS_NAME,
+            ["mutations", "now_ms", "strict"],
+            1,
+            args,
+            nargsf,
+            kwnames,
+        )?;
+        let (v, now, strict) = (
+            value(py, v, "mutations")?,
+            now_ms(py, now)?,
+            strict_flag(py, strict)?,
+        );
+        // SAFETY: the method descriptor only calls us with instances of the handle class.
+        let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyClientHandle>();
+        this.get()
+            .inner
+            .record_controller_mutations(v, now, strict)
+            .map_err(to_py)
+    })
+}
+
+unsafe extern "C" fn named_request(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    guarded(|py| {
+        let [user, client, v, now] = bind(
+            py,
+            REQUEST_NAME,
+            ["user", "client_id", "thread_time_nanos", "now_ms"],
+            3,
+            args,
+            nargsf,
+            kwnames,
+        )?;
+        let t = quota_core::ClientQuotaType::Request;
+        let (user_s, client_s) = (text(py, user, "user")?, text(py, client, "client_id")?);
+        let (v, now) = (value(py, v, "thread_time_nanos")?, now_ms(py, now)?);
+        quota_core::check_nanos(v).map_err(to_py)?;
+        // SAFETY: the method descriptor only calls us with instances of the kernel class.
+        let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyQuotaKernel>();
+        let this = this.get();
+        let kernel = &*this.kernel;
+        let percent = v * quota_core::NANOS_TO_PERCENT;
+        if let Some(r) = this.names.with(user, client, t, kernel, |s| {
+            kernel.record_resolved(t, s, percent, now)
+        }) {
+            return r.map_err(to_py);
+        }
+        let out = kernel
+            .record_request_time(&user_s, &client_s, v, now)
+            .map_err(to_py)?;
+        if let Ok(Some((generation, sensor))) = kernel.resolution(t, &user_s, &client_s, now) {
+            this.names.put(py, user, client, t, generation, sensor);
+        }
+        Ok(out)
+    })
+}
+
+unsafe extern "C" fn named_mutations(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    guarded(|py| {
+        let [user, client, v, now, strict] = bind(
+            py,
+            MUTATIONS_NAME,
+            ["user", "client_id", "mutations", "now_ms", "strict"],
+            3,
+            args,
+            nargsf,
+            kwnames,
+        )?;
+        let t = quota_core::ClientQuotaType::ControllerMutation;
+        let (user_s, client_s) = (text(py, user, "user")?, text(py, client, "client_id")?);
+        let (v, now, strict) = (
+            value(py, v, "mutations")?,
+            now_ms(py, now)?,
+            strict_flag(py, strict)?,
+        );
+        quota_core::check_mutations(v).map_err(to_py)?;
+        // SAFETY: the method descriptor only calls us with instances of the kernel class.
+        let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyQuotaKernel>();
+        let this = this.get();
+        let kernel = &*this.kernel;
+        if let Some(r) = this.names.with(user, client, t, kernel, |s| {
+            kernel.record_resolved_mutations(s, v, now, strict)
+        }) {
+            return r.map_err(to_py);
+        }
+        let out = kernel.record_controller_mutations(&user_s, &client_s, v, now, strict);
+        // Cache the resolution even when a strict call was rejected: the next call is the same
+        // connection asking again.
+        if let Ok(Some((generation, sensor))) = kernel.resolution(t, &user_s, &client_s, now) {
+            this.names.put(py, user, client, t, generation, sensor);
+        }
+        out.map_err(to_py)
     })
 }
 

@@ -12,6 +12,7 @@ use quota_core::{
 };
 
 mod batch;
+mod callback;
 mod errors;
 mod fast;
 mod names;
@@ -61,7 +62,9 @@ impl PyQuotaKernel {
     #[new]
     #[pyo3(signature = (
         window_num=11, window_size_seconds=1, num_io_threads=8, num_network_threads=3,
-        producer_default=None, consumer_default=None, callback=None, callback_configs=None
+        producer_default=None, consumer_default=None, metrics_num_samples=2,
+        metrics_sample_window_ms=30_000, controller_window_num=11,
+        controller_window_size_seconds=1, **python_only
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -71,11 +74,15 @@ impl PyQuotaKernel {
         num_network_threads: i64,
         producer_default: Option<f64>,
         consumer_default: Option<f64>,
-        callback: Option<Bound<'_, PyAny>>,
-        callback_configs: Option<Bound<'_, PyAny>>,
+        metrics_num_samples: i64,
+        metrics_sample_window_ms: i64,
+        controller_window_num: i64,
+        controller_window_size_seconds: i64,
+        python_only: Option<Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        // The plugin arguments are handled by the Python subclass.
-        let _ = (callback, callback_configs);
+        // Arguments such as `callback` are handled by the Python subclass's `__init__`, whose
+        // fixed signature rejects unknown names.
+        let _ = python_only;
         let thread_count = |name: &str, v: i64| -> PyResult<u32> {
             if (1..=100_000).contains(&v) {
                 Ok(v as u32)
@@ -91,11 +98,47 @@ impl PyQuotaKernel {
             num_network_threads: thread_count("num_network_threads", num_network_threads)?,
             producer_default,
             consumer_default,
+            metrics_window: WindowSpec::from_millis(metrics_num_samples, metrics_sample_window_ms)
+                .map_err(to_py)?,
+            controller_window: WindowSpec::new(controller_window_num, controller_window_size_seconds)
+                .map_err(|e| match e {
+                    quota_core::QuotaError::InvalidArgument(m) => quota_core::QuotaError::InvalidArgument(
+                        m.replace("window_num", "controller_window_num")
+                            .replace("window_size_seconds", "controller_window_size_seconds"),
+                    ),
+                    other => other,
+                })
+                .map_err(to_py)?,
         };
         Ok(PyQuotaKernel {
             kernel: Arc::new(CoreKernel::new(settings).map_err(to_py)?),
             names: fast::NameCache::default(),
         })
+    }
+
+    /// ``metrics.num.samples``: samples of the quota-less rates (``mutation-rate``,
+    /// ``exempt-request-time``).
+    #[getter]
+    fn metrics_num_samples(&self) -> u32 {
+        self.kernel.settings().metrics_window.samples
+    }
+
+    /// ``controller.quota.window.num``: samples of the controller-mutation quota window.
+    #[getter]
+    fn controller_window_num(&self) -> u32 {
+        self.kernel.settings().controller_window.samples
+    }
+
+    /// ``controller.quota.window.size.seconds``.
+    #[getter]
+    fn controller_window_size_seconds(&self) -> i64 {
+        self.kernel.settings().controller_window.window_ms / 1000
+    }
+
+    /// ``metrics.sample.window.ms``.
+    #[getter]
+    fn metrics_sample_window_ms(&self) -> i64 {
+        self.kernel.settings().metrics_window.window_ms
     }
 
     /// ``quota.window.num``.
@@ -258,11 +301,79 @@ impl PyQuotaKernel {
             .map_err(to_py)
     }
 
+    /// Records network-thread time (KIP-124) without a check; it weighs on later requests.
+    #[pyo3(signature = (user, client_id, nanos, now_ms=None))]
+    fn record_network_thread_time(
+        &self,
+        user: Name<'_>,
+        client_id: Name<'_>,
+        nanos: f64,
+        now_ms: Option<i64>,
+    ) -> PyResult<()> {
+        self.kernel
+            .record_network_thread_time(&user, &client_id, nanos, now_ms)
+            .map_err(to_py)
+    }
+
+    /// Records the thread time of a request exempt from quotas into the shared
+    /// ``exempt-request-time`` sensor (only while request quotas exist, as in Kafka).
+    #[pyo3(signature = (nanos, now_ms=None))]
+    fn record_exempt_request_time(&self, nanos: f64, now_ms: Option<i64>) -> PyResult<()> {
+        self.kernel
+            .record_exempt_request_time(nanos, now_ms)
+            .map_err(to_py)
+    }
+
+    /// The ``exempt-request-time`` rate in percent (0.0 before any exempt time was recorded).
+    #[pyo3(signature = (now_ms=None))]
+    fn exempt_request_rate(&self, now_ms: Option<i64>) -> PyResult<f64> {
+        self.kernel.exempt_request_rate(now_ms).map_err(to_py)
+    }
+
+    /// Tokens left in the controller-mutation bucket (Kafka's ``tokens`` metric); ``None``
+    /// while there is no sensor or no quota.
+    #[pyo3(signature = (user, client_id, now_ms=None))]
+    fn controller_mutation_tokens(
+        &self,
+        user: Name<'_>,
+        client_id: Name<'_>,
+        now_ms: Option<i64>,
+    ) -> PyResult<Option<f64>> {
+        self.kernel
+            .controller_mutation_tokens(&user, &client_id, now_ms)
+            .map_err(to_py)
+    }
+
     /// A per-connection handle for ``(user, client_id)``; create it once per connection.
     fn client(&self, user: Name<'_>, client_id: Name<'_>) -> PyClientHandle {
         PyClientHandle {
             inner: CoreHandle::new(Arc::clone(&self.kernel), &user, &client_id),
         }
+    }
+
+    /// Installs the adapter of a Python ``ClientQuotaCallback`` (``None`` restores the built-in
+    /// behaviour); see ``kquota.callback``.
+    #[pyo3(signature = (adapter))]
+    fn _set_callback_adapter(&self, adapter: Option<Bound<'_, PyAny>>) -> PyResult<()> {
+        let hook = match adapter {
+            Some(a) => {
+                Some(Box::new(callback::PyCallbackHook::new(a)?) as Box<dyn quota_core::QuotaCallbackHook>)
+            }
+            None => None,
+        };
+        self.kernel.set_callback_hook(hook);
+        Ok(())
+    }
+
+    /// Forgets cached callback limits (and tags, with ``tags=True``) of ``quota_types`` (all
+    /// types if ``None``), so the next request asks the callback again.
+    #[pyo3(signature = (quota_types=None, tags=true))]
+    fn _invalidate(&self, quota_types: Option<Vec<QuotaTypeArg>>, tags: bool) {
+        let types: Vec<quota_core::ClientQuotaType> = match quota_types {
+            Some(v) => v.into_iter().map(|t| t.0).collect(),
+            None => quota_core::ClientQuotaType::ALL.to_vec(),
+        };
+        self.kernel.invalidate(&types, tags);
     }
 
     /// Number of live sensors of a quota type.
@@ -316,6 +427,23 @@ impl PyClientHandle {
     #[pyo3(signature = (quota_type, value, now_ms=None))]
     fn unrecord(&self, quota_type: QuotaTypeArg, value: f64, now_ms: Option<i64>) -> PyResult<()> {
         self.inner.unrecord(quota_type.0, value, now_ms).map_err(to_py)
+    }
+
+    /// Records network-thread time (KIP-124) without a check.
+    #[pyo3(signature = (nanos, now_ms=None))]
+    fn record_network_thread_time(&self, nanos: f64, now_ms: Option<i64>) -> PyResult<()> {
+        self.inner
+            .record_network_thread_time(nanos, now_ms)
+            .map_err(to_py)
+    }
+
+    /// Tokens left in this connection's controller-mutation bucket, ``None`` without a quota.
+    #[pyo3(signature = (now_ms=None))]
+    fn controller_mutation_tokens(&self, now_ms: Option<i64>) -> PyResult<Option<f64>> {
+        self.inner
+            .kernel()
+            .controller_mutation_tokens(self.inner.user(), self.inner.client_id(), now_ms)
+            .map_err(to_py)
     }
 
     /// The metric tags this connection's requests are recorded under.

@@ -16,6 +16,9 @@ pub enum QuotaError {
     InvalidArgument(String),
     /// A feature that a later release provides (Python: `KQuotaError`).
     Unsupported(String),
+    /// A strict controller-mutation request met a bucket already in debt; nothing was recorded
+    /// (Python: `ThrottlingQuotaExceededError`).
+    ThrottlingQuotaExceeded { throttle_time_ms: i32 },
 }
 
 impl fmt::Display for QuotaError {
@@ -27,6 +30,11 @@ impl fmt::Display for QuotaError {
             QuotaError::InvalidValue(m) | QuotaError::InvalidArgument(m) | QuotaError::Unsupported(m) => {
                 f.write_str(m)
             }
+            QuotaError::ThrottlingQuotaExceeded { throttle_time_ms } => write!(
+                f,
+                "The throttling quota has been exceeded (controller mutation quota; retry after \
+                 {throttle_time_ms} ms)"
+            ),
         }
     }
 }

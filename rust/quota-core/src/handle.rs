@@ -7,7 +7,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::error::QuotaError;
-use crate::kernel::{check_byte_type, check_record_value, resolve_now, Check, QuotaKernel};
+use crate::kernel::{
+    check_mutations, check_nanos, check_record_value, resolve_now, Check, QuotaKernel, NANOS_TO_PERCENT,
+};
 use crate::keys::QuotaSensor;
 use crate::types::ClientQuotaType;
 
@@ -106,12 +108,11 @@ impl ClientHandle {
         now: Option<i64>,
         check: Check,
     ) -> Result<i32, QuotaError> {
-        check_byte_type(t)?;
         let now = resolve_now(now)?;
         if !self.kernel.enabled(t) {
             return Ok(0);
         }
-        Ok(self.with_sensor(t, now, |s| self.kernel.record_into(t, s, value, now, check)))
+        self.with_sensor(t, now, |s| self.kernel.record_into(t, s, value, now, check))
     }
 
     #[inline]
@@ -138,5 +139,42 @@ impl ClientHandle {
     pub fn unrecord(&self, t: ClientQuotaType, value: f64, now: Option<i64>) -> Result<(), QuotaError> {
         check_record_value(value)?;
         self.record(t, -value, now, Check::None).map(|_| ())
+    }
+
+    /// [`QuotaKernel::record_request_time`] for this connection.
+    #[inline]
+    pub fn record_request_time(&self, nanos: f64, now: Option<i64>) -> Result<i32, QuotaError> {
+        check_nanos(nanos)?;
+        self.record(
+            ClientQuotaType::Request,
+            nanos * NANOS_TO_PERCENT,
+            now,
+            Check::Throttle,
+        )
+    }
+
+    /// [`QuotaKernel::record_network_thread_time`] for this connection.
+    pub fn record_network_thread_time(&self, nanos: f64, now: Option<i64>) -> Result<(), QuotaError> {
+        check_nanos(nanos)?;
+        self.record(
+            ClientQuotaType::Request,
+            nanos * NANOS_TO_PERCENT,
+            now,
+            Check::None,
+        )
+        .map(|_| ())
+    }
+
+    /// [`QuotaKernel::record_controller_mutations`] for this connection.
+    #[inline]
+    pub fn record_controller_mutations(
+        &self,
+        mutations: f64,
+        now: Option<i64>,
+        strict: bool,
+    ) -> Result<i32, QuotaError> {
+        check_mutations(mutations)?;
+        let check = if strict { Check::Strict } else { Check::Permissive };
+        self.record(ClientQuotaType::ControllerMutation, mutations, now, check)
     }
 }

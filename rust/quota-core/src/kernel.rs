@@ -8,11 +8,15 @@
 //! the next request that touches them.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use arc_swap::ArcSwap;
+use std::borrow::Cow;
+use std::sync::atomic::AtomicBool;
+
+use arc_swap::{ArcSwap, ArcSwapOption};
 use parking_lot::Mutex;
 
+use crate::callback::{CallbackSlot, QuotaCallbackHook, FAILED_TAGS};
 use crate::clock::monotonic_ms;
 use crate::config::{
     validate_value, QuotaEntity, TypeConfig, CLIENT_ID_QUOTAS, USER_CLIENT_ID_QUOTAS, USER_QUOTAS,
@@ -21,6 +25,7 @@ use crate::error::QuotaError;
 use crate::keys::{shared_str, NamePair, PairRef, QuotaSensor, SensorEntry, Tags};
 use crate::sanitize::needs_escaping;
 use crate::sensor::{throttle_time_ms, RateSensor};
+use crate::token_bucket::{mutation_throttle_time_ms, StrictTake};
 use crate::types::{ClientQuotaType, WindowSpec};
 
 type FastState = foldhash::fast::RandomState;
@@ -111,6 +116,14 @@ pub struct KernelConfig {
     pub num_network_threads: u32,
     pub producer_default: Option<f64>,
     pub consumer_default: Option<f64>,
+    /// The broker's `metrics.num.samples` / `metrics.sample.window.ms`: Kafka measures the
+    /// quota-less rates `mutation-rate` and `exempt-request-time` over this window, not the quota
+    /// window (their sensors are added without a quota `MetricConfig`).
+    pub metrics_window: WindowSpec,
+    /// `controller.quota.window.num` / `controller.quota.window.size.seconds`: the quota window of
+    /// controller mutations (Kafka configures it apart from `quota.window.*`); it sizes the
+    /// token bucket's burst.
+    pub controller_window: WindowSpec,
 }
 
 impl Default for KernelConfig {
@@ -121,6 +134,8 @@ impl Default for KernelConfig {
             num_network_threads: 3,
             producer_default: None,
             consumer_default: None,
+            metrics_window: WindowSpec::BROKER_METRICS,
+            controller_window: WindowSpec::default(),
         }
     }
 }
@@ -139,13 +154,35 @@ pub struct QuotaKernel {
     config: ArcSwap<ConfigSnapshot>,
     writer: Mutex<()>,
     pub(crate) types: [TypeRuntime; 4],
+    /// `ClientRequestQuotaManager.maxThrottleTimeMs`: one window.
+    max_request_throttle_ms: i32,
+    /// The shared `exempt-request-time` sensor, created by its first record.
+    exempt: OnceLock<RateSensor>,
+    /// A custom quota callback (KIP-257) deciding tags and limits, if one is installed.
+    hook: ArcSwapOption<CallbackSlot>,
+    /// Whether the installed callback wants `quota_reset_required` polled on every record.
+    poll_reset: AtomicBool,
 }
 
-/// What a record call should do after adding the value.
+/// Kind bit set on every type while a custom callback is installed (Kafka's `CustomQuotas`):
+/// quotas are then always enabled and tags always come from the callback, through the cache.
+pub(crate) const CUSTOM_QUOTAS: u8 = 8;
+
+/// What a record call should do about the quota.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Check {
+    /// Record, then return the throttle. For controller mutations this is Kafka's
+    /// `ControllerMutationQuotaManager.recordAndGetThrottleTimeMs`: check the bucket first and
+    /// record only if it is not in debt, returning the throttle either way.
     Throttle,
+    /// Record without any check.
     None,
+    /// Controller mutations, permissive: record, then return the throttle if the bucket is now
+    /// in debt.
+    Permissive,
+    /// Controller mutations, strict: if the bucket is already in debt record nothing and fail
+    /// with `ThrottlingQuotaExceeded`; otherwise record.
+    Strict,
 }
 
 pub(crate) fn check_record_value(value: f64) -> Result<(), QuotaError> {
@@ -172,14 +209,26 @@ pub(crate) fn resolve_now(now: Option<i64>) -> Result<i64, QuotaError> {
     }
 }
 
-pub(crate) fn check_byte_type(t: ClientQuotaType) -> Result<(), QuotaError> {
-    match t {
-        ClientQuotaType::Produce | ClientQuotaType::Fetch => Ok(()),
-        other => Err(QuotaError::Unsupported(format!(
-            "{} quotas are not yet supported by this kquota release",
-            other.name()
-        ))),
+/// Kafka's `ClientRequestQuotaManager.NanosToPercentagePerSecond`: thread time is recorded as
+/// percent of one thread over each second of the window.
+pub const NANOS_TO_PERCENT: f64 = 100.0 / 1e9;
+
+pub fn check_nanos(nanos: f64) -> Result<(), QuotaError> {
+    if nanos.is_nan() || nanos.is_infinite() || nanos < 0.0 {
+        return Err(QuotaError::InvalidValue(format!(
+            "thread time must be a finite number of nanoseconds >= 0, got {nanos}"
+        )));
     }
+    Ok(())
+}
+
+pub fn check_mutations(mutations: f64) -> Result<(), QuotaError> {
+    if mutations.is_nan() || mutations.is_infinite() || mutations < 0.0 {
+        return Err(QuotaError::InvalidValue(format!(
+            "mutation count must be a finite number >= 0, got {mutations}"
+        )));
+    }
+    Ok(())
 }
 
 impl QuotaKernel {
@@ -231,6 +280,10 @@ impl QuotaKernel {
             }),
             writer: Mutex::new(()),
             types: runtimes,
+            max_request_throttle_ms: settings.window.window_ms as i32,
+            exempt: OnceLock::new(),
+            hook: ArcSwapOption::empty(),
+            poll_reset: AtomicBool::new(false),
         })
     }
 
@@ -240,6 +293,17 @@ impl QuotaKernel {
 
     pub fn window(&self) -> &WindowSpec {
         &self.settings.window
+    }
+
+    /// The window a type's sensors measure their `Rate` over: the quota window, except for
+    /// controller mutations, whose `mutation-rate` has no quota and uses the broker's metrics
+    /// window like Kafka's.
+    pub fn rate_spec(&self, t: ClientQuotaType) -> &WindowSpec {
+        if t == ClientQuotaType::ControllerMutation {
+            &self.settings.metrics_window
+        } else {
+            &self.settings.window
+        }
     }
 
     /// The current configuration snapshot.
@@ -309,7 +373,7 @@ impl QuotaKernel {
         for i in 0..4 {
             let rt = &self.types[i];
             let cfg = &next.types[i];
-            rt.kinds.store(cfg.kinds, Ordering::Release);
+            rt.kinds.store(cfg.kinds | self.custom_bit(), Ordering::Release);
             rt.tags_generation.store(cfg.tags_generation, Ordering::Release);
             rt.limits_generation
                 .store(cfg.limits_generation, Ordering::Release);
@@ -334,21 +398,47 @@ impl QuotaKernel {
 
     // ---------------------------------------------------------------- resolution
 
+    /// Resolves (principal, client-id) to its sensor. A resolution stamped with generation 0
+    /// (a failed callback) is never current: holders use it for this request only.
     #[cold]
     pub(crate) fn resolve(&self, t: ClientQuotaType, user: &str, client_id: &str, now: i64) -> Resolved {
         let rt = &self.types[t.index()];
         let snap = self.config.load();
         let cfg = &snap.types[t.index()];
-        let tags = cfg.metric_tags(user, client_id);
-        let sensor = registered_sensor(&rt.sensors, &tags.user, &tags.client_id, || QuotaSensor {
-            tags: Tags::new(&tags.user, &tags.client_id),
-            rate: RateSensor::new(&self.settings.window, now),
+        let hook = self.hook.load();
+        let (tag_user, tag_client, generation): (Cow<'_, str>, Cow<'_, str>, u64) = match hook.as_deref() {
+            None => {
+                let tags = cfg.metric_tags(user, client_id);
+                (tags.user, tags.client_id, cfg.tags_generation)
+            }
+            Some(h) => match h.0.metric_tags(t, user, client_id) {
+                Some((u, c)) => (u.into(), c.into(), cfg.tags_generation),
+                None => {
+                    // The callback failed: keep its last good answer for this (principal,
+                    // client-id) if there is one, else the shared failure sensor; ask again next time.
+                    if let Some(r) = rt.cache.pin().get(&PairRef(user, client_id)) {
+                        return Resolved {
+                            tags_generation: 0,
+                            sensor: Arc::clone(&r.sensor),
+                        };
+                    }
+                    (FAILED_TAGS.0.into(), FAILED_TAGS.1.into(), 0)
+                }
+            },
+        };
+        let sensor = registered_sensor(&rt.sensors, &tag_user, &tag_client, || QuotaSensor {
+            tags: Tags::new(&tag_user, &tag_client),
+            rate: if t == ClientQuotaType::ControllerMutation {
+                RateSensor::with_token_bucket(&self.settings.metrics_window, now)
+            } else {
+                RateSensor::new(&self.settings.window, now)
+            },
         });
         let resolved = Resolved {
-            tags_generation: cfg.tags_generation,
+            tags_generation: generation,
             sensor,
         };
-        if direct_tags(cfg.kinds, user, client_id).is_none() {
+        if generation != 0 && (hook.is_some() || direct_tags(cfg.kinds, user, client_id).is_none()) {
             let raw = NamePair {
                 first: shared_str(user),
                 second: shared_str(client_id),
@@ -356,6 +446,40 @@ impl QuotaKernel {
             rt.cache.pin().insert(raw, resolved.clone());
         }
         resolved
+    }
+
+    /// The metric tags a request is recorded under now (callback-aware), without creating a
+    /// sensor.
+    fn tags_of(&self, t: ClientQuotaType, user: &str, client_id: &str) -> (String, String) {
+        match self.hook.load().as_deref() {
+            None => {
+                let snap = self.config.load();
+                let tags = snap.types[t.index()].metric_tags(user, client_id);
+                (tags.user.into_owned(), tags.client_id.into_owned())
+            }
+            Some(h) => match h.0.metric_tags(t, user, client_id) {
+                Some(tags) => tags,
+                None => match self.types[t.index()].cache.pin().get(&PairRef(user, client_id)) {
+                    Some(r) => (
+                        r.sensor.tags.user().to_owned(),
+                        r.sensor.tags.client_id().to_owned(),
+                    ),
+                    None => (FAILED_TAGS.0.to_owned(), FAILED_TAGS.1.to_owned()),
+                },
+            },
+        }
+    }
+
+    /// The limit of a tag set now (callback-aware): `None` unlimited.
+    fn limit_of_tags(&self, t: ClientQuotaType, tag_user: &str, tag_client: &str) -> Option<f64> {
+        match self.hook.load().as_deref() {
+            None => self.config.load().types[t.index()].limit(tag_user, tag_client),
+            Some(h) if (tag_user, tag_client) == FAILED_TAGS => h.0.fallback_limit(),
+            Some(h) => {
+                h.0.limit(t, tag_user, tag_client)
+                    .unwrap_or_else(|| h.0.fallback_limit())
+            }
+        }
     }
 
     /// The sensor for (principal, client-id) from the metric-tag cache while its entry is
@@ -392,11 +516,92 @@ impl QuotaKernel {
     fn refresh_limit(&self, t: ClientQuotaType, sensor: &QuotaSensor) -> f64 {
         let snap = self.config.load();
         let cfg = &snap.types[t.index()];
-        let limit = cfg
-            .limit(sensor.tags.user(), sensor.tags.client_id())
-            .unwrap_or(f64::INFINITY);
+        let (tag_user, tag_client) = (sensor.tags.user(), sensor.tags.client_id());
+        let limit = match self.hook.load().as_deref() {
+            None => cfg.limit(tag_user, tag_client),
+            Some(h) if (tag_user, tag_client) == FAILED_TAGS => h.0.fallback_limit(),
+            Some(h) => match h.0.limit(t, tag_user, tag_client) {
+                Some(limit) => limit,
+                // The callback failed: the last good limit of this sensor, else the fallback;
+                // not cached, so the next request asks again.
+                None => {
+                    return sensor
+                        .rate
+                        .last_limit()
+                        .unwrap_or_else(|| h.0.fallback_limit().unwrap_or(f64::INFINITY))
+                }
+            },
+        };
+        let limit = limit.unwrap_or(f64::INFINITY);
         sensor.rate.store_limit(limit, cfg.limits_generation);
         limit
+    }
+
+    // ---------------------------------------------------------------- custom callbacks (KIP-257)
+
+    fn custom_bit(&self) -> u8 {
+        if self.hook.load().is_some() {
+            CUSTOM_QUOTAS
+        } else {
+            0
+        }
+    }
+
+    /// Installs (or with `None` removes) a custom quota callback. Every cached tag and limit is
+    /// dropped, so the next request of each connection asks the new callback.
+    pub fn set_callback_hook(&self, hook: Option<Box<dyn QuotaCallbackHook>>) {
+        let _w = self.writer.lock();
+        let polls = hook.as_ref().is_some_and(|h| h.polls_reset());
+        self.hook.store(hook.map(|h| Arc::new(CallbackSlot(h))));
+        self.poll_reset.store(polls, Ordering::Release);
+        for rt in &self.types {
+            rt.cache.pin().clear();
+        }
+        self.bump_locked(&ClientQuotaType::ALL, true);
+    }
+
+    /// Whether a custom callback is installed.
+    pub fn has_callback_hook(&self) -> bool {
+        self.hook.load().is_some()
+    }
+
+    /// Forgets cached limits (and, with `tags`, cached tags) of the given types, so the next
+    /// request asks again: after a quota update, a metadata change, or a callback's reset signal.
+    pub fn invalidate(&self, types: &[ClientQuotaType], tags: bool) {
+        let _w = self.writer.lock();
+        self.bump_locked(types, tags);
+    }
+
+    fn bump_locked(&self, types: &[ClientQuotaType], tags: bool) {
+        let mut next = (*self.config.load_full()).clone();
+        for t in types {
+            let cfg = &mut next.types[t.index()];
+            cfg.limits_generation += 1;
+            if tags {
+                cfg.tags_generation += 1;
+            }
+        }
+        let next = Arc::new(next);
+        self.config.store(Arc::clone(&next));
+        let custom = self.custom_bit();
+        for (rt, cfg) in self.types.iter().zip(next.types.iter()) {
+            rt.kinds.store(cfg.kinds | custom, Ordering::Release);
+            rt.tags_generation.store(cfg.tags_generation, Ordering::Release);
+            rt.limits_generation
+                .store(cfg.limits_generation, Ordering::Release);
+        }
+    }
+
+    /// Kafka polls `quotaResetRequired` after resolving each request's sensors.
+    #[cold]
+    fn poll_reset_required(&self, t: ClientQuotaType) {
+        let reset = match self.hook.load().as_deref() {
+            Some(h) => h.0.reset_required(t),
+            None => false,
+        };
+        if reset {
+            self.invalidate(&[t], true);
+        }
     }
 
     #[inline]
@@ -407,6 +612,31 @@ impl QuotaKernel {
     /// Records into a resolved sensor and applies the check.
     #[inline]
     pub(crate) fn record_into(
+        &self,
+        t: ClientQuotaType,
+        sensor: &QuotaSensor,
+        value: f64,
+        now: i64,
+        check: Check,
+    ) -> Result<i32, QuotaError> {
+        if self.poll_reset.load(Ordering::Relaxed) {
+            self.poll_reset_required(t);
+        }
+        match t {
+            ClientQuotaType::Produce | ClientQuotaType::Fetch => {
+                Ok(self.record_rate(t, sensor, value, now, check))
+            }
+            // ClientRequestQuotaManager.throttleTime: bounded by one window.
+            ClientQuotaType::Request => Ok(self
+                .record_rate(t, sensor, value, now, check)
+                .min(self.max_request_throttle_ms)),
+            ClientQuotaType::ControllerMutation => self.record_mutation(sensor, value, now, check),
+        }
+    }
+
+    /// The sampled-rate path (PRODUCE, FETCH, REQUEST): record, then check.
+    #[inline]
+    fn record_rate(
         &self,
         t: ClientQuotaType,
         sensor: &QuotaSensor,
@@ -424,7 +654,77 @@ impl QuotaKernel {
         if bound == f64::INFINITY {
             return 0;
         }
+        if bound <= 0.0 {
+            // A callback's limit of 0 blocks (Kafka would divide by zero and not throttle).
+            return i32::MAX;
+        }
         throttle_time_ms(&m, bound)
+    }
+
+    /// The controller-mutation path: the sensor's `Rate` (`mutation-rate`) records what was
+    /// recorded, its token bucket (`tokens`) enforces the quota.
+    fn record_mutation(
+        &self,
+        sensor: &QuotaSensor,
+        value: f64,
+        now: i64,
+        check: Check,
+    ) -> Result<i32, QuotaError> {
+        let spec = &self.settings.metrics_window;
+        let now = sensor.rate.clamp_time(now);
+        let quota = self.limit_of(ClientQuotaType::ControllerMutation, sensor);
+        let Some(bucket) = sensor.rate.token_bucket() else {
+            sensor.rate.record(spec, value, now);
+            return Ok(0);
+        };
+        if quota == f64::INFINITY {
+            bucket.fill(now);
+            sensor.rate.record(spec, value, now);
+            return Ok(0);
+        }
+        if quota <= 0.0 {
+            // A callback's limit of 0 blocks: no tokens ever.
+            return match check {
+                Check::None => {
+                    sensor.rate.record(spec, value, now);
+                    Ok(0)
+                }
+                Check::Permissive => {
+                    sensor.rate.record(spec, value, now);
+                    Ok(i32::MAX)
+                }
+                Check::Throttle => Ok(i32::MAX),
+                Check::Strict => Err(QuotaError::ThrottlingQuotaExceeded {
+                    throttle_time_ms: i32::MAX,
+                }),
+            };
+        }
+        let burst = self.burst(quota);
+        let throttle = match check {
+            Check::None => {
+                bucket.record(quota, burst, value, now);
+                0
+            }
+            Check::Permissive => mutation_throttle_time_ms(bucket.record(quota, burst, value, now), quota),
+            Check::Throttle | Check::Strict => match bucket.take_strict(quota, burst, value, now) {
+                StrictTake::Taken => 0,
+                StrictTake::Rejected { tokens } => {
+                    let throttle_time_ms = mutation_throttle_time_ms(tokens, quota);
+                    if check == Check::Strict {
+                        return Err(QuotaError::ThrottlingQuotaExceeded { throttle_time_ms });
+                    }
+                    return Ok(throttle_time_ms);
+                }
+            },
+        };
+        sensor.rate.record(spec, value, now);
+        Ok(throttle)
+    }
+
+    /// `TokenBucket.burst`: `samples * window seconds * quota`.
+    fn burst(&self, quota: f64) -> f64 {
+        let spec = &self.settings.controller_window;
+        spec.samples as f64 * (spec.window_ms as f64 / 1000.0) * quota
     }
 
     fn record_named(
@@ -436,7 +736,6 @@ impl QuotaKernel {
         now: Option<i64>,
         check: Check,
     ) -> Result<i32, QuotaError> {
-        check_byte_type(t)?;
         let now = resolve_now(now)?;
         let rt = &self.types[t.index()];
         let kinds = rt.kinds.load(Ordering::Acquire);
@@ -449,13 +748,13 @@ impl QuotaKernel {
         let sensor = match direct_tags(kinds, user, client_id) {
             Some((tu, tc)) => {
                 if let Some((s, ())) = rt.sensors.pin().get_key_value(&PairRef(tu, tc)) {
-                    return Ok(self.record_into(t, &s.0, value, now, check));
+                    return self.record_into(t, &s.0, value, now, check);
                 }
                 self.resolve(t, user, client_id, now).sensor
             }
             None => self.cached_or_resolved(t, user, client_id, now),
         };
-        Ok(self.record_into(t, &sensor, value, now, check))
+        self.record_into(t, &sensor, value, now, check)
     }
 
     // ---------------------------------------------------------------- per-request API
@@ -499,25 +798,152 @@ impl QuotaKernel {
             .map(|_| ())
     }
 
+    // ---------------------------------------------------------------- request time (KIP-124)
+
+    /// I/O-thread time of a request (`ClientRequestQuotaManager.maybeRecordAndGetThrottleTimeMs`):
+    /// records `nanos` as percent of a thread and returns the throttle, at most one window.
+    pub fn record_request_time(
+        &self,
+        user: &str,
+        client_id: &str,
+        nanos: f64,
+        now: Option<i64>,
+    ) -> Result<i32, QuotaError> {
+        check_nanos(nanos)?;
+        self.record_named(
+            ClientQuotaType::Request,
+            user,
+            client_id,
+            nanos * NANOS_TO_PERCENT,
+            now,
+            Check::Throttle,
+        )
+    }
+
+    /// Network-thread time of a request: recorded without a check, it weighs on later requests.
+    pub fn record_network_thread_time(
+        &self,
+        user: &str,
+        client_id: &str,
+        nanos: f64,
+        now: Option<i64>,
+    ) -> Result<(), QuotaError> {
+        check_nanos(nanos)?;
+        self.record_named(
+            ClientQuotaType::Request,
+            user,
+            client_id,
+            nanos * NANOS_TO_PERCENT,
+            now,
+            Check::None,
+        )
+        .map(|_| ())
+    }
+
+    /// Thread time of a request exempt from quotas, recorded into the one shared
+    /// `exempt-request-time` sensor (only while request quotas are enabled, as in Kafka).
+    pub fn record_exempt_request_time(&self, nanos: f64, now: Option<i64>) -> Result<(), QuotaError> {
+        check_nanos(nanos)?;
+        let now = resolve_now(now)?;
+        if !self.enabled(ClientQuotaType::Request) {
+            return Ok(());
+        }
+        let spec = &self.settings.metrics_window;
+        // Kafka's Rate starts its first sample at the first record.
+        self.exempt
+            .get_or_init(|| RateSensor::new(spec, now))
+            .record(spec, nanos * NANOS_TO_PERCENT, now);
+        Ok(())
+    }
+
+    /// The `exempt-request-time` rate (percent); 0.0 before any exempt time was recorded.
+    pub fn exempt_request_rate(&self, now: Option<i64>) -> Result<f64, QuotaError> {
+        let now = resolve_now(now)?;
+        Ok(match self.exempt.get() {
+            Some(s) => s.measure(&self.settings.metrics_window, now).rate(),
+            None => 0.0,
+        })
+    }
+
+    // ---------------------------------------------------------------- controller mutations (KIP-599)
+
+    /// Records `mutations` against the (principal, client-id)'s token bucket. Permissive: record,
+    /// then return the throttle if the bucket is in debt. Strict: if the bucket is already in
+    /// debt, record nothing and fail with [`QuotaError::ThrottlingQuotaExceeded`]; else record
+    /// (tokens may go negative) and return 0.
+    pub fn record_controller_mutations(
+        &self,
+        user: &str,
+        client_id: &str,
+        mutations: f64,
+        now: Option<i64>,
+        strict: bool,
+    ) -> Result<i32, QuotaError> {
+        check_mutations(mutations)?;
+        let check = if strict { Check::Strict } else { Check::Permissive };
+        self.record_named(
+            ClientQuotaType::ControllerMutation,
+            user,
+            client_id,
+            mutations,
+            now,
+            check,
+        )
+    }
+
+    /// The tokens left in the (principal, client-id)'s bucket at `now` (Kafka's `tokens` metric),
+    /// `None` while there is no sensor or no quota.
+    pub fn controller_mutation_tokens(
+        &self,
+        user: &str,
+        client_id: &str,
+        now: Option<i64>,
+    ) -> Result<Option<f64>, QuotaError> {
+        let now = resolve_now(now)?;
+        let t = ClientQuotaType::ControllerMutation;
+        if !self.enabled(t) {
+            return Ok(None);
+        }
+        let (u, c) = self.tags_of(t, user, client_id);
+        let sensors = self.types[t.index()].sensors.pin();
+        let Some((s, ())) = sensors.get_key_value(&PairRef(&u, &c)) else {
+            return Ok(None);
+        };
+        let quota = self.limit_of(t, &s.0);
+        let now = s.0.rate.clamp_time(now);
+        Ok(match s.0.rate.token_bucket() {
+            Some(b) if quota == f64::INFINITY => {
+                // Reading Kafka's `tokens` metric refills it like any use (see `fill`).
+                b.fill(now);
+                None
+            }
+            Some(b) => Some(b.measure(quota, self.burst(quota), now)),
+            None => None,
+        })
+    }
+
     /// The metric tags `(user, client-id)` a request would be recorded under.
     pub fn quota_metric_tags(&self, t: ClientQuotaType, user: &str, client_id: &str) -> (String, String) {
-        let snap = self.config.load();
-        let tags = snap.types[t.index()].metric_tags(user, client_id);
-        (tags.user.into_owned(), tags.client_id.into_owned())
+        self.tags_of(t, user, client_id)
     }
 
     /// The limit that applies, `None` for unlimited.
     pub fn quota_limit(&self, t: ClientQuotaType, user: &str, client_id: &str) -> Option<f64> {
-        let snap = self.config.load();
-        let cfg = &snap.types[t.index()];
-        let tags = cfg.metric_tags(user, client_id);
-        cfg.limit(&tags.user, &tags.client_id)
+        let (u, c) = self.tags_of(t, user, client_id);
+        self.limit_of_tags(t, &u, &c)
     }
 
     /// Kafka's `getMaxValueInQuotaWindow`; `f64::INFINITY` when unlimited.
     pub fn max_value_in_quota_window(&self, t: ClientQuotaType, user: &str, client_id: &str) -> f64 {
         match self.quota_limit(t, user, client_id) {
-            Some(l) => l * self.settings.window.max_value_factor(),
+            Some(l) => {
+                let spec = if t == ClientQuotaType::ControllerMutation {
+                    &self.settings.controller_window
+                } else {
+                    &self.settings.window
+                };
+                l * spec.max_value_factor()
+            }
             None => f64::INFINITY,
         }
     }
@@ -535,15 +961,12 @@ impl QuotaKernel {
             return Ok(0.0);
         }
         let rt = &self.types[t.index()];
-        let snap = self.config.load();
-        let tags = snap.types[t.index()].metric_tags(user, client_id);
+        let (u, c) = self.tags_of(t, user, client_id);
         let sensors = rt.sensors.pin();
-        Ok(
-            match sensors.get_key_value(&PairRef(&tags.user, &tags.client_id)) {
-                Some((s, ())) => s.0.rate.measure(&self.settings.window, now).rate(),
-                None => 0.0,
-            },
-        )
+        Ok(match sensors.get_key_value(&PairRef(&u, &c)) {
+            Some((s, ())) => s.0.rate.measure(self.rate_spec(t), now).rate(),
+            None => 0.0,
+        })
     }
 
     // ---------------------------------------------------------------- for caching callers
@@ -558,10 +981,16 @@ impl QuotaKernel {
         client_id: &str,
         now: Option<i64>,
     ) -> Result<Option<(u64, Arc<QuotaSensor>)>, QuotaError> {
-        check_byte_type(t)?;
         let now = resolve_now(now)?;
         if !self.enabled(t) {
             return Ok(None);
+        }
+        let rt = &self.types[t.index()];
+        let generation = rt.tags_generation.load(Ordering::Acquire);
+        if let Some(r) = rt.cache.pin().get(&PairRef(user, client_id)) {
+            if r.tags_generation == generation {
+                return Ok(Some((generation, Arc::clone(&r.sensor))));
+            }
         }
         let r = self.resolve(t, user, client_id, now);
         Ok(Some((r.tags_generation, r.sensor)))
@@ -583,9 +1012,24 @@ impl QuotaKernel {
         now: Option<i64>,
     ) -> Result<i32, QuotaError> {
         check_record_value(value)?;
-        check_byte_type(t)?;
         let now = resolve_now(now)?;
-        Ok(self.record_into(t, sensor, value, now, Check::Throttle))
+        self.record_into(t, sensor, value, now, Check::Throttle)
+    }
+
+    /// [`record_controller_mutations`](Self::record_controller_mutations) into an already
+    /// resolved, current sensor.
+    #[inline]
+    pub fn record_resolved_mutations(
+        &self,
+        sensor: &QuotaSensor,
+        mutations: f64,
+        now: Option<i64>,
+        strict: bool,
+    ) -> Result<i32, QuotaError> {
+        check_mutations(mutations)?;
+        let now = resolve_now(now)?;
+        let check = if strict { Check::Strict } else { Check::Permissive };
+        self.record_into(ClientQuotaType::ControllerMutation, sensor, mutations, now, check)
     }
 
     /// Number of live sensors of a type.

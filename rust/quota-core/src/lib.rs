@@ -6,6 +6,7 @@
 //! * [`kernel`]: configuration snapshots, the concurrent registry of sensors, the metric-tag
 //!   cache and the record path; [`keys`]: its map keys; [`handle`]: per-connection handles.
 
+pub mod callback;
 pub mod clock;
 pub mod config;
 pub mod error;
@@ -14,12 +15,15 @@ pub mod kernel;
 pub mod keys;
 pub mod sanitize;
 pub mod sensor;
+pub mod token_bucket;
 pub mod types;
 
+pub use callback::{QuotaCallbackHook, FAILED_TAGS};
 pub use config::{EntityName, QuotaEntity};
 pub use error::QuotaError;
 pub use handle::ClientHandle;
-pub use kernel::{KernelConfig, QuotaChange, QuotaKernel};
+pub use kernel::{check_mutations, check_nanos, KernelConfig, QuotaChange, QuotaKernel, NANOS_TO_PERCENT};
 pub use keys::QuotaSensor;
 pub use sensor::{throttle_time_ms, Measurement, RateSensor};
+pub use token_bucket::{mutation_throttle_time_ms, StrictTake, TokenBucket};
 pub use types::{ClientQuotaType, WindowSpec};

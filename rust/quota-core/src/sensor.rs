@@ -13,6 +13,7 @@
 
 use portable_atomic::{AtomicI64, AtomicU128, AtomicU64, Ordering};
 
+use crate::token_bucket::TokenBucket;
 use crate::types::WindowSpec;
 
 const STARTED: u64 = 1 << 16;
@@ -159,6 +160,10 @@ struct Ring {
     cells: [AtomicU128; INLINE_RING],
     last_event: [AtomicI64; INLINE_RING],
     heap: Option<Box<HeapRing>>,
+    /// The token bucket of a controller-mutation sensor. It sits here because the ring's
+    /// 16-byte alignment leaves 8 bytes of padding after `heap`: byte-rate sensors pay nothing
+    /// for it (see the size check in the tests).
+    bucket: Option<Box<TokenBucket>>,
 }
 
 impl Ring {
@@ -185,6 +190,7 @@ impl Ring {
             cells: std::array::from_fn(cell),
             last_event: std::array::from_fn(|_| AtomicI64::new(now)),
             heap,
+            bucket: None,
         }
     }
 
@@ -218,6 +224,27 @@ impl RateSensor {
             limit_generation: AtomicU64::new(0),
             ring: Ring::new(spec.ring_len(), now),
         }
+    }
+
+    /// A sensor that also keeps a token bucket (a controller-mutation sensor: its `Rate` is
+    /// Kafka's `mutation-rate`, the bucket its `tokens`).
+    pub fn with_token_bucket(spec: &WindowSpec, now: i64) -> Self {
+        let mut s = Self::new(spec, now);
+        s.ring.bucket = Some(Box::new(TokenBucket::new()));
+        s
+    }
+
+    /// The token bucket, for controller-mutation sensors.
+    #[inline]
+    pub fn token_bucket(&self) -> Option<&TokenBucket> {
+        self.ring.bucket.as_deref()
+    }
+
+    /// Moves `t` to this sensor's latest time if it is earlier (and the latest time to `t` if
+    /// later): every stat of the sensor then sees time move forward only.
+    #[inline]
+    pub fn clamp_time(&self, t: i64) -> i64 {
+        self.effective_time(t)
     }
 
     /// Moves the sensor's clock to `t` if that is later, and returns the time to act at.
@@ -510,6 +537,15 @@ impl RateSensor {
         self.limit_generation.store(generation, Ordering::Release);
     }
 
+    /// The last bound cached for any generation, if one ever was.
+    pub fn last_limit(&self) -> Option<f64> {
+        let generation = self.limit_generation.load(Ordering::Acquire);
+        if generation == 0 || generation == WRITING {
+            return None;
+        }
+        self.cached_limit(generation)
+    }
+
     /// Latest time this sensor was recorded into or measured at.
     pub fn last_seen_ms(&self) -> i64 {
         self.latest.load(Ordering::Acquire)
@@ -578,6 +614,40 @@ mod tests {
         let m = s.record_and_measure(&sp, 2300.0, 10_500);
         assert_eq!(m.window_ms, 10_500);
         assert_eq!(throttle_time_ms(&m, 500.0), 2100);
+    }
+
+    /// A request-time sensor alone: thread time as percent of a thread (KIP-124), fractional
+    /// values through Kafka's slot-order double sum. semantics.md's REQUEST example.
+    #[test]
+    fn request_time_sensor_public_example() {
+        let sp = spec();
+        let s = RateSensor::new(&sp, 0);
+        let pct = |nanos: f64| nanos * crate::kernel::NANOS_TO_PERCENT;
+        for i in 0..10 {
+            let m = s.record_and_measure(&sp, pct(4e6), i * 1000);
+            assert_eq!(throttle_time_ms(&m, 1.0), 0);
+        }
+        let m = s.record_and_measure(&sp, pct(67.1e6), 10_500);
+        assert_eq!(m.window_ms, 10_500);
+        assert_eq!(throttle_time_ms(&m, 1.0), 210);
+        // The same sum as Kafka's: doubles added in slot order.
+        let mut kafka = 0.0f64;
+        for v in [
+            pct(4e6),
+            pct(4e6),
+            pct(4e6),
+            pct(4e6),
+            pct(4e6),
+            pct(4e6),
+            pct(4e6),
+            pct(4e6),
+            pct(4e6),
+            pct(4e6),
+        ] {
+            kafka += v;
+        }
+        kafka += pct(67.1e6);
+        assert_eq!(m.sum, kafka);
     }
 
     #[test]
@@ -692,6 +762,14 @@ mod tests {
                 assert_eq!(a, b, "window_num={window_num} t={t} v={v}");
             }
         }
+    }
+
+    /// Memory per sensor is a budget (<= 512 B resident per live sensor at 1M sensors): the
+    /// token bucket pointer must live in padding, not grow every byte-rate sensor.
+    #[test]
+    fn sensor_size_is_unchanged_by_the_bucket_pointer() {
+        assert_eq!(std::mem::size_of::<Ring>(), 304);
+        assert_eq!(std::mem::size_of::<RateSensor>(), 368);
     }
 
     #[test]

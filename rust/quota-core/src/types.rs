@@ -94,6 +94,31 @@ impl WindowSpec {
         })
     }
 
+    /// A window given in milliseconds (the broker's `metrics.num.samples` and
+    /// `metrics.sample.window.ms`, which Kafka's quota-less rates use).
+    pub fn from_millis(samples: i64, window_ms: i64) -> Result<Self, QuotaError> {
+        if !(1..=MAX_WINDOW_NUM as i64).contains(&samples) {
+            return Err(QuotaError::InvalidArgument(format!(
+                "metrics_num_samples must be an integer from 1 to {MAX_WINDOW_NUM}, got {samples}"
+            )));
+        }
+        if !(1..=86_400_000).contains(&window_ms) {
+            return Err(QuotaError::InvalidArgument(format!(
+                "metrics_sample_window_ms must be an integer from 1 to 86400000, got {window_ms}"
+            )));
+        }
+        Ok(WindowSpec {
+            samples: samples as u32,
+            window_ms,
+        })
+    }
+
+    /// Kafka's broker `Metrics` default (`metrics.num.samples=2`, `metrics.sample.window.ms=30000`).
+    pub const BROKER_METRICS: WindowSpec = WindowSpec {
+        samples: 2,
+        window_ms: 30_000,
+    };
+
     /// Samples whose last event is this old or older are reset before measuring.
     #[inline]
     pub fn expire_age_ms(&self) -> i64 {

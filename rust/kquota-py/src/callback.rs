@@ -1,0 +1,90 @@
+//! The bridge from the kernel's callback hook to a Python `ClientQuotaCallback`.
+//!
+//! The kernel calls the hook only on cache misses (see `quota_core::callback`); each call takes
+//! the GIL and asks the Python adapter (`kquota.callback._CallbackAdapter`), which calls the
+//! user's callback, validates its answer, logs and counts failures, and returns `None` for a
+//! failure. Anything unexpected on this side (an exception escaping the adapter, a wrong type)
+//! is a failure too: a callback can never take the host down.
+
+use pyo3::prelude::*;
+use quota_core::{ClientQuotaType, QuotaCallbackHook};
+
+use crate::quota_type::PyClientQuotaType;
+
+pub struct PyCallbackHook {
+    adapter: Py<PyAny>,
+    fail_closed: bool,
+    polls_reset: bool,
+}
+
+impl PyCallbackHook {
+    pub fn new(adapter: Bound<'_, PyAny>) -> PyResult<Self> {
+        Ok(PyCallbackHook {
+            fail_closed: adapter.getattr("fail_closed")?.extract()?,
+            polls_reset: adapter.getattr("polls_reset")?.extract()?,
+            adapter: adapter.unbind(),
+        })
+    }
+
+    fn call<'py>(
+        &self,
+        py: Python<'py>,
+        method: &str,
+        args: impl pyo3::call::PyCallArgs<'py>,
+    ) -> Option<Bound<'py, PyAny>> {
+        match self.adapter.bind(py).call_method1(method, args) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                // The adapter catches the callback's errors itself; reaching here is a bug in it,
+                // reported the way Python reports errors it cannot raise.
+                e.write_unraisable(py, Some(self.adapter.bind(py)));
+                None
+            }
+        }
+    }
+}
+
+impl QuotaCallbackHook for PyCallbackHook {
+    fn metric_tags(&self, t: ClientQuotaType, user: &str, client_id: &str) -> Option<(String, String)> {
+        Python::attach(|py| {
+            let qt = PyClientQuotaType::from_core(t);
+            let out = self.call(py, "metric_tags", (qt, user, client_id))?;
+            if out.is_none() {
+                return None;
+            }
+            out.extract::<(String, String)>().ok()
+        })
+    }
+
+    fn limit(&self, t: ClientQuotaType, tag_user: &str, tag_client_id: &str) -> Option<Option<f64>> {
+        Python::attach(|py| {
+            let qt = PyClientQuotaType::from_core(t);
+            let out = self.call(py, "limit", (qt, tag_user, tag_client_id))?;
+            if out.is_none() {
+                return None;
+            }
+            let v = out.extract::<f64>().ok()?;
+            if v.is_nan() || v < 0.0 {
+                return None;
+            }
+            Some(if v == f64::INFINITY { None } else { Some(v) })
+        })
+    }
+
+    fn fallback_limit(&self) -> Option<f64> {
+        self.fail_closed.then_some(0.0)
+    }
+
+    fn polls_reset(&self) -> bool {
+        self.polls_reset
+    }
+
+    fn reset_required(&self, t: ClientQuotaType) -> bool {
+        Python::attach(|py| {
+            let qt = PyClientQuotaType::from_core(t);
+            self.call(py, "reset_required", (qt,))
+                .and_then(|v| v.is_truthy().ok())
+                .unwrap_or(false)
+        })
+    }
+}

@@ -1,0 +1,557 @@
+"""Request-time quotas (KIP-124, ``request_percentage``).
+
+One case per rule of shared/spec/semantics.md and docs/semantics-notes.md ("Request-time
+quotas"). Cases that only use the public per-request API run against both the kquota kernel and
+the pure-Python oracle (tests/oracle.py); cases about validation, errors and sensor counts are
+kquota-only.
+"""
+
+import math
+
+import pytest
+
+from oracle import INT32_MAX, NANOS_TO_PERCENT
+
+U, C = "alice", "c1"
+MS = 1_000_000  # nanoseconds per millisecond
+
+
+def one_window(kwargs):
+    """These rule tests measure every stat over the quota window, so their numbers read
+    directly: Kafka's separate windows (the quota-less rates over the broker's metrics window of
+    2 x 30 s, the bucket's burst over controller.quota.window.*) default to the quota window here
+    unless a test sets them. The test named ..._as_kafka_does checks Kafka's defaults."""
+    wn, ws = kwargs.get("window_num", 11), kwargs.get("window_size_seconds", 1)
+    kwargs.setdefault("metrics_num_samples", wn)
+    kwargs.setdefault("metrics_sample_window_ms", ws * 1000)
+    kwargs.setdefault("controller_window_num", wn)
+    kwargs.setdefault("controller_window_size_seconds", ws)
+    return kwargs
+
+
+@pytest.fixture
+def qm(kq):
+    """A kquota.QuotaManager with default settings except one window for every stat."""
+    m = kq.QuotaManager(**one_window({}))
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def mk(impl):
+    """Factory of managers of the implementation under test (closed at teardown)."""
+    made = []
+
+    def factory(**kwargs):
+        qm = impl.make(**one_window(kwargs))
+        made.append(qm)
+        return qm
+
+    yield factory
+    for qm in made:
+        close = getattr(qm, "close", None)
+        if close is not None:
+            close()
+
+
+def _user_quota(qm, percent, user=U):
+    qm.alter_client_quotas([({"user": user}, {"request_percentage": percent})])
+
+
+# ============================================================================ public example
+
+
+def test_public_request_example(impl, mk):
+    """semantics.md: user quota 1 %, 4 ms of thread time each second for 10 s, then 67.1 ms at
+    10.5 s: 107.1 ms / 10.5 s = 10.2 ms/s; (1.02 - 1) / 1 * 10500 = 210 ms."""
+    qm = mk()
+    _user_quota(qm, 1)
+    for k in range(10):
+        assert qm.record_request_time(U, C, 4 * MS, now_ms=k * 1000) == 0
+    assert qm.record_request_time(U, C, 67.1 * MS, now_ms=10_500) == 210
+
+
+def test_public_request_example_through_a_handle(impl, mk):
+    qm = mk()
+    _user_quota(qm, 1)
+    h = qm.client(U, C)
+    for k in range(10):
+        assert h.record_request_time(4 * MS, now_ms=k * 1000) == 0
+    assert h.record_request_time(67.1 * MS, now_ms=10_500) == 210
+
+
+def test_public_request_example_through_the_generic_call_in_percent(impl, mk):
+    """The generic call takes Kafka's recorded unit (percent): same numbers."""
+    qm = mk()
+    _user_quota(qm, 1)
+    for k in range(10):
+        assert qm.record_and_get_throttle_time_ms(
+            impl.REQUEST, U, C, 4 * MS * NANOS_TO_PERCENT, now_ms=k * 1000) == 0
+    assert qm.record_and_get_throttle_time_ms(
+        impl.REQUEST, U, C, 67.1 * MS * NANOS_TO_PERCENT, now_ms=10_500) == 210
+
+
+# ============================================================================ unit: percent
+
+
+def test_thread_time_is_recorded_as_percent_of_one_thread(impl, mk):
+    """``nanos * (100.0 / 1e9)``: one second of thread time is 100 %; over a fresh sensor's
+    W of (11 - 1) windows of 1 s that is a rate of 10 %."""
+    qm = mk()
+    _user_quota(qm, 1000)
+    qm.record_request_time(U, C, 1_000_000_000, now_ms=0)
+    assert qm.measured_rate(impl.REQUEST, U, C, now_ms=0) == 10.0
+
+
+def test_percent_conversion_is_bit_identical_to_kafka(impl, mk):
+    """Kafka multiplies by the constant ``100.0 / 1e9`` (not divides by 1e7): the double must be
+    the same, which shows in the measured rate."""
+    qm = mk()
+    _user_quota(qm, 1000)
+    nanos = 123_456_789
+    qm.record_request_time(U, C, nanos, now_ms=0)
+    assert qm.measured_rate(impl.REQUEST, U, C, now_ms=0) == nanos * (100.0 / 1e9) / 10.0
+
+
+def test_measured_rate_is_in_percent(impl, mk):
+    """4 ms each second for 10 s, measured at 10 s: 40 ms / 10 s = 0.4 %."""
+    qm = mk()
+    _user_quota(qm, 1)
+    for k in range(10):
+        qm.record_request_time(U, C, 4 * MS, now_ms=k * 1000)
+    assert qm.measured_rate(impl.REQUEST, U, C, now_ms=10_000) == pytest.approx(0.4)
+
+
+def test_max_value_in_quota_window_is_in_percent(impl, mk):
+    qm = mk(window_num=5, window_size_seconds=2)
+    _user_quota(qm, 3)
+    assert qm.max_value_in_quota_window(impl.REQUEST, U, C) == 3 * 4 * 2
+    assert qm.quota_limit(impl.REQUEST, U, C) == 3.0
+
+
+# ============================================================================ throttle cap
+
+
+def test_throttle_is_capped_at_one_window_during_a_long_spike(impl, mk):
+    """500 ms of thread time against 1 %: uncapped (50/10 - 1) / 1 * 10000 = 40000 ms; capped at
+    one window (1000 ms) for as long as the spike is in the window (ClientRequestQuotaManagerTest)."""
+    qm = mk()
+    _user_quota(qm, 1)
+    assert qm.record_request_time(U, C, 500 * MS, now_ms=0) == 1000
+    for k in range(1, 11):
+        assert qm.record_request_time(U, C, 0, now_ms=k * 1000) == 1000
+    assert qm.record_request_time(U, C, 0, now_ms=11_000) == 0
+
+
+def test_throttle_cap_follows_the_window_size(impl, mk):
+    """window_size_seconds=3: the cap is 3000 ms. 5 s of thread time over W = 30 s is 16.7 %
+    against 1 %: uncapped 470000 ms."""
+    qm = mk(window_size_seconds=3)
+    _user_quota(qm, 1)
+    assert qm.record_request_time(U, C, 5_000 * MS, now_ms=0) == 3000
+    assert qm.record_request_time(U, C, 0, now_ms=6000) == 3000
+
+
+def test_throttle_below_the_cap_is_not_changed(impl, mk):
+    """The cap is a min(): a throttle under one window is returned as computed."""
+    qm = mk(window_size_seconds=3)
+    _user_quota(qm, 1)
+    # 310 ms over W = 30 s: 1.0333 %: (0.0333) * 30000 = 1000 ms (< 3000)
+    assert qm.record_request_time(U, C, 310 * MS, now_ms=0) == 1000
+
+
+def test_generic_request_record_is_capped_too(impl, mk):
+    qm = mk()
+    _user_quota(qm, 1)
+    assert qm.record_and_get_throttle_time_ms(impl.REQUEST, U, C, 1e6, now_ms=0) == 1000
+    assert qm.client(U, C).record_and_get_throttle_time_ms(impl.REQUEST, 1e6, now_ms=0) == 1000
+
+
+def test_byte_throttles_are_not_capped(impl, mk):
+    """Contrast: the cap is REQUEST-only (PRODUCE with a huge overshoot throttles far beyond one
+    window, saturating at 2^31 - 1)."""
+    qm = mk()
+    qm.alter_client_quotas([({"user": U}, {"producer_byte_rate": 1})])
+    assert qm.record_and_get_throttle_time_ms(impl.PRODUCE, U, C, 1e12, now_ms=0) == INT32_MAX
+
+
+def test_exact_quota_is_not_a_violation(impl, mk):
+    """rate == bound is acceptable: 100 ms over W = 10 s is exactly 1 %."""
+    qm = mk()
+    _user_quota(qm, 1)
+    assert qm.record_request_time(U, C, 100 * MS, now_ms=0) == 0
+    assert qm.record_request_time(U, C, 1 * MS, now_ms=0) == 100  # 10.1 % / 10 s: 0.01 * 10000
+
+
+# ============================================================================ network thread time
+
+
+def test_network_thread_time_is_recorded_unchecked(impl, mk):
+    """Never throttles (returns None) however large."""
+    qm = mk()
+    _user_quota(qm, 1)
+    assert qm.record_network_thread_time(U, C, 10_000 * MS, now_ms=0) is None
+    assert qm.client(U, C).record_network_thread_time(10_000 * MS, now_ms=0) is None
+    assert qm.measured_rate(impl.REQUEST, U, C, now_ms=0) == pytest.approx(20_000 * 0.1 / 10)
+
+
+def test_network_thread_time_weighs_on_the_next_request(impl, mk):
+    """105 ms of network time at 1 %: the next request, with no thread time of its own, is
+    throttled (10.5 % / 10 s = 1.05 %: 0.05 * 10000 = 500 ms)."""
+    qm = mk()
+    _user_quota(qm, 1)
+    assert qm.record_request_time(U, C, 0, now_ms=0) == 0
+    qm.record_network_thread_time(U, C, 105 * MS, now_ms=0)
+    assert qm.record_request_time(U, C, 0, now_ms=0) == 500
+
+
+def test_network_thread_time_through_a_handle_uses_the_same_sensor(impl, mk):
+    qm = mk()
+    _user_quota(qm, 1)
+    qm.client(U, C).record_network_thread_time(105 * MS, now_ms=0)
+    assert qm.record_request_time(U, "other-client", 0, now_ms=0) == 500  # user-level: shared
+
+
+def test_network_thread_time_is_not_recorded_without_request_quotas(impl, mk):
+    qm = mk()
+    qm.record_network_thread_time(U, C, 105 * MS, now_ms=0)
+    _user_quota(qm, 1)
+    assert qm.record_request_time(U, C, 0, now_ms=0) == 0
+
+
+# ============================================================================ exempt
+
+
+def test_exempt_rate_is_zero_before_any_record(impl, mk):
+    qm = mk()
+    assert qm.exempt_request_rate(now_ms=0) == 0.0
+    _user_quota(qm, 1)
+    assert qm.exempt_request_rate(now_ms=0) == 0.0
+
+
+def test_exempt_time_goes_to_one_shared_unthrottled_sensor(impl, mk):
+    """All exempt time adds up in one sensor, whoever sent it, and never touches a client's
+    request-time sensor."""
+    qm = mk()
+    _user_quota(qm, 1)
+    qm.record_exempt_request_time(600 * MS, now_ms=0)
+    qm.record_exempt_request_time(400 * MS, now_ms=0)
+    assert qm.exempt_request_rate(now_ms=0) == pytest.approx(10.0)  # 1 s = 100 % over W = 10 s
+    assert qm.measured_rate(impl.REQUEST, U, C, now_ms=0) == 0.0
+    assert qm.record_request_time(U, C, 0, now_ms=0) == 0  # the client is not throttled
+
+
+def test_exempt_rate_is_a_sampled_rate(impl, mk):
+    """The exempt sensor is a Rate over the quota windows; old samples age out."""
+    qm = mk()
+    _user_quota(qm, 1)
+    qm.record_exempt_request_time(1_000 * MS, now_ms=0)
+    assert qm.exempt_request_rate(now_ms=5_000) == pytest.approx(10.0)
+    assert qm.exempt_request_rate(now_ms=11_000) == 0.0
+
+
+def test_exempt_time_is_not_recorded_while_request_quotas_are_disabled(impl, mk):
+    """``maybeRecordExempt`` records only ``if (quotasEnabled)``; other types' quotas do not
+    count."""
+    qm = mk()
+    qm.alter_client_quotas([({"user": U}, {"producer_byte_rate": 100,
+                                           "controller_mutation_rate": 5})])
+    qm.record_exempt_request_time(1_000 * MS, now_ms=0)
+    assert qm.exempt_request_rate(now_ms=0) == 0.0
+    _user_quota(qm, 1)
+    qm.record_exempt_request_time(1_000 * MS, now_ms=0)
+    assert qm.exempt_request_rate(now_ms=0) == pytest.approx(10.0)
+
+
+def test_exempt_time_is_still_recorded_after_the_request_quota_is_removed(impl, mk):
+    """The enabled bits are sticky (until restart), so exempt recording continues."""
+    qm = mk()
+    _user_quota(qm, 1)
+    qm.alter_client_quotas([({"user": U}, {"request_percentage": None})])
+    qm.record_exempt_request_time(1_000 * MS, now_ms=0)
+    assert qm.exempt_request_rate(now_ms=0) == pytest.approx(10.0)
+
+
+def test_exempt_sensor_clock_never_goes_backwards(impl, mk):
+    qm = mk()
+    _user_quota(qm, 1)
+    qm.record_exempt_request_time(1_000 * MS, now_ms=5_000)
+    late = qm.exempt_request_rate(now_ms=5_000)
+    assert qm.exempt_request_rate(now_ms=0) == late
+
+
+def test_exempt_time_does_not_create_client_sensors(kq, qm):
+    _user_quota(qm, 1)
+    qm.record_exempt_request_time(1_000 * MS, now_ms=0)
+    assert qm.sensor_count(kq.ClientQuotaType.REQUEST) == 0
+
+
+# ============================================================================ enabled bits
+
+
+def test_nothing_is_recorded_without_request_quotas(impl, mk):
+    """Kafka's ``quotasEnabled``: no request_percentage ever configured -> throttle 0, no rate,
+    even with other types' quotas in place."""
+    qm = mk(producer_default=1)
+    qm.alter_client_quotas([({"user": U}, {"consumer_byte_rate": 1})])
+    assert qm.record_request_time(U, C, 10_000 * MS, now_ms=0) == 0
+    assert qm.record_and_get_throttle_time_ms(impl.REQUEST, U, C, 1e6, now_ms=0) == 0
+    assert qm.measured_rate(impl.REQUEST, U, C, now_ms=0) == 0.0
+
+
+def test_no_request_sensor_without_request_quotas(kq, qm):
+    qm.alter_client_quotas([({"user": U}, {"producer_byte_rate": 1})])
+    qm.record_request_time(U, C, 10_000 * MS, now_ms=0)
+    qm.record_network_thread_time(U, C, 10_000 * MS, now_ms=0)
+    assert qm.sensor_count(kq.ClientQuotaType.REQUEST) == 0
+
+
+def test_unlimited_client_is_recorded_but_never_throttled(impl, mk):
+    """Request quotas enabled for alice only (user level): bob's time is recorded under his own
+    tags, without a limit."""
+    qm = mk()
+    _user_quota(qm, 1)
+    assert qm.record_request_time("bob", C, 10_000 * MS, now_ms=0) == 0
+    assert qm.quota_limit(impl.REQUEST, "bob", C) is None
+    assert qm.measured_rate(impl.REQUEST, "bob", C, now_ms=0) == pytest.approx(100.0)
+
+
+# ============================================================================ tags and precedence
+
+LEVELS = [
+    {"user": U, "client-id": C},
+    {"user": U, "client-id": None},
+    {"user": U},
+    {"user": None, "client-id": C},
+    {"user": None, "client-id": None},
+    {"user": None},
+    {"client-id": C},
+    {"client-id": None},
+]
+PROBES = [(u, c) for u in (U, "bob", "c d", "<default>") for c in (C, "c2", "")]
+
+
+@pytest.mark.parametrize("levels", [[i] for i in range(8)] + [[0, 5], [2, 7], [3, 6, 1],
+                                                                [4, 2], list(range(8))])
+def test_tags_and_limits_are_the_same_as_for_byte_quotas(impl, mk, levels):
+    """The same entities configured with producer_byte_rate and request_percentage give the same
+    tags and limits for every (user, client-id)."""
+    qm = mk()
+    qm.alter_client_quotas([(LEVELS[i], {"producer_byte_rate": 10 + i,
+                                         "request_percentage": 10 + i}) for i in levels])
+    for user, client in PROBES:
+        assert qm.quota_metric_tags(impl.REQUEST, user, client) == \
+            qm.quota_metric_tags(impl.PRODUCE, user, client), (user, client)
+        assert qm.quota_limit(impl.REQUEST, user, client) == \
+            qm.quota_limit(impl.PRODUCE, user, client), (user, client)
+
+
+def test_request_quotas_resolve_independently_of_byte_quotas(impl, mk):
+    qm = mk()
+    qm.alter_client_quotas([({"user": U}, {"producer_byte_rate": 100}),
+                            ({"client-id": C}, {"request_percentage": 5})])
+    assert qm.quota_metric_tags(impl.PRODUCE, U, C) == {"user": U, "client-id": ""}
+    assert qm.quota_metric_tags(impl.REQUEST, U, C) == {"user": "", "client-id": C}
+    assert qm.quota_limit(impl.REQUEST, U, C) == 5.0
+
+
+def test_static_byte_defaults_do_not_apply_to_requests(impl, mk):
+    qm = mk(producer_default=100, consumer_default=100)
+    assert qm.quota_limit(impl.REQUEST, U, C) is None
+
+
+def test_user_quota_is_shared_by_the_users_clients(impl, mk):
+    qm = mk()
+    _user_quota(qm, 1)
+    qm.record_request_time(U, "c1", 60 * MS, now_ms=0)
+    assert qm.record_request_time(U, "c2", 45 * MS, now_ms=0) == 500  # 10.5 % / 10 s
+
+
+def test_default_user_quota_gives_each_user_their_own_sensor(impl, mk):
+    qm = mk()
+    qm.alter_client_quotas([({"user": None}, {"request_percentage": 1})])
+    assert qm.record_request_time("u1", C, 100 * MS, now_ms=0) == 0
+    assert qm.record_request_time("u2", C, 100 * MS, now_ms=0) == 0
+    assert qm.record_request_time("u1", C, 5 * MS, now_ms=0) == 500
+
+
+def test_limit_change_keeps_the_samples(impl, mk):
+    qm = mk()
+    _user_quota(qm, 10)
+    assert qm.record_request_time(U, C, 105 * MS, now_ms=0) == 0
+    _user_quota(qm, 1)
+    assert qm.measured_rate(impl.REQUEST, U, C, now_ms=0) == pytest.approx(1.05)
+    assert qm.record_request_time(U, C, 0, now_ms=0) == 500
+
+
+def test_level_change_uses_a_new_sensor(impl, mk):
+    qm = mk()
+    qm.alter_client_quotas([({"client-id": C}, {"request_percentage": 1})])
+    qm.record_request_time(U, C, 105 * MS, now_ms=0)
+    _user_quota(qm, 1)  # user level now wins for alice: tags (alice, "")
+    assert qm.record_request_time(U, C, 0, now_ms=0) == 0
+
+
+def test_backwards_time_is_read_as_the_sensors_latest(impl, mk):
+    qm = mk()
+    _user_quota(qm, 1)
+    qm.record_request_time(U, C, 100 * MS, now_ms=20_000)
+    # at 20 s the sample above is current; "10 s" is read as 20 s, not as a record into the past
+    assert qm.record_request_time(U, C, 5 * MS, now_ms=10_000) == 500
+    assert qm.measured_rate(impl.REQUEST, U, C, now_ms=0) == pytest.approx(1.05)
+
+
+# ============================================================================ validation
+
+
+def test_request_percentage_up_to_capacity_is_accepted(kq, qm):
+    qm.alter_client_quotas([({"user": U}, {"request_percentage": 1100})])
+    assert qm.quota_limit(kq.ClientQuotaType.REQUEST, U, C) == 1100.0
+    qm.alter_client_quotas([({"user": U}, {"request_percentage": 0.001})])
+    assert qm.quota_limit(kq.ClientQuotaType.REQUEST, U, C) == 0.001
+
+
+@pytest.mark.parametrize("value", [1100.5, 1101, 1e9, 0, -0.0, -1, math.nan, math.inf,
+                                   -math.inf])
+def test_bad_request_percentage_is_rejected_naming_entity_and_key(kq, qm, value):
+    qm.alter_client_quotas([({"user": "bob"}, {"producer_byte_rate": 7})])
+    before = qm.describe_client_quotas()
+    with pytest.raises(kq.QuotaConfigError) as info:
+        qm.alter_client_quotas([({"user": "bob"}, {"request_percentage": 5}),
+                                ({"user": U, "client-id": C}, {"request_percentage": value})])
+    msg = str(info.value)
+    assert "request_percentage" in msg and U in msg and C in msg, msg
+    assert qm.describe_client_quotas() == before  # nothing applied, not even bob's change
+    assert qm.quota_limit(kq.ClientQuotaType.REQUEST, "bob", C) is None
+
+
+@pytest.mark.parametrize("io, net, ok, bad", [(2, 1, 300, 300.01), (1, 1, 200, 200.5),
+                                              (16, 8, 2400, 2401)])
+def test_capacity_follows_the_thread_counts(kq, make_qm, io, net, ok, bad):
+    qm = make_qm(num_io_threads=io, num_network_threads=net)
+    qm.alter_client_quotas([({"user": U}, {"request_percentage": ok})])
+    with pytest.raises(kq.QuotaConfigError, match="request_percentage"):
+        qm.alter_client_quotas([({"user": U}, {"request_percentage": bad})])
+    assert qm.quota_limit(kq.ClientQuotaType.REQUEST, U, C) == ok
+
+
+def test_rejected_validate_only_and_rejected_call_record_nothing(kq, qm):
+    with pytest.raises(kq.QuotaConfigError):
+        qm.alter_client_quotas([({"user": U}, {"request_percentage": 2000})], validate_only=True)
+    with pytest.raises(kq.QuotaConfigError):
+        qm.alter_client_quotas([({"user": U}, {"request_percentage": 2000})])
+    # the enabled bits are not set by a rejected call either: exempt time is not recorded
+    qm.record_exempt_request_time(1_000 * MS, now_ms=0)
+    assert qm.exempt_request_rate(now_ms=0) == 0.0
+
+
+BAD_NANOS = [-1, -0.5, math.nan, math.inf, -math.inf]
+
+
+@pytest.mark.parametrize("nanos", BAD_NANOS)
+@pytest.mark.parametrize("call", ["request", "network", "handle_request", "handle_network",
+                                  "exempt"])
+def test_bad_nanoseconds_raise_value_error_and_record_nothing(kq, qm, call, nanos):
+    _user_quota(qm, 1)
+    qm.record_request_time(U, C, 50 * MS, now_ms=0)
+    qm.record_exempt_request_time(50 * MS, now_ms=0)
+    h = qm.client(U, C)
+    calls = {
+        "request": lambda: qm.record_request_time(U, "fresh", nanos, now_ms=0),
+        "network": lambda: qm.record_network_thread_time(U, "fresh", nanos, now_ms=0),
+        "handle_request": lambda: h.record_request_time(nanos, now_ms=0),
+        "handle_network": lambda: h.record_network_thread_time(nanos, now_ms=0),
+        "exempt": lambda: qm.record_exempt_request_time(nanos, now_ms=0),
+    }
+    count = qm.sensor_count(kq.ClientQuotaType.REQUEST)
+    with pytest.raises(kq.QuotaValueError) as info:
+        calls[call]()
+    assert isinstance(info.value, ValueError) and isinstance(info.value, kq.KQuotaError)
+    assert qm.sensor_count(kq.ClientQuotaType.REQUEST) == count
+    assert qm.measured_rate(kq.ClientQuotaType.REQUEST, U, C, now_ms=0) == pytest.approx(0.5)
+    assert qm.exempt_request_rate(now_ms=0) == pytest.approx(0.5)
+
+
+def test_bad_nanoseconds_raise_even_while_request_quotas_are_disabled(kq, qm):
+    for call in (lambda: qm.record_request_time(U, C, -1, now_ms=0),
+                 lambda: qm.record_network_thread_time(U, C, math.nan, now_ms=0),
+                 lambda: qm.record_exempt_request_time(math.inf, now_ms=0)):
+        with pytest.raises(kq.QuotaValueError):
+            call()
+
+
+@pytest.mark.parametrize("nanos", ["5", None, b"5", [5]])
+def test_wrong_nanosecond_types_raise_type_error(kq, qm, nanos):
+    _user_quota(qm, 1)
+    h = qm.client(U, C)
+    for call in (lambda: qm.record_request_time(U, C, nanos, now_ms=0),
+                 lambda: qm.record_network_thread_time(U, C, nanos, now_ms=0),
+                 lambda: qm.record_exempt_request_time(nanos, now_ms=0),
+                 lambda: h.record_request_time(nanos, now_ms=0),
+                 lambda: h.record_network_thread_time(nanos, now_ms=0)):
+        with pytest.raises(TypeError):
+            call()
+    assert qm.sensor_count(kq.ClientQuotaType.REQUEST) == 0
+
+
+def test_zero_and_fractional_nanoseconds_are_accepted(kq, qm):
+    _user_quota(qm, 1)
+    assert qm.record_request_time(U, C, 0, now_ms=0) == 0
+    assert qm.record_request_time(U, C, 0.5, now_ms=0) == 0
+    qm.record_exempt_request_time(0, now_ms=0)
+
+
+def test_now_ms_none_reads_the_kernel_clock(kq, qm):
+    _user_quota(qm, 1)
+    assert qm.record_request_time(U, C, 1 * MS) == 0
+    qm.record_network_thread_time(U, C, 1 * MS)
+    qm.record_exempt_request_time(1 * MS)
+    assert qm.exempt_request_rate() > 0.0
+    assert qm.measured_rate(kq.ClientQuotaType.REQUEST, U, C) > 0.0
+
+
+def test_exempt_rate_uses_the_broker_metrics_window_as_kafka_does(make_qm):
+    qm = make_qm()
+    _user_quota(qm, 1)
+    qm.record_exempt_request_time(1_000 * MS, now_ms=0)
+    # Kafka: 100 % over W = max(E, (2 - 1) * 30 s) = 30 s -> 3.33 % (kquota: 10.0)
+    assert qm.exempt_request_rate(now_ms=0) == pytest.approx(100 / 30)
+
+
+@pytest.mark.parametrize("now_ms, error", [("5", TypeError), (1.5, TypeError),
+                                           (2**50, "QuotaValueError"), (-(2**50), "QuotaValueError")])
+def test_bad_now_ms_is_rejected_by_every_request_time_call(kq, qm, now_ms, error):
+    error = getattr(kq, error) if isinstance(error, str) else error
+    _user_quota(qm, 1)
+    h = qm.client(U, C)
+    for call in (lambda: qm.record_request_time(U, C, 1, now_ms=now_ms),
+                 lambda: qm.record_network_thread_time(U, C, 1, now_ms=now_ms),
+                 lambda: qm.record_exempt_request_time(1, now_ms=now_ms),
+                 lambda: qm.exempt_request_rate(now_ms=now_ms),
+                 lambda: h.record_request_time(1, now_ms=now_ms),
+                 lambda: h.record_network_thread_time(1, now_ms=now_ms)):
+        with pytest.raises(error):
+            call()
+    assert qm.sensor_count(kq.ClientQuotaType.REQUEST) == 0
+
+
+def test_wrong_name_types_raise_type_error(kq, qm):
+    _user_quota(qm, 1)
+    with pytest.raises(TypeError):
+        qm.record_request_time(5, C, 1, now_ms=0)
+    with pytest.raises(TypeError):
+        qm.record_network_thread_time(U, None, 1, now_ms=0)
+    assert qm.sensor_count(kq.ClientQuotaType.REQUEST) == 0
+
+
+def test_a_handle_follows_configuration_changes(impl, mk):
+    """A handle made before any request quota exists records correctly once one is configured,
+    and follows a later level change."""
+    qm = mk()
+    h = qm.client(U, C)
+    assert h.record_request_time(1_000 * MS, now_ms=0) == 0  # not enabled: nothing recorded
+    _user_quota(qm, 1)
+    assert h.record_request_time(105 * MS, now_ms=0) == 500
+    qm.alter_client_quotas([({"user": U, "client-id": C}, {"request_percentage": 2})])
+    assert h.record_request_time(105 * MS, now_ms=0) == 0  # (alice, c1): a fresh sensor at 2 %
+    assert qm.measured_rate(impl.REQUEST, U, C, now_ms=0) == pytest.approx(1.05)
