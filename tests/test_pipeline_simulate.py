@@ -15,8 +15,9 @@ from kquota.pipeline.simulate import simulate
 
 CONFIG = [
     ({"user": "alice"}, {"producer_byte_rate": 10_000}),
-    ({"user": "bob", "client-id": "b1"}, {"producer_byte_rate": 8_000, "consumer_byte_rate": 10_000}),
-    ({"user": None, "client-id": None}, {"consumer_byte_rate": 20_000}),
+    ({"user": "bob", "client-id": "b1"}, {"producer_byte_rate": 8_000, "consumer_byte_rate": 10_000,
+                                          "request_percentage": 20}),
+    ({"user": None, "client-id": None}, {"consumer_byte_rate": 20_000, "request_percentage": 8}),
     ({"client-id": "shared"}, {"producer_byte_rate": 15_000}),
 ]
 USERS = ["alice", "alice", "bob", "bob", "carol", "dave"]
@@ -26,14 +27,16 @@ CLIENTS = ["a1", "shared", "b1", "shared", "", "shared"]
 def request_log(n=4000, seed=3, brokers=3):
     rng = np.random.default_rng(seed)
     who = rng.integers(0, len(USERS), n)
+    quota_type = rng.choice(["PRODUCE", "fetch", "Fetch", "request"], n)
+    # Unique values identify each row in the output; REQUEST values are thread-time ns.
+    value = (rng.permutation(n) + 1000.0) * np.where(quota_type == "request", 30_000.0, 1.0)
     return pd.DataFrame({
         "ts_ms": rng.integers(0, 30_000, n) // 5 * 5,  # unsorted, many ties
         "broker": rng.integers(0, brokers, n),
         "user": np.array(USERS)[who],
         "client_id": np.array(CLIENTS)[who],
-        "quota_type": rng.choice(["PRODUCE", "fetch", "Fetch"], n),
-        # Unique values identify each row in the output.
-        "value": rng.permutation(n) + 1000.0,
+        "quota_type": quota_type,
+        "value": value,
     })
 
 
@@ -53,8 +56,11 @@ def in_process(df, model="open"):
         qm.alter_client_quotas(CONFIG)
         if model == "open":
             for i, row in g.iterrows():
-                want[i] = qm.record_and_get_throttle_time_ms(
-                    row.quota_type, row.user, row.client_id, row.value, now_ms=int(row.ts_ms))
+                if row.quota_type.upper() == "REQUEST":
+                    want[i] = qm.record_request_time(row.user, row.client_id, row.value, now_ms=int(row.ts_ms))
+                else:
+                    want[i] = qm.record_and_get_throttle_time_ms(
+                        row.quota_type, row.user, row.client_id, row.value, now_ms=int(row.ts_ms))
         else:
             codes, uniq = pd.MultiIndex.from_arrays([g.user, g.client_id]).factorize()
             got = replay(qm, g.ts_ms.to_numpy(), g.quota_type.to_numpy(), codes, list(uniq),
@@ -85,6 +91,7 @@ def test_open_model_equals_a_quota_manager_per_broker(spark, tmp_path, quotas_fi
     want = in_process(df)
     merged = df.assign(want=want).merge(got[["value", "throttle_ms"]], on="value", validate="1:1")
     assert (merged.throttle_ms > 0).sum() > 50
+    assert (merged[merged.quota_type == "request"].throttle_ms > 0).sum() > 10
     assert merged.throttle_ms.tolist() == merged.want.tolist()
     assert result.bad_counts == {}
     # Summary: one row per quota type and metric-tag set, consistent with the requests.
