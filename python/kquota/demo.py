@@ -25,7 +25,17 @@ def run_demo(
     out: Optional[TextIO] = None,
 ) -> dict[str, object]:
     """Runs the demo; returns the output paths and the simulation summary (pandas)."""
+    from kquota.pipeline.commands import spark_errors
+
+    with spark_errors():
+        return _run(rows, out_dir, master, seed, percentile, headroom, out)
+
+
+def _run(rows: int, out_dir: Optional[str], master: str, seed: int, percentile: float, headroom: float,
+         out: Optional[TextIO]) -> dict[str, object]:
     import pandas as pd
+
+    from kquota.config_file import load_quota_config, quota_config_document
 
     from kquota.pipeline.commands import (
         Progress, make_report, print_recommendation, print_summary_table, write_recommendation_dir,
@@ -54,7 +64,7 @@ def run_demo(
     rec = progress.stage("recommend", lambda: recommend(per_sec, "user", percentile, headroom),
                          lambda r: f"{len(r.entries)} user quotas (p{percentile:g} of per-second rates x {headroom:g})")
     rec_paths = write_recommendation_dir(rec, paths["recommendation"])
-    doc = {"quotas": __import__("json").load(open(rec_paths["quotas"], encoding="utf-8"))["quotas"]}
+    doc = quota_config_document(load_quota_config(rec_paths["quotas"]))
     result = progress.stage("simulate", lambda: simulate(spark, log, doc, paths["simulation"]),
                             lambda r: "recommended quotas replayed through the kernel, per broker")
     progress.stage("report", lambda: make_report(

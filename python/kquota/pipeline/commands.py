@@ -4,13 +4,30 @@
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import os
+import re
 import sys
 import time
-from typing import Any, Callable, Optional, TextIO
+from typing import Any, Callable, Iterator, Optional, TextIO
 
+from kquota.exceptions import KQuotaError
 from kquota.pipeline.session import DEFAULT_MASTER
+
+
+@contextlib.contextmanager
+def spark_errors() -> Iterator[None]:
+    """Turns an exception raised inside Spark (a Java stack or a Python worker traceback) into
+    one line: the innermost Python exception's message."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001
+        if not type(e).__module__.startswith(("pyspark", "py4j")):
+            raise
+        text = str(e)
+        found = re.findall(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", text, re.M)
+        message = found[-1][1].strip() if found else text.strip().splitlines()[0]
+        raise KQuotaError(f"Spark job failed: {message}") from None
 
 
 class Progress:
@@ -44,7 +61,12 @@ def _bad_rows_note(counts: dict[str, int]) -> str:
     return f"{sum(counts.values()):,} bad rows skipped (" + "; ".join(f"{n:,} {r}" for r, n in counts.items()) + ")"
 
 
-def cmd_generate(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def cmd_generate(args: argparse.Namespace, out: Optional[TextIO] = None) -> int:
+    with spark_errors():
+        return _cmd_generate(args, out or sys.stdout)
+
+
+def _cmd_generate(args: argparse.Namespace, out: TextIO) -> int:
     from kquota.pipeline.generate import generate
 
     spark = _spark(args)
@@ -54,7 +76,12 @@ def cmd_generate(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     return 0
 
 
-def cmd_usage(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def cmd_usage(args: argparse.Namespace, out: Optional[TextIO] = None) -> int:
+    with spark_errors():
+        return _cmd_usage(args, out or sys.stdout)
+
+
+def _cmd_usage(args: argparse.Namespace, out: TextIO) -> int:
     from kquota.pipeline.schema import read_requests
     from kquota.pipeline.usage import read_entities, usage
 
@@ -81,7 +108,12 @@ def print_usage_table(entities: Any, top: int, out: TextIO) -> None:
                   f"{fmt_num(r.p50):>8} {fmt_num(r.p95):>8} {fmt_num(r.p99):>8} {fmt_num(r.max):>8}", file=out)
 
 
-def cmd_simulate(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def cmd_simulate(args: argparse.Namespace, out: Optional[TextIO] = None) -> int:
+    with spark_errors():
+        return _cmd_simulate(args, out or sys.stdout)
+
+
+def _cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
     import pandas as pd
 
     from kquota.pipeline.quotas import load_quotas, quotas_document
@@ -111,7 +143,12 @@ def print_summary_table(summary: Any, top: int, out: TextIO) -> None:
               f"{r.time_over_quota_ms / 1000:>12.1f}", file=out)
 
 
-def cmd_recommend(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def cmd_recommend(args: argparse.Namespace, out: Optional[TextIO] = None) -> int:
+    with spark_errors():
+        return _cmd_recommend(args, out or sys.stdout)
+
+
+def _cmd_recommend(args: argparse.Namespace, out: TextIO) -> int:
     from kquota.pipeline.recommend import recommend
     from kquota.pipeline.schema import read_requests
     from kquota.pipeline.usage import per_second
@@ -182,7 +219,12 @@ def make_report(spark: Any, usage_dir: str, simulation_dir: str, recommendation_
                         notes=notes)
 
 
-def cmd_report(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def cmd_report(args: argparse.Namespace, out: Optional[TextIO] = None) -> int:
+    with spark_errors():
+        return _cmd_report(args, out or sys.stdout)
+
+
+def _cmd_report(args: argparse.Namespace, out: TextIO) -> int:
     spark = _spark(args)
     path = Progress(out).stage("report", lambda: make_report(
         spark, args.usage, args.simulation, args.recommendation, args.out, args.level))

@@ -7,6 +7,8 @@ import sys
 from typing import Any, Optional
 
 DEFAULT_MASTER = "local[*]"
+#: Quiet JVM logging (errors only), shipped with the package.
+LOG4J_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
 
 
 def prepare_environment() -> None:
@@ -38,7 +40,7 @@ def get_spark(master: Optional[str] = None, app_name: str = "kquota", **conf: st
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=error")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}")
     )
     # Spark's default of 200 shuffle partitions makes hundreds of tiny tasks (each with its
     # Python worker round trip) on a small machine; a few per core is right for local masters.
