@@ -112,3 +112,15 @@ OTHER = {"PRODUCE": "FETCH", "FETCH": "PRODUCE"}
 def key(qt_name):
     """The config key of the quota type under test."""
     return BYTE_KEY[qt_name]
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One Spark session for every pipeline test (starting one costs seconds): local[2], no UI,
+    two shuffle partitions."""
+    from kquota.pipeline.session import get_spark
+
+    session = get_spark("local[2]", app_name="kquota-tests",
+                        **{"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"})
+    yield session
+    session.stop()

@@ -155,3 +155,17 @@ def _estimated_now_ms(kernel: QuotaKernel) -> int: ...
 def _sensor_stats(kernel: QuotaKernel, quota_type: QuotaTypeLike) -> tuple[int, int, int]: ...
 def _stop_expiry(kernel: QuotaKernel) -> None: ...
 def _expiry_running(kernel: QuotaKernel) -> bool: ...
+
+def _replay(
+    kernel: QuotaKernel,
+    ts_ms: Any,
+    types: Any,
+    entity_ids: Any,
+    values: Any,
+    entities: list[tuple[str, str]],
+    out: Any,
+    closed: bool = False,
+    sent_ms: Optional[Any] = None,
+) -> None:
+    """Batch replay with the GIL released (numpy arrays: ts_ms int64, types int8, entity_ids
+    int32, values float64, out int32, sent_ms int64); see ``kquota.pipeline.replay``."""

@@ -12,27 +12,35 @@ from kquota import configs_cli
 def _demo(args: argparse.Namespace) -> int:
     from kquota.demo import run_demo
 
-    run_demo(seconds=args.seconds, quota=args.quota, simulated=args.simulated)
+    run_demo(rows=args.rows, out_dir=args.out, master=args.master, seed=args.seed)
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kquota", description="Kafka client quotas, in process.")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="a short live demonstration of throttling")
-    demo.add_argument("--seconds", type=float, default=8.0, help="how long to run (default 8)")
-    demo.add_argument("--quota", type=int, default=1_000_000, help="producer quota in bytes/s")
-    demo.add_argument("--simulated", action="store_true", help="simulated clock: instant and reproducible")
+    from kquota.pipeline import commands as pipeline_commands
+
+    demo = sub.add_parser("demo", help="the traffic pipeline on a synthetic sample: usage, recommend, "
+                          "simulate, HTML report (embedded Spark)")
+    demo.add_argument("--rows", type=pipeline_commands._positive_int, default=200_000,
+                      help="synthetic requests (default 200000)")
+    demo.add_argument("--out", help="output directory (default: a new temporary directory)")
+    demo.add_argument("--seed", type=int, default=0)
+    pipeline_commands.add_master(demo)
     demo.set_defaults(func=_demo)
     configs_cli.add_parser(sub)
+    pipeline_commands.add_parser(sub)
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "seconds", 1) is not None and getattr(args, "seconds", 1) <= 0:
-        parser.error("--seconds must be > 0")
+    if args.command == "pipeline":
+        from kquota.pipeline.commands import check_args
+
+        check_args(args, parser)
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

@@ -1,78 +1,83 @@
-"""`kquota demo`: a short live demonstration of Kafka-style produce throttling."""
+"""`kquota demo`: the whole traffic pipeline on a synthetic sample, on an embedded Spark.
+
+generate -> usage -> recommend (per-user quotas from the busy-but-normal seconds) -> simulate
+(what those quotas would have done to the same traffic, through the kernel) -> report. Prints
+each stage with its time, a summary table and the path of the HTML report.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
-import time
-from typing import Callable, Optional, TextIO
+import tempfile
+from typing import Optional, TextIO
 
-from kquota._kquota import ClientQuotaType
-from kquota.manager import QuotaManager
-
-PRODUCE = ClientQuotaType.PRODUCE
+from kquota.pipeline.session import DEFAULT_MASTER
 
 
 def run_demo(
-    seconds: float = 8.0,
-    quota: int = 1_000_000,
-    batch: int = 100_000,
-    interval_ms: int = 25,
-    simulated: bool = False,
+    rows: int = 200_000,
+    out_dir: Optional[str] = None,
+    master: str = DEFAULT_MASTER,
+    seed: int = 0,
+    percentile: float = 95.0,
+    headroom: float = 1.2,
     out: Optional[TextIO] = None,
-    sleep: Optional[Callable[[float], None]] = None,
-) -> dict[str, float]:
-    """Runs a producer that tries to send at ``batch / interval`` bytes/s against a user quota of
-    ``quota`` bytes/s, honouring every throttle like a KIP-219 client (it waits before sending
-    again). Prints one line a second and returns the totals.
+) -> dict[str, object]:
+    """Runs the demo; returns the output paths and the simulation summary (pandas)."""
+    from kquota.pipeline.commands import spark_errors
 
-    With ``simulated=True`` time is simulated (instant, reproducible); otherwise it runs on the
-    real monotonic clock and takes ``seconds`` seconds.
-    """
+    with spark_errors():
+        return _run(rows, out_dir, master, seed, percentile, headroom, out)
+
+
+def _run(rows: int, out_dir: Optional[str], master: str, seed: int, percentile: float, headroom: float,
+         out: Optional[TextIO]) -> dict[str, object]:
+    import pandas as pd
+
+    from kquota.config_file import load_quota_config, quota_config_document
+
+    from kquota.pipeline.commands import (
+        Progress, make_report, print_recommendation, print_summary_table, write_recommendation_dir,
+    )
+    from kquota.pipeline.generate import generate
+    from kquota.pipeline.recommend import recommend
+    from kquota.pipeline.schema import read_requests
+    from kquota.pipeline.session import get_spark
+    from kquota.pipeline.simulate import simulate
+    from kquota.pipeline.usage import usage
+
     out = out if out is not None else sys.stdout
-    qm = QuotaManager()
-    qm.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": quota})])
-    conn = qm.client("alice", "producer-1")
-    offered = batch * 1000 / interval_ms
-    print(
-        f"quota for user alice: {quota:,} B/s; producer offers {offered:,.0f} B/s "
-        f"({batch:,} B every {interval_ms} ms){' [simulated clock]' if simulated else ''}",
-        file=out,
-    )
-    print(f"{'second':>6} {'sent B':>12} {'throttled':>9} {'max wait ms':>11} {'measured B/s':>13}", file=out)
-    clock_ms = 0
-    start = 0 if simulated else int(time.monotonic() * 1000)
-    wait = sleep or time.sleep
-    sent_total = 0
-    throttled_total = 0
-    second = 0
-    sent = throttled = max_wait = 0
-    while True:
-        now = start + clock_ms if simulated else int(time.monotonic() * 1000)
-        elapsed = now - start
-        if elapsed >= (second + 1) * 1000:
-            rate = conn.measured_rate(PRODUCE, now_ms=now)
-            print(f"{second + 1:>6} {sent:>12,} {throttled:>9} {max_wait:>11} {rate:>13,.0f}", file=out)
-            second += 1
-            sent = throttled = max_wait = 0
-        if elapsed >= seconds * 1000:
-            break
-        throttle = conn.record_and_get_throttle_time_ms(PRODUCE, batch, now_ms=now)
-        sent += batch
-        sent_total += batch
-        delay = interval_ms
-        if throttle > 0:
-            throttled += 1
-            throttled_total += 1
-            max_wait = max(max_wait, throttle)
-            delay = max(delay, throttle)
-        if simulated:
-            clock_ms += delay
-        else:
-            wait(delay / 1000)
-    achieved = sent_total / seconds
-    print(
-        f"achieved {achieved:,.0f} B/s over {seconds:g} s against a quota of {quota:,} B/s "
-        f"({throttled_total} throttled responses)",
-        file=out,
-    )
-    return {"achieved": achieved, "offered": offered, "quota": float(quota), "throttled": float(throttled_total)}
+    out_dir = out_dir or tempfile.mkdtemp(prefix="kquota-demo-")
+    os.makedirs(out_dir, exist_ok=True)
+    paths = {k: os.path.join(out_dir, k) for k in ("requests", "usage", "recommendation", "simulation")}
+    paths["report"] = os.path.join(out_dir, "report.html")
+    progress = Progress(out)
+    print(f"kquota demo: {rows:,} synthetic requests on Spark {master}, output in {out_dir}", file=out)
+    spark = progress.stage("spark", lambda: get_spark(master), lambda s: f"Spark {s.version}")
+    progress.stage("generate", lambda: generate(spark, rows, paths["requests"], seed=seed),
+                   lambda p: f"{rows:,} requests, 4 brokers, 50 users")
+    log = read_requests(spark, paths["requests"])
+    progress.stage("usage", lambda: usage(spark, log.requests, paths["usage"]),
+                   lambda p: "per entity and second, at the user, client-id and user/client levels")
+    per_sec = spark.read.parquet(os.path.join(paths["usage"], "per_second"))
+    rec = progress.stage("recommend", lambda: recommend(per_sec, "user", percentile, headroom),
+                         lambda r: f"{len(r.entries)} user quotas (p{percentile:g} of per-second rates x {headroom:g})")
+    rec_paths = write_recommendation_dir(rec, paths["recommendation"])
+    doc = quota_config_document(load_quota_config(rec_paths["quotas"]))
+    result = progress.stage("simulate", lambda: simulate(spark, log, doc, paths["simulation"]),
+                            lambda r: "recommended quotas replayed through the kernel, per broker")
+    progress.stage("report", lambda: make_report(
+        spark, paths["usage"], paths["simulation"], paths["recommendation"], paths["report"], "user",
+        notes=(f"Synthetic sample of {rows:,} requests; quotas recommended at p{percentile:g} x {headroom:g} "
+               "per user and replayed over the same traffic (open model).",)))
+    summary = pd.read_parquet(result.summary_path)
+    print_recommendation(rec, out, top=8)
+    print("\nWhat these quotas would have done (busiest sensors first):", file=out)
+    print_summary_table(summary, 10, out)
+    throttled = int(summary["throttled_requests"].sum())
+    print(f"\n{throttled:,} of {int(summary['requests'].sum()):,} requests throttled; "
+          f"total {progress.elapsed():.1f} s", file=out)
+    print(f"quota configuration: {rec_paths['quotas']}", file=out)
+    print(f"report: {os.path.abspath(paths['report'])}", file=out)
+    return {"paths": paths, "summary": summary, "recommendation": rec}

@@ -11,6 +11,7 @@ use quota_core::{
     QuotaEntity, QuotaKernel as CoreKernel, WindowSpec,
 };
 
+mod batch;
 mod callback;
 mod errors;
 mod fast;
@@ -537,6 +538,7 @@ fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyQuotaKernel>()?;
     m.add_class::<PyClientHandle>()?;
     m.add("_noop", fast::noop_function(m)?)?;
+    m.add_function(wrap_pyfunction!(batch::_replay, m)?)?;
     errors::register(m)?;
     metrics::register(m)?;
     fast::install(m.py())?;

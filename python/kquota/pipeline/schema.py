@@ -1,0 +1,177 @@
+"""Reading request logs (``shared/spec/pipeline.md``): format detection, schema validation and
+bad-row accounting.
+
+Columns: ``ts_ms`` integer, ``broker`` integer (optional, default 0), ``user`` string,
+``client_id`` string (may be empty), ``quota_type`` PRODUCE/FETCH/REQUEST (any case), ``value``
+number. A missing column, or one whose type cannot hold the field, is one
+:class:`RequestLogError` naming it. Text columns of numeric fields (CSV, or JSON with a stray
+string) are parsed; a value that does not parse, a null, an unknown quota type, a negative or
+non-finite value or a time beyond ±2^46 ms makes its row *bad*: bad rows are counted by reason,
+kept with their reason (``bad_rows``) and never silently dropped.
+
+Every valid row gets ``_row``, a number increasing in input order (within a file; files in
+Spark's listing order), so that requests with equal ``ts_ms`` are applied in input order.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from kquota.exceptions import KQuotaError
+
+COLUMNS = ("ts_ms", "broker", "user", "client_id", "quota_type", "value")
+REQUIRED = ("ts_ms", "user", "client_id", "quota_type", "value")
+QUOTA_TYPES = ("PRODUCE", "FETCH", "REQUEST")
+FORMATS = ("parquet", "csv", "json")
+_EXTENSIONS = {
+    ".parquet": "parquet", ".pq": "parquet", ".csv": "csv",
+    ".json": "json", ".jsonl": "json", ".ndjson": "json",
+}
+MAX_ABS_TS_MS = 1 << 46
+
+
+class RequestLogError(KQuotaError, ValueError):
+    """An unreadable request log: unknown format, missing or mistyped column."""
+
+
+@dataclass
+class RequestLog:
+    """A validated request log: ``requests`` (valid rows, normalized columns plus ``_row``),
+    ``bad_rows`` (the raw row as text plus ``reason``) and ``source``."""
+
+    requests: Any
+    bad_rows: Any
+    source: str
+    fmt: str
+    _bad_counts: Optional[dict[str, int]] = field(default=None, repr=False)
+
+    def bad_counts(self) -> dict[str, int]:
+        """Bad rows by reason (runs a Spark job the first time)."""
+        if self._bad_counts is None:
+            rows = self.bad_rows.groupBy("reason").count().collect()
+            self._bad_counts = {r["reason"]: int(r["count"]) for r in rows}
+        return self._bad_counts
+
+    def write_bad_rows(self, path: str) -> dict[str, int]:
+        """Writes the bad rows (Parquet) to ``path`` and returns their counts by reason, read
+        back from what was written (no second pass over the log)."""
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        self.bad_rows.coalesce(1).write.mode("overwrite").parquet(path)
+        reasons = pq.read_table(path, columns=["reason"]).column("reason")
+        counts = pc.value_counts(reasons).to_pylist() if len(reasons) else []
+        self._bad_counts = {c["values"]: int(c["counts"]) for c in counts}
+        return self._bad_counts
+
+    def bad_total(self) -> int:
+        return sum(self.bad_counts().values())
+
+
+def detect_format(path: str, fmt: Optional[str] = None) -> str:
+    """The format given, or the one the path's extension (or a directory's files) names."""
+    if fmt:
+        if fmt.lower() not in FORMATS:
+            raise RequestLogError(f"unknown request log format {fmt!r}; expected parquet, csv or json")
+        return fmt.lower()
+    if not os.path.exists(path):
+        raise RequestLogError(f"request log {path!r} does not exist")
+    names = [path]
+    if os.path.isdir(path):
+        names = sorted(n for n in os.listdir(path) if not n.startswith((".", "_")))
+    for name in names:
+        for ext, f in _EXTENSIONS.items():
+            if name.lower().endswith(ext):
+                return f
+    raise RequestLogError(
+        f"cannot tell the format of request log {path!r} from its name; pass --format parquet|csv|json"
+    )
+
+
+def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLog:
+    """Reads and validates a request log. Raises :class:`RequestLogError` for a bad schema."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    fmt = detect_format(path, fmt)
+    reader = spark.read
+    try:
+        if fmt == "csv":
+            # Everything as text (parsed below, so a bad cell is a bad row); no null marker, so
+            # an empty client_id stays "".
+            raw = reader.option("header", True).option("inferSchema", False) \
+                .option("nullValue", "\u0000").option("emptyValue", "").csv(path)
+        elif fmt == "json":
+            raw = reader.json(path)
+        else:
+            raw = reader.parquet(path)
+    except Exception as e:  # noqa: BLE001 - Spark raises its own analysis errors
+        raise RequestLogError(f"cannot read request log {path!r} as {fmt}: {str(e).splitlines()[0]}") from None
+
+    fields = {f.name: f.dataType for f in raw.schema.fields}
+    missing = [c for c in REQUIRED if c not in fields]
+    if missing:
+        raise RequestLogError(
+            f"request log {path!r} has no column {missing[0]!r} "
+            f"(columns: {', '.join(fields) or 'none'}; required: {', '.join(REQUIRED)})"
+        )
+    integral = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+    numeric = integral + (T.FloatType, T.DoubleType, T.DecimalType)
+    expect = {
+        "ts_ms": (integral + (T.StringType,), "an integer"),
+        "broker": (integral + (T.StringType,), "an integer"),
+        "user": ((T.StringType,), "a string"),
+        "client_id": ((T.StringType,), "a string"),
+        "quota_type": ((T.StringType,), "a string"),
+        "value": (numeric + (T.StringType,), "a number"),
+    }
+    for name, (types, what) in expect.items():
+        if name in fields and not isinstance(fields[name], types):
+            raise RequestLogError(
+                f"request log {path!r}: column {name!r} has type {fields[name].simpleString()}; expected {what}"
+            )
+
+    def integer(name: str) -> Any:
+        c = F.col(name)
+        if isinstance(fields[name], T.StringType):
+            # try_cast: "1.5" or "x" become null (a bad row), never an exception.
+            return F.expr(f"try_cast(trim(`{name}`) AS BIGINT)")
+        return c.cast("bigint")
+
+    def number(name: str) -> Any:
+        if isinstance(fields[name], T.StringType):
+            return F.expr(f"try_cast(trim(`{name}`) AS DOUBLE)")
+        return F.col(name).cast("double")
+
+    df = raw.withColumn("_row", F.monotonically_increasing_id())
+    ts = integer("ts_ms")
+    broker = integer("broker") if "broker" in fields else F.lit(0).cast("bigint")
+    qt = F.upper(F.trim(F.col("quota_type")))
+    value = number("value")
+    reason = (
+        F.when(ts.isNull(), F.lit("ts_ms is missing or not an integer"))
+        .when(F.abs(ts) >= MAX_ABS_TS_MS, F.lit("ts_ms is beyond ±2^46 ms"))
+        .when(broker.isNull(), F.lit("broker is missing or not an integer"))
+        .when(F.col("user").isNull(), F.lit("user is missing"))
+        .when(qt.isNull() | ~qt.isin(*QUOTA_TYPES), F.lit("quota_type is not PRODUCE, FETCH or REQUEST"))
+        .when(value.isNull() | F.isnan(value) | (value < 0) | (F.abs(value) == float("inf")),
+              F.lit("value is missing, negative or not a finite number"))
+    )
+    checked = df.select(
+        F.col("_row"),
+        ts.alias("ts_ms"),
+        broker.alias("broker"),
+        F.col("user"),
+        F.coalesce(F.col("client_id"), F.lit("")).alias("client_id"),
+        qt.alias("quota_type"),
+        value.alias("value"),
+        reason.alias("_reason"),
+        *[F.col(c).cast("string").alias(f"_raw_{c}") for c in COLUMNS if c in fields],
+    )
+    requests = checked.where(F.col("_reason").isNull()).select("_row", *COLUMNS)
+    bad = checked.where(F.col("_reason").isNotNull()).select(
+        "_row", *[F.col(f"_raw_{c}").alias(c) for c in COLUMNS if c in fields], F.col("_reason").alias("reason")
+    )
+    return RequestLog(requests=requests, bad_rows=bad, source=path, fmt=fmt)
