@@ -66,7 +66,7 @@ def limits_builder(strategy: str):
     framework integration does."""
 
     def build(ents):
-        limits = _need("limits", "limits", (4, 5))
+        limits = _need("limits", "limits", (5,))
         from limits import storage, strategies
 
         cls = {"fixed": strategies.FixedWindowRateLimiter,
