@@ -375,6 +375,11 @@ def measure_rows(ents, rows=ROWS, passes=PASSES, log=print) -> dict:
                 r["passes"][p] = _measure_pass(runner, len(ents))
                 r.setdefault("all_admitted", True)
                 r["all_admitted"] = r["all_admitted"] and bool(runner.check())
+            except Exception as e:  # an API that exists but differs: report it, time nothing
+                r["available"] = False
+                r["reason"] = f"failed: {type(e).__name__}: {e}"
+                r["passes"] = {}
+                log(f"{key}: {r['reason']}")
             finally:
                 if runner.close:
                     runner.close()
