@@ -28,9 +28,10 @@ def require_handle_method(qm, name: str) -> None:
 
 
 def bench_callback_class():
-    """A KIP-257 callback doing what the built-in one does for a ``users/<default>`` quota:
-    tags ``{user, client-id=""}`` and the same limit for every user. Measures what calling into
-    Python from the record path costs (the kernel caches nothing a callback could change)."""
+    """KIP-257 callbacks doing what the built-in rules do for a ``users/<default>`` quota:
+    tags ``{user, client-id=""}`` and the same limit for every user. The plain one overrides only
+    the two required methods (the kernel caches its answers); the polled one also overrides
+    ``quota_reset_required``."""
     base = getattr(kquota, "ClientQuotaCallback", None)
     if base is None:
         raise Unavailable("not available in this build (no kquota.ClientQuotaCallback)")
@@ -39,35 +40,24 @@ def bench_callback_class():
         def __init__(self, limit: float):
             self.limit = limit
 
-        def configure(self, configs):
-            pass
-
         def quota_metric_tags(self, quota_type, principal, client_id):
             return {"user": principal.name, "client-id": ""}
 
         def quota_limit(self, quota_type, metric_tags):
             return self.limit
 
-        def update_quota(self, quota_type, entity, new_value):
-            pass
-
-        def remove_quota(self, quota_type, entity):
-            pass
+    class PolledBenchCallback(BenchCallback):
+        """Also overrides ``quota_reset_required``, which the kernel then polls on every
+        request: one Python call per request."""
 
         def quota_reset_required(self, quota_type):
             return False
 
-        def update_cluster_metadata(self, cluster):
-            return False
-
-        def close(self):
-            pass
-
-    return BenchCallback
+    return BenchCallback, PolledBenchCallback
 
 
-def callback_manager(limit: float):
-    cls = bench_callback_class()
+def callback_manager(limit: float, polled: bool = False):
+    cls = bench_callback_class()[1 if polled else 0]
     try:
         return kquota.QuotaManager(callback=cls(limit))
     except Exception as e:  # the build has the class but refuses callbacks: say so, do not time
@@ -76,24 +66,23 @@ def callback_manager(limit: float):
 
 
 # ------------------------------------------------------------------------------ batch replay
-#: How to find the batch-replay entry point of ``kquota.pipeline``: ``module:function``. The
-#: function is called as ``fn(qm, requests)`` with ``requests`` a list of
-#: ``(ts_ms, user, client_id, quota_type_name, value)`` tuples in time order (the request-log
-#: columns of pipeline.md), and must apply them to ``qm`` in order. Override with
-#: ``KQ_BENCH_REPLAY=module:function``; an adapter with another signature can be registered in
-#: ``REPLAY_ADAPTERS`` (name -> adapter taking the function and returning ``fn(qm, requests)``).
-REPLAY_DEFAULT = "kquota.pipeline:replay_requests"
+#: The batch-replay entry point, ``module:function``, called as the pipeline's
+#: ``replay(qm, ts_ms, quota_types, entity_ids, entities, values)`` (numpy arrays; entity_ids
+#: index the ``(user, client_id)`` list). ``KQ_BENCH_REPLAY`` overrides it; an entry point with
+#: another signature can be registered in ``REPLAY_ADAPTERS`` (spec -> adapter taking the
+#: function and returning one with the signature above).
+REPLAY_DEFAULT = "kquota.pipeline.replay:replay"
 REPLAY_ADAPTERS: dict = {}
 
 
 def batch_replay():
-    """``(label, replay)`` for the configured entry point, or :class:`Unavailable`."""
+    """``(spec, replay)`` for the configured entry point, or :class:`Unavailable`."""
     spec = os.environ.get("KQ_BENCH_REPLAY") or REPLAY_DEFAULT
     mod_name, _, fn_name = spec.partition(":")
     try:
         mod = importlib.import_module(mod_name)
-    except ImportError:
-        raise Unavailable(f"not available in this build (no module {mod_name})") from None
+    except ImportError as e:
+        raise Unavailable(f"not available in this build (cannot import {mod_name}: {e})") from None
     fn = getattr(mod, fn_name, None)
     if fn is None:
         raise Unavailable(f"not available in this build (no {spec}; set KQ_BENCH_REPLAY)")

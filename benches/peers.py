@@ -32,12 +32,14 @@ class Runner:
 
     ``run``: one timed round (one call per entity). ``check``: one untimed round returning
     whether every call took the admitted / zero-throttle path. ``prep``: untimed work before
-    each round (e.g. building the next batch). ``close``: releases background threads."""
+    each round (e.g. building the next batch). ``close``: releases background threads.
+    ``calls``: requests per round, if not one per entity (per-call time = round / calls)."""
 
     run: Callable[[], None]
     check: Callable[[], bool]
     prep: Optional[Callable[[], None]] = None
     close: Optional[Callable[[], None]] = None
+    calls: Optional[int] = None  # calls per round when not one per entity
 
 
 class Unavailable(Exception):
