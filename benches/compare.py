@@ -142,6 +142,16 @@ def b_kquota_named(ents, qm=None):
     return Runner(run, lambda: not any([rec(P, u, c, VALUE, None) for u, c, _k in ents]), close=qm.close)
 
 
+HOT_ENTITIES = 32
+
+
+def b_kquota_named_hot(ents):
+    """The named call over only ``HOT_ENTITIES`` entities, round robin, same calls per round:
+    every (user, client_id) pair fits the extension's small cache of recent named calls."""
+    hot = [ents[i % HOT_ENTITIES] for i in range(len(ents))]
+    return b_kquota_named(hot)
+
+
 def b_kquota_named_now(ents):
     """Explicit ``now_ms`` (one value per round, advancing 1 ms): the oracle's shape."""
     qm = _manager()
@@ -311,6 +321,8 @@ ROWS = [
      "empty_handle", b_kquota_handle),
     ("kquota_named", "kquota", "named `qm.record_and_get_throttle_time_ms(P, user, client_id, 100, None)`",
      "empty_named", b_kquota_named),
+    ("kquota_named_hot", "kquota", f"named, only {HOT_ENTITIES} entities round robin (fit the recent-name cache)",
+     "empty_named", b_kquota_named_hot),
     ("kquota_named_now", "kquota", "named with explicit `now_ms` (the oracle's shape)", "empty_named",
      b_kquota_named_now),
     ("kquota_callback", "kquota", "named, Python `ClientQuotaCallback` installed (answers cached by the kernel)",
