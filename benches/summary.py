@@ -199,6 +199,27 @@ _TITLES = {
 }
 
 
+#: (suite, key, what the ratio says) shown first, in this order, when measured.
+HEADLINE = [
+    ("python_record", "handle/empty_handle_args", "handle call / empty Python function (one entity)"),
+    ("python_record", "named/empty_named_args", "named call / empty Python function (one entity)"),
+    ("python_compare", "kquota_handle", "handle call / empty function, 1000 entities"),
+    ("python_compare", "kquota_named", "named call / empty function, 1000 entities"),
+    ("python_compare", "kquota_named_hot", "named call / empty function, 32 entities (cached names)"),
+    ("python_compare", "oracle", "pure-Python oracle / kquota named (explicit now)"),
+    ("python_compare", "limits_fixed", "limits fixed window / kquota named"),
+    ("python_compare", "limits_moving", "limits moving window / kquota named"),
+    ("python_compare", "pyrate_log", "pyrate-limiter in-memory / kquota named"),
+    ("python_compare", "token_bucket", "token-bucket / kquota named"),
+    ("python_compare", "kquota_callback", "named with a Python callback / named"),
+    ("python_compare", "kquota_request_time_handle", "request-time handle call / empty function"),
+    ("python_compare", "kquota_mutation_handle", "mutation handle call / empty function"),
+    ("python_compare", "kquota_batch_replay", "batch replay per request / named call"),
+    ("criterion", "handle_record_two_threads_distinct_sensors", "2 threads, distinct sensors / 1 thread (1.0 = perfect scaling)"),
+    ("criterion", "handle_record_two_threads_same_sensor", "2 threads, one sensor / 1 thread (2.0 = serialized)"),
+]
+
+
 def render(report: dict) -> str:
     m = report["machine"]
     lines = [
@@ -217,6 +238,19 @@ def render(report: dict) -> str:
         "- Suites: " + ", ".join(f"{k}: {v}" for k, v in report["suites"].items()),
         "",
     ]
+    by = {(r["suite"], r["key"]): r for r in report["rows"]}
+    lines += ["## Headline ratios", "", "| ratio | value | row median | baseline median |",
+              "|---|---:|---:|---:|"]
+    for suite, key, what in HEADLINE:
+        r = by.get((suite, key))
+        if r is None:
+            continue
+        if r["ratio"] is None:
+            lines.append(f"| {what} | {r['status'] if r['status'] != 'ok' else '—'} | | |")
+        else:
+            lines.append(f"| {what} | {r['ratio']:.2f}× | {_num(r['value'])} {r['unit']} | "
+                         f"{_num(r['baseline_value'])} {r['unit']} |")
+    lines.append("")
     for suite, title in _TITLES.items():
         rows = [r for r in report["rows"] if r["suite"] == suite]
         if not rows:
