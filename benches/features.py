@@ -13,8 +13,6 @@ import os
 import kquota
 from peers import Unavailable
 
-P = kquota.ClientQuotaType.PRODUCE
-
 
 def require_method(name: str) -> None:
     if not hasattr(kquota.QuotaManager, name):
