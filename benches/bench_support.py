@@ -18,19 +18,27 @@ import sys
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
-RESULTS_DIR = os.path.join(BENCH_DIR, "results")
+#: Where reports are written; ``KQ_BENCH_RESULTS_DIR`` redirects them (the smoke test in
+#: ``tests/test_bench_suite.py`` writes to a temporary directory, never over committed results).
+RESULTS_DIR = os.environ.get("KQ_BENCH_RESULTS_DIR") or os.path.join(BENCH_DIR, "results")
 JSON_PATH = os.path.join(RESULTS_DIR, "python_record.json")
 MD_PATH = os.path.join(RESULTS_DIR, "python_record.md")
 
+#: ``KQ_BENCH_QUICK=1``: a smoke-test run (seconds, not minutes); the numbers are not meant to be
+#: read. Explicit ``KQUOTA_BENCH_*`` variables still win.
+QUICK = os.environ.get("KQ_BENCH_QUICK", "") not in ("", "0")
+_DEFAULTS = {"CALLS": "1000", "PASSES": "1", "ROUNDS": "20", "WARMUP": "2"} if QUICK else \
+    {"CALLS": "1000", "PASSES": "5", "ROUNDS": "1000", "WARMUP": "50"}
+
 #: Calls per benchmark round (the loop every variant runs; per-call time = round / CALLS).
-CALLS = int(os.environ.get("KQUOTA_BENCH_CALLS", "1000"))
+CALLS = int(os.environ.get("KQUOTA_BENCH_CALLS", _DEFAULTS["CALLS"]))
 #: Passes: every variant is measured PASSES times, the passes interleaved (all variants of pass 0,
 #: then all of pass 1, ...), so slow drift of the machine hits every variant alike.
-PASSES = max(1, int(os.environ.get("KQUOTA_BENCH_PASSES", "5")))
+PASSES = max(1, int(os.environ.get("KQUOTA_BENCH_PASSES", _DEFAULTS["PASSES"])))
 #: Timed rounds per fast variant per pass (the oracle variants use a tenth, at least 20).
-ROUNDS = int(os.environ.get("KQUOTA_BENCH_ROUNDS", "1000"))
+ROUNDS = int(os.environ.get("KQUOTA_BENCH_ROUNDS", _DEFAULTS["ROUNDS"]))
 #: Untimed rounds before measuring, per pass (warms the handle, the sensor and CPU caches).
-WARMUP_ROUNDS = int(os.environ.get("KQUOTA_BENCH_WARMUP", "50"))
+WARMUP_ROUNDS = int(os.environ.get("KQUOTA_BENCH_WARMUP", _DEFAULTS["WARMUP"]))
 
 #: variant key -> label shown in the report (also the order of the rows).
 VARIANTS = {

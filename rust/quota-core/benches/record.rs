@@ -3,8 +3,8 @@
 //! ratio report under benches/results/.
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -51,13 +51,47 @@ fn run(h: &ClientHandle, iters: u64) {
     }
 }
 
-fn two_threads(a: &ClientHandle, b: &ClientHandle, iters: u64) -> Duration {
-    let start = Instant::now();
+/// Two long-lived worker threads, one per handle, released together for each measurement.
+/// Spawning threads per sample would put thread creation (milliseconds on a loaded machine)
+/// into the small-`iters` samples of criterion's warm-up and skew its iteration estimate.
+struct Pair {
+    barrier: Barrier,
+    iters: AtomicU64,
+    stop: AtomicBool,
+}
+
+/// Runs `f` with a function timing `iters` records on each of `a` and `b` concurrently (wall
+/// time of both); the workers live for the duration of `f`.
+fn with_pair<R>(a: &ClientHandle, b: &ClientHandle, f: impl FnOnce(&dyn Fn(u64) -> Duration) -> R) -> R {
+    let ctl = Pair {
+        barrier: Barrier::new(3),
+        iters: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+    };
     std::thread::scope(|s| {
-        s.spawn(|| run(a, iters));
-        s.spawn(|| run(b, iters));
-    });
-    start.elapsed()
+        for h in [a, b] {
+            let ctl = &ctl;
+            s.spawn(move || loop {
+                ctl.barrier.wait();
+                if ctl.stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                run(h, ctl.iters.load(Ordering::SeqCst));
+                ctl.barrier.wait();
+            });
+        }
+        let measure = |iters: u64| {
+            ctl.iters.store(iters, Ordering::SeqCst);
+            let start = Instant::now();
+            ctl.barrier.wait();
+            ctl.barrier.wait();
+            start.elapsed()
+        };
+        let r = f(&measure);
+        ctl.stop.store(true, Ordering::SeqCst);
+        ctl.barrier.wait();
+        r
+    })
 }
 
 fn benches(c: &mut Criterion) {
@@ -83,12 +117,16 @@ fn benches(c: &mut Criterion) {
     });
     // Per-iteration time of two threads each doing `iters` records: equal to the one-thread
     // time when scaling is perfect (twice the work in the same wall time).
-    c.bench_function("handle_record_two_threads_distinct_sensors", |b| {
-        b.iter_custom(|iters| two_threads(&h1, &h2, iters))
+    with_pair(&h1, &h2, |measure| {
+        c.bench_function("handle_record_two_threads_distinct_sensors", |b| {
+            b.iter_custom(|iters| measure(iters))
+        });
     });
     let h1b = ClientHandle::new(Arc::clone(&k), "alice", "c1");
-    c.bench_function("handle_record_two_threads_same_sensor", |b| {
-        b.iter_custom(|iters| two_threads(&h1, &h1b, iters))
+    with_pair(&h1, &h1b, |measure| {
+        c.bench_function("handle_record_two_threads_same_sensor", |b| {
+            b.iter_custom(|iters| measure(iters))
+        });
     });
     c.bench_function("named_record_one_thread", |b| {
         b.iter_custom(|iters| {

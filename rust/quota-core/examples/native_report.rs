@@ -62,15 +62,19 @@ fn run(h: &ClientHandle, n: u64) -> f64 {
 }
 
 fn main() {
+    // KQ_BENCH_QUICK=1: a smoke run (fewer ops and runs; same rows).
+    let quick = std::env::var("KQ_BENCH_QUICK")
+        .map(|v| !v.is_empty() && v != "0")
+        .unwrap_or(false);
     let n: u64 = std::env::var("KQ_OPS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(5_000_000);
+        .unwrap_or(if quick { 200_000 } else { 5_000_000 });
     let sensors: usize = std::env::var("KQ_SENSORS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
-    let reps = 7;
+    let reps = if quick { 3 } else { 7 };
 
     // --- record path
     let spec = WindowSpec::default();
@@ -117,21 +121,64 @@ fn main() {
     let scaling_distinct = 2.0 * one / two;
     let scaling_same = 2.0 * one / same;
 
-    // --- memory and configuration changes with many live sensors
-    let mk = Arc::new(QuotaKernel::new(KernelConfig::default()).unwrap());
-    mk.alter(&[change(None, Some(EntityName::Default), 1e6)], false)
-        .unwrap();
-    let names: Vec<String> = (0..sensors).map(|i| format!("client-{i:07}")).collect();
-    let before = rss_bytes();
-    let t = Instant::now();
-    for (i, c) in names.iter().enumerate() {
-        mk.record_and_get_throttle_time_ms(P, "user", c, 100.0, Some(i as i64 / 1000))
-            .unwrap();
+    // --- latency of single handle calls: each call timed alone with `Instant`, minus the
+    // timer's own cost (the median of back-to-back `Instant::now()` pairs).
+    let lat_n: usize = if quick { 200_000 } else { 2_000_000 };
+    let mut floor: Vec<u64> = (0..100_000)
+        .map(|_| {
+            let t = Instant::now();
+            black_box(&t);
+            t.elapsed().as_nanos() as u64
+        })
+        .collect();
+    floor.sort_unstable();
+    let timer_floor = floor[floor.len() / 2];
+    let mut lat: Vec<u64> = Vec::with_capacity(lat_n);
+    let offset = fresh_offset();
+    for i in 0..lat_n {
+        let t = Instant::now();
+        black_box(
+            h1.record_and_get_throttle_time_ms(P, black_box(100.0), Some(offset + (i >> 6) as i64))
+                .unwrap(),
+        );
+        lat.push(t.elapsed().as_nanos() as u64);
     }
-    let create_s = t.elapsed().as_secs_f64();
-    let after = rss_bytes();
-    assert_eq!(mk.sensor_count(P), sensors);
-    let bytes_per_sensor = (after.saturating_sub(before)) as f64 / sensors as f64;
+    lat.sort_unstable();
+    let pct = |q: f64| -> f64 {
+        let i = ((q * lat.len() as f64) as usize).min(lat.len() - 1);
+        lat[i].saturating_sub(timer_floor) as f64
+    };
+    let (p50, p99, p999) = (pct(0.5), pct(0.99), pct(0.999));
+    let lat_max = lat[lat.len() - 1].saturating_sub(timer_floor) as f64;
+
+    // --- memory per live sensor at several sizes; every kernel stays alive until the end so
+    // a later size cannot reuse memory an earlier one freed (that would hide its cost).
+    let sizes: [usize; 3] = [1_000, 100_000, sensors];
+    let mut kept = Vec::new();
+    let mut per_sensor = Vec::new();
+    let mut create_s = 0.0;
+    let mut last = None;
+    for &size in &sizes {
+        let k = Arc::new(QuotaKernel::new(KernelConfig::default()).unwrap());
+        k.alter(&[change(None, Some(EntityName::Default), 1e6)], false)
+            .unwrap();
+        let names: Vec<String> = (0..size).map(|i| format!("client-{i:07}")).collect();
+        let before = rss_bytes();
+        let t = Instant::now();
+        for (i, c) in names.iter().enumerate() {
+            k.record_and_get_throttle_time_ms(P, "user", c, 100.0, Some(i as i64 / 1000))
+                .unwrap();
+        }
+        create_s = t.elapsed().as_secs_f64();
+        let after = rss_bytes();
+        assert_eq!(k.sensor_count(P), size);
+        per_sensor.push((size, after.saturating_sub(before) as f64 / size as f64));
+        kept.push(Arc::clone(&k));
+        last = Some((k, names));
+    }
+    let (mk, names) = last.unwrap();
+
+    // --- configuration changes with the largest number of live sensors
     let now = sensors as i64 / 1000;
     let pass = |label: &str| -> f64 {
         let t = Instant::now();
@@ -158,6 +205,7 @@ fn main() {
         .unwrap();
     let level_change_ms = t.elapsed().as_secs_f64() * 1e3;
     let after_level_change_pass_s = pass("pass after level change");
+    drop(kept);
 
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -168,97 +216,230 @@ fn main() {
         })
         .unwrap_or_default();
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let rows: Vec<(&str, String, &str, bool)> = vec![
-        (
-            "sensor record+measure (ns/op)",
-            format!("{sensor_ns:.1}"),
-            "-",
-            true,
+    let big = human(sensors);
+    // (key, measure, value, unit, target: (op, bound) or none)
+    let mut rows: Vec<Row> = vec![
+        row(
+            "sensor_record_ns",
+            "sensor record+measure",
+            sensor_ns,
+            "ns/op",
+            None,
         ),
-        (
-            "handle record, 1 thread (ns/op)",
-            format!("{one:.1}"),
-            "<= 25",
-            one <= 25.0,
+        row(
+            "handle_one_thread_ns",
+            "handle record, 1 thread",
+            one,
+            "ns/op",
+            Some(("<=", 25.0)),
         ),
-        (
+        row(
+            "handle_two_threads_distinct_ns",
+            "2 threads on distinct sensors, wall time per record pair",
+            two,
+            "ns/op",
+            None,
+        ),
+        row(
+            "handle_two_threads_same_ns",
+            "2 threads on one sensor (contention), wall time per record pair",
+            same,
+            "ns/op",
+            None,
+        ),
+        row(
+            "scaling_distinct",
             "2 threads, distinct sensors: throughput vs 1 thread",
-            format!("{scaling_distinct:.2}x"),
-            ">= 1.7x",
-            scaling_distinct >= 1.7,
+            scaling_distinct,
+            "x",
+            Some((">=", 1.7)),
         ),
-        (
-            "2 threads, same sensor: throughput vs 1 thread",
-            format!("{scaling_same:.2}x"),
-            "-",
-            true,
+        row(
+            "scaling_same",
+            "2 threads, one sensor: throughput vs 1 thread",
+            scaling_same,
+            "x",
+            None,
         ),
-        (
-            "resident memory per live sensor, 1M sensors (B)",
-            format!("{bytes_per_sensor:.0}"),
-            "<= 512",
-            bytes_per_sensor <= 512.0,
+        row(
+            "latency_p50_ns",
+            "handle call latency p50 (single calls, timer floor subtracted)",
+            p50,
+            "ns",
+            None,
         ),
-        ("create 1M sensors (s)", format!("{create_s:.2}"), "-", true),
-        (
-            "apply default-quota change, 1M live sensors (ms)",
-            format!("{default_change_ms:.3}"),
-            "<= 200",
-            default_change_ms <= 200.0,
-        ),
-        (
-            "record pass over 1M sensors, steady (ms)",
-            format!("{:.1}", steady_pass_s * 1e3),
-            "-",
-            true,
-        ),
-        (
-            "same pass right after the default change (ms)",
-            format!("{:.1}", after_limit_change_pass_s * 1e3),
-            "-",
-            true,
-        ),
-        (
-            "apply level change (new kind), 1M live sensors (ms)",
-            format!("{level_change_ms:.3}"),
-            "-",
-            true,
-        ),
-        (
-            "pass right after the level change (ms)",
-            format!("{:.1}", after_level_change_pass_s * 1e3),
-            "-",
-            true,
+        row("latency_p99_ns", "handle call latency p99", p99, "ns", None),
+        row("latency_p999_ns", "handle call latency p99.9", p999, "ns", None),
+        row("latency_max_ns", "handle call latency max", lat_max, "ns", None),
+        row(
+            "timer_floor_ns",
+            "timer floor (median of back-to-back Instant::now pairs), subtracted above",
+            timer_floor as f64,
+            "ns",
+            None,
         ),
     ];
+    for (size, b) in &per_sensor {
+        let target = if *size == sensors {
+            Some(("<=", 512.0))
+        } else {
+            None
+        };
+        let key = format!("bytes_per_sensor_{size}");
+        let measure = format!("resident memory per live sensor, {} sensors", human(*size));
+        rows.push(Row {
+            key,
+            measure,
+            value: *b,
+            unit: "B",
+            target,
+        });
+    }
+    rows.extend([
+        row(
+            "create_sensors_s",
+            &format!("create {big} sensors"),
+            create_s,
+            "s",
+            None,
+        ),
+        row(
+            "default_change_ms",
+            &format!("apply default-quota change, {big} live sensors"),
+            default_change_ms,
+            "ms",
+            Some(("<=", 200.0)),
+        ),
+        row(
+            "steady_pass_ms",
+            &format!("record pass over {big} sensors, steady"),
+            steady_pass_s * 1e3,
+            "ms",
+            None,
+        ),
+        row(
+            "pass_after_default_change_ms",
+            "same pass right after the default change",
+            after_limit_change_pass_s * 1e3,
+            "ms",
+            None,
+        ),
+        row(
+            "level_change_ms",
+            &format!("apply level change (new kind), {big} live sensors"),
+            level_change_ms,
+            "ms",
+            None,
+        ),
+        row(
+            "pass_after_level_change_ms",
+            "pass right after the level change",
+            after_level_change_pass_s * 1e3,
+            "ms",
+            None,
+        ),
+    ]);
     let mut md = format!(
-        "# Native kernel report\n\nMachine: {cpu}, {cores} cores. Build: cargo --release. Ops per run: {n}, runs: {reps} (medians).\n\n| measure | value | target | met |\n|---|---|---|---|\n"
+        "# Native kernel report\n\nMachine: {cpu}, {cores} cores. Build: {}. Ops per run: {n}, runs: {reps} (medians){}.\n\n| measure | value | unit | target | met |\n|---|---:|---|---|---|\n",
+        if cfg!(debug_assertions) {
+            "dev profile (debug assertions on: not a benchmark build)"
+        } else {
+            "cargo --release"
+        },
+        if quick {
+            ". QUICK mode: smoke test, do not read the numbers"
+        } else {
+            ""
+        }
     );
-    for (m, v, target, ok) in &rows {
+    for r in &rows {
+        let (target, met) = match r.target {
+            None => (String::new(), ""),
+            Some((op, b)) => (format!("{op} {b}"), if r.met() { "yes" } else { "no" }),
+        };
         md.push_str(&format!(
-            "| {m} | {v} | {target} | {} |\n",
-            if *target == "-" {
-                ""
-            } else if *ok {
-                "yes"
-            } else {
-                "no"
-            }
+            "| {} | {} | {} | {target} | {met} |\n",
+            r.measure,
+            fmt_value(r.value),
+            r.unit
         ));
     }
     let json_rows: Vec<String> = rows
         .iter()
-        .map(|(m, v, target, ok)| {
-            format!("{{\"measure\":{m:?},\"value\":{v:?},\"target\":{target:?},\"met\":{ok}}}")
+        .map(|r| {
+            let (op, bound) = match r.target {
+                None => ("null".to_owned(), "null".to_owned()),
+                Some((op, b)) => (format!("{op:?}"), format!("{b}")),
+            };
+            format!(
+                "{{\"key\":{:?},\"measure\":{:?},\"value\":{},\"unit\":{:?},\"target_op\":{op},\"target\":{bound},\"met\":{}}}",
+                r.key,
+                r.measure,
+                if r.value.is_finite() { format!("{}", r.value) } else { "null".to_owned() },
+                r.unit,
+                if r.target.is_some() { r.met().to_string() } else { "null".to_owned() }
+            )
         })
         .collect();
     let json = format!(
-        "{{\"cpu\":{cpu:?},\"cores\":{cores},\"ops\":{n},\"rows\":[{}]}}\n",
+        "{{\"cpu\":{cpu:?},\"cores\":{cores},\"release\":{},\"ops\":{n},\"runs\":{reps},\"quick\":{quick},\"latency_calls\":{lat_n},\"rows\":[{}]}}\n",
+        !cfg!(debug_assertions),
         json_rows.join(",")
     );
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../benches/results");
+    let dir = match std::env::var("KQ_BENCH_RESULTS_DIR") {
+        Ok(d) if !d.is_empty() => std::path::PathBuf::from(d),
+        _ => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../benches/results"),
+    };
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("native.md"), &md).unwrap();
     std::fs::write(dir.join("native.json"), json).unwrap();
     print!("{md}");
+}
+
+struct Row {
+    key: String,
+    measure: String,
+    value: f64,
+    unit: &'static str,
+    target: Option<(&'static str, f64)>,
+}
+
+impl Row {
+    fn met(&self) -> bool {
+        match self.target {
+            Some(("<=", b)) => self.value <= b,
+            Some((_, b)) => self.value >= b,
+            None => true,
+        }
+    }
+}
+
+fn row(key: &str, measure: &str, value: f64, unit: &'static str, target: Option<(&'static str, f64)>) -> Row {
+    Row {
+        key: key.to_owned(),
+        measure: measure.to_owned(),
+        value,
+        unit,
+        target,
+    }
+}
+
+fn fmt_value(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn human(n: usize) -> String {
+    if n >= 1_000_000 && n % 1_000_000 == 0 {
+        format!("{}M", n / 1_000_000)
+    } else if n >= 1_000 && n % 1_000 == 0 {
+        format!("{}k", n / 1_000)
+    } else {
+        n.to_string()
+    }
 }
