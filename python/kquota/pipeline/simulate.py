@@ -54,9 +54,10 @@ def replay_broker(pdf: Any, quotas_doc: dict, model: str) -> Any:
     pdf = pdf.sort_values(["ts_ms", "_row"], kind="stable", ignore_index=True)
     qm = QuotaManager()
     qm.alter_client_quotas(parse_quota_config(quotas_doc, source="--quotas"))
-    codes, uniques = pd.MultiIndex.from_arrays([pdf["user"], pdf["client_id"]]).factorize()
-    entities = [(str(u), str(c)) for u, c in uniques]
-    types = type_codes(pdf["quota_type"].to_numpy(dtype=object))
+    codes, entities = _factorize_entities(pdf["user"], pdf["client_id"])
+    # Few distinct spellings of the type: map those, not every row.
+    type_idx, type_names = pd.factorize(pdf["quota_type"], sort=False)
+    types = type_codes(np.asarray(type_names, dtype=object))[type_idx]
     throttle, sent = replay(
         qm, pdf["ts_ms"].to_numpy(np.int64), types, codes.astype(np.int32), entities,
         pdf["value"].to_numpy(np.float64), model=model, return_sent=True,
@@ -79,18 +80,35 @@ def replay_broker(pdf: Any, quotas_doc: dict, model: str) -> Any:
     out["tag_user"] = np.asarray(tag_user, dtype=object)[inverse]
     out["tag_client_id"] = np.asarray(tag_client, dtype=object)[inverse]
     out["quota"] = np.asarray(limit, dtype=np.float64)[inverse]
-    out["over_ms"] = _over_quota_shares(out, ukeys, inverse, entities)
+    # One id per sensor (quota type, metric tags): computed on the few (entity, type) keys.
+    sensor_of_key = pd.MultiIndex.from_arrays(
+        [ukeys % 4, np.asarray(tag_user, dtype=object), np.asarray(tag_client, dtype=object)]
+    ).factorize()[0]
+    out["over_ms"] = _over_quota_shares(out, sensor_of_key[inverse])
     return out
 
 
-def _over_quota_shares(out: Any, ukeys: np.ndarray, inverse: np.ndarray, entities: list) -> np.ndarray:
-    """Each row's contribution to the union of its sensor's throttle intervals, so that the sum
-    over a sensor's rows is the time the sensor was over quota."""
+def _factorize_entities(users: Any, clients: Any) -> tuple[np.ndarray, list[tuple[str, str]]]:
+    """Dense ids of the (user, client_id) pairs, in order of first appearance, and the pairs.
+
+    Factorizes each column alone (hashing strings once each) and then the integer pair keys: far
+    cheaper than factorizing tuples."""
     import pandas as pd
 
-    sensor = pd.MultiIndex.from_arrays(
-        [out["quota_type"], out["tag_user"], out["tag_client_id"]]
-    ).factorize()[0]
+    u_codes, u_uniques = pd.factorize(users, sort=False)
+    c_codes, c_uniques = pd.factorize(clients, sort=False)
+    n_c = max(len(c_uniques), 1)
+    pair = u_codes.astype(np.int64) * n_c + c_codes
+    codes, pair_uniques = pd.factorize(pair, sort=False)
+    entities = [(str(u_uniques[k // n_c]), str(c_uniques[k % n_c])) for k in pair_uniques.tolist()]
+    return codes.astype(np.int32), entities
+
+
+def _over_quota_shares(out: Any, sensor: np.ndarray) -> np.ndarray:
+    """Each row's contribution to the union of its sensor's throttle intervals, so that the sum
+    over a sensor's rows is the time the sensor was over quota (``sensor``: each row's sensor id)."""
+    import pandas as pd
+
     start = out["sent_ms"].to_numpy(np.int64)
     end = start + out["throttle_ms"].to_numpy(np.int64)
     order = np.lexsort((start, sensor))
