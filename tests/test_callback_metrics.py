@@ -34,3 +34,27 @@ def test_request_and_mutation_metrics():
     assert got[("Request", "exempt-request-time")] == 100 / 31
     # A scrape does not consume or store the bucket's refill.
     assert qm.controller_mutation_tokens("u", "c", now_ms=1000) == 90.0
+
+
+def test_prometheus_paths_agree_on_callback_tag_maps():
+    """Both Prometheus paths write a tag map other than {user, client-id} as its JSON in the
+    ``user`` label (no internal prefix), so the native exposition and the collector agree."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    import kquota.prometheus as prom
+
+    qm = kquota.QuotaManager(callback=Grouped(), expiry_interval_seconds=None)
+    qm.record_and_get_throttle_time_ms(Q.PRODUCE, "a", "x", 10, now_ms=0)
+
+    def labels(text):
+        return {
+            tuple(sorted(s.labels.items()))
+            for fam in text_string_to_metric_families(text)
+            for s in fam.samples
+            if fam.name == "kafka_server_produce_byte_rate"
+        }
+
+    native = labels(prom.exposition(qm, now_ms=0).decode())
+    collected = labels(generate_latest(prom.registry_for(qm, now_ms=lambda: 0)).decode())
+    assert native == collected == {(("client_id", ""), ("user", '[["quota-group","g"]]'),)}

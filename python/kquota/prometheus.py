@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from kquota import _kquota
+from kquota.callback import _ENCODED
 from kquota.metrics import iter_rows, jmx_name
 
 if TYPE_CHECKING:
@@ -100,6 +101,9 @@ class QuotaCollector(Collector):
             if user is None:
                 family(group, name, False).add_metric([], value)
             else:
+                # A callback's tag map other than {user, client-id}: its JSON, as the native
+                # exposition writes it.
+                user = user[1:] if user.startswith(_ENCODED) else user
                 family(group, name, True).add_metric([user, client_id], value)
         for m in self._qm._delay_queue_metrics():
             family(m.group, m.name, False).add_metric([], m.value)

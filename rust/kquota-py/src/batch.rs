@@ -47,15 +47,12 @@ impl<T: Element> Column<T> {
                 if writable { "writable " } else { "" }
             )
         };
-        let buf = PyBuffer::<T>::get(obj).map_err(|_| {
-            PyTypeError::new_err(format!("{}, not {}", what(), type_desc(obj)))
-        })?;
+        let buf = PyBuffer::<T>::get(obj)
+            .map_err(|_| PyTypeError::new_err(format!("{}, not {}", what(), type_desc(obj))))?;
         if buf.dimensions() != 1 || (writable && buf.readonly()) {
             return Err(PyTypeError::new_err(what()));
         }
-        let ptr = buf
-            .as_slice_ptr()
-            .ok_or_else(|| PyTypeError::new_err(what()))?;
+        let ptr = buf.as_slice_ptr().ok_or_else(|| PyTypeError::new_err(what()))?;
         Ok(Column { _buf: buf, ptr })
     }
 
@@ -264,7 +261,10 @@ fn replay_closed(
     // next[i]: the client's request after i (array order); u32::MAX ends the chain.
     const END: u32 = u32::MAX;
     if n >= END as usize {
-        return Err(ReplayError::Argument(format!("a batch holds at most {} requests", END - 1)));
+        return Err(ReplayError::Argument(format!(
+            "a batch holds at most {} requests",
+            END - 1
+        )));
     }
     let mut next = vec![END; n];
     let mut last = vec![END; handles.len()];

@@ -131,6 +131,7 @@ pub fn install(py: Python<'_>) -> PyResult<()> {
 ///
 /// # Safety
 /// `args`/`nargsf`/`kwnames` must be a valid vectorcall argument triple.
+#[inline(always)]
 unsafe fn bind<const N: usize>(
     py: Python<'_>,
     fname: &CStr,
@@ -185,7 +186,7 @@ unsafe fn bind<const N: usize>(
     Ok(out)
 }
 
-#[inline]
+#[inline(always)]
 unsafe fn quota_type(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<quota_core::ClientQuotaType> {
     let any = Borrowed::from_ptr(py, ob);
     if ffi::Py_TYPE(ob) == QUOTA_TYPE.load(std::sync::atomic::Ordering::Relaxed) {
@@ -194,7 +195,7 @@ unsafe fn quota_type(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<quota_c
     Ok(any.extract::<QuotaTypeArg>()?.0)
 }
 
-#[inline]
+#[inline(always)]
 unsafe fn value(py: Python<'_>, ob: *mut ffi::PyObject, name: &str) -> PyResult<f64> {
     let v = if ffi::PyFloat_CheckExact(ob) != 0 {
         return Ok(ffi::PyFloat_AS_DOUBLE(ob));
@@ -221,7 +222,7 @@ unsafe fn value(py: Python<'_>, ob: *mut ffi::PyObject, name: &str) -> PyResult<
     Ok(v)
 }
 
-#[inline]
+#[inline(always)]
 unsafe fn now_ms(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<Option<i64>> {
     if ob.is_null() || ob == ffi::Py_None() {
         return Ok(None);
@@ -241,7 +242,7 @@ unsafe fn now_ms(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<Option<i64>
         .map_err(|_| PyTypeError::new_err("argument 'now_ms': must be an int or None"))
 }
 
-#[inline]
+#[inline(always)]
 unsafe fn text<'a>(
     py: Python<'_>,
     ob: *mut ffi::PyObject,
@@ -268,7 +269,7 @@ unsafe fn text<'a>(
 }
 
 /// `(quota_type, value, now_ms=None)`, as the handle call takes them.
-#[inline]
+#[inline(always)]
 unsafe fn handle_args(
     py: Python<'_>,
     args: *const *mut ffi::PyObject,

@@ -276,7 +276,10 @@ pub fn _prometheus_text<'py>(
                 }
                 if let Some((start, mid, end)) = tags {
                     buf.push_str("{user=\"");
-                    push_label_value(buf, &tag_text[start..mid]);
+                    // A callback's tag map other than {user, client-id} is kept as its JSON
+                    // (see kquota.callback.encode_tags), without the internal prefix.
+                    let user = &tag_text[start..mid];
+                    push_label_value(buf, user.strip_prefix('\u{2}').unwrap_or(user));
                     buf.push_str("\",client_id=\"");
                     push_label_value(buf, &tag_text[mid..end]);
                     buf.push_str("\"}");

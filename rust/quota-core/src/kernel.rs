@@ -63,6 +63,9 @@ pub struct ConfigSnapshot {
 pub(crate) struct TypeRuntime {
     /// The type's kind bits (`CLIENT_ID_QUOTAS` ...); 0 = no quota of this type yet.
     kinds: AtomicU8,
+    /// Whether the installed callback wants `quota_reset_required` polled on every record (here,
+    /// beside `kinds`, so the record path reads no extra cache line).
+    poll_reset: AtomicBool,
     pub(crate) tags_generation: AtomicU64,
     limits_generation: AtomicU64,
     pub(crate) sensors: papaya::HashMap<SensorEntry, (), FastState>,
@@ -73,6 +76,7 @@ impl TypeRuntime {
     fn new(cfg: &TypeConfig) -> Self {
         TypeRuntime {
             kinds: AtomicU8::new(cfg.kinds),
+            poll_reset: AtomicBool::new(false),
             tags_generation: AtomicU64::new(cfg.tags_generation),
             limits_generation: AtomicU64::new(cfg.limits_generation),
             sensors: papaya::HashMap::with_hasher(FastState::default()),
@@ -139,8 +143,6 @@ pub struct QuotaKernel {
     exempt: OnceLock<RateSensor>,
     /// A custom quota callback (KIP-257) deciding tags and limits, if one is installed.
     hook: ArcSwapOption<CallbackSlot>,
-    /// Whether the installed callback wants `quota_reset_required` polled on every record.
-    poll_reset: AtomicBool,
     pub(crate) lifecycle: crate::expiry::Lifecycle,
 }
 
@@ -264,7 +266,6 @@ impl QuotaKernel {
             max_request_throttle_ms: settings.window.window_ms as i32,
             exempt: OnceLock::new(),
             hook: ArcSwapOption::empty(),
-            poll_reset: AtomicBool::new(false),
             lifecycle: crate::expiry::Lifecycle::new(settings.max_sensors, settings.sensor_expiry_ms),
         })
     }
@@ -582,7 +583,9 @@ impl QuotaKernel {
         let _w = self.writer.lock();
         let polls = hook.as_ref().is_some_and(|h| h.polls_reset());
         self.hook.store(hook.map(|h| Arc::new(CallbackSlot(h))));
-        self.poll_reset.store(polls, Ordering::Release);
+        for rt in &self.types {
+            rt.poll_reset.store(polls, Ordering::Release);
+        }
         for rt in &self.types {
             rt.cache.pin().clear();
         }
@@ -639,7 +642,9 @@ impl QuotaKernel {
     }
 
     /// Records into a resolved sensor and applies the check.
-    #[inline]
+    // Kept small so it inlines into every per-request entry point: the byte-rate path stays
+    // straight-line code, the other types branch out to `record_other`.
+    #[inline(always)]
     pub(crate) fn record_into(
         &self,
         t: ClientQuotaType,
@@ -648,23 +653,36 @@ impl QuotaKernel {
         now: i64,
         check: Check,
     ) -> Result<i32, QuotaError> {
-        if self.poll_reset.load(Ordering::Relaxed) {
+        if self.types[t.index()].poll_reset.load(Ordering::Relaxed) {
             self.poll_reset_required(t);
         }
+        if matches!(t, ClientQuotaType::Produce | ClientQuotaType::Fetch) {
+            return Ok(self.record_rate(t, sensor, value, now, check));
+        }
+        self.record_other(t, sensor, value, now, check)
+    }
+
+    /// REQUEST and CONTROLLER_MUTATION records.
+    #[inline(never)]
+    fn record_other(
+        &self,
+        t: ClientQuotaType,
+        sensor: &QuotaSensor,
+        value: f64,
+        now: i64,
+        check: Check,
+    ) -> Result<i32, QuotaError> {
         match t {
-            ClientQuotaType::Produce | ClientQuotaType::Fetch => {
-                Ok(self.record_rate(t, sensor, value, now, check))
-            }
+            ClientQuotaType::ControllerMutation => self.record_mutation(sensor, value, now, check),
             // ClientRequestQuotaManager.throttleTime: bounded by one window.
-            ClientQuotaType::Request => Ok(self
+            _ => Ok(self
                 .record_rate(t, sensor, value, now, check)
                 .min(self.max_request_throttle_ms)),
-            ClientQuotaType::ControllerMutation => self.record_mutation(sensor, value, now, check),
         }
     }
 
     /// The sampled-rate path (PRODUCE, FETCH, REQUEST): record, then check.
-    #[inline]
+    #[inline(always)]
     fn record_rate(
         &self,
         t: ClientQuotaType,
