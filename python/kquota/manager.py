@@ -26,12 +26,8 @@ CONFIG_KEYS = (
     "controller_mutation_rate",
 )
 
-_KEY_TYPES = {
-    "producer_byte_rate": "PRODUCE",
-    "consumer_byte_rate": "FETCH",
-    "request_percentage": "REQUEST",
-    "controller_mutation_rate": "CONTROLLER_MUTATION",
-}
+#: The quota type each config key sets.
+_KEY_TYPES = {t.config_key: t for t in ClientQuotaType.members()}
 
 EntityLike = Union[ClientQuotaEntity, Mapping[str, Optional[str]]]
 Ops = Mapping[str, Union[int, float, None]]
@@ -258,7 +254,7 @@ class QuotaManager(QuotaKernel):
         if self._adapter is not None and not validate_only:
             touched = set()
             for entity, key, number in applied:
-                quota_type = ClientQuotaType.from_name(_KEY_TYPES[key])
+                quota_type = _KEY_TYPES[key]
                 touched.add(quota_type)
                 if number is None:
                     self._adapter.notify("remove_quota", quota_type, entity)

@@ -26,63 +26,72 @@ struct MethodDef(ffi::PyMethodDef);
 // SAFETY: the definition is immutable after construction; its pointers are to static data.
 unsafe impl Sync for MethodDef {}
 
+/// A METH_FASTCALL | METH_KEYWORDS method definition.
+const fn fastcall(
+    name: &'static CStr,
+    meth: ffi::PyCFunctionFastWithKeywords,
+    doc: &'static CStr,
+) -> MethodDef {
+    MethodDef(ffi::PyMethodDef {
+        ml_name: name.as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer {
+            PyCFunctionFastWithKeywords: meth,
+        },
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_doc: doc.as_ptr(),
+    })
+}
+
 const NAME: &CStr = c"record_and_get_throttle_time_ms";
 
-static HANDLE_RECORD: MethodDef = MethodDef(ffi::PyMethodDef {
-    ml_name: NAME.as_ptr(),
-    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: handle_record },
-    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-    ml_doc: c"record_and_get_throttle_time_ms($self, quota_type, value, now_ms=None)\n--\n\nRecords ``value`` (bytes for PRODUCE/FETCH) and returns the throttle in ms (0 = none).".as_ptr(),
-});
+static HANDLE_RECORD: MethodDef = fastcall(
+    NAME,
+    handle_record,
+    c"record_and_get_throttle_time_ms($self, quota_type, value, now_ms=None)\n--\n\nRecords ``value`` (bytes for PRODUCE/FETCH) and returns the throttle in ms (0 = none).",
+);
 
-static NAMED_RECORD: MethodDef = MethodDef(ffi::PyMethodDef {
-    ml_name: NAME.as_ptr(),
-    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: named_record },
-    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-    ml_doc: c"record_and_get_throttle_time_ms($self, quota_type, user, client_id, value, now_ms=None)\n--\n\nRecords ``value`` (bytes for PRODUCE/FETCH) and returns the throttle in ms (0 = none).".as_ptr(),
-});
+static NAMED_RECORD: MethodDef = fastcall(
+    NAME,
+    named_record,
+    c"record_and_get_throttle_time_ms($self, quota_type, user, client_id, value, now_ms=None)\n--\n\nRecords ``value`` (bytes for PRODUCE/FETCH) and returns the throttle in ms (0 = none).",
+);
 
 const REQUEST_NAME: &CStr = c"record_request_time";
 const MUTATIONS_NAME: &CStr = c"record_controller_mutations";
 
-static HANDLE_REQUEST: MethodDef = MethodDef(ffi::PyMethodDef {
-    ml_name: REQUEST_NAME.as_ptr(),
-    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: handle_request },
-    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-    ml_doc: c"record_request_time($self, thread_time_nanos, now_ms=None)\n--\n\nRecords I/O-thread time (KIP-124) and returns the throttle in ms, at most one window.".as_ptr(),
-});
+static HANDLE_REQUEST: MethodDef = fastcall(
+    REQUEST_NAME,
+    handle_request,
+    c"record_request_time($self, thread_time_nanos, now_ms=None)\n--\n\nRecords I/O-thread time (KIP-124) and returns the throttle in ms, at most one window.",
+);
 
-static NAMED_REQUEST: MethodDef = MethodDef(ffi::PyMethodDef {
-    ml_name: REQUEST_NAME.as_ptr(),
-    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: named_request },
-    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-    ml_doc: c"record_request_time($self, user, client_id, thread_time_nanos, now_ms=None)\n--\n\nRecords I/O-thread time (KIP-124) and returns the throttle in ms, at most one window.".as_ptr(),
-});
+static NAMED_REQUEST: MethodDef = fastcall(
+    REQUEST_NAME,
+    named_request,
+    c"record_request_time($self, user, client_id, thread_time_nanos, now_ms=None)\n--\n\nRecords I/O-thread time (KIP-124) and returns the throttle in ms, at most one window.",
+);
 
-static HANDLE_MUTATIONS: MethodDef = MethodDef(ffi::PyMethodDef {
-    ml_name: MUTATIONS_NAME.as_ptr(),
-    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: handle_mutations },
-    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-    ml_doc: c"record_controller_mutations($self, mutations, now_ms=None, strict=False)\n--\n\nRecords controller mutations (KIP-599). Permissive: returns the throttle in ms. Strict: raises ThrottlingQuotaExceededError, recording nothing, when the bucket is already in debt.".as_ptr(),
-});
+static HANDLE_MUTATIONS: MethodDef = fastcall(
+    MUTATIONS_NAME,
+    handle_mutations,
+    c"record_controller_mutations($self, mutations, now_ms=None, strict=False)\n--\n\nRecords controller mutations (KIP-599). Permissive: returns the throttle in ms. Strict: raises ThrottlingQuotaExceededError, recording nothing, when the bucket is already in debt.",
+);
 
-static NAMED_MUTATIONS: MethodDef = MethodDef(ffi::PyMethodDef {
-    ml_name: MUTATIONS_NAME.as_ptr(),
-    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: named_mutations },
-    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-    ml_doc: c"record_controller_mutations($self, user, client_id, mutations, now_ms=None, strict=False)\n--\n\nRecords controller mutations (KIP-599). Permissive: returns the throttle in ms. Strict: raises ThrottlingQuotaExceededError, recording nothing, when the bucket is already in debt.".as_ptr(),
-});
+static NAMED_MUTATIONS: MethodDef = fastcall(
+    MUTATIONS_NAME,
+    named_mutations,
+    c"record_controller_mutations($self, user, client_id, mutations, now_ms=None, strict=False)\n--\n\nRecords controller mutations (KIP-599). Permissive: returns the throttle in ms. Strict: raises ThrottlingQuotaExceededError, recording nothing, when the bucket is already in debt.",
+);
 
 /// `ClientQuotaType`'s type object, for an identity check instead of a lazy-type lookup.
 static QUOTA_TYPE: std::sync::atomic::AtomicPtr<ffi::PyTypeObject> =
     std::sync::atomic::AtomicPtr::new(ptr::null_mut());
 
-static NOOP: MethodDef = MethodDef(ffi::PyMethodDef {
-    ml_name: c"_noop".as_ptr(),
-    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: noop },
-    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-    ml_doc: c"_noop($module, quota_type, value, now_ms=None)\n--\n\nParses the handle call's arguments exactly as the handle's fast entry does, then returns 0: the floor a native call cannot beat (benchmarks).".as_ptr(),
-});
+static NOOP: MethodDef = fastcall(
+    c"_noop",
+    noop,
+    c"_noop($module, quota_type, value, now_ms=None)\n--\n\nParses the handle call's arguments exactly as the handle's fast entry does, then returns 0: the floor a native call cannot beat (benchmarks).",
+);
 
 /// The benchmark floor `_noop`, built on the same argument handling as the handle call.
 pub fn noop_function<'py>(m: &Bound<'py, PyModule>) -> PyResult<Bound<'py, PyAny>> {

@@ -167,13 +167,20 @@ pub(crate) enum Check {
     Strict,
 }
 
-pub fn check_record_value(value: f64) -> Result<(), QuotaError> {
-    if value.is_nan() || value.is_infinite() || value < 0.0 {
-        return Err(QuotaError::InvalidValue(format!(
-            "recorded value must be a finite number >= 0, got {value} (use unrecord to take a value back)"
-        )));
+/// `Ok` for a finite number >= 0, else `InvalidValue` with `message(value)`.
+#[inline]
+fn check_non_negative(value: f64, message: impl FnOnce(f64) -> String) -> Result<(), QuotaError> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(())
+    } else {
+        Err(QuotaError::InvalidValue(message(value)))
     }
-    Ok(())
+}
+
+pub fn check_record_value(value: f64) -> Result<(), QuotaError> {
+    check_non_negative(value, |v| {
+        format!("recorded value must be a finite number >= 0, got {v} (use unrecord to take a value back)")
+    })
 }
 
 /// Times are exact within 2^46 ms (about 2,200 years) of 0; anything further is refused
@@ -196,21 +203,15 @@ pub(crate) fn resolve_now(now: Option<i64>) -> Result<i64, QuotaError> {
 pub const NANOS_TO_PERCENT: f64 = 100.0 / 1e9;
 
 pub fn check_nanos(nanos: f64) -> Result<(), QuotaError> {
-    if nanos.is_nan() || nanos.is_infinite() || nanos < 0.0 {
-        return Err(QuotaError::InvalidValue(format!(
-            "thread time must be a finite number of nanoseconds >= 0, got {nanos}"
-        )));
-    }
-    Ok(())
+    check_non_negative(nanos, |v| {
+        format!("thread time must be a finite number of nanoseconds >= 0, got {v}")
+    })
 }
 
 pub fn check_mutations(mutations: f64) -> Result<(), QuotaError> {
-    if mutations.is_nan() || mutations.is_infinite() || mutations < 0.0 {
-        return Err(QuotaError::InvalidValue(format!(
-            "mutation count must be a finite number >= 0, got {mutations}"
-        )));
-    }
-    Ok(())
+    check_non_negative(mutations, |v| {
+        format!("mutation count must be a finite number >= 0, got {v}")
+    })
 }
 
 impl QuotaKernel {
@@ -359,19 +360,23 @@ impl QuotaKernel {
                 }
             }
         }
+        self.publish(next);
+        Ok(())
+    }
+
+    /// Stores `next` and then publishes its kind bits and generations (writer lock held). The
+    /// generations go out after the snapshot: a reader that sees a new generation is guaranteed
+    /// to load a snapshot at least that new.
+    fn publish(&self, next: ConfigSnapshot) {
         let next = Arc::new(next);
         self.config.store(Arc::clone(&next));
-        // Publish the generations after the snapshot: a reader that sees a new generation is
-        // guaranteed to load a snapshot at least that new.
-        for i in 0..4 {
-            let rt = &self.types[i];
-            let cfg = &next.types[i];
-            rt.kinds.store(cfg.kinds | self.custom_bit(), Ordering::Release);
+        let custom = self.custom_bit();
+        for (rt, cfg) in self.types.iter().zip(next.types.iter()) {
+            rt.kinds.store(cfg.kinds | custom, Ordering::Release);
             rt.tags_generation.store(cfg.tags_generation, Ordering::Release);
             rt.limits_generation
                 .store(cfg.limits_generation, Ordering::Release);
         }
-        Ok(())
     }
 
     /// Every configured entity with its keys.
@@ -393,20 +398,13 @@ impl QuotaKernel {
     /// metric-tag cache entries that thereby became useless. Goes through the snapshot so the
     /// snapshot and the published counter never disagree.
     pub(crate) fn bump_tags_generation(&self, t: ClientQuotaType) {
-        let i = t.index();
         {
             let _w = self.writer.lock();
-            let mut next = (*self.config.load_full()).clone();
-            next.types[i].tags_generation += 1;
-            let generation = next.types[i].tags_generation;
-            self.config.store(Arc::new(next));
-            self.types[i].tags_generation.store(generation, Ordering::Release);
+            self.bump_locked(&[t], true, false);
         }
-        let generation = self.types[i].tags_generation.load(Ordering::Acquire);
-        self.types[i]
-            .cache
-            .pin()
-            .retain(|_, r| r.tags_generation == generation);
+        let rt = &self.types[t.index()];
+        let generation = rt.tags_generation.load(Ordering::Acquire);
+        rt.cache.pin().retain(|_, r| r.tags_generation == generation);
     }
 
     // ---------------------------------------------------------------- resolution
@@ -460,7 +458,7 @@ impl QuotaKernel {
 
     /// [`resolve`](Self::resolve), answered from the metric-tag cache while its entry is current
     /// (so a callback is asked once per (type, principal, client-id), whichever path asks).
-    #[cold]
+    #[inline]
     pub(crate) fn resolve_current(
         &self,
         t: ClientQuotaType,
@@ -510,26 +508,6 @@ impl QuotaKernel {
                     .unwrap_or_else(|| h.0.fallback_limit())
             }
         }
-    }
-
-    /// The sensor for (principal, client-id) from the metric-tag cache while its entry is
-    /// current, else resolved afresh. (Fixed-tag lookups are done by the caller.)
-    #[inline]
-    fn cached_or_resolved(
-        &self,
-        t: ClientQuotaType,
-        user: &str,
-        client_id: &str,
-        now: i64,
-    ) -> Arc<QuotaSensor> {
-        let rt = &self.types[t.index()];
-        let generation = rt.tags_generation.load(Ordering::Acquire);
-        if let Some(r) = rt.cache.pin().get(&PairRef(user, client_id)) {
-            if r.tags_generation == generation {
-                return Arc::clone(&r.sensor);
-            }
-        }
-        self.resolve(t, user, client_id, now).sensor
     }
 
     /// The bound for a sensor, from its cache when current.
@@ -589,7 +567,7 @@ impl QuotaKernel {
         for rt in &self.types {
             rt.cache.pin().clear();
         }
-        self.bump_locked(&ClientQuotaType::ALL, true);
+        self.bump_locked(&ClientQuotaType::ALL, true, true);
     }
 
     /// Whether a custom callback is installed.
@@ -601,27 +579,22 @@ impl QuotaKernel {
     /// request asks again: after a quota update, a metadata change, or a callback's reset signal.
     pub fn invalidate(&self, types: &[ClientQuotaType], tags: bool) {
         let _w = self.writer.lock();
-        self.bump_locked(types, tags);
+        self.bump_locked(types, tags, true);
     }
 
-    fn bump_locked(&self, types: &[ClientQuotaType], tags: bool) {
+    /// Publishes a snapshot with the chosen generations of `types` bumped (writer lock held).
+    fn bump_locked(&self, types: &[ClientQuotaType], tags: bool, limits: bool) {
         let mut next = (*self.config.load_full()).clone();
         for t in types {
             let cfg = &mut next.types[t.index()];
-            cfg.limits_generation += 1;
+            if limits {
+                cfg.limits_generation += 1;
+            }
             if tags {
                 cfg.tags_generation += 1;
             }
         }
-        let next = Arc::new(next);
-        self.config.store(Arc::clone(&next));
-        let custom = self.custom_bit();
-        for (rt, cfg) in self.types.iter().zip(next.types.iter()) {
-            rt.kinds.store(cfg.kinds | custom, Ordering::Release);
-            rt.tags_generation.store(cfg.tags_generation, Ordering::Release);
-            rt.limits_generation
-                .store(cfg.limits_generation, Ordering::Release);
-        }
+        self.publish(next);
     }
 
     /// Kafka polls `quotaResetRequired` after resolving each request's sensors.
@@ -814,7 +787,7 @@ impl QuotaKernel {
                 }
                 self.resolve(t, user, client_id, now).sensor
             }
-            None => self.cached_or_resolved(t, user, client_id, now),
+            None => self.resolve_current(t, user, client_id, now).sensor,
         };
         self.record_into(t, &sensor, value, now, check)
     }
