@@ -241,33 +241,34 @@ def _positive_int(s: str) -> int:
 
 def add_master(p: argparse.ArgumentParser) -> None:
     p.add_argument("--master", default=DEFAULT_MASTER,
-                   help=f"Spark master URL (default {DEFAULT_MASTER}; e.g. spark://host:7077, yarn)")
+                   help="Spark master URL, e.g. local[2], spark://host:7077, yarn")
 
 
 def add_parser(sub: Any) -> None:
     """Adds ``pipeline`` and its subcommands to the ``kquota`` parser."""
     pipe = sub.add_parser("pipeline", help="traffic analytics on Spark: generate, usage, simulate, recommend, report")
-    psub = pipe.add_subparsers(dest="pipeline_command", required=True)
+    psub = pipe.add_subparsers(dest="pipeline_command", required=True, metavar="<command>")
 
     def input_args(p: argparse.ArgumentParser, required: bool = True) -> None:
         p.add_argument("--input", required=required, help="request log: Parquet, CSV or JSON lines (file or directory)")
         p.add_argument("--format", choices=("parquet", "csv", "json"), help="input format (default: from the name)")
 
-    g = psub.add_parser("generate", help="write synthetic request logs")
-    g.add_argument("--rows", type=_positive_int, required=True)
+    g = psub.add_parser("generate", help="write synthetic request logs",
+                        description="Write a seeded, skewed synthetic request log (a few heavy users, bursts).")
+    g.add_argument("--rows", type=_positive_int, required=True, help="number of requests to write")
     g.add_argument("--out", required=True, help="output directory")
-    g.add_argument("--format", choices=("parquet", "csv", "json"), default="parquet")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--brokers", type=_positive_int, default=4)
-    g.add_argument("--users", type=_positive_int, default=50)
-    g.add_argument("--duration-s", type=_positive_int, default=600, help="time span of the traffic")
+    g.add_argument("--format", choices=("parquet", "csv", "json"), default="parquet", help="output file format")
+    g.add_argument("--seed", type=int, default=0, help="random seed (the same seed writes the same log)")
+    g.add_argument("--brokers", type=_positive_int, default=4, help="number of brokers the requests are spread over")
+    g.add_argument("--users", type=_positive_int, default=50, help="number of distinct users")
+    g.add_argument("--duration-s", type=_positive_int, default=600, help="time span of the traffic, in seconds")
     add_master(g)
     g.set_defaults(func=cmd_generate)
 
     u = psub.add_parser("usage", help="per entity and second: rates and percentiles")
     input_args(u)
     u.add_argument("--out", required=True, help="output directory")
-    u.add_argument("--top", type=_positive_int, default=10, help="rows printed per level")
+    u.add_argument("--top", type=_positive_int, default=10, help="rows printed per level (busiest first)")
     add_master(u)
     u.set_defaults(func=cmd_usage)
 
@@ -277,7 +278,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--out", required=True, help="output directory")
     s.add_argument("--model", choices=("open", "closed"), default="open",
                    help="open: requests at their recorded times; closed: throttled clients back off (KIP-219)")
-    s.add_argument("--top", type=_positive_int, default=10, help="summary rows printed")
+    s.add_argument("--top", type=_positive_int, default=10, help="summary rows printed (most delayed first)")
     add_master(s)
     s.set_defaults(func=cmd_simulate)
 
@@ -285,9 +286,11 @@ def add_parser(sub: Any) -> None:
     input_args(r, required=False)
     r.add_argument("--usage", help="a usage output directory (instead of --input)")
     r.add_argument("--out", required=True, help="output directory (quotas.json, kafka-configs.sh, table.csv)")
-    r.add_argument("--level", choices=("user", "client-id", "user-client"), default="user")
-    r.add_argument("--percentile", type=float, default=99.0)
-    r.add_argument("--headroom", type=float, default=1.2)
+    r.add_argument("--level", choices=("user", "client-id", "user-client"), default="user",
+                   help="entity level the quotas are set at")
+    r.add_argument("--percentile", type=float, default=99.0,
+                   help="percentile of each entity's per-second rates the quota starts from")
+    r.add_argument("--headroom", type=float, default=1.2, help="factor applied to that percentile")
     r.add_argument("--bootstrap-server", default="localhost:9092", help="for the kafka-configs command lines")
     add_master(r)
     r.set_defaults(func=cmd_recommend)
@@ -296,7 +299,8 @@ def add_parser(sub: Any) -> None:
     rp.add_argument("--usage", required=True, help="usage output directory")
     rp.add_argument("--simulation", required=True, help="simulate output directory")
     rp.add_argument("--recommendation", required=True, help="recommend output directory")
-    rp.add_argument("--level", choices=("user", "client-id", "user-client"), default="user")
+    rp.add_argument("--level", choices=("user", "client-id", "user-client"), default="user",
+                    help="entity level of the usage charts and table")
     rp.add_argument("--out", required=True, help="the HTML file to write")
     add_master(rp)
     rp.set_defaults(func=cmd_report)
