@@ -131,16 +131,9 @@ def _cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def print_summary_table(summary: Any, top: int, out: TextIO) -> None:
-    from kquota.pipeline.svg import fmt_num
+    from kquota.pipeline.tables import summary_lines
 
-    s = summary.sort_values(["total_delay_ms", "requests"], ascending=False).head(top)
-    print(f"\n{'quota type':<10} {'user tag':<14} {'client tag':<18} {'quota':>8} {'requests':>9} "
-          f"{'throttled':>9} {'p99 ms':>7} {'max ms':>7} {'over quota s':>12}", file=out)
-    for r in s.itertuples():
-        quota = "-" if r.quota != r.quota else fmt_num(r.quota)
-        print(f"{r.quota_type:<10} {r.tag_user[:14]:<14} {r.tag_client_id[:18]:<18} {quota:>8} {r.requests:>9,} "
-              f"{r.throttled_share:>9.1%} {r.p99_delay_ms:>7.0f} {r.max_delay_ms:>7} "
-              f"{r.time_over_quota_ms / 1000:>12.1f}", file=out)
+    print("", *summary_lines(summary, top), sep="\n", file=out)
 
 
 def cmd_recommend(args: argparse.Namespace, out: Optional[TextIO] = None) -> int:
@@ -178,16 +171,9 @@ def write_recommendation_dir(rec: Any, out_dir: str, bootstrap_server: str = "lo
 
 
 def print_recommendation(rec: Any, out: TextIO, top: int = 20) -> None:
-    from kquota.pipeline.svg import fmt_num
-    from kquota.pipeline.usage import entity_label
+    from kquota.pipeline.tables import recommendation_lines
 
-    print(f"\nRecommended quotas (level {rec.level}, p{rec.percentile:g} x {rec.headroom:g})"
-          + (f"; {rec.skipped} entities with an empty name skipped" if rec.skipped else ""), file=out)
-    for r in rec.table.head(top).itertuples():
-        print(f"  {entity_label(r.user, r.client_id):<34} {r.config_key:<20} {fmt_num(r.quota):>8}"
-              f"   (observed {fmt_num(r.observed)})", file=out)
-    if len(rec.table) > top:
-        print(f"  ... {len(rec.table) - top} more", file=out)
+    print("", *recommendation_lines(rec, top), sep="\n", file=out)
 
 
 def make_report(spark: Any, usage_dir: str, simulation_dir: str, recommendation_dir: str, out_path: str,
