@@ -79,7 +79,7 @@ def test_outliers_do_not_squash_the_rate_axis(report):
     assert float(ticks[-1].split()[0]) <= 150
     # ... the burst is marked and the caption says the axis is clipped and by how much.
     assert fig.count("<path d=") == 1 and "5 MB/s at 300 s" in fig
-    assert "Y-axis clipped near the 99th percentile: 1 second above it (▲), peak 5 MB/s." in fig
+    assert "Y-axis clipped above the 97.5th percentile: 1 second above it (▲), peak 5 MB/s." in fig
     assert "against the quota of 84.6 KB/s (dashed)" in fig and "quota 84.6 KB/s" in fig
 
 

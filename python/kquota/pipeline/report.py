@@ -25,8 +25,9 @@ from kquota.pipeline.svg import bar_chart, line_chart
 BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000)
 #: Rows of each table shown in the page; the CSV next to it has them all.
 TOP_ROWS = 25
-#: The rate charts' y-axes end near this percentile of the rates drawn (or above the quota).
-CLIP_PERCENTILE = 99.0
+#: The rate charts' y-axes end a little above this percentile of the rates drawn (and above
+#: the quota), so a burst of a few seconds does not flatten the rest; the caption says so.
+CLIP_PERCENTILE = 97.5
 
 
 class Column(NamedTuple):
@@ -128,8 +129,8 @@ def rate_figure(label: str, quota_type: str, seconds: Sequence[float], rates: Se
     x0 = min(seconds) if len(seconds) else 0
     xs = [s - x0 for s in seconds]
     peak = max(rates) if len(rates) else 0.0
-    cap_at = max(_percentile(rates, CLIP_PERCENTILE), quota or 0.0) * 1.15
-    clipped = peak > cap_at * 1.05
+    cap_at = max(_percentile(rates, CLIP_PERCENTILE) * 1.25, (quota or 0.0) * 1.5)
+    clipped = peak > cap_at * 1.1
     hl = [("quota", quota)] if quota is not None else []
     svg = line_chart(f"{label} · {quota_type}", [("rate", xs, rates)], hl, unit=unit,
                      y_cap=cap_at if clipped else None)
@@ -137,7 +138,7 @@ def rate_figure(label: str, quota_type: str, seconds: Sequence[float], rates: Se
     caption += f" against the quota of {units.rate(quota, unit)} (dashed)." if quota is not None else "."
     if clipped:
         above = sum(1 for r in rates if r > cap_at)
-        caption += (f" Y-axis clipped near the {CLIP_PERCENTILE:g}th percentile: {above:,} second"
+        caption += (f" Y-axis clipped above the {CLIP_PERCENTILE:g}th percentile: {above:,} second"
                     f"{'s' if above != 1 else ''} above it (▲), peak {units.rate(peak, unit)}.")
     return f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"
 

@@ -53,7 +53,8 @@ def line_chart(
     top_value = min(data_max, y_cap) if y_cap is not None else data_max
     y_ticks = units.nice_ticks(top_value * 1.02 if top_value > 0 else 1.0)
     y_max = y_ticks[-1]
-    scale = units.byte_unit(y_max) if unit == "B/s" else None
+    # One unit for the whole axis, chosen by the step so tick labels need no decimals.
+    scale = units.byte_unit(y_ticks[1] if len(y_ticks) > 1 else y_max) if unit == "B/s" else None
     x_ticks = [t + x0 for t in units.nice_ticks(x1 - x0, 6) if t + x0 <= x1 + 1e-9]
 
     def px(x: float) -> float:
