@@ -161,3 +161,13 @@ def test_renders_in_headless_chromium(report, tmp_path):
     data = png.read_bytes()
     assert data.startswith(b"\x89PNG") and int.from_bytes(data[16:20], "big") == 1280
     assert len(data) > 30_000  # a page with charts, not a blank one
+
+
+def test_throttle_histograms_label_buckets_with_units(report):
+    _, html = report
+    figs = re.findall(r"<figure>(.*?)</figure>", html, re.S)
+    fetch, produce = figs[1], figs[2]  # sorted by quota type
+    assert "FETCH: throttled requests by throttle time" in fetch and ">≤ 1 s<" in fetch
+    assert ">≤ 10 ms<" in produce and ">≤ 20 ms<" in produce and ">≤ 100 ms<" in produce  # empty buckets between
+    assert "3,412 PRODUCE requests were throttled; half of them by at most 100 ms." in produce
+    assert ">3,400<" in produce  # each bar's count, with separators

@@ -143,13 +143,18 @@ def rate_figure(label: str, quota_type: str, seconds: Sequence[float], rates: Se
     return f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"
 
 
+def _bound(ms_text: str) -> str:
+    """``"500"`` -> ``500 ms``, ``"10000"`` -> ``10 s``."""
+    v = int(ms_text)
+    return f"{v:,} ms" if v < 1000 else f"{v / 1000:g} s"
+
+
 def throttle_figure(quota_type: str, buckets: Sequence[str], counts: Sequence[int]) -> str:
-    """One throttle-time histogram with its caption."""
+    """One throttle-time histogram with its caption. ``buckets``: ``≤500``, ``>30000`` (ms)."""
     total = int(sum(counts))
-    labels = [b.replace("≤", "≤ ").replace(">", "> ") for b in buckets]
-    labels = [f"{lab.split(' ')[0]} {int(lab.split(' ')[1]):,}" for lab in labels]
+    labels = [f"{b[0]} {_bound(b[1:])}" for b in buckets]
     svg = bar_chart(f"{quota_type}: throttled requests by throttle time", labels, counts,
-                    x_label="throttle time (ms), upper bound of each bucket")
+                    x_label="throttle time (upper bound of each bucket)")
     running, median = 0, labels[-1] if labels else ""
     for lab, c in zip(labels, counts):
         running += c
@@ -157,7 +162,7 @@ def throttle_figure(quota_type: str, buckets: Sequence[str], counts: Sequence[in
             median = lab
             break
     bound = median.split(" ", 1)[-1]
-    half = f"at most {bound} ms" if median.startswith("≤") else f"more than {bound} ms"
+    half = f"at most {bound}" if median.startswith("≤") else f"more than {bound}"
     caption = (f"{total:,} {quota_type} requests were throttled; half of them by {half}. "
                "A throttle is how long the broker delays the response (and mutes the client).")
     return f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"

@@ -103,7 +103,7 @@ def line_chart(
 def bar_chart(title: str, labels: Sequence[str], counts: Sequence[float], x_label: str = "",
               width: int = WIDTH, height: int = HEIGHT) -> str:
     """Vertical bars, one per label, each with its count on top, as inline SVG."""
-    left, right, top, bottom = 64, 16, 30, 46
+    left, right, top, bottom = 64, 16, 30, 50
     pw, ph = width - left - right, height - top - bottom
     y_ticks = units.nice_ticks(max(list(counts) + [0.0]) * 1.1 or 1.0)
     y_max = y_ticks[-1]
@@ -123,7 +123,9 @@ def bar_chart(title: str, labels: Sequence[str], counts: Sequence[float], x_labe
                    f'fill="{PALETTE[0]}"><title>{escape(label)}: {units.count(c)}</title></rect>')
         out.append(f'<text x="{x + bw / 2:.1f}" y="{top + ph - h - 4:.1f}" font-size="10" text-anchor="middle" '
                    f'fill="#333">{units.count(c)}</text>')
-        out.append(f'<text x="{x + bw / 2:.1f}" y="{top + ph + 15}" font-size="10" text-anchor="middle" '
+        # Many narrow bars: labels alternate between two rows so they never overlap.
+        row = 12 if n > 7 and i % 2 else 0
+        out.append(f'<text x="{x + bw / 2:.1f}" y="{top + ph + 15 + row}" font-size="10" text-anchor="middle" '
                    f'fill="#444">{escape(label)}</text>')
     if x_label:
         out.append(f'<text x="{left + pw / 2}" y="{height - 8}" text-anchor="middle" fill="#444">'
