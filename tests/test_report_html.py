@@ -171,3 +171,17 @@ def test_throttle_histograms_label_buckets_with_units(report):
     assert ">≤ 10 ms<" in produce and ">≤ 20 ms<" in produce and ">≤ 100 ms<" in produce  # empty buckets between
     assert "3,412 PRODUCE requests were throttled; half of them by at most 100 ms." in produce
     assert ">3,400<" in produce  # each bar's count, with separators
+
+
+def test_terminal_summary_is_sorted_by_a_shown_column_without_empty_ones():
+    from kquota.pipeline.tables import summary_lines
+
+    summary = _inputs()[4].sample(frac=1, random_state=1)  # shuffled
+    lines = summary_lines(summary, 10)
+    assert lines[0] == "top 10 of 40 sensors, sorted by total delay (largest first):"
+    header = lines[1]
+    assert header.split()[:4] == ["quota", "type", "user", "tag"] and "total delay" in header
+    assert "client tag" not in header  # empty in every row
+    delays = [int(re.search(r"([\d,]+) ms", r).group(1).replace(",", "")) for r in lines[2:]]
+    assert delays == sorted(delays, reverse=True) == [210457 - i for i in range(10)]
+    assert "84.6 KB/s" in lines[2] and "2,982" in lines[2] and "1.2 %" in lines[2]

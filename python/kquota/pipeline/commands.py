@@ -96,16 +96,9 @@ def _cmd_usage(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def print_usage_table(entities: Any, top: int, out: TextIO) -> None:
-    from kquota.pipeline.svg import fmt_num
-    from kquota.pipeline.usage import LEVELS, entity_label
+    from kquota.pipeline.tables import usage_lines
 
-    for level in LEVELS:
-        e = entities[entities["level"] == level].sort_values("total", ascending=False).head(top)
-        print(f"\nTop {len(e)} at level {level} (per broker-second rates)", file=out)
-        print(f"{'entity':<34} {'type':<8} {'requests':>10} {'p50':>8} {'p95':>8} {'p99':>8} {'max':>8}", file=out)
-        for r in e.itertuples():
-            print(f"{entity_label(r.user, r.client_id)[:34]:<34} {r.quota_type:<8} {r.requests:>10,} "
-                  f"{fmt_num(r.p50):>8} {fmt_num(r.p95):>8} {fmt_num(r.p99):>8} {fmt_num(r.max):>8}", file=out)
+    print(*usage_lines(entities, top), sep="\n", file=out)
 
 
 def cmd_simulate(args: argparse.Namespace, out: Optional[TextIO] = None) -> int:

@@ -61,3 +61,19 @@ def recommendation_lines(rec: Any, top: int = 20) -> list[str]:
     if len(rec.table) > top:
         lines.append(f"  ... {len(rec.table) - top:,} more")
     return lines
+
+
+def usage_lines(entities: Any, top: int) -> list[str]:
+    """Per level, the ``top`` entities by total, with their per-broker-second rate percentiles."""
+    from kquota.pipeline.usage import LEVELS, entity_label
+
+    lines: list[str] = []
+    for level in LEVELS:
+        e = entities[entities["level"] == level].sort_values("total", ascending=False).head(top)
+        rows = [[entity_label(r.user, r.client_id), str(r.quota_type), units.count(r.requests)]
+                + [units.rate(getattr(r, f), r.unit or "B/s") for f in ("p50", "p95", "p99", "max")]
+                for r in e.itertuples()]
+        lines += ["", f"Top {len(e)} at level {level} by total (per broker-second rates)"]
+        lines += format_rows(["entity", "type", "requests", "p50", "p95", "p99", "max"], rows,
+                             [False, False, True, True, True, True, True])
+    return lines
