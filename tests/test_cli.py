@@ -91,3 +91,13 @@ def test_bad_arguments_exit_non_zero_without_a_traceback():
                            "--quotas", "nowhere.json", "--out", "x"], capture_output=True, text=True)
     assert proc.returncode == 1
     assert proc.stderr.startswith("kquota: error:") and "Traceback" not in proc.stderr
+
+
+def test_demo_without_java_says_why_in_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "kquota", "demo", "--rows", "100", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "JAVA_HOME": str(tmp_path / "no-java")})
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kquota: error: Spark did not start"), proc.stderr
+    assert f"{tmp_path / 'spark.log'} says:" in lines[0] and "no-java/bin/java: No such file or directory" in lines[0]

@@ -147,13 +147,16 @@ def _run(rows: int, out_dir: Optional[str], master: str, seed: int, percentile: 
 
 
 def _log_tail(path: str) -> str:
-    """``; spark.log ends with: <its last line>`` (empty if there is no log)."""
+    """``; spark.log says: <its first error line, else its last line>`` (empty if no log)."""
+    import re
+
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            last = [line.strip() for line in f if line.strip()][-1:]
+            lines = [line.strip() for line in f if line.strip()]
     except OSError:
         return ""
-    return f"; {path} ends with: {last[0]}" if last else ""
+    errors = [line for line in lines if re.search(r"error|exception|no such file|not found", line, re.I)]
+    return f"; {path} says: {(errors or lines)[0] if errors else lines[-1]}" if lines else ""
 
 
 def next_steps(paths: dict[str, str], quotas_path: str, verbose: bool) -> str:
