@@ -80,6 +80,7 @@ def test_pipeline_help_shows_meaning_and_defaults():
     (["pipeline"], "kquota pipeline", "required"),
     (["pipeline", "simulate", "--input", "x"], "kquota pipeline simulate", "--quotas"),
     (["nosuch"], "kquota", "invalid choice"),
+    (["pipeline", "recommend", "--out", "x"], "kquota pipeline recommend", "exactly one of --input and --usage"),
 ])
 def test_usage_errors_are_two_lines_without_the_usage_block(args, prog, needle):
     p = kq(*args)

@@ -75,13 +75,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subparser(parser: argparse.ArgumentParser, *names: str) -> argparse.ArgumentParser:
+    """The parser of ``kquota <names...>`` (so its errors carry that command's name)."""
+    for name in names:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[name]
+    return parser
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "pipeline":
         from kquota.pipeline.commands import check_args
 
-        check_args(args, parser)
+        check_args(args, _subparser(parser, "pipeline", args.pipeline_command))
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

@@ -163,8 +163,7 @@ def throttle_figure(quota_type: str, buckets: Sequence[str], counts: Sequence[in
             break
     bound = median.split(" ", 1)[-1]
     half = f"at most {bound}" if median.startswith("≤") else f"more than {bound}"
-    caption = (f"{total:,} {quota_type} requests were throttled; half of them by {half}. "
-               "A throttle is how long the broker delays the response (and mutes the client).")
+    caption = f"{total:,} {quota_type} requests were throttled; half of them by {half}."
     return f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"
 
 
@@ -306,6 +305,8 @@ def build_report(
              '<a href="#usage">Top usage</a></nav>']
 
     parts.append('<h2 id="rates">Rate vs quota over time</h2>')
+    parts.append("<p class=tablenote>The busiest entities. A quota holds on each broker, so each chart "
+                 "shows, per second, the rate on the broker where the entity was busiest.</p>")
     figures = []
     if series is not None and len(series):
         for u, c, t in top:
@@ -319,6 +320,8 @@ def build_report(
     parts.append(f"<div class=grid>{''.join(figures)}</div>" if figures else "<p>No usage.</p>")
 
     parts.append('<h2 id="throttles">Throttle distributions</h2>')
+    parts.append("<p class=tablenote>A throttle is how long the broker delays a response (and mutes the "
+                 "client) because the quota was exceeded; from the replay of the quotas over the log.</p>")
     figures = []
     if histogram is not None and len(histogram):
         order = [f"≤{b}" for b in BUCKETS] + [f">{BUCKETS[-1]}"]

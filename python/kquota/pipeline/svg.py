@@ -43,7 +43,7 @@ def line_chart(
     SVG. ``y_cap``: the y-axis ends at (the first tick at or above) this value; points above it
     are drawn on the top edge and marked with a triangle, so one outlier does not squash the
     rest. Y ticks carry ``unit`` (byte rates in one of B/s, KB/s, MB/s for the whole axis)."""
-    left, right, top, bottom = 78, 16, 40, 40
+    left, right, top, bottom = 78, 16, 40, 26
     pw, ph = width - left - right, height - top - bottom
     xs_all = [x for _, xs, _ in series for x in xs] or [0.0, 1.0]
     x0, x1 = min(xs_all), max(xs_all)
