@@ -1,24 +1,65 @@
 #!/usr/bin/env bash
-# Installs kquota (dev-profile native build) with its test extras, then runs every test: the
-# Rust kernel's own tests and the Python suite. The ZooKeeper store tests need a real server:
-# Debian's zookeeperd is installed if missing and a private server runs on 127.0.0.1:21810 for
-# the duration of the tests (with CI=true those tests fail, not skip, without it).
+# The README's test command and what .ci/run runs: every test, on a fresh install.
+#
+# 1. system packages: Debian's zookeeperd and chromium (and python3-venv where Python lacks
+#    ensurepip) are installed with apt-get if missing;
+# 2. a fresh virtual environment in .venv-test/ (recreated on every run, never the machine's
+#    site-packages) gets kquota (dev-profile native build) with exactly its `test` extra, so a
+#    test that imports something the extra does not install fails here as it would anywhere;
+# 3. a private ZooKeeper server on 127.0.0.1:$KQUOTA_ZK_PORT (default 21810; an existing value is
+#    honoured) runs for the duration of the tests (with CI=true the ZooKeeper tests fail, not
+#    skip, without it);
+# 4. the Rust kernel's own tests, then the Python suite.
+# Extra pytest arguments are passed on: `bash scripts/test.sh tests/test_cli.py -x`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+VENV="${KQUOTA_TEST_VENV:-.venv-test}"
+SYSTEM_PYTHON="${KQUOTA_PYTHON:-python3}"
 
-if [ ! -f /usr/share/java/zookeeper.jar ]; then
-  SUDO=""
-  [ "$(id -u)" = 0 ] || SUDO="sudo"
-  # (the package's own service, if it starts, listens on 2181: no clash with ours)
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends zookeeperd
-fi
+section() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+
+apt_install() {
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"
+}
+
+# ------------------------------------------------------------------ 1. system packages
+section "system packages"
+missing=()
+# (the package's own service, if it starts, listens on 2181: no clash with ours)
+[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeperd)
+# The HTML report is checked in a real browser (tests/test_report_html.py).
+command -v chromium >/dev/null || missing+=(chromium)
+# Spark (the pipeline tests) and ZooKeeper run on Java 17+.
+command -v java >/dev/null || missing+=(default-jre-headless)
+# Debian/Ubuntu split venv's pip bootstrap out of python3 (PEP 668 machines need a venv).
+"$SYSTEM_PYTHON" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+if [ ${#missing[@]} -gt 0 ]; then apt_install "${missing[@]}"; fi
+echo "ok: zookeeper jar, chromium, java, $("$SYSTEM_PYTHON" --version) with venv"
+
+# ------------------------------------------------------------------ 2. fresh virtual environment
+section "virtual environment $VENV (fresh) with kquota[test]"
+rm -rf "$VENV"
+"$SYSTEM_PYTHON" -m venv "$VENV"
+PY="$PWD/$VENV/bin/python"
+MATURIN_PEP517_ARGS="--profile dev" "$PY" -m pip install -q -e ".[test]"
+"$PY" -c 'import kquota; print("ok: kquota", kquota.__version__, "in", __import__("sys").prefix)'
+
+# ------------------------------------------------------------------ 3. ZooKeeper
+section "ZooKeeper"
 export KQUOTA_ZK_PORT="${KQUOTA_ZK_PORT:-21810}"
 export KQUOTA_TEST_ZK="127.0.0.1:${KQUOTA_ZK_PORT}"
 trap 'bash scripts/zookeeper.sh stop' EXIT
 bash scripts/zookeeper.sh start
 
-MATURIN_PEP517_ARGS="--profile dev" python3 -m pip install -q -e ".[test]"
+# ------------------------------------------------------------------ 4. tests
+section "Rust tests"
 cargo test --manifest-path rust/Cargo.toml
-python3 -m pytest
+
+section "Python tests"
+# The venv's bin first: subprocesses of the tests (`kquota`, `python3`) use the fresh install.
+PATH="$PWD/$VENV/bin:$PATH" VIRTUAL_ENV="$PWD/$VENV" "$PY" -m pytest "$@"
+section "all tests passed"

@@ -105,7 +105,7 @@ def test_describe_table_and_filters(capsys, url):
     assert [line.split()[:2] for line in cli(capsys, "--store", url, "--describe", "--entity-type", "users",
                                              "--entity-name", "alice", "--entity-type", "clients")[1].splitlines()[1:]] \
         == [["alice", "app"]]
-    assert cli(capsys, "--store", url, "--describe", "--user", "nobody")[1] == ""
+    assert cli(capsys, "--store", url, "--describe", "--user", "nobody")[1] == "no quotas for users/nobody\n"
 
 
 def test_describe_json_feeds_back_in(capsys, url, tmp_path):

@@ -105,8 +105,14 @@ def test_cli_pipeline_end_to_end_and_self_contained_report(spark, sample, tmp_pa
     html = (out / "report.html").read_text()
     for section in ('id="rates"', 'id="throttles"', 'id="simulation"', 'id="recommendation"', 'id="usage"'):
         assert section in html
-    assert html.count("<svg") >= 3 and "<polyline" in html and "- - quota" in html
-    assert not re.search(r"(src|href)\s*=|https?://|<script|@import|url\(", html)
+    assert html.count("<svg") >= 3 and "<polyline" in html and re.search(r"quota [\d.]+ [KMG]?B/s", html)
+    assert html.count("<figure>") == html.count("<figcaption>") >= 3
+    # Self-contained: links only to its own sections and to the CSV tables written beside it.
+    hrefs = re.findall(r'href="([^"]*)"', html)
+    assert all(h.startswith("#") or re.fullmatch(r"report-\w+\.csv", h) for h in hrefs), hrefs
+    for name in ("simulation", "recommendation", "usage"):
+        assert (out / f"report-{name}.csv").stat().st_size > 0
+    assert not re.search(r"src\s*=|https?://|<script|@import|url\(", html)
 
 
 def test_cli_errors_are_one_line(spark, sample, tmp_path, capsys):

@@ -4,33 +4,82 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Optional, Sequence
+from typing import Any, NoReturn, Optional, Sequence
 
 from kquota import configs_cli
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Help lines end with ``(default: X)`` for every option that has a real default (not for
+    flags, not for options whose absence means "none"), unless the text already names it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("default" in text or default is None or default is argparse.SUPPRESS or isinstance(default, bool)
+                or default == [] or not action.option_strings):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """Usage errors are two lines (what is wrong, where to get help), not the usage block; every
+    subcommand parser is of this class and formats its help with :class:`HelpFormatter`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n(run '{self.prog} -h' for help)\n")
 
 
 def _demo(args: argparse.Namespace) -> int:
     from kquota.demo import run_demo
 
-    run_demo(rows=args.rows, out_dir=args.out, master=args.master, seed=args.seed)
+    run_demo(rows=args.rows, out_dir=args.out, master=args.master, seed=args.seed, verbose=args.verbose)
     return 0
 
 
+def _version() -> str:
+    from kquota import __version__
+
+    return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kquota", description="Kafka client quotas, in process.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = ArgumentParser(
+        prog="kquota",
+        description="Kafka's client quotas, in process: a configuration CLI (configs), the traffic "
+                    "pipeline on Spark (pipeline) and a one-command tour of it (demo).",
+        epilog="Run 'kquota <command> -h' for a command's options.",
+    )
+    parser.add_argument("--version", action="version", version=f"kquota {_version()}",
+                        help="print kquota's version and exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="<command>")
     from kquota.pipeline import commands as pipeline_commands
 
-    demo = sub.add_parser("demo", help="the traffic pipeline on a synthetic sample: usage, recommend, "
-                          "simulate, HTML report (embedded Spark)")
+    demo = sub.add_parser(
+        "demo", help="the traffic pipeline on a synthetic sample: usage, recommend, simulate, HTML report",
+        description="Generate a synthetic request log, measure usage, recommend per-user quotas, replay "
+                    "them through the kernel and write an HTML report, on an embedded Spark.")
     demo.add_argument("--rows", type=pipeline_commands._positive_int, default=200_000,
-                      help="synthetic requests (default 200000)")
+                      help="number of synthetic requests to generate")
     demo.add_argument("--out", help="output directory (default: a new temporary directory)")
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--seed", type=int, default=0, help="random seed of the synthetic traffic")
+    demo.add_argument("--verbose", action="store_true", help="show Spark's own log lines (hidden by default)")
     pipeline_commands.add_master(demo)
     demo.set_defaults(func=_demo)
     configs_cli.add_parser(sub)
     pipeline_commands.add_parser(sub)
+    return parser
+
+
+def _subparser(parser: argparse.ArgumentParser, *names: str) -> argparse.ArgumentParser:
+    """The parser of ``kquota <names...>`` (so its errors carry that command's name)."""
+    for name in names:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[name]
     return parser
 
 
@@ -40,7 +89,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command == "pipeline":
         from kquota.pipeline.commands import check_args
 
-        check_args(args, parser)
+        check_args(args, _subparser(parser, "pipeline", args.pipeline_command))
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

@@ -28,10 +28,56 @@ QuotaEntries = list[tuple[ClientQuotaEntity, dict[str, float]]]
 PathLike = Union[str, "os.PathLike[str]"]
 
 
+def _json_type(value: Any) -> str:
+    """A JSON value's kind as a reader of the file names it (never a Python class name)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    return "an object"
+
+
+def _entry_entity(where: str, raw: Any) -> ClientQuotaEntity:
+    if not isinstance(raw, Mapping):
+        raise QuotaConfigError(f'{where}: "entity" must be an object with "user" and/or "client-id", '
+                               f"got {_json_type(raw)}")
+    for key, name in raw.items():
+        if key not in ("user", "client-id"):
+            raise QuotaConfigError(f'{where}: unknown entity key "{key}" (expected "user" and/or "client-id")')
+        if name is not None and not isinstance(name, str):
+            raise QuotaConfigError(f'{where}: entity "{key}" must be a string (or null for <default>), '
+                                   f"got {_json_type(name)}")
+        if name == "":
+            raise QuotaConfigError(f'{where}: entity "{key}" is empty (use null for the <default> entity)')
+    if not raw:
+        raise QuotaConfigError(f'{where}: "entity" needs "user", "client-id" or both')
+    try:
+        return ClientQuotaEntity(raw)
+    except QuotaConfigError as e:  # pragma: no cover - the checks above cover the entity rules
+        raise QuotaConfigError(f"{where}: {e}") from None
+
+
+def _entry_config(where: str, raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise QuotaConfigError(f'{where}: "config" must be an object of config keys to numbers, '
+                               f"got {_json_type(raw)}")
+    for key, value in raw.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise QuotaConfigError(f"{where}, key {key}: must be a number, got {_json_type(value)}")
+    return dict(raw)
+
+
 def parse_quota_config(doc: Any, source: str = "quota configuration") -> QuotaEntries:
     """Validates a decoded quota configuration document and returns its entries.
 
-    Raises ``QuotaConfigError`` naming ``source`` and the offending entry.
+    Raises ``QuotaConfigError`` naming ``source``, the offending entry (``quotas[i]``, its
+    entity) and key, in the file's own (JSON) terms.
     """
     # Imported here: manager imports the native module, which this light module need not load
     # for callers that only read or write files.
@@ -40,28 +86,36 @@ def parse_quota_config(doc: Any, source: str = "quota configuration") -> QuotaEn
     if not isinstance(doc, Mapping) or not isinstance(doc.get("quotas"), list):
         raise QuotaConfigError(f"{source}: expected a JSON object with a list under \"quotas\"")
     out: QuotaEntries = []
-    seen: set[ClientQuotaEntity] = set()
-    for i, item in enumerate(doc["quotas"]):
-        where = f"{source}: quotas[{i}]"
-        if not isinstance(item, Mapping) or set(item) != {"entity", "config"}:
-            raise QuotaConfigError(f"{where}: expected an object with exactly \"entity\" and \"config\"")
-        try:
-            entity = ClientQuotaEntity(item["entity"])
-        except QuotaConfigError as e:
-            raise QuotaConfigError(f"{where}: {e}") from None
-        if entity in seen:
-            raise QuotaConfigError(f"{where}: entity {entity.path} appears twice")
-        seen.add(entity)
-        config = item["config"]
-        if not isinstance(config, Mapping):
-            raise QuotaConfigError(f"{where}: \"config\" must be an object of config keys to numbers")
-        out.append((entity, dict(config)))
-    # Full value validation (keys, integrality, ranges) exactly as an alter would do it.
+    seen: dict[ClientQuotaEntity, int] = {}
+    validator = QuotaManager(expiry_interval_seconds=None)
     try:
-        QuotaManager().alter_client_quotas(out, validate_only=True)
-    except QuotaConfigError as e:
-        raise QuotaConfigError(f"{source}: {e}") from None
+        for i, item in enumerate(doc["quotas"]):
+            where = f"{source}: quotas[{i}]"
+            if not isinstance(item, Mapping) or set(item) != {"entity", "config"}:
+                raise QuotaConfigError(f"{where}: expected an object with exactly \"entity\" and \"config\"")
+            entity = _entry_entity(where, item["entity"])
+            where = f"{where} ({entity})"
+            if entity in seen:
+                raise QuotaConfigError(f"{where}: entity {entity.path} appears twice (also quotas[{seen[entity]}])")
+            seen[entity] = i
+            config = _entry_config(where, item["config"])
+            # Value validation (keys, integrality, ranges) exactly as an alter does it, per entry so
+            # the message names the entry.
+            try:
+                validator.alter_client_quotas([(entity, config)], validate_only=True)
+            except QuotaConfigError as e:
+                raise QuotaConfigError(_in_entry(where, str(e))) from None
+            out.append((entity, config))
+    finally:
+        validator.close()
     return [(entity, {k: float(v) for k, v in config.items()}) for entity, config in out]
+
+
+def _in_entry(where: str, message: str) -> str:
+    """``invalid quota for entity user="a", key k: ...`` -> ``<where>, key k: ...`` (``where``
+    already names the entry and its entity)."""
+    head, sep, rest = message.partition(", key ")
+    return f"{where}, key {rest}" if sep and head.startswith("invalid quota for entity") else f"{where}: {message}"
 
 
 def load_quota_config(path: PathLike) -> QuotaEntries:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import sys
 from typing import Any, Optional
@@ -263,10 +264,16 @@ def run(args: argparse.Namespace) -> int:
         entries = _alter_entries(args)  # parsed and checked before the store is touched
         spec = []
     warnings: list[str] = []
+    url, new_file = _locate(args.store)
+    if new_file is not None and args.describe:
+        raise ConfigCommandError(f"no store at {new_file} ({url}): nothing to describe, nothing created "
+                                 "(an --alter creates it)")
     store = open_store(args.store)
     try:
         if entries is not None:
             store.alter(entries)
+            if new_file is not None:
+                print(f"kquota configs: created a new store at {new_file}", file=sys.stderr)
             state = store.describe([e for e, _ in entries], on_error=lambda m, _e: warnings.append(m))
             for m in warnings:
                 print(f"kquota configs: warning: {m}", file=sys.stderr)
@@ -287,4 +294,26 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(quota_config_document(selected), indent=2))
     elif selected:
         print(format_table(dict(selected)))
+    elif spec:
+        print(f"no quotas for {_spec_path(spec)}")
+    else:
+        print(f"no quotas in {url}")
     return 0
+
+
+def _locate(store: Optional[str]) -> tuple[str, Optional[str]]:
+    """(the store's URL, the absolute path of its SQLite file if that file does not exist yet)."""
+    from kquota.stores.url import default_store_url
+
+    url = store if store is not None else default_store_url()
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme.lower() == "sqlite" and rest and not os.path.exists(rest):
+        return url, os.path.abspath(rest)
+    return url, None
+
+
+def _spec_path(spec: list[tuple[str, Optional[str]]]) -> str:
+    """``clients/nobody``, ``users/<default>/clients/app``, ``users/*`` (any name)."""
+    words = {USER: "users", CLIENT_ID: "clients"}
+    return "/".join(f"{words[key]}/{'*' if name is None else '<default>' if name == _DEFAULT_MARK else name}"
+                    for key, name in spec)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 
 import re
-import types
 from typing import TYPE_CHECKING, Iterator, Mapping, NamedTuple, Optional
 
 from kquota import _kquota
@@ -34,8 +33,6 @@ if TYPE_CHECKING:
 
 #: JMX domain of Kafka's broker quota metrics.
 JMX_DOMAIN = "kafka.server"
-
-_NO_TAGS: Mapping[str, str] = types.MappingProxyType({})
 
 #: Rows converted to Python objects per native call; between batches other threads may run.
 BATCH = 2048
@@ -106,7 +103,7 @@ def collect(qm: "QuotaManager", now_ms: Optional[int] = None) -> list[Metric]:
     append = out.append
     for group, name, user, client_id, value in iter_rows(snapshot):
         if user is None:
-            tags = _NO_TAGS
+            tags = {}  # a fresh plain dict per row: prints as {} and callers may keep it
         elif user.startswith(_ENCODED):
             tags = decode_tags(user, client_id)  # a callback's own tag map
         else:

@@ -96,16 +96,9 @@ def _cmd_usage(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def print_usage_table(entities: Any, top: int, out: TextIO) -> None:
-    from kquota.pipeline.svg import fmt_num
-    from kquota.pipeline.usage import LEVELS, entity_label
+    from kquota.pipeline.tables import usage_lines
 
-    for level in LEVELS:
-        e = entities[entities["level"] == level].sort_values("total", ascending=False).head(top)
-        print(f"\nTop {len(e)} at level {level} (per broker-second rates)", file=out)
-        print(f"{'entity':<34} {'type':<8} {'requests':>10} {'p50':>8} {'p95':>8} {'p99':>8} {'max':>8}", file=out)
-        for r in e.itertuples():
-            print(f"{entity_label(r.user, r.client_id)[:34]:<34} {r.quota_type:<8} {r.requests:>10,} "
-                  f"{fmt_num(r.p50):>8} {fmt_num(r.p95):>8} {fmt_num(r.p99):>8} {fmt_num(r.max):>8}", file=out)
+    print(*usage_lines(entities, top), sep="\n", file=out)
 
 
 def cmd_simulate(args: argparse.Namespace, out: Optional[TextIO] = None) -> int:
@@ -131,16 +124,9 @@ def _cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def print_summary_table(summary: Any, top: int, out: TextIO) -> None:
-    from kquota.pipeline.svg import fmt_num
+    from kquota.pipeline.tables import summary_lines
 
-    s = summary.sort_values(["total_delay_ms", "requests"], ascending=False).head(top)
-    print(f"\n{'quota type':<10} {'user tag':<14} {'client tag':<18} {'quota':>8} {'requests':>9} "
-          f"{'throttled':>9} {'p99 ms':>7} {'max ms':>7} {'over quota s':>12}", file=out)
-    for r in s.itertuples():
-        quota = "-" if r.quota != r.quota else fmt_num(r.quota)
-        print(f"{r.quota_type:<10} {r.tag_user[:14]:<14} {r.tag_client_id[:18]:<18} {quota:>8} {r.requests:>9,} "
-              f"{r.throttled_share:>9.1%} {r.p99_delay_ms:>7.0f} {r.max_delay_ms:>7} "
-              f"{r.time_over_quota_ms / 1000:>12.1f}", file=out)
+    print("", *summary_lines(summary, top), sep="\n", file=out)
 
 
 def cmd_recommend(args: argparse.Namespace, out: Optional[TextIO] = None) -> int:
@@ -178,16 +164,9 @@ def write_recommendation_dir(rec: Any, out_dir: str, bootstrap_server: str = "lo
 
 
 def print_recommendation(rec: Any, out: TextIO, top: int = 20) -> None:
-    from kquota.pipeline.svg import fmt_num
-    from kquota.pipeline.usage import entity_label
+    from kquota.pipeline.tables import recommendation_lines
 
-    print(f"\nRecommended quotas (level {rec.level}, p{rec.percentile:g} x {rec.headroom:g})"
-          + (f"; {rec.skipped} entities with an empty name skipped" if rec.skipped else ""), file=out)
-    for r in rec.table.head(top).itertuples():
-        print(f"  {entity_label(r.user, r.client_id):<34} {r.config_key:<20} {fmt_num(r.quota):>8}"
-              f"   (observed {fmt_num(r.observed)})", file=out)
-    if len(rec.table) > top:
-        print(f"  ... {len(rec.table) - top} more", file=out)
+    print("", *recommendation_lines(rec, top), sep="\n", file=out)
 
 
 def make_report(spark: Any, usage_dir: str, simulation_dir: str, recommendation_dir: str, out_path: str,
@@ -241,33 +220,34 @@ def _positive_int(s: str) -> int:
 
 def add_master(p: argparse.ArgumentParser) -> None:
     p.add_argument("--master", default=DEFAULT_MASTER,
-                   help=f"Spark master URL (default {DEFAULT_MASTER}; e.g. spark://host:7077, yarn)")
+                   help="Spark master URL, e.g. local[2], spark://host:7077, yarn")
 
 
 def add_parser(sub: Any) -> None:
     """Adds ``pipeline`` and its subcommands to the ``kquota`` parser."""
     pipe = sub.add_parser("pipeline", help="traffic analytics on Spark: generate, usage, simulate, recommend, report")
-    psub = pipe.add_subparsers(dest="pipeline_command", required=True)
+    psub = pipe.add_subparsers(dest="pipeline_command", required=True, metavar="<command>")
 
     def input_args(p: argparse.ArgumentParser, required: bool = True) -> None:
         p.add_argument("--input", required=required, help="request log: Parquet, CSV or JSON lines (file or directory)")
         p.add_argument("--format", choices=("parquet", "csv", "json"), help="input format (default: from the name)")
 
-    g = psub.add_parser("generate", help="write synthetic request logs")
-    g.add_argument("--rows", type=_positive_int, required=True)
+    g = psub.add_parser("generate", help="write synthetic request logs",
+                        description="Write a seeded, skewed synthetic request log (a few heavy users, bursts).")
+    g.add_argument("--rows", type=_positive_int, required=True, help="number of requests to write")
     g.add_argument("--out", required=True, help="output directory")
-    g.add_argument("--format", choices=("parquet", "csv", "json"), default="parquet")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--brokers", type=_positive_int, default=4)
-    g.add_argument("--users", type=_positive_int, default=50)
-    g.add_argument("--duration-s", type=_positive_int, default=600, help="time span of the traffic")
+    g.add_argument("--format", choices=("parquet", "csv", "json"), default="parquet", help="output file format")
+    g.add_argument("--seed", type=int, default=0, help="random seed (the same seed writes the same log)")
+    g.add_argument("--brokers", type=_positive_int, default=4, help="number of brokers the requests are spread over")
+    g.add_argument("--users", type=_positive_int, default=50, help="number of distinct users")
+    g.add_argument("--duration-s", type=_positive_int, default=600, help="time span of the traffic, in seconds")
     add_master(g)
     g.set_defaults(func=cmd_generate)
 
     u = psub.add_parser("usage", help="per entity and second: rates and percentiles")
     input_args(u)
     u.add_argument("--out", required=True, help="output directory")
-    u.add_argument("--top", type=_positive_int, default=10, help="rows printed per level")
+    u.add_argument("--top", type=_positive_int, default=10, help="rows printed per level (busiest first)")
     add_master(u)
     u.set_defaults(func=cmd_usage)
 
@@ -277,7 +257,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--out", required=True, help="output directory")
     s.add_argument("--model", choices=("open", "closed"), default="open",
                    help="open: requests at their recorded times; closed: throttled clients back off (KIP-219)")
-    s.add_argument("--top", type=_positive_int, default=10, help="summary rows printed")
+    s.add_argument("--top", type=_positive_int, default=10, help="summary rows printed (most delayed first)")
     add_master(s)
     s.set_defaults(func=cmd_simulate)
 
@@ -285,9 +265,11 @@ def add_parser(sub: Any) -> None:
     input_args(r, required=False)
     r.add_argument("--usage", help="a usage output directory (instead of --input)")
     r.add_argument("--out", required=True, help="output directory (quotas.json, kafka-configs.sh, table.csv)")
-    r.add_argument("--level", choices=("user", "client-id", "user-client"), default="user")
-    r.add_argument("--percentile", type=float, default=99.0)
-    r.add_argument("--headroom", type=float, default=1.2)
+    r.add_argument("--level", choices=("user", "client-id", "user-client"), default="user",
+                   help="entity level the quotas are set at")
+    r.add_argument("--percentile", type=float, default=99.0,
+                   help="percentile of each entity's per-second rates the quota starts from")
+    r.add_argument("--headroom", type=float, default=1.2, help="factor applied to that percentile")
     r.add_argument("--bootstrap-server", default="localhost:9092", help="for the kafka-configs command lines")
     add_master(r)
     r.set_defaults(func=cmd_recommend)
@@ -296,7 +278,8 @@ def add_parser(sub: Any) -> None:
     rp.add_argument("--usage", required=True, help="usage output directory")
     rp.add_argument("--simulation", required=True, help="simulate output directory")
     rp.add_argument("--recommendation", required=True, help="recommend output directory")
-    rp.add_argument("--level", choices=("user", "client-id", "user-client"), default="user")
+    rp.add_argument("--level", choices=("user", "client-id", "user-client"), default="user",
+                    help="entity level of the usage charts and table")
     rp.add_argument("--out", required=True, help="the HTML file to write")
     add_master(rp)
     rp.set_defaults(func=cmd_report)
