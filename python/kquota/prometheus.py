@@ -44,6 +44,11 @@ _HELP = {
     "sensors-expired-total": "Quota sensors removed after the expiry time without use",
     "sensor-overflow-total": "Resolutions sent to an overflow sensor because the sensor cap was reached",
     "exempt-request-time": "Request time of exempt requests",
+    "name-bytes": "Bytes of names (sensor tags, metric-tag cache keys) the kernel holds",
+    "name-bytes-limit": "Budget for the bytes of names held (max_name_bytes)",
+    "name-bytes-refused-total": "New sensors or cache entries that did not fit the name budget",
+    "watcher-errors-total": "Failed re-reads of the quota store by the config watcher (each retried)",
+    "config-sync-age-seconds": "Seconds since the config watcher last read the store successfully",
 }
 
 
@@ -105,7 +110,7 @@ class QuotaCollector(Collector):
                 # exposition writes it.
                 user = user[1:] if user.startswith(_ENCODED) else user
                 family(group, name, True).add_metric([user, client_id], value)
-        for m in self._qm._delay_queue_metrics():
+        for m in self._qm._extra_metrics():
             family(m.group, m.name, False).add_metric([], m.value)
         yield from families.values()
 
@@ -125,7 +130,7 @@ def exposition(qm: "QuotaManager", now_ms: Optional[int] = None) -> bytes:
     """The Prometheus text exposition (format 0.0.4) of ``qm``'s metrics, the same samples the
     collector gives, rendered natively without the GIL: a scrape of 100k sensors does not hold
     up threads recording from Python (see ``benches/results/metrics_scrape.md``)."""
-    extra = [(m.group, m.name, m.value) for m in qm._delay_queue_metrics()]
+    extra = [(m.group, m.name, m.value) for m in qm._extra_metrics()]
     return _kquota._prometheus_text(qm, now_ms, extra, _HELP)
 
 

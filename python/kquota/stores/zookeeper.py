@@ -486,8 +486,9 @@ class _ZkWatch(StoreWatch):
         self._watch = ChildrenWatch(self._zk, self._path, self._on_children)
 
     def _on_state(self, state: str) -> None:
-        # Runs on kazoo's connection thread: only flag and hand off.
-        if state == "LOST":
+        # Runs on kazoo's connection thread: only flag and hand off. Notifications may have
+        # been missed while disconnected (SUSPENDED) or with the session (LOST): resync all.
+        if state in ("LOST", "SUSPENDED"):
             self._lost = True
         elif state == "CONNECTED" and self._lost and not self._stopped:
             self._lost = False
@@ -507,8 +508,13 @@ class _ZkWatch(StoreWatch):
                     data, _ = self._zk.get(path)
                 except NoNodeError:
                     continue  # purged by a writer: its change is older than our load
-                except Exception as e:  # noqa: BLE001 - connection trouble: retried on the next event
+                except Exception as e:  # noqa: BLE001 - connection trouble
+                    # Which entity changed is unknown until the node is read: hand off a full
+                    # resync, which the watcher retries until the store answers.
                     self._on_error(f"{self._store.url}: cannot read {path}: {e}", None)
+                    if changed:
+                        self._on_change(frozenset(changed))
+                    self._on_change(None)
                     return None
                 self._last = max(self._last, seq)
                 try:

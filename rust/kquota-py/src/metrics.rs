@@ -153,11 +153,11 @@ impl PyMetricsSnapshot {
 pub fn _metrics_snapshot(
     py: Python<'_>,
     kernel: PyRef<'_, PyQuotaKernel>,
-    now_ms: Option<i64>,
+    now_ms: Option<crate::args::Int>,
 ) -> PyResult<PyMetricsSnapshot> {
     let k = std::sync::Arc::clone(&kernel.kernel);
     drop(kernel);
-    py.detach(move || k.metrics_snapshot(now_ms).map(PyMetricsSnapshot::compact))
+    py.detach(move || k.metrics_snapshot(crate::args::ms(now_ms)).map(PyMetricsSnapshot::compact))
         .map_err(to_py)
 }
 
@@ -220,7 +220,7 @@ fn push_value(out: &mut String, v: f64) {
 pub fn _prometheus_text<'py>(
     py: Python<'py>,
     kernel: PyRef<'_, PyQuotaKernel>,
-    now_ms: Option<i64>,
+    now_ms: Option<crate::args::Int>,
     extra: Vec<(String, String, f64)>,
     help: std::collections::HashMap<String, String>,
 ) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
@@ -228,7 +228,7 @@ pub fn _prometheus_text<'py>(
     drop(kernel);
     let text = py
         .detach(move || -> Result<String, quota_core::QuotaError> {
-            let snap = k.metrics_snapshot(now_ms)?;
+            let snap = k.metrics_snapshot(crate::args::ms(now_ms))?;
             // Families in order of first appearance, each with its sample lines.
             let mut families: Vec<((String, String), String)> = Vec::new();
             let mut index: std::collections::HashMap<(String, String), usize> = Default::default();
@@ -316,11 +316,11 @@ pub fn _prometheus_text<'py>(
 pub fn _expire_sensors(
     py: Python<'_>,
     kernel: PyRef<'_, PyQuotaKernel>,
-    now_ms: Option<i64>,
+    now_ms: Option<crate::args::Int>,
 ) -> PyResult<(usize, i64)> {
     let k = std::sync::Arc::clone(&kernel.kernel);
     drop(kernel);
-    py.detach(move || k.expire_sensors(now_ms))
+    py.detach(move || k.expire_sensors(crate::args::ms(now_ms)))
         .map(|r| (r.removed, r.now_ms))
         .map_err(to_py)
 }
@@ -331,12 +331,12 @@ pub fn _expire_sensors(
 pub fn _record_throttle_time(
     kernel: PyRef<'_, PyQuotaKernel>,
     quota_type: QuotaTypeArg,
-    throttle_time_ms: f64,
-    now_ms: Option<i64>,
+    throttle_time_ms: crate::args::Real,
+    now_ms: Option<crate::args::Int>,
 ) -> PyResult<()> {
     kernel
         .kernel
-        .record_throttle_time(quota_type.0, throttle_time_ms, now_ms)
+        .record_throttle_time(quota_type.0, throttle_time_ms.0, crate::args::ms(now_ms))
         .map_err(to_py)
 }
 
