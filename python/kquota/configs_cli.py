@@ -263,7 +263,8 @@ def run(args: argparse.Namespace) -> int:
         entries = _alter_entries(args)  # parsed and checked before the store is touched
         spec = []
     warnings: list[str] = []
-    store = open_store(args.store)
+    # A describe only reads: the store is opened read-only (nothing created or changed).
+    store = open_store(args.store, read_only=entries is None)
     try:
         if entries is not None:
             store.alter(entries)

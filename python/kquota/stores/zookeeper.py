@@ -114,6 +114,7 @@ class ZooKeeperConfigStore(ConfigStore):
         chroot: optional path prefix (``/kafka`` for a Kafka cluster that uses a chroot).
         timeout: seconds to wait for the connection (and the session timeout).
         max_transaction_bytes: the largest alter transaction sent (see the module docstring).
+        read_only: ``alter`` raises; nothing is created (``describe`` and ``watch`` only).
     """
 
     def __init__(
@@ -122,8 +123,10 @@ class ZooKeeperConfigStore(ConfigStore):
         chroot: Optional[str] = None,
         timeout: float = 5.0,
         max_transaction_bytes: int = MAX_TRANSACTION_BYTES,
+        read_only: bool = False,
     ) -> None:
         self.hosts = hosts
+        self.read_only = bool(read_only)
         self.root = ("/" + chroot.strip("/")) if chroot and chroot.strip("/") else ""
         self.url = f"zookeeper://{hosts}{self.root}"
         self.max_transaction_bytes = int(max_transaction_bytes)
@@ -250,6 +253,8 @@ class ZooKeeperConfigStore(ConfigStore):
         """Validates, then applies every entry and its change notification in one transaction."""
         self._check_open()
         validated = validate_alter(entries)
+        if self.read_only:
+            raise ConfigStoreError(f"store {self.url} was opened read-only")
         if not validated:
             return
         from kazoo.exceptions import (
