@@ -308,6 +308,9 @@ def test_unrecord_cannot_drive_the_rate_to_minus_infinity():
     for _ in range(2):
         with pytest.raises(QuotaValueError):
             qm.unrecord(Q.PRODUCE, "u", "c", 1e308, now_ms=0)
+    h = qm.client("u", "c")
+    with pytest.raises(QuotaValueError):
+        h.unrecord(Q.PRODUCE, 1e308, now_ms=0)
     rate = qm.measured_rate(Q.PRODUCE, "u", "c", now_ms=0)
     assert rate == rate and abs(rate) < float("inf")
     # Throttling still works within the same window.

@@ -131,6 +131,10 @@ class SQLiteConfigStore(ConfigStore):
             raise self._foreign(f"unreadable: {e}") from None
         try:
             tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not tables and header[18] == 2:
+                # A WAL database without tables: a store another process is creating (the WAL
+                # switch comes first), or one killed at that moment. Nothing to damage.
+                return
             if not {"meta", "quota", "changes"} <= tables:
                 raise self._foreign(f"its tables are {', '.join(sorted(tables)) or 'none'}")
             row = probe.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()

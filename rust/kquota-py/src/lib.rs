@@ -15,6 +15,7 @@ mod args;
 mod batch;
 mod callback;
 mod errors;
+mod exposition;
 mod fast;
 mod metrics;
 mod names;
@@ -575,6 +576,7 @@ fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(batch::_replay, m)?)?;
     errors::register(m)?;
     metrics::register(m)?;
+    exposition::register(m)?;
     fast::install(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(

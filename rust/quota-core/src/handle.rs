@@ -147,7 +147,7 @@ impl ClientHandle {
     }
 
     pub fn unrecord(&self, t: ClientQuotaType, value: f64, now: Option<i64>) -> Result<(), QuotaError> {
-        check_record_value(value)?;
+        crate::kernel::check_unrecord_value(value)?;
         self.record(t, -value, now, Check::None).map(|_| ())
     }
 

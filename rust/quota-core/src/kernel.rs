@@ -163,9 +163,10 @@ pub(crate) const CUSTOM_QUOTAS: u8 = 8;
 /// cached path pays nothing for it.
 pub(crate) const CLOSED: u8 = 16;
 
-/// The largest value one record call takes (2^63, the largest quota): sums of values stay
-/// finite, so `unrecord` of a huge value cannot drive a rate to -inf and lift throttling.
-pub const MAX_RECORD_VALUE: f64 = 9_223_372_036_854_775_808.0;
+/// The largest value one `unrecord` takes back (2^63, the largest quota). Kafka subtracts any
+/// double, so two `unrecord(1e308)` drive a sample to -inf and lift throttling for a window;
+/// bounded, the sums stay finite (a documented fix, see docs/semantics-notes.md).
+pub const MAX_UNRECORD_VALUE: f64 = 9_223_372_036_854_775_808.0;
 
 /// What a record call should do about the quota.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -187,17 +188,27 @@ pub(crate) enum Check {
 /// `Ok` for a finite number >= 0, else `InvalidValue` with `message(value)`.
 #[inline]
 fn check_non_negative(value: f64, message: impl FnOnce(f64) -> String) -> Result<(), QuotaError> {
-    // One range test: NaN and ±inf fail it like any value out of range.
-    if (0.0..=MAX_RECORD_VALUE).contains(&value) {
+    if value.is_finite() && value >= 0.0 {
         Ok(())
     } else {
         Err(QuotaError::InvalidValue(message(value)))
     }
 }
 
+/// [`check_record_value`] for `unrecord`, also bounded by [`MAX_UNRECORD_VALUE`].
+pub fn check_unrecord_value(value: f64) -> Result<(), QuotaError> {
+    check_non_negative(value, |v| format!("unrecorded value must be a finite number >= 0, got {v}"))?;
+    if value > MAX_UNRECORD_VALUE {
+        return Err(QuotaError::InvalidValue(format!(
+            "unrecorded value must be at most 2^63 (the largest quota), got {value}"
+        )));
+    }
+    Ok(())
+}
+
 pub fn check_record_value(value: f64) -> Result<(), QuotaError> {
     check_non_negative(value, |v| {
-        format!("recorded value must be a finite number from 0 to 2^63, got {v} (use unrecord to take a value back)")
+        format!("recorded value must be a finite number >= 0, got {v} (use unrecord to take a value back)")
     })
 }
 
@@ -222,13 +233,13 @@ pub const NANOS_TO_PERCENT: f64 = 100.0 / 1e9;
 
 pub fn check_nanos(nanos: f64) -> Result<(), QuotaError> {
     check_non_negative(nanos, |v| {
-        format!("thread time must be a finite number of nanoseconds from 0 to 2^63, got {v}")
+        format!("thread time must be a finite number of nanoseconds >= 0, got {v}")
     })
 }
 
 pub fn check_mutations(mutations: f64) -> Result<(), QuotaError> {
     check_non_negative(mutations, |v| {
-        format!("mutation count must be a finite number from 0 to 2^63, got {v}")
+        format!("mutation count must be a finite number >= 0, got {v}")
     })
 }
 
@@ -915,7 +926,7 @@ impl QuotaKernel {
         value: f64,
         now: Option<i64>,
     ) -> Result<(), QuotaError> {
-        check_record_value(value)?;
+        check_unrecord_value(value)?;
         self.record_named(t, user, client_id, -value, now, Check::None)
             .map(|_| ())
     }
