@@ -135,15 +135,21 @@ class SQLiteConfigStore(ConfigStore):
                 # A WAL database without tables: a store another process is creating (the WAL
                 # switch comes first), or one killed at that moment. Nothing to damage.
                 return
-            if not {"meta", "quota", "changes"} <= tables:
-                raise self._foreign(f"its tables are {', '.join(sorted(tables)) or 'none'}")
-            row = probe.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            row = None
+            if "meta" in tables:
+                try:
+                    row = probe.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+                except sqlite3.Error:
+                    row = None
         except sqlite3.Error as e:
             raise self._foreign(f"unreadable: {e}") from None
         finally:
             probe.close()
-        if row is None or row[0] != SCHEMA_VERSION:
-            raise self._foreign(f"meta schema {None if row is None else row[0]!r}")
+        if row is not None and isinstance(row[0], int) and row[0] != SCHEMA_VERSION:
+            # Another kquota version's store: say so (and still touch nothing).
+            raise ConfigStoreError(f"store {self.url}: schema version {row[0]}, this kquota reads {SCHEMA_VERSION}")
+        if not {"meta", "quota", "changes"} <= tables or row is None:
+            raise self._foreign(f"its tables are {', '.join(sorted(tables)) or 'none'}")
 
     def _uri(self, mode: str) -> str:
         return "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=" + mode
