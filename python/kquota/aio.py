@@ -105,12 +105,12 @@ class DelayQueue:
 def _quota_type(t: QuotaTypeLike) -> ClientQuotaType:
     if isinstance(t, ClientQuotaType):
         return t
-    if isinstance(t, str):
-        try:
-            return getattr(ClientQuotaType, t.upper())
-        except AttributeError:
-            pass
-    raise ValueError(f"unknown quota type {t!r}")
+    if not isinstance(t, str):
+        raise TypeError(f"quota_type must be a ClientQuotaType or its name, not {type(t).__name__}")
+    member = getattr(ClientQuotaType, t.upper(), None)
+    if not isinstance(member, ClientQuotaType):
+        raise _kquota.QuotaValueError(f"unknown quota type {t!r}")
+    return member
 
 
 class ThrottledConnection:
