@@ -17,6 +17,7 @@ group                       name                    tags / value
                             ``name-bytes-limit``    none: their budget (``max_name_bytes``)
                             ``name-bytes-refused-total``  none: sensors or cache entries past it
 ``ConfigWatcher``           ``watcher-errors-total``   none: failed re-reads (each retried)
+                            ``watcher-retry-pending``  none: 1 while a failed re-read awaits its retry
                             ``config-sync-age-seconds``  none: time since the last full sync
 ==========================  ======================  =================================================
 

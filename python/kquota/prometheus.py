@@ -50,6 +50,7 @@ _HELP = {
     "name-bytes-limit": "Budget for the bytes of names held (max_name_bytes)",
     "name-bytes-refused-total": "New sensors or cache entries that did not fit the name budget",
     "watcher-errors-total": "Failed re-reads of the quota store by the config watcher (each retried)",
+    "watcher-retry-pending": "1 while a failed re-read of the quota store waits for its retry",
     "config-sync-age-seconds": "Seconds since the config watcher last read the store successfully",
 }
 
