@@ -15,6 +15,7 @@ in the name as ``_``, and the tag ``client-id`` as the label ``client_id``. So K
 
 from __future__ import annotations
 
+import logging
 import queue
 import re
 import threading
@@ -190,7 +191,8 @@ class _PooledHTTPServer(HTTPServer):
                 self.shutdown_request(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that went away or timed out is not an error worth a traceback
+        # A client that went away or timed out is routine: no traceback on stderr, a debug line.
+        logging.getLogger("kquota.prometheus").debug("metrics connection from %s failed", client_address, exc_info=True)
 
     def shutdown(self) -> None:
         """Stops serving, then stops the workers (each finishes its connection first)."""
