@@ -152,8 +152,10 @@ def test_delay_queue_counts_and_fires():
         assert q.queue_size == 0 and not a.pending
         with pytest.raises(ValueError):
             q.add(-1, lambda: None)
-        with pytest.raises(ValueError):
+        with pytest.raises(TypeError):  # a bool is not a number (issue 13)
             q.add(True, lambda: None)
+        with pytest.raises(kquota.QuotaValueError):
+            q.add(2**31, lambda: None)
 
     run(scenario())
 
@@ -186,8 +188,12 @@ def test_bad_arguments():
         conn, _r, c_writer, server = await pair(qm)
         with pytest.raises(ValueError):
             conn.throttle(Q.PRODUCE, -5)
-        with pytest.raises(ValueError):
+        with pytest.raises(TypeError):
             conn.throttle(Q.PRODUCE, 1.5)
+        with pytest.raises(TypeError):
+            conn.throttle(Q.PRODUCE, True)
+        with pytest.raises(kquota.QuotaValueError):
+            conn.throttle(Q.PRODUCE, 10**400)
         with pytest.raises(ValueError):
             conn.throttle("nope", 5)
         conn.close()

@@ -376,7 +376,6 @@ BAD_TAGS = [
     None,
     {"user": 1, "client-id": ""},
     {1: "x"},
-    {"k": "\x02control"},
 ]
 BAD_LIMITS = [RuntimeError("boom"), -1.0, float("nan"), "1000", True, [1]]
 

@@ -90,8 +90,7 @@ class DelayQueue:
 
     def add(self, delay_ms: int, callback: Callable[[], object]) -> DelayEntry:
         """Calls ``callback`` once ``delay_ms`` ms have passed on the running loop's clock."""
-        if isinstance(delay_ms, bool) or not isinstance(delay_ms, int) or delay_ms < 0:
-            raise ValueError(f"delay_ms must be an int >= 0, got {delay_ms!r}")
+        _check_ms("delay_ms", delay_ms)
         loop = asyncio.get_running_loop()
         entry = DelayEntry(self, loop.time() + delay_ms / 1000.0, callback)
         entry._timer = loop.call_at(entry.deadline, entry._fire)
@@ -102,15 +101,24 @@ class DelayQueue:
         return f"DelayQueue({self.quota_type.name}, queue_size={self._size})"
 
 
+def _check_ms(name: str, value: object) -> None:
+    """A throttle or delay in ms, validated like the record calls' results: an int (not a bool)
+    from 0 to 2^31 - 1 (Kafka's int32 ``throttle_time_ms``)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not 0 <= value <= 2**31 - 1:
+        raise _kquota.QuotaValueError(f"{name} must be from 0 to 2^31 - 1 ms, got {value}")
+
+
 def _quota_type(t: QuotaTypeLike) -> ClientQuotaType:
     if isinstance(t, ClientQuotaType):
         return t
-    if isinstance(t, str):
-        try:
-            return getattr(ClientQuotaType, t.upper())
-        except AttributeError:
-            pass
-    raise ValueError(f"unknown quota type {t!r}")
+    if not isinstance(t, str):
+        raise TypeError(f"quota_type must be a ClientQuotaType or its name, not {type(t).__name__}")
+    member = getattr(ClientQuotaType, t.upper(), None)
+    if not isinstance(member, ClientQuotaType):
+        raise _kquota.QuotaValueError(f"unknown quota type {t!r}")
+    return member
 
 
 class ThrottledConnection:
@@ -166,8 +174,7 @@ class ThrottledConnection:
         and reads wait until then. Records the throttle into the type's ``throttle-time`` and
         adds the connection to the type's delay queue (``queue-size``). A second throttle while
         muted extends the mute to the later deadline."""
-        if isinstance(throttle_ms, bool) or not isinstance(throttle_ms, int) or throttle_ms < 0:
-            raise ValueError(f"throttle_ms must be an int >= 0, got {throttle_ms!r}")
+        _check_ms("throttle_ms", throttle_ms)
         if throttle_ms == 0 or self._closed:
             return
         qt = _quota_type(quota_type)

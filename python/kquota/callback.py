@@ -172,10 +172,20 @@ def _overrides_reset(callback: Any) -> bool:
     return callable(method) and method is not ClientQuotaCallback.quota_reset_required
 
 
+#: User-tag prefixes reserved for the kernel: ``\x01`` its internal sensors, ``\x02`` an encoded
+#: tag map. Tag values are data: a value holding them is encoded, never passed through.
+_RESERVED = ("\x01", _ENCODED)
+
+
 def encode_tags(tags: Mapping[str, str]) -> tuple[str, str]:
-    """The kernel's (user, client-id) tag pair for a callback's tag map."""
+    """The kernel's (user, client-id) tag pair for a callback's tag map. Any tag values are
+    representable: a user value that could be mistaken for a kernel tag (a reserved control
+    prefix or a NUL) is stored encoded like a non-Kafka tag map, so no client-id or user name can
+    reach an internal sensor."""
     if set(tags) == {"user", "client-id"}:
-        return tags["user"], tags["client-id"]
+        user = tags["user"]
+        if not user.startswith(_RESERVED) and "\0" not in user:
+            return user, tags["client-id"]
     return _ENCODED + json.dumps(sorted(tags.items()), ensure_ascii=False, separators=(",", ":")), ""
 
 
@@ -184,6 +194,15 @@ def decode_tags(user_tag: str, client_tag: str) -> dict[str, str]:
     if user_tag.startswith(_ENCODED):
         return dict(json.loads(user_tag[len(_ENCODED):]))
     return {"user": user_tag, "client-id": client_tag}
+
+
+def _short(value: Any) -> str:
+    """At most 200 characters of ``repr(value)``; a failing ``repr`` is described, not raised."""
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__name__} whose repr() failed>"
+    return text[:200]
 
 
 class _CallbackAdapter:
@@ -213,43 +232,44 @@ class _CallbackAdapter:
         logger.warning("quota callback %s failed: %s; using the last good answer%s", what, detail, more)
 
     def metric_tags(self, quota_type: ClientQuotaType, user: str, client_id: str) -> Optional[tuple[str, str]]:
+        # Everything, including converting the answer (a Mapping whose items() raises), is
+        # contained: an error is counted and logged, never raised into the request path.
         try:
             tags = self.callback.quota_metric_tags(quota_type, KafkaPrincipal("User", user), client_id)
+            if not isinstance(tags, Mapping):
+                self.failed("quota_metric_tags", f"expected a dict of str to str, got {_short(tags)}")
+                return None
+            items = list(tags.items())
+            if not all(type(k) is str and type(v) is str for k, v in items):
+                self.failed("quota_metric_tags", f"expected a dict of str to str, got {_short(tags)}")
+                return None
+            return encode_tags(dict(items))
         except Exception as e:  # a plugin's bug must not reach the request path
-            self.failed("quota_metric_tags", f"{type(e).__name__}: {e}")
+            self.failed("quota_metric_tags", f"{type(e).__name__}: {_short(e)}")
             return None
-        if not isinstance(tags, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in tags.items()
-        ):
-            self.failed("quota_metric_tags", f"expected a dict of str to str, got {tags!r:.200}")
-            return None
-        if any(v.startswith(_ENCODED) for v in tags.values()):
-            self.failed("quota_metric_tags", "tag values must not start with a control character")
-            return None
-        return encode_tags(tags)
 
     def limit(self, quota_type: ClientQuotaType, user_tag: str, client_tag: str) -> Optional[float]:
         try:
             value = self.callback.quota_limit(quota_type, decode_tags(user_tag, client_tag))
+            if value is None:
+                return math.inf
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                self.failed("quota_limit", f"expected a number or None, got {_short(value)}")
+                return None
+            value = float(value)  # 10**400 raises OverflowError: contained below
+            if math.isnan(value) or value < 0:
+                self.failed("quota_limit", f"expected a limit >= 0, got {value}")
+                return None
+            return value
         except Exception as e:
-            self.failed("quota_limit", f"{type(e).__name__}: {e}")
+            self.failed("quota_limit", f"{type(e).__name__}: {_short(e)}")
             return None
-        if value is None:
-            return math.inf
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.failed("quota_limit", f"expected a number or None, got {value!r:.200}")
-            return None
-        value = float(value)
-        if math.isnan(value) or value < 0:
-            self.failed("quota_limit", f"expected a limit >= 0, got {value}")
-            return None
-        return value
 
     def reset_required(self, quota_type: ClientQuotaType) -> bool:
         try:
             return bool(self.callback.quota_reset_required(quota_type))
         except Exception as e:
-            self.failed("quota_reset_required", f"{type(e).__name__}: {e}")
+            self.failed("quota_reset_required", f"{type(e).__name__}: {_short(e)}")
             return False
 
     def notify(self, name: str, *args: Any) -> Any:
@@ -257,5 +277,5 @@ class _CallbackAdapter:
         try:
             return _call_optional(self.callback, name, *args)
         except Exception as e:
-            self.failed(name, f"{type(e).__name__}: {e}")
+            self.failed(name, f"{type(e).__name__}: {_short(e)}")
             return None

@@ -268,7 +268,8 @@ def run(args: argparse.Namespace) -> int:
     if new_file is not None and args.describe:
         raise ConfigCommandError(f"no store at {new_file} ({url}): nothing to describe, nothing created "
                                  "(an --alter creates it)")
-    store = open_store(args.store)
+    # A describe only reads: the store is opened read-only (nothing created or changed).
+    store = open_store(args.store, read_only=entries is None)
     try:
         if entries is not None:
             store.alter(entries)

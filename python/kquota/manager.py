@@ -26,6 +26,9 @@ CONFIG_KEYS = (
     "controller_mutation_rate",
 )
 
+#: Metric group of the kernel's own (non-Kafka) values such as the name-byte budget.
+KERNEL_GROUP = "KQuota"
+
 #: The quota type each config key sets.
 _KEY_TYPES = {t.config_key: t for t in ClientQuotaType.members()}
 
@@ -35,11 +38,30 @@ Ops = Mapping[str, Union[int, float, None]]
 _ABSENT, _DEFAULT, _NAMED = 0, 1, 2
 
 
+#: Kafka's wire limit for a principal name or client-id (an int16 string).
+_MAX_NAME_BYTES = 32_767
+
+
 def _side(entity: ClientQuotaEntity, key: str) -> Tuple[int, str]:
     if key not in entity:
         return _ABSENT, ""
     name = entity[key]
-    return (_DEFAULT, "") if name is None else (_NAMED, name)
+    if name is None:
+        return _DEFAULT, ""
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        # A lone surrogate has no UTF-8 form: no Kafka client can send this name.
+        raise QuotaValueError(
+            f"invalid quota entity {entity}: {key} {name!r} holds a lone surrogate "
+            f"({name[e.start:e.end]!r} at {e.start}) that has no UTF-8 form"
+        ) from None
+    if size > _MAX_NAME_BYTES:
+        raise QuotaValueError(
+            f"invalid quota entity: {key} is {size} bytes long in UTF-8; Kafka's limit is "
+            f"{_MAX_NAME_BYTES} bytes (an int16 string)"
+        )
+    return _NAMED, name
 
 
 def _config_value(entity: ClientQuotaEntity, key: str, value: Any) -> float:
@@ -52,7 +74,7 @@ def _config_value(entity: ClientQuotaEntity, key: str, value: Any) -> float:
         number = float(value)
     except (OverflowError, ValueError) as e:
         raise bad(f"must be a finite number, got {value!r}") from e
-    if isinstance(value, numbers.Integral) and not math.isinf(number) and int(value) > 2**63:
+    if isinstance(value, numbers.Integral) and not math.isinf(number) and int(value) >= 2**63:
         raise bad(f"must be at most 2^63 - 1, got {value}")
     return number
 
@@ -85,6 +107,10 @@ class QuotaManager(QuotaKernel):
         sensor_expiry_seconds: sensors unused for more than this are removed (Kafka: 3600 s).
         max_sensors: cap on live sensors per quota type (``None``: 1,000,000); at the cap new
             tags share an overflow sensor (see ``docs/semantics-notes.md``).
+        max_name_bytes: budget for the bytes of names held (sensor tags and the metric-tag
+            cache's raw names, all types; ``None``: 256 MiB); past it new tags share an overflow
+            sensor as at ``max_sensors``. A single name longer than Kafka's 32,767-byte wire
+            limit is refused with ``QuotaValueError``.
         expiry_interval_seconds: how often the background thread removes idle sensors
             (Kafka: 30 s); ``None`` runs no thread (call :meth:`expire_sensors` yourself).
     """
@@ -107,6 +133,7 @@ class QuotaManager(QuotaKernel):
         sensor_expiry_seconds: float = 3600.0,
         max_sensors: Optional[int] = None,
         expiry_interval_seconds: Optional[float] = 30.0,
+        max_name_bytes: Optional[int] = None,
     ) -> None:
         # The native constructor has validated the lifecycle arguments' values already; types
         # are checked here so that bool or str never pass as numbers.
@@ -118,6 +145,11 @@ class QuotaManager(QuotaKernel):
             if isinstance(value, bool):
                 self._stop_background()
                 raise QuotaValueError(f"{name} must be a number, got {value!r}")
+        for name, value in (("producer_default", producer_default), ("consumer_default", consumer_default)):
+            # Exact ints past Long.MAX_VALUE (the float 2^63 is what Kafka's toLong accepts).
+            if isinstance(value, numbers.Integral) and int(value) >= 2**63:
+                self._stop_background()
+                raise QuotaValueError(f"{name} must be at most 2^63 - 1, got {value}")
         if max_sensors is not None and not isinstance(max_sensors, numbers.Integral):
             self._stop_background()
             raise QuotaValueError(f"max_sensors must be an int or None, got {max_sensors!r}")
@@ -250,6 +282,8 @@ class QuotaManager(QuotaKernel):
                 number = None if value is None else _config_value(entity, key, value)
                 changes.append((uk, u, ck, c, key, number))
                 applied.append((entity, key, number))
+        if self._closed:
+            raise KQuotaError("the QuotaManager is closed; create a new one")
         self._alter(changes, bool(validate_only))
         if self._adapter is not None and not validate_only:
             touched = set()
@@ -323,6 +357,42 @@ class QuotaManager(QuotaKernel):
             q = self._delay_queues[qt] = DelayQueue(qt)
         return q
 
+    def add_metrics_source(self, source: Any) -> None:
+        """Adds a callable returning extra :class:`~kquota.metrics.Metric` rows (per-type values,
+        no tags) to every :meth:`metrics` call and Prometheus scrape; a config watcher registers
+        its ``watcher-errors-total`` and ``config-sync-age-seconds`` this way. A source that
+        raises is skipped (and logged), never failing the scrape."""
+        if not callable(source):
+            raise TypeError(f"a metrics source must be callable, got {type(source).__name__}")
+        self.__dict__.setdefault("_metric_sources", []).append(source)
+
+    def remove_metrics_source(self, source: Any) -> None:
+        """Removes a source added with :meth:`add_metrics_source` (no-op if absent)."""
+        sources = self.__dict__.get("_metric_sources", [])
+        if source in sources:
+            sources.remove(source)
+
+    def _extra_metrics(self) -> list["Metric"]:
+        """Per-type rows beside the kernel's snapshot: delay queues, the name-byte budget, and
+        the registered sources."""
+        from kquota.metrics import Metric
+
+        held, limit, refused = self._name_bytes()
+        out = self._delay_queue_metrics()
+        out += [
+            Metric(KERNEL_GROUP, "name-bytes", {}, float(held)),
+            Metric(KERNEL_GROUP, "name-bytes-limit", {}, float(limit)),
+            Metric(KERNEL_GROUP, "name-bytes-refused-total", {}, float(refused)),
+        ]
+        for source in list(self.__dict__.get("_metric_sources", [])):
+            try:
+                out.extend(source())
+            except Exception:
+                import logging
+
+                logging.getLogger("kquota.metrics").exception("a metrics source failed")
+        return out
+
     def _delay_queue_metrics(self) -> list["Metric"]:
         from kquota.metrics import Metric
 
@@ -338,10 +408,17 @@ class QuotaManager(QuotaKernel):
     def _stop_background(self) -> None:
         _kquota._stop_expiry(self)
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
     def close(self) -> None:
         """Stops background work (the expiry thread) and closes the callback; safe to call more
-        than once."""
+        than once. A closed manager refuses further records and changes with ``KQuotaError``
+        (its handles too) instead of running on without expiry."""
         self._stop_background()
+        self._close()
         if self._closed:
             return
         self._closed = True

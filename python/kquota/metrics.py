@@ -13,6 +13,12 @@ group                       name                    tags / value
                             ``sensor-count``        none: live sensors
                             ``sensors-expired-total``  none: sensors removed by expiry
                             ``sensor-overflow-total``  none: resolutions sent to an overflow sensor
+``KQuota``                  ``name-bytes``          none: bytes of names held (sensor tags, cache keys)
+                            ``name-bytes-limit``    none: their budget (``max_name_bytes``)
+                            ``name-bytes-refused-total``  none: sensors or cache entries past it
+``ConfigWatcher``           ``watcher-errors-total``   none: failed re-reads (each retried)
+                            ``watcher-retry-pending``  none: 1 while a failed re-read awaits its retry
+                            ``config-sync-age-seconds``  none: time since the last full sync
 ==========================  ======================  =================================================
 
 The same rows exist for ``Request`` and ``ControllerMutation`` (per-type values; their
@@ -109,5 +115,5 @@ def collect(qm: "QuotaManager", now_ms: Optional[int] = None) -> list[Metric]:
         else:
             tags = {"user": user, "client-id": client_id}
         append(Metric(group, name, tags, value))
-    out.extend(qm._delay_queue_metrics())
+    out.extend(qm._extra_metrics())
     return out

@@ -15,16 +15,19 @@ in the name as ``_``, and the tag ``client-id`` as the label ``client_id``. So K
 
 from __future__ import annotations
 
+import logging
+import queue
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Callable, Iterator, Optional, Tuple
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Tuple
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric as PromMetric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from kquota import _kquota
 from kquota.callback import _ENCODED
+from kquota.exceptions import QuotaValueError
 from kquota.metrics import iter_rows, jmx_name
 
 if TYPE_CHECKING:
@@ -44,6 +47,12 @@ _HELP = {
     "sensors-expired-total": "Quota sensors removed after the expiry time without use",
     "sensor-overflow-total": "Resolutions sent to an overflow sensor because the sensor cap was reached",
     "exempt-request-time": "Request time of exempt requests",
+    "name-bytes": "Bytes of names (sensor tags, metric-tag cache keys) the kernel holds",
+    "name-bytes-limit": "Budget for the bytes of names held (max_name_bytes)",
+    "name-bytes-refused-total": "New sensors or cache entries that did not fit the name budget",
+    "watcher-errors-total": "Failed re-reads of the quota store by the config watcher (each retried)",
+    "watcher-retry-pending": "1 while a failed re-read of the quota store waits for its retry",
+    "config-sync-age-seconds": "Seconds since the config watcher last read the store successfully",
 }
 
 
@@ -105,7 +114,7 @@ class QuotaCollector(Collector):
                 # exposition writes it.
                 user = user[1:] if user.startswith(_ENCODED) else user
                 family(group, name, True).add_metric([user, client_id], value)
-        for m in self._qm._delay_queue_metrics():
+        for m in self._qm._extra_metrics():
             family(m.group, m.name, False).add_metric([], m.value)
         yield from families.values()
 
@@ -121,45 +130,140 @@ def registry_for(qm: "QuotaManager", now_ms: Optional[Callable[[], int]] = None)
     return registry
 
 
+def exposition_chunks(qm: "QuotaManager", now_ms: Optional[int] = None) -> Iterator[bytes]:
+    """The Prometheus text exposition (format 0.0.4) of ``qm``'s metrics as chunks of about
+    64 KiB: one compact native snapshot, each chunk rendered without the GIL. A scrape of 1M
+    sensors never holds the whole text (157 MB) in memory."""
+    extra = [(m.group, m.name, m.value) for m in qm._extra_metrics()]
+    return iter(_kquota._prometheus_stream(qm, now_ms, extra, _HELP))
+
+
 def exposition(qm: "QuotaManager", now_ms: Optional[int] = None) -> bytes:
-    """The Prometheus text exposition (format 0.0.4) of ``qm``'s metrics, the same samples the
-    collector gives, rendered natively without the GIL: a scrape of 100k sensors does not hold
-    up threads recording from Python (see ``benches/results/metrics_scrape.md``)."""
-    extra = [(m.group, m.name, m.value) for m in qm._delay_queue_metrics()]
-    return _kquota._prometheus_text(qm, now_ms, extra, _HELP)
+    """The whole exposition as one ``bytes`` (the same samples the collector gives); the HTTP
+    server streams :func:`exposition_chunks` instead."""
+    return b"".join(exposition_chunks(qm, now_ms))
 
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+#: Defaults of :func:`start_http_server`: scrapes served at once (each holds one snapshot), the
+#: worker threads (all the threads connections ever get), connections waiting for a worker, and
+#: the socket timeout that drops a slow client (slowloris) instead of holding a worker.
+MAX_CONCURRENT_SCRAPES = 2
+WORKERS = 4
+BACKLOG = 16
+TIMEOUT_S = 10.0
+
+
+class _PooledHTTPServer(HTTPServer):
+    """An HTTP server with a fixed pool of worker threads and a bounded queue of accepted
+    connections; a connection that finds the queue full is closed at once."""
+
+    daemon_threads = True
+
+    def __init__(self, address: Tuple[str, int], handler: type, workers: int, backlog: int) -> None:
+        super().__init__(address, handler)
+        self._pending: "queue.Queue[Any]" = queue.Queue(maxsize=backlog)
+        self._workers = [
+            threading.Thread(target=self._work, name=f"kquota-metrics-worker-{i}", daemon=True)
+            for i in range(workers)
+        ]
+        for w in self._workers:
+            w.start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        try:
+            self._pending.put_nowait((request, client_address))
+        except queue.Full:
+            self.shutdown_request(request)  # every worker busy and the queue full: refused
+
+    def _work(self) -> None:
+        while True:
+            item = self._pending.get()
+            if item is None:
+                return
+            request, client_address = item
+            try:
+                self.finish_request(request, client_address)
+            except Exception:
+                self.handle_error(request, client_address)
+            finally:
+                self.shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that went away or timed out is routine: no traceback on stderr, a debug line.
+        logging.getLogger("kquota.prometheus").debug("metrics connection from %s failed", client_address, exc_info=True)
+
+    def shutdown(self) -> None:
+        """Stops serving, then stops the workers (each finishes its connection first)."""
+        super().shutdown()
+        for _ in self._workers:
+            self._pending.put(None)
+        for w in self._workers:
+            if w is not threading.current_thread():
+                w.join()
+        self.server_close()
 
 
 def start_http_server(
     qm: "QuotaManager",
     port: int = 9308,
-    addr: str = "0.0.0.0",
+    addr: str = "127.0.0.1",
     now_ms: Optional[Callable[[], int]] = None,
-) -> Tuple["ThreadingHTTPServer", threading.Thread]:
+    *,
+    max_concurrent_scrapes: int = MAX_CONCURRENT_SCRAPES,
+    workers: int = WORKERS,
+    backlog: int = BACKLOG,
+    timeout: float = TIMEOUT_S,
+) -> Tuple["HTTPServer", threading.Thread]:
     """Serves ``qm``'s metrics at ``http://addr:port/metrics`` from a daemon thread: one call.
-    ``port=0`` picks a free port (``server.server_port``). Stop with ``server.shutdown()``.
-    ``now_ms`` is called at each scrape (see :class:`QuotaCollector`). The body is rendered by
-    :func:`exposition`."""
+
+    Safe by default: binds ``127.0.0.1`` (pass ``addr="0.0.0.0"`` to expose it); the body is
+    streamed (HTTP/1.1 chunked, see :func:`exposition_chunks`); at most
+    ``max_concurrent_scrapes`` scrapes run at once (others get ``503``), so memory is bounded by
+    that many snapshots; ``workers`` threads serve all connections, at most ``backlog`` wait, and
+    a client silent or stalled for ``timeout`` seconds is dropped. ``port=0`` picks a free port
+    (``server.server_port``). Stop with ``server.shutdown()``. ``now_ms`` is called at each
+    scrape (see :class:`QuotaCollector`)."""
+    for name, value in (("max_concurrent_scrapes", max_concurrent_scrapes), ("workers", workers), ("backlog", backlog)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise QuotaValueError(f"{name} must be an int >= 1, got {value!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < 3600:
+        raise QuotaValueError(f"timeout must be a number of seconds in (0, 3600), got {timeout!r}")
+    scrapes = threading.BoundedSemaphore(max_concurrent_scrapes)
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            self.timeout = timeout  # StreamRequestHandler sets it on the socket
+            super().setup()
+
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.close_connection = True
             if self.path.split("?", 1)[0] not in ("/metrics", "/"):
                 self.send_error(404)
                 return
-            body = exposition(qm, None if now_ms is None else now_ms())
-            self.send_response(200)
-            self.send_header("Content-Type", CONTENT_TYPE)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            if not scrapes.acquire(blocking=False):
+                self.send_error(503, "too many concurrent scrapes")
+                return
+            try:
+                chunks = exposition_chunks(qm, None if now_ms is None else now_ms())
+                self.send_response(200)
+                self.send_header("Content-Type", CONTENT_TYPE)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for chunk in chunks:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.write(b"0\r\n\r\n")
+            finally:
+                scrapes.release()
 
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer((addr, port), Handler)
-    server.daemon_threads = True
+    server = _PooledHTTPServer((addr, port), Handler, workers, backlog)
     thread = threading.Thread(target=server.serve_forever, name="kquota-metrics-http", daemon=True)
     thread.start()
     return server, thread

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-from kquota._kquota import ClientQuotaType
+from kquota._kquota import ClientQuotaType, QuotaValueError
+
+#: Kafka's ``throttle_time_ms`` response field is an int32.
+_MAX_THROTTLE_MS = 2**31 - 1
 
 
 class ResponseThrottle(NamedTuple):
@@ -38,13 +41,17 @@ def response_throttle(
     >>> response_throttle(Q.FETCH, 0, 0)
     ResponseThrottle(throttle_time_ms=0, enforce=None)
     """
-    if byte_quota_type not in (ClientQuotaType.PRODUCE, ClientQuotaType.FETCH):
-        raise ValueError(f"byte_quota_type must be PRODUCE or FETCH, got {byte_quota_type!r}")
+    if not isinstance(byte_quota_type, ClientQuotaType) or byte_quota_type not in (
+        ClientQuotaType.PRODUCE,
+        ClientQuotaType.FETCH,
+    ):
+        raise QuotaValueError(f"byte_quota_type must be PRODUCE or FETCH, got {byte_quota_type!r}")
     for name, v in (("byte_throttle_ms", byte_throttle_ms), ("request_throttle_ms", request_throttle_ms)):
         if isinstance(v, bool) or not isinstance(v, int):
             raise TypeError(f"{name} must be an int, got {type(v).__name__}")
-        if v < 0:
-            raise ValueError(f"{name} must be >= 0, got {v}")
+        if not 0 <= v <= _MAX_THROTTLE_MS:
+            # The record calls return at most 2^31 - 1 (Kafka's int32 field).
+            raise QuotaValueError(f"{name} must be from 0 to 2^31 - 1 ms, got {v}")
     throttle = max(byte_throttle_ms, request_throttle_ms)
     if throttle == 0:
         return ResponseThrottle(0, None)

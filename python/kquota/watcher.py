@@ -6,6 +6,13 @@ sets what the store has and removes what it no longer has, for the touched entit
 Several processes (on several hosts for ZooKeeper) watching one store therefore converge on the
 store's state. The watcher owns the manager's configuration: alters made directly on the
 manager are undone at the next full resync, not necessarily before.
+
+A re-read that fails (ZooKeeper ``ConnectionLoss``, a SQLite error) is never dropped: the
+watcher retries it as a full resync with exponential backoff (50 ms doubling to 5 s) until it
+succeeds, and a store reports a ZooKeeper reconnect or session loss as a full resync too. The
+failures are counted (``watcher-errors-total``) and the time since the last successful sync is
+exposed (``config-sync-age-seconds``), both as manager metrics (``QuotaManager.metrics()`` and
+the Prometheus exposition) while the watcher runs.
 """
 
 from __future__ import annotations
@@ -13,10 +20,12 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections import deque
 from typing import Callable, Optional
 
 from kquota.entity import ClientQuotaEntity
+from kquota.metrics import Metric
 from kquota.exceptions import KQuotaError, QuotaConfigError
 from kquota.stores.base import ConfigStore, QuotaState, StoreWatch, diff_ops
 
@@ -24,6 +33,12 @@ log = logging.getLogger("kquota.watcher")
 
 _FULL = object()
 _STOP = object()
+
+#: Metric group of the watcher's own values.
+WATCHER_GROUP = "ConfigWatcher"
+
+#: First and largest delay between retries of a failed re-read (seconds).
+RETRY_FIRST_S, RETRY_MAX_S = 0.05, 5.0
 
 #: Called after each applied change with the entities it covered (``None`` = full resync).
 AppliedCallback = Callable[[Optional[frozenset[ClientQuotaEntity]]], None]
@@ -63,6 +78,11 @@ class QuotaConfigWatcher:
         self._loaded = threading.Event()
         self._load_error: Optional[BaseException] = None
         self._cond = threading.Condition()
+        #: Re-reads or applies that failed (each is retried until it succeeds).
+        self.error_count = 0
+        #: Whether a failed re-read waits for its retry.
+        self.retry_pending = False
+        self._last_sync: Optional[float] = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -73,6 +93,9 @@ class QuotaConfigWatcher:
         # Watch first, then load: a change made in between is applied twice, never missed.
         self._watch = self.store.watch(self._changed, on_error=self._store_error)
         self._queue.put(_FULL)
+        add_source = getattr(self.qm, "add_metrics_source", None)
+        if callable(add_source):
+            add_source(self.metrics)
         self._thread = threading.Thread(target=self._run, name="kquota-config-watcher", daemon=True)
         self._thread.start()
         if not self._loaded.wait(timeout):
@@ -86,6 +109,9 @@ class QuotaConfigWatcher:
 
     def stop(self) -> None:
         """Stops the watch and the apply thread; safe to call more than once."""
+        remove_source = getattr(self.qm, "remove_metrics_source", None)
+        if callable(remove_source):
+            remove_source(self.metrics)
         if self._watch is not None:
             self._watch.stop()
             self._watch = None
@@ -105,6 +131,22 @@ class QuotaConfigWatcher:
         """Waits until ``applied_count >= count``; returns whether it happened in time."""
         with self._cond:
             return self._cond.wait_for(lambda: self.applied_count >= count, timeout)
+
+    @property
+    def sync_age_seconds(self) -> Optional[float]:
+        """Seconds since the last successful read-and-apply (``None`` before the first)."""
+        last = self._last_sync
+        return None if last is None else time.monotonic() - last
+
+    def metrics(self) -> list[Metric]:
+        """``watcher-errors-total``, ``watcher-retry-pending`` and ``config-sync-age-seconds``
+        (NaN before the first sync) as per-type metric rows."""
+        age = self.sync_age_seconds
+        return [
+            Metric(WATCHER_GROUP, "watcher-errors-total", {}, float(self.error_count)),
+            Metric(WATCHER_GROUP, "watcher-retry-pending", {}, 1.0 if self.retry_pending else 0.0),
+            Metric(WATCHER_GROUP, "config-sync-age-seconds", {}, float("nan") if age is None else age),
+        ]
 
     # ------------------------------------------------------------------ callbacks
 
@@ -126,38 +168,56 @@ class QuotaConfigWatcher:
 
     # ------------------------------------------------------------------ apply loop
 
-    def _run(self) -> None:
+    def _drain(self) -> list[object]:
+        items = []
         while True:
-            item = self._queue.get()
-            if item is _STOP:
-                return
-            # Coalesce everything already queued into one read and one alter.
-            full = item is _FULL
-            touched: set[ClientQuotaEntity] = set() if full else set(item)  # type: ignore[arg-type]
-            stop = False
-            while True:
+            try:
+                items.append(self._queue.get_nowait())
+            except queue.Empty:
+                return items
+
+    def _run(self) -> None:
+        # What is still to apply: a full resync and/or touched entities. A failed batch stays
+        # here (as a full resync) and is retried after `delay`, or sooner with the next change.
+        full, touched, delay = False, set(), 0.0
+        while True:
+            if full or touched:
                 try:
-                    more = self._queue.get_nowait()
+                    first: Optional[object] = self._queue.get(timeout=delay)
                 except queue.Empty:
-                    break
-                if more is _STOP:
-                    stop = True
-                    break
-                if more is _FULL:
+                    first = None  # time to retry
+            else:
+                first = self._queue.get()
+            # Coalesce everything already queued into one read and one alter.
+            items = ([] if first is None else [first]) + self._drain()
+            if _STOP in items:
+                return
+            for item in items:
+                if item is _FULL:
                     full = True
                 else:
-                    touched.update(more)  # type: ignore[arg-type]
+                    touched.update(item)  # type: ignore[arg-type]
+            if not (full or touched):
+                continue
             try:
                 self._apply(None if full else frozenset(touched))
-            except BaseException as e:  # noqa: BLE001 - reported; the next change retries
+            except BaseException as e:  # noqa: BLE001 - reported and retried
+                self.error_count += 1
                 if not self._loaded.is_set():
                     self._load_error = e
+                    full, touched = False, set()
                 else:
-                    self._report(f"cannot apply changes from {self.store.url}: {e}")
+                    # Whatever failed, a full re-read covers it and anything missed meanwhile.
+                    full, touched = True, set()
+                    delay = min(max(delay * 2, RETRY_FIRST_S), RETRY_MAX_S)
+                    self.retry_pending = True
+                    self._report(f"cannot apply changes from {self.store.url} (retrying in {delay:g} s): {e}")
+            else:
+                full, touched, delay = False, set(), 0.0
+                self.retry_pending = False
+                self._last_sync = time.monotonic()
             finally:
                 self._loaded.set()
-            if stop:
-                return
 
     def _apply(self, entities: Optional[frozenset[ClientQuotaEntity]]) -> None:
         unreadable: set[Optional[ClientQuotaEntity]] = set()

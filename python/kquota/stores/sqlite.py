@@ -8,6 +8,13 @@ alter touched more than ``FULL_RESYNC_ENTITIES`` entities: watchers then re-read
 An alter is one ``BEGIN IMMEDIATE`` transaction (validate first, then write the values, bump
 ``seq``, log the change), so a reader or a process killed mid-way sees the old or the new state,
 never a mix. Watchers poll ``seq`` (one indexed row read) and re-read only what changed.
+
+A kquota store is marked with ``PRAGMA application_id`` (:data:`APPLICATION_ID`). An existing
+file is identified from its header before anything is written: a file that is not a kquota store
+is refused with an error naming it and left byte-identical (no tables, no WAL switch, no
+``-wal``/``-shm`` files). Stores made before the mark existed (kquota's three tables, schema 1,
+application_id 0) are recognized and marked on their first read-write open. ``read_only=True``
+opens with SQLite's ``mode=ro`` and never creates or changes anything.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import urllib.parse
 from typing import Any, Iterable, Optional
 
 from kquota.entity import ClientQuotaEntity
@@ -38,6 +46,9 @@ KEEP_CHANGES = 1000
 #: How long a writer waits for another process's transaction (ms).
 BUSY_TIMEOUT_MS = 10_000
 _ALL = "*"
+#: ``PRAGMA application_id`` of a kquota store ("kqta").
+APPLICATION_ID = 0x6B717461
+_HEADER = b"SQLite format 3\x00"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
@@ -56,17 +67,24 @@ class SQLiteConfigStore(ConfigStore):
     Args:
         path: the database file (created with its tables if missing; its directory must exist).
         poll_interval: how often a watch checks the sequence number, seconds.
+        read_only: open with SQLite's ``mode=ro``: never create, mark or change the file
+            (``describe`` and ``watch`` only; ``alter`` raises).
     """
 
-    def __init__(self, path: str, poll_interval: float = 0.05) -> None:
+    def __init__(self, path: str, poll_interval: float = 0.05, read_only: bool = False) -> None:
         self.path = os.fspath(path)
         # sqlite:///abs/path for an absolute path, sqlite://rel/path for a relative one.
         self.url = "sqlite://" + self.path
         self.poll_interval = float(poll_interval)
+        self.read_only = bool(read_only)
         self._lock = threading.Lock()
+        self._identify()
         self._conn: Optional[sqlite3.Connection] = self._connect()
         try:
-            self._init_schema(self._conn)
+            if self.read_only:
+                self._check_schema(self._conn)
+            else:
+                self._init_schema(self._conn)
         except BaseException:
             self.close()
             raise
@@ -76,11 +94,84 @@ class SQLiteConfigStore(ConfigStore):
     def _error(self, what: str, e: Exception) -> ConfigStoreError:
         return ConfigStoreError(f"store {self.url}: {what}: {e}")
 
+    def _foreign(self, why: str) -> ConfigStoreError:
+        return ConfigStoreError(
+            f"{self.path} is not a kquota store ({why}); refusing to use it, the file was not modified"
+        )
+
+    def _identify(self) -> None:
+        """Checks an existing file before anything opens it for writing: raises for anything
+        that is not a kquota store (or one made before the application_id mark, which
+        `_init_schema` then marks), and for a missing file in read-only mode."""
+        try:
+            with open(self.path, "rb") as f:
+                header = f.read(100)
+        except FileNotFoundError:
+            if self.read_only:
+                raise ConfigStoreError(f"store {self.url}: no such file (nothing was created)") from None
+            return
+        except OSError as e:
+            raise self._error("cannot open the database file", e) from None
+        if not header:
+            if self.read_only:
+                raise ConfigStoreError(f"store {self.url}: the file is empty, not a kquota store yet")
+            return  # an empty file: becomes a new store
+        if len(header) < 100 or not header.startswith(_HEADER):
+            raise self._foreign("not an SQLite database")
+        app_id = int.from_bytes(header[68:72], "big")
+        if app_id == APPLICATION_ID:
+            return
+        if app_id != 0:
+            raise self._foreign(f"SQLite application_id {app_id:#x}, a kquota store has {APPLICATION_ID:#x}")
+        # application_id 0: a store from before the mark, or any other SQLite file. Look without
+        # locks or journal files (immutable=1 reads the file as it is and writes nothing).
+        try:
+            probe = sqlite3.connect(self._uri("ro&immutable=1"), uri=True, check_same_thread=False)
+        except sqlite3.Error as e:
+            raise self._foreign(f"unreadable: {e}") from None
+        try:
+            tables = {r[0] for r in probe.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not tables and header[18] == 2:
+                # A WAL database without tables: a store another process is creating (the WAL
+                # switch comes first), or one killed at that moment. Nothing to damage.
+                return
+            row = None
+            if "meta" in tables:
+                try:
+                    row = probe.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+                except sqlite3.Error:
+                    row = None
+        except sqlite3.Error as e:
+            raise self._foreign(f"unreadable: {e}") from None
+        finally:
+            probe.close()
+        if row is not None and isinstance(row[0], int) and row[0] != SCHEMA_VERSION:
+            # Another kquota version's store: say so (and still touch nothing).
+            raise ConfigStoreError(f"store {self.url}: schema version {row[0]}, this kquota reads {SCHEMA_VERSION}")
+        if not {"meta", "quota", "changes"} <= tables or row is None:
+            raise self._foreign(f"its tables are {', '.join(sorted(tables)) or 'none'}")
+
+    def _uri(self, mode: str) -> str:
+        return "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=" + mode
+
     def _connect(self) -> sqlite3.Connection:
         try:
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+            if self.read_only:
+                conn = sqlite3.connect(
+                    self._uri("ro"), uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                    check_same_thread=False,
+                )
+            else:
+                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as e:
             raise self._error("cannot open the database file", e) from None
+        if self.read_only:
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            except sqlite3.Error as e:
+                conn.close()
+                raise self._error("cannot open the database", e) from None
+            return conn
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -93,10 +184,24 @@ class SQLiteConfigStore(ConfigStore):
             raise self._error("cannot open the database", e) from None
         return conn
 
+    def _check_schema(self, conn: sqlite3.Connection) -> None:
+        try:
+            version = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()[0]
+        except (sqlite3.Error, TypeError) as e:
+            raise self._foreign(f"unreadable: {e}") from None
+        if version != SCHEMA_VERSION:
+            raise ConfigStoreError(f"store {self.url}: schema version {version}, this kquota reads {SCHEMA_VERSION}")
+
     def _init_schema(self, conn: sqlite3.Connection) -> None:
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
+                app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+                if app_id not in (0, APPLICATION_ID):
+                    # Changed since it was identified: still not ours.
+                    raise ConfigStoreError(f"{self.path} is not a kquota store (application_id {app_id:#x})")
+                if app_id == 0:
+                    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                 # executescript() would commit first; one statement at a time keeps the lock.
                 for statement in filter(None, (part.strip() for part in _SCHEMA.split(";"))):
                     conn.execute(statement)
@@ -139,6 +244,8 @@ class SQLiteConfigStore(ConfigStore):
     def alter(self, entries: Iterable[Any]) -> None:
         """Validates, then applies every entry in one ``BEGIN IMMEDIATE`` transaction."""
         validated = validate_alter(entries)
+        if self.read_only:
+            raise ConfigStoreError(f"store {self.url} was opened read-only")
         with self._lock:
             conn = self._db()
             try:

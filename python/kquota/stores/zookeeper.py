@@ -114,6 +114,7 @@ class ZooKeeperConfigStore(ConfigStore):
         chroot: optional path prefix (``/kafka`` for a Kafka cluster that uses a chroot).
         timeout: seconds to wait for the connection (and the session timeout).
         max_transaction_bytes: the largest alter transaction sent (see the module docstring).
+        read_only: ``alter`` raises; nothing is created (``describe`` and ``watch`` only).
     """
 
     def __init__(
@@ -122,8 +123,10 @@ class ZooKeeperConfigStore(ConfigStore):
         chroot: Optional[str] = None,
         timeout: float = 5.0,
         max_transaction_bytes: int = MAX_TRANSACTION_BYTES,
+        read_only: bool = False,
     ) -> None:
         self.hosts = hosts
+        self.read_only = bool(read_only)
         self.root = ("/" + chroot.strip("/")) if chroot and chroot.strip("/") else ""
         self.url = f"zookeeper://{hosts}{self.root}"
         self.max_transaction_bytes = int(max_transaction_bytes)
@@ -250,6 +253,8 @@ class ZooKeeperConfigStore(ConfigStore):
         """Validates, then applies every entry and its change notification in one transaction."""
         self._check_open()
         validated = validate_alter(entries)
+        if self.read_only:
+            raise ConfigStoreError(f"store {self.url} was opened read-only")
         if not validated:
             return
         from kazoo.exceptions import (
@@ -486,8 +491,9 @@ class _ZkWatch(StoreWatch):
         self._watch = ChildrenWatch(self._zk, self._path, self._on_children)
 
     def _on_state(self, state: str) -> None:
-        # Runs on kazoo's connection thread: only flag and hand off.
-        if state == "LOST":
+        # Runs on kazoo's connection thread: only flag and hand off. Notifications may have
+        # been missed while disconnected (SUSPENDED) or with the session (LOST): resync all.
+        if state in ("LOST", "SUSPENDED"):
             self._lost = True
         elif state == "CONNECTED" and self._lost and not self._stopped:
             self._lost = False
@@ -507,8 +513,13 @@ class _ZkWatch(StoreWatch):
                     data, _ = self._zk.get(path)
                 except NoNodeError:
                     continue  # purged by a writer: its change is older than our load
-                except Exception as e:  # noqa: BLE001 - connection trouble: retried on the next event
+                except Exception as e:  # noqa: BLE001 - connection trouble
+                    # Which entity changed is unknown until the node is read: hand off a full
+                    # resync, which the watcher retries until the store answers.
                     self._on_error(f"{self._store.url}: cannot read {path}: {e}", None)
+                    if changed:
+                        self._on_change(frozenset(changed))
+                    self._on_change(None)
                     return None
                 self._last = max(self._last, seq)
                 try:

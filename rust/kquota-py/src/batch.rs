@@ -142,6 +142,10 @@ pub fn _replay(
         sent: sentc.as_ref().map(|c| c.ptr),
     };
     let entity_count = entities.len();
+    for (u, c) in &entities {
+        quota_core::check_name("user", u).map_err(to_py)?;
+        quota_core::check_name("client_id", c).map_err(to_py)?;
+    }
     py.detach(move || -> Result<(), ReplayError> {
         // Capture the struct whole (its Send impl), not its fields one by one.
         let views = views;
@@ -154,6 +158,11 @@ pub fn _replay(
                 views.values.as_ref(),
             )
         };
+        // Another thread may write into the caller's arrays while the GIL is released: the
+        // columns that index (entity ids) and select (types) are copied before validation, so
+        // what was validated is what is used.
+        let (ids, types) = (ids.to_vec(), types.to_vec());
+        let (ids, types) = (ids.as_slice(), types.as_slice());
         let out = unsafe { &mut *views.out.as_ptr() };
         let sent = views.sent.map(|p| unsafe { &mut *p.as_ptr() });
         validate(&core, ts, types, ids, values, entity_count)?;

@@ -34,6 +34,13 @@ impl PyCallbackHook {
     ) -> Option<Bound<'py, PyAny>> {
         match self.adapter.bind(py).call_method1(method, args) {
             Ok(v) => Some(v),
+            Err(e) if !e.is_instance_of::<pyo3::exceptions::PyException>(py) => {
+                // KeyboardInterrupt / SystemExit: never swallowed. The hook cannot raise into
+                // the kernel's call, so the exception is re-raised at the interpreter's next
+                // check (a pending call), and this request proceeds as a failed answer.
+                crate::pending::raise_later(py, e);
+                None
+            }
             Err(e) => {
                 // The adapter catches the callback's errors itself; reaching here is a bug in it,
                 // reported the way Python reports errors it cannot raise.
@@ -52,7 +59,11 @@ impl QuotaCallbackHook for PyCallbackHook {
             if out.is_none() {
                 return None;
             }
-            out.extract::<(String, String)>().ok()
+            // The adapter never answers with a kernel-reserved tag (see `encode_tags`); should
+            // one arrive anyway it is a failed answer, not a way into an internal sensor.
+            out.extract::<(String, String)>()
+                .ok()
+                .filter(|(u, _)| !u.starts_with('\u{1}') && !u.contains('\0'))
         })
     }
 

@@ -61,7 +61,7 @@ pub fn to_py(err: QuotaError) -> PyErr {
         let cls = match err {
             QuotaError::InvalidConfig { .. } => quota_config_error(py),
             QuotaError::InvalidValue(_) | QuotaError::InvalidArgument(_) => quota_value_error(py),
-            QuotaError::Unsupported(_) => return KQuotaError::new_err(msg),
+            QuotaError::Unsupported(_) | QuotaError::Closed => return KQuotaError::new_err(msg),
             QuotaError::ThrottlingQuotaExceeded { throttle_time_ms } => {
                 let err = ThrottlingQuotaExceededError::new_err(msg);
                 if let Err(e) = err.value(py).setattr("throttle_time_ms", throttle_time_ms) {

@@ -225,7 +225,7 @@ unsafe fn value(py: Python<'_>, ob: *mut ffi::PyObject, name: &str) -> PyResult<
     };
     if v == -1.0 {
         if let Some(err) = PyErr::take(py) {
-            return Err(err);
+            return Err(crate::args::overflow_as_value_error(py, err, name));
         }
     }
     Ok(v)
@@ -240,15 +240,22 @@ unsafe fn now_ms(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<Option<i64>
         let v = ffi::PyLong_AsLongLong(ob);
         if v == -1 {
             if let Some(err) = PyErr::take(py) {
-                return Err(err);
+                return Err(crate::args::overflow_as_value_error(py, err, "now_ms"));
             }
         }
         return Ok(Some(v));
     }
+    if ffi::PyBool_Check(ob) != 0 {
+        return Err(PyTypeError::new_err("argument 'now_ms': must be an int or None, not bool"));
+    }
     Borrowed::from_ptr(py, ob)
         .extract::<i64>()
         .map(Some)
-        .map_err(|_| PyTypeError::new_err("argument 'now_ms': must be an int or None"))
+        .map_err(|e| match crate::args::overflow_as_value_error(py, e, "now_ms") {
+            e if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => e,
+            e if e.get_type(py).is(crate::errors::quota_value_error(py)) => e,
+            _ => PyTypeError::new_err("argument 'now_ms': must be an int or None"),
+        })
 }
 
 #[inline(always)]
@@ -270,6 +277,9 @@ unsafe fn text<'a>(
         drop(PyErr::take(py));
         let s = Borrowed::from_ptr(py, ob).cast_unchecked::<PyString>();
         return Ok(std::borrow::Cow::Owned(crate::names::replace_surrogates(s)?));
+    }
+    if len as usize > quota_core::MAX_NAME_BYTES {
+        return Err(to_py(quota_core::budget::name_too_long(name, len as usize)));
     }
     // SAFETY: CPython returns valid UTF-8 cached on the str object, alive while the argument is.
     Ok(std::borrow::Cow::Borrowed(std::str::from_utf8_unchecked(

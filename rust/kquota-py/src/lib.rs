@@ -11,14 +11,18 @@ use quota_core::{
     QuotaEntity, QuotaKernel as CoreKernel, WindowSpec,
 };
 
+mod args;
 mod batch;
 mod callback;
 mod errors;
+mod exposition;
 mod fast;
 mod metrics;
 mod names;
+mod pending;
 mod quota_type;
 
+use args::{ms, Int, Real};
 use errors::to_py;
 use names::Name;
 use quota_type::{PyClientQuotaType, QuotaTypeArg};
@@ -79,32 +83,42 @@ pub struct PyQuotaKernel {
 impl PyQuotaKernel {
     #[new]
     #[pyo3(signature = (
-        window_num=11, window_size_seconds=1, num_io_threads=8, num_network_threads=3,
-        producer_default=None, consumer_default=None, metrics_num_samples=2,
-        metrics_sample_window_ms=30_000, controller_window_num=11,
-        controller_window_size_seconds=1, sensor_expiry_seconds=3600.0, max_sensors=None,
-        expiry_interval_seconds=Some(30.0), **python_only
+        window_num=Int(11), window_size_seconds=Int(1), num_io_threads=Int(8), num_network_threads=Int(3),
+        producer_default=None, consumer_default=None, metrics_num_samples=Int(2),
+        metrics_sample_window_ms=Int(30_000), controller_window_num=Int(11),
+        controller_window_size_seconds=Int(1), sensor_expiry_seconds=Real(3600.0), max_sensors=None,
+        expiry_interval_seconds=Some(Real(30.0)), max_name_bytes=None, **python_only
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        window_num: i64,
-        window_size_seconds: i64,
-        num_io_threads: i64,
-        num_network_threads: i64,
-        producer_default: Option<f64>,
-        consumer_default: Option<f64>,
-        metrics_num_samples: i64,
-        metrics_sample_window_ms: i64,
-        controller_window_num: i64,
-        controller_window_size_seconds: i64,
-        sensor_expiry_seconds: f64,
-        max_sensors: Option<i64>,
-        expiry_interval_seconds: Option<f64>,
+        window_num: Int,
+        window_size_seconds: Int,
+        num_io_threads: Int,
+        num_network_threads: Int,
+        producer_default: Option<Real>,
+        consumer_default: Option<Real>,
+        metrics_num_samples: Int,
+        metrics_sample_window_ms: Int,
+        controller_window_num: Int,
+        controller_window_size_seconds: Int,
+        sensor_expiry_seconds: Real,
+        max_sensors: Option<Int>,
+        expiry_interval_seconds: Option<Real>,
+        max_name_bytes: Option<Int>,
         python_only: Option<Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         // Arguments such as `callback` are handled by the Python subclass's `__init__`, whose
         // fixed signature rejects unknown names.
         let _ = python_only;
+        let (window_num, window_size_seconds, num_io_threads, num_network_threads) =
+            (window_num.0, window_size_seconds.0, num_io_threads.0, num_network_threads.0);
+        let (metrics_num_samples, metrics_sample_window_ms) = (metrics_num_samples.0, metrics_sample_window_ms.0);
+        let (controller_window_num, controller_window_size_seconds) =
+            (controller_window_num.0, controller_window_size_seconds.0);
+        let (producer_default, consumer_default) = (producer_default.map(|v| v.0), consumer_default.map(|v| v.0));
+        let sensor_expiry_seconds = sensor_expiry_seconds.0;
+        let expiry_interval_seconds = expiry_interval_seconds.map(|v| v.0);
+        let max_sensors = max_sensors.map(|v| v.0);
         let thread_count = |name: &str, v: i64| -> PyResult<u32> {
             if (1..=100_000).contains(&v) {
                 Ok(v as u32)
@@ -136,6 +150,11 @@ impl PyQuotaKernel {
                 None => quota_core::expiry::DEFAULT_MAX_SENSORS,
                 Some(n) if n >= 1 => n as usize,
                 Some(n) => return Err(invalid(format!("max_sensors must be >= 1 or None, got {n}"))),
+            },
+            max_name_bytes: match max_name_bytes.map(|v| v.0) {
+                None => quota_core::budget::DEFAULT_MAX_NAME_BYTES_HELD,
+                Some(n) if n >= 1 => n as usize,
+                Some(n) => return Err(invalid(format!("max_name_bytes must be >= 1 or None, got {n}"))),
             },
         };
         let interval = expiry_interval_seconds
@@ -258,11 +277,11 @@ impl PyQuotaKernel {
         quota_type: QuotaTypeArg,
         user: Name<'_>,
         client_id: Name<'_>,
-        value: f64,
-        now_ms: Option<i64>,
+        value: Real,
+        now_ms: Option<Int>,
     ) -> PyResult<i32> {
         self.kernel
-            .record_and_get_throttle_time_ms(quota_type.0, &user, &client_id, value, now_ms)
+            .record_and_get_throttle_time_ms(quota_type.0, &user, &client_id, value.0, ms(now_ms))
             .map_err(to_py)
     }
 
@@ -273,11 +292,11 @@ impl PyQuotaKernel {
         quota_type: QuotaTypeArg,
         user: Name<'_>,
         client_id: Name<'_>,
-        value: f64,
-        now_ms: Option<i64>,
+        value: Real,
+        now_ms: Option<Int>,
     ) -> PyResult<()> {
         self.kernel
-            .record_no_throttle(quota_type.0, &user, &client_id, value, now_ms)
+            .record_no_throttle(quota_type.0, &user, &client_id, value.0, ms(now_ms))
             .map_err(to_py)
     }
 
@@ -288,11 +307,11 @@ impl PyQuotaKernel {
         quota_type: QuotaTypeArg,
         user: Name<'_>,
         client_id: Name<'_>,
-        value: f64,
-        now_ms: Option<i64>,
+        value: Real,
+        now_ms: Option<Int>,
     ) -> PyResult<()> {
         self.kernel
-            .unrecord(quota_type.0, &user, &client_id, value, now_ms)
+            .unrecord(quota_type.0, &user, &client_id, value.0, ms(now_ms))
             .map_err(to_py)
     }
 
@@ -330,10 +349,10 @@ impl PyQuotaKernel {
         quota_type: QuotaTypeArg,
         user: Name<'_>,
         client_id: Name<'_>,
-        now_ms: Option<i64>,
+        now_ms: Option<Int>,
     ) -> PyResult<f64> {
         self.kernel
-            .measured_rate(quota_type.0, &user, &client_id, now_ms)
+            .measured_rate(quota_type.0, &user, &client_id, ms(now_ms))
             .map_err(to_py)
     }
 
@@ -343,27 +362,27 @@ impl PyQuotaKernel {
         &self,
         user: Name<'_>,
         client_id: Name<'_>,
-        nanos: f64,
-        now_ms: Option<i64>,
+        nanos: Real,
+        now_ms: Option<Int>,
     ) -> PyResult<()> {
         self.kernel
-            .record_network_thread_time(&user, &client_id, nanos, now_ms)
+            .record_network_thread_time(&user, &client_id, nanos.0, ms(now_ms))
             .map_err(to_py)
     }
 
     /// Records the thread time of a request exempt from quotas into the shared
     /// ``exempt-request-time`` sensor (only while request quotas exist, as in Kafka).
     #[pyo3(signature = (nanos, now_ms=None))]
-    fn record_exempt_request_time(&self, nanos: f64, now_ms: Option<i64>) -> PyResult<()> {
+    fn record_exempt_request_time(&self, nanos: Real, now_ms: Option<Int>) -> PyResult<()> {
         self.kernel
-            .record_exempt_request_time(nanos, now_ms)
+            .record_exempt_request_time(nanos.0, ms(now_ms))
             .map_err(to_py)
     }
 
     /// The ``exempt-request-time`` rate in percent (0.0 before any exempt time was recorded).
     #[pyo3(signature = (now_ms=None))]
-    fn exempt_request_rate(&self, now_ms: Option<i64>) -> PyResult<f64> {
-        self.kernel.exempt_request_rate(now_ms).map_err(to_py)
+    fn exempt_request_rate(&self, now_ms: Option<Int>) -> PyResult<f64> {
+        self.kernel.exempt_request_rate(ms(now_ms)).map_err(to_py)
     }
 
     /// Tokens left in the controller-mutation bucket (Kafka's ``tokens`` metric); ``None``
@@ -373,18 +392,34 @@ impl PyQuotaKernel {
         &self,
         user: Name<'_>,
         client_id: Name<'_>,
-        now_ms: Option<i64>,
+        now_ms: Option<Int>,
     ) -> PyResult<Option<f64>> {
         self.kernel
-            .controller_mutation_tokens(&user, &client_id, now_ms)
+            .controller_mutation_tokens(&user, &client_id, ms(now_ms))
             .map_err(to_py)
     }
 
     /// A per-connection handle for ``(user, client_id)``; create it once per connection.
-    fn client(&self, user: Name<'_>, client_id: Name<'_>) -> PyClientHandle {
-        PyClientHandle {
+    fn client(&self, user: Name<'_>, client_id: Name<'_>) -> PyResult<PyClientHandle> {
+        quota_core::check_name("user", &user).map_err(to_py)?;
+        quota_core::check_name("client_id", &client_id).map_err(to_py)?;
+        Ok(PyClientHandle {
             inner: CoreHandle::new(Arc::clone(&self.kernel), &user, &client_id),
-        }
+        })
+    }
+
+    /// Closes the kernel: later records and changes raise ``KQuotaError`` (see ``close()``).
+    fn _close(&self) {
+        self.kernel.close();
+    }
+
+    /// ``(bytes of names held, their budget, refused reservations)``.
+    fn _name_bytes(&self) -> (usize, usize, u64) {
+        (
+            self.kernel.name_bytes_held(),
+            self.kernel.max_name_bytes(),
+            self.kernel.name_bytes_refused(),
+        )
     }
 
     /// Installs the adapter of a Python ``ClientQuotaCallback`` (``None`` restores the built-in
@@ -443,42 +478,42 @@ impl PyClientHandle {
     fn record_and_get_throttle_time_ms(
         &self,
         quota_type: QuotaTypeArg,
-        value: f64,
-        now_ms: Option<i64>,
+        value: Real,
+        now_ms: Option<Int>,
     ) -> PyResult<i32> {
         self.inner
-            .record_and_get_throttle_time_ms(quota_type.0, value, now_ms)
+            .record_and_get_throttle_time_ms(quota_type.0, value.0, ms(now_ms))
             .map_err(to_py)
     }
 
     /// Records ``value`` without checking the quota.
     #[pyo3(signature = (quota_type, value, now_ms=None))]
-    fn record_no_throttle(&self, quota_type: QuotaTypeArg, value: f64, now_ms: Option<i64>) -> PyResult<()> {
+    fn record_no_throttle(&self, quota_type: QuotaTypeArg, value: Real, now_ms: Option<Int>) -> PyResult<()> {
         self.inner
-            .record_no_throttle(quota_type.0, value, now_ms)
+            .record_no_throttle(quota_type.0, value.0, ms(now_ms))
             .map_err(to_py)
     }
 
     /// Takes back ``value`` recorded earlier.
     #[pyo3(signature = (quota_type, value, now_ms=None))]
-    fn unrecord(&self, quota_type: QuotaTypeArg, value: f64, now_ms: Option<i64>) -> PyResult<()> {
-        self.inner.unrecord(quota_type.0, value, now_ms).map_err(to_py)
+    fn unrecord(&self, quota_type: QuotaTypeArg, value: Real, now_ms: Option<Int>) -> PyResult<()> {
+        self.inner.unrecord(quota_type.0, value.0, ms(now_ms)).map_err(to_py)
     }
 
     /// Records network-thread time (KIP-124) without a check.
     #[pyo3(signature = (nanos, now_ms=None))]
-    fn record_network_thread_time(&self, nanos: f64, now_ms: Option<i64>) -> PyResult<()> {
+    fn record_network_thread_time(&self, nanos: Real, now_ms: Option<Int>) -> PyResult<()> {
         self.inner
-            .record_network_thread_time(nanos, now_ms)
+            .record_network_thread_time(nanos.0, ms(now_ms))
             .map_err(to_py)
     }
 
     /// Tokens left in this connection's controller-mutation bucket, ``None`` without a quota.
     #[pyo3(signature = (now_ms=None))]
-    fn controller_mutation_tokens(&self, now_ms: Option<i64>) -> PyResult<Option<f64>> {
+    fn controller_mutation_tokens(&self, now_ms: Option<Int>) -> PyResult<Option<f64>> {
         self.inner
             .kernel()
-            .controller_mutation_tokens(self.inner.user(), self.inner.client_id(), now_ms)
+            .controller_mutation_tokens(self.inner.user(), self.inner.client_id(), ms(now_ms))
             .map_err(to_py)
     }
 
@@ -516,10 +551,10 @@ impl PyClientHandle {
 
     /// The sensor's current rate (0.0 when there is no sensor).
     #[pyo3(signature = (quota_type, now_ms=None))]
-    fn measured_rate(&self, quota_type: QuotaTypeArg, now_ms: Option<i64>) -> PyResult<f64> {
+    fn measured_rate(&self, quota_type: QuotaTypeArg, now_ms: Option<Int>) -> PyResult<f64> {
         self.inner
             .kernel()
-            .measured_rate(quota_type.0, self.inner.user(), self.inner.client_id(), now_ms)
+            .measured_rate(quota_type.0, self.inner.user(), self.inner.client_id(), ms(now_ms))
             .map_err(to_py)
     }
 
@@ -541,6 +576,7 @@ fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(batch::_replay, m)?)?;
     errors::register(m)?;
     metrics::register(m)?;
+    exposition::register(m)?;
     fast::install(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(

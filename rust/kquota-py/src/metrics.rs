@@ -16,11 +16,11 @@ use crate::quota_type::QuotaTypeArg;
 use crate::PyQuotaKernel;
 
 /// One flattened value: `(group, name, sensor row or none, value)`.
-struct Flat {
-    group: &'static str,
-    name: &'static str,
-    sensor: Option<u32>,
-    value: f64,
+pub(crate) struct Flat {
+    pub(crate) group: &'static str,
+    pub(crate) name: &'static str,
+    pub(crate) sensor: Option<u32>,
+    pub(crate) value: f64,
 }
 
 /// A native copy of every quota metric (see ``QuotaManager.metrics``).
@@ -34,12 +34,12 @@ pub struct PyMetricsSnapshot {
     text: String,
     /// Per sensor: start of its user tag in `text`, user tag length, client-id tag length.
     tags: Vec<(usize, u32, u32)>,
-    flat: Vec<Flat>,
+    pub(crate) flat: Vec<Flat>,
 }
 
 impl PyMetricsSnapshot {
     /// Built (and the core snapshot freed) while the GIL is released.
-    fn compact(snap: MetricsSnapshot) -> Self {
+    pub(crate) fn compact(snap: MetricsSnapshot) -> Self {
         let mut text = String::with_capacity(
             snap.sensors
                 .iter()
@@ -79,7 +79,7 @@ impl PyMetricsSnapshot {
         }
     }
 
-    fn sensor_tags(&self, i: u32) -> (&str, &str) {
+    pub(crate) fn sensor_tags(&self, i: u32) -> (&str, &str) {
         let (start, ul, cl) = self.tags[i as usize];
         let (ul, cl) = (ul as usize, cl as usize);
         (
@@ -153,161 +153,12 @@ impl PyMetricsSnapshot {
 pub fn _metrics_snapshot(
     py: Python<'_>,
     kernel: PyRef<'_, PyQuotaKernel>,
-    now_ms: Option<i64>,
+    now_ms: Option<crate::args::Int>,
 ) -> PyResult<PyMetricsSnapshot> {
     let k = std::sync::Arc::clone(&kernel.kernel);
     drop(kernel);
-    py.detach(move || k.metrics_snapshot(now_ms).map(PyMetricsSnapshot::compact))
+    py.detach(move || k.metrics_snapshot(crate::args::ms(now_ms)).map(PyMetricsSnapshot::compact))
         .map_err(to_py)
-}
-
-/// One sample of the exposition: family index, tags as (user start, client-id start, end) in
-/// the tag text, value.
-type Slot = (usize, Option<(usize, usize, usize)>, f64);
-
-/// `name` without a trailing `_total` (Prometheus adds it to a counter's sample).
-fn family_name(group: &str, name: &str) -> String {
-    let mut out = String::from("kafka_server_");
-    for (i, c) in group.chars().enumerate() {
-        if c.is_ascii_uppercase() {
-            if i > 0 {
-                out.push('_');
-            }
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out.push('_');
-    out.extend(name.chars().map(|c| if c == '-' { '_' } else { c }));
-    if let Some(base) = out.strip_suffix("_total") {
-        out.truncate(base.len());
-    }
-    out
-}
-
-/// A Prometheus text-format label value.
-fn push_label_value(out: &mut String, v: &str) {
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-}
-
-/// A sample value as prometheus_client writes it.
-fn push_value(out: &mut String, v: f64) {
-    use std::fmt::Write;
-    if v.is_nan() {
-        out.push_str("NaN");
-    } else if v == f64::INFINITY {
-        out.push_str("+Inf");
-    } else if v == f64::NEG_INFINITY {
-        out.push_str("-Inf");
-    } else {
-        let _ = write!(out, "{v:?}");
-    }
-}
-
-/// The Prometheus text exposition (format 0.0.4) of every metric plus `extra` per-type values
-/// (``(group, name, value)``, e.g. the delay queues' sizes), built entirely without the GIL.
-/// ``help`` maps Kafka metric names to HELP texts.
-#[pyfunction]
-#[pyo3(signature = (kernel, now_ms, extra, help))]
-pub fn _prometheus_text<'py>(
-    py: Python<'py>,
-    kernel: PyRef<'_, PyQuotaKernel>,
-    now_ms: Option<i64>,
-    extra: Vec<(String, String, f64)>,
-    help: std::collections::HashMap<String, String>,
-) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
-    let k = std::sync::Arc::clone(&kernel.kernel);
-    drop(kernel);
-    let text = py
-        .detach(move || -> Result<String, quota_core::QuotaError> {
-            let snap = k.metrics_snapshot(now_ms)?;
-            // Families in order of first appearance, each with its sample lines.
-            let mut families: Vec<((String, String), String)> = Vec::new();
-            let mut index: std::collections::HashMap<(String, String), usize> = Default::default();
-            let mut family = |group: &str, name: &str| -> usize {
-                let key = (group.to_owned(), name.to_owned());
-                *index.entry(key.clone()).or_insert_with(|| {
-                    families.push((key, String::new()));
-                    families.len() - 1
-                })
-            };
-            let mut slots: Vec<Slot> = Vec::with_capacity(snap.value_count() + extra.len());
-            let mut tag_text = String::new();
-            for row in &snap.sensors {
-                let start = tag_text.len();
-                tag_text.push_str(&row.user);
-                let mid = tag_text.len();
-                tag_text.push_str(&row.client_id);
-                let end = tag_text.len();
-                for &(name, value) in &row.values {
-                    slots.push((
-                        family(row.quota_type.metric_group(), name),
-                        Some((start, mid, end)),
-                        value,
-                    ));
-                }
-            }
-            for row in &snap.types {
-                for &(name, value) in &row.values {
-                    slots.push((family(row.quota_type.metric_group(), name), None, value));
-                }
-            }
-            for (group, name, value) in &extra {
-                slots.push((family(group, name), None, *value));
-            }
-            let names: Vec<(String, bool)> = families
-                .iter()
-                .map(|((g, n), _)| (family_name(g, n), n.ends_with("-total")))
-                .collect();
-            for (fam, tags, value) in slots {
-                let (fname, counter) = &names[fam];
-                let buf = &mut families[fam].1;
-                buf.push_str(fname);
-                if *counter {
-                    buf.push_str("_total");
-                }
-                if let Some((start, mid, end)) = tags {
-                    buf.push_str("{user=\"");
-                    // A callback's tag map other than {user, client-id} is kept as its JSON
-                    // (see kquota.callback.encode_tags), without the internal prefix.
-                    let user = &tag_text[start..mid];
-                    push_label_value(buf, user.strip_prefix('\u{2}').unwrap_or(user));
-                    buf.push_str("\",client_id=\"");
-                    push_label_value(buf, &tag_text[mid..end]);
-                    buf.push_str("\"}");
-                }
-                buf.push(' ');
-                push_value(buf, value);
-                buf.push('\n');
-            }
-            let mut out = String::with_capacity(families.iter().map(|f| f.1.len() + 200).sum());
-            for (((_, n), lines), (fname, counter)) in families.iter().zip(&names) {
-                // Text format 0.0.4 names a counter's family by its `_total` sample, as
-                // prometheus_client writes it.
-                let total = if *counter { "_total" } else { "" };
-                out.push_str("# HELP ");
-                out.push_str(fname);
-                out.push_str(total);
-                out.push(' ');
-                out.push_str(help.get(n).map_or(n.as_str(), String::as_str));
-                out.push_str("\n# TYPE ");
-                out.push_str(fname);
-                out.push_str(total);
-                out.push_str(if *counter { " counter\n" } else { " gauge\n" });
-                out.push_str(lines);
-            }
-            Ok(out)
-        })
-        .map_err(to_py)?;
-    Ok(pyo3::types::PyBytes::new(py, text.as_bytes()))
 }
 
 /// Removes idle sensors now; returns ``(removed, now_ms)``.
@@ -316,11 +167,11 @@ pub fn _prometheus_text<'py>(
 pub fn _expire_sensors(
     py: Python<'_>,
     kernel: PyRef<'_, PyQuotaKernel>,
-    now_ms: Option<i64>,
+    now_ms: Option<crate::args::Int>,
 ) -> PyResult<(usize, i64)> {
     let k = std::sync::Arc::clone(&kernel.kernel);
     drop(kernel);
-    py.detach(move || k.expire_sensors(now_ms))
+    py.detach(move || k.expire_sensors(crate::args::ms(now_ms)))
         .map(|r| (r.removed, r.now_ms))
         .map_err(to_py)
 }
@@ -331,12 +182,12 @@ pub fn _expire_sensors(
 pub fn _record_throttle_time(
     kernel: PyRef<'_, PyQuotaKernel>,
     quota_type: QuotaTypeArg,
-    throttle_time_ms: f64,
-    now_ms: Option<i64>,
+    throttle_time_ms: crate::args::Real,
+    now_ms: Option<crate::args::Int>,
 ) -> PyResult<()> {
     kernel
         .kernel
-        .record_throttle_time(quota_type.0, throttle_time_ms, now_ms)
+        .record_throttle_time(quota_type.0, throttle_time_ms.0, crate::args::ms(now_ms))
         .map_err(to_py)
 }
 
@@ -393,7 +244,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyMetricsSnapshot>()?;
     m.add_function(wrap_pyfunction!(_metrics_snapshot, m)?)?;
     m.add_function(wrap_pyfunction!(_expire_sensors, m)?)?;
-    m.add_function(wrap_pyfunction!(_prometheus_text, m)?)?;
     m.add_function(wrap_pyfunction!(_record_throttle_time, m)?)?;
     m.add_function(wrap_pyfunction!(_estimated_now_ms, m)?)?;
     m.add_function(wrap_pyfunction!(_sensor_stats, m)?)?;

@@ -26,10 +26,18 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Name<'a> {
             PyTypeError::new_err(format!("user and client_id must be str, not {tname}"))
         })?;
         // Borrows the str's cached UTF-8, alive as long as the argument.
-        match <&'a str as FromPyObject<'a, 'py>>::extract(ob) {
-            Ok(text) => Ok(Name(Cow::Borrowed(text))),
-            Err(_) => Ok(Name(Cow::Owned(replace_surrogates(s)?))),
+        let name = match <&'a str as FromPyObject<'a, 'py>>::extract(ob) {
+            Ok(text) => Name(Cow::Borrowed(text)),
+            Err(_) => Name(Cow::Owned(replace_surrogates(s)?)),
+        };
+        // Longer than Kafka's wire limit: refused before any of it is kept.
+        if name.len() > quota_core::MAX_NAME_BYTES {
+            return Err(crate::errors::to_py(quota_core::budget::name_too_long(
+                "user/client_id",
+                name.len(),
+            )));
         }
+        Ok(name)
     }
 }
 

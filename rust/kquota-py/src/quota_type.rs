@@ -1,6 +1,6 @@
 //! `ClientQuotaType` as a Python class, and argument extraction that also takes the names.
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use quota_core::ClientQuotaType as CoreType;
@@ -70,9 +70,9 @@ impl PyClientQuotaType {
             .find(|t| t.name().eq_ignore_ascii_case(name))
             .map(|t| Self::from_core(*t))
             .ok_or_else(|| {
-                PyValueError::new_err(format!(
+                crate::errors::to_py(quota_core::QuotaError::InvalidArgument(format!(
                     "unknown quota type {name:?}; expected one of PRODUCE, FETCH, REQUEST, CONTROLLER_MUTATION"
-                ))
+                )))
             })
     }
 
@@ -93,7 +93,13 @@ impl<'a, 'py> FromPyObject<'a, 'py> for QuotaTypeArg {
             return Ok(QuotaTypeArg(t.get().core()));
         }
         if let Ok(s) = ob.cast::<PyString>() {
-            return Ok(QuotaTypeArg(PyClientQuotaType::from_name(&s.to_cow()?)?.core()));
+            // A lone surrogate cannot name a type; it is a bad value, not an encoding error.
+            let name = s.to_cow().map_err(|_| {
+                crate::errors::to_py(quota_core::QuotaError::InvalidArgument(
+                    "unknown quota type (a string with a lone surrogate)".into(),
+                ))
+            })?;
+            return Ok(QuotaTypeArg(PyClientQuotaType::from_name(&name)?.core()));
         }
         Err(PyTypeError::new_err(format!(
             "quota_type must be a kquota.ClientQuotaType (or its name), not {}",

@@ -19,6 +19,8 @@ pub enum QuotaError {
     /// A strict controller-mutation request met a bucket already in debt; nothing was recorded
     /// (Python: `ThrottlingQuotaExceededError`).
     ThrottlingQuotaExceeded { throttle_time_ms: i32 },
+    /// The kernel was closed; it records and configures nothing more (Python: `KQuotaError`).
+    Closed,
 }
 
 impl fmt::Display for QuotaError {
@@ -30,6 +32,10 @@ impl fmt::Display for QuotaError {
             QuotaError::InvalidValue(m) | QuotaError::InvalidArgument(m) | QuotaError::Unsupported(m) => {
                 f.write_str(m)
             }
+            QuotaError::Closed => f.write_str(
+                "the QuotaManager is closed (close() stopped its expiry thread and callback); \
+                 create a new one",
+            ),
             QuotaError::ThrottlingQuotaExceeded { throttle_time_ms } => write!(
                 f,
                 "The throttling quota has been exceeded (controller mutation quota; retry after \

@@ -13,6 +13,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::clock::monotonic_ms;
 use crate::error::QuotaError;
+use crate::idle::IdleMark;
 use crate::kernel::{resolve_now, QuotaKernel};
 use crate::keys::{PairRef, QuotaSensor, SensorEntry, Tags};
 use crate::sensor::RateSensor;
@@ -149,16 +150,25 @@ impl QuotaKernel {
                 life.overflowed.fetch_add(1, Ordering::Relaxed);
                 return self.overflow_sensor(t, !user.is_empty(), !client_id.is_empty(), now);
             }
+            // The count fits; the bytes of its tags must fit the name budget too.
+            let bytes = user.len() + 1 + client_id.len();
+            if !self.names_budget().try_reserve(bytes) {
+                life.live.fetch_sub(1, Ordering::AcqRel);
+                life.overflowed.fetch_add(1, Ordering::Relaxed);
+                return self.overflow_sensor(t, !user.is_empty(), !client_id.is_empty(), now);
+            }
             let s = fresh.get_or_insert_with(|| {
                 Arc::new(QuotaSensor {
                     tags: Tags::new(user, client_id),
                     rate: self.new_rate_sensor(t, now),
+                    idle: IdleMark::new(now, monotonic_ms()),
                 })
             });
             if sensors.try_insert(SensorEntry(Arc::clone(s)), ()).is_ok() {
                 return Arc::clone(s);
             }
             // Another creator won; adopt its sensor (or, if expiry removed it meanwhile, retry).
+            self.names_budget().release(bytes);
             life.live.fetch_sub(1, Ordering::AcqRel);
         }
     }
@@ -171,6 +181,7 @@ impl QuotaKernel {
             Arc::new(QuotaSensor {
                 tags: Tags::new(tag(user), tag(client)),
                 rate: self.new_rate_sensor(t, now),
+                idle: IdleMark::new(now, monotonic_ms()),
             })
         }))
     }
@@ -234,19 +245,25 @@ impl QuotaKernel {
         }
     }
 
-    /// Removes every sensor unused for more than the expiry time at `now` (Kafka's
-    /// `Sensor.hasExpired`: `now - lastRecordTime > expiry`, strictly). `None` uses
-    /// [`estimated_now_ms`](Self::estimated_now_ms).
+    /// Removes every sensor unused for more than the expiry time. With `now` (the caller's
+    /// clock): Kafka's `Sensor.hasExpired`, `now - lastRecordTime > expiry`, strictly. With
+    /// `None` (the background thread): a sensor whose latest time has not changed for more than
+    /// the expiry time of the kernel's own monotonic clock, as seen by successive passes; a
+    /// timestamp far ahead on one sensor therefore expires nothing else.
     ///
     /// A pass that removes sensors bumps the type's tags generation so that handles and caches
     /// holding a removed sensor resolve again, and drops stale metric-tag cache entries.
     pub fn expire_sensors(&self, now: Option<i64>) -> Result<ExpiryReport, QuotaError> {
-        let now = match now {
-            Some(t) => resolve_now(Some(t))?,
-            None => self.estimated_now_ms(),
-        };
+        let explicit = now.map(|t| resolve_now(Some(t))).transpose()?;
+        let mono = monotonic_ms();
         let expiry = self.lifecycle.expiry_ms;
-        let expired = |s: &QuotaSensor| now.saturating_sub(s.rate.last_seen_ms()) > expiry;
+        // With the caller's `now`: Kafka's rule on the caller's clock. Without: idleness on the
+        // kernel's own clock (see `idle`), so no caller's timestamp moves other sensors' expiry.
+        let expired = |s: &QuotaSensor| match explicit {
+            Some(now) => now.saturating_sub(s.rate.last_seen_ms()) > expiry,
+            None => s.idle.idle_ms(s.rate.last_seen_ms(), mono) > expiry,
+        };
+        let now = explicit.unwrap_or(mono);
         let mut removed_total = 0;
         for t in ClientQuotaType::ALL {
             let rt = &self.types[t.index()];
@@ -267,6 +284,8 @@ impl QuotaKernel {
                 continue;
             }
             life.live.fetch_sub(removed.len(), Ordering::AcqRel);
+            let bytes: usize = removed.iter().map(|s| s.tags.byte_len()).sum();
+            self.names_budget().release(bytes);
             self.bump_tags_generation(t);
             // A record that raced with the removal went into a sensor no longer registered.
             // Kafka loses such a record; here the sensor is put back if nobody has registered a
@@ -275,9 +294,13 @@ impl QuotaKernel {
             let mut gone = 0;
             for s in removed {
                 if !expired(&s) {
+                    let bytes = s.tags.byte_len();
                     life.live.fetch_add(1, Ordering::AcqRel);
-                    if sensors.try_insert(SensorEntry(s), ()).is_ok() {
-                        continue;
+                    if self.names_budget().try_reserve(bytes) {
+                        if sensors.try_insert(SensorEntry(s), ()).is_ok() {
+                            continue;
+                        }
+                        self.names_budget().release(bytes);
                     }
                     life.live.fetch_sub(1, Ordering::AcqRel);
                 }

@@ -63,7 +63,12 @@ impl ClientHandle {
     }
 
     #[inline]
-    fn with_sensor<R>(&self, t: ClientQuotaType, now: i64, f: impl FnOnce(&QuotaSensor) -> R) -> R {
+    fn with_sensor<R>(
+        &self,
+        t: ClientQuotaType,
+        now: i64,
+        f: impl FnOnce(&QuotaSensor) -> Result<R, QuotaError>,
+    ) -> Result<R, QuotaError> {
         let k = &*self.kernel;
         let generation = k.types[t.index()].tags_generation.load(Ordering::Acquire);
         let slot = &self.slots[t.index()];
@@ -79,8 +84,13 @@ impl ClientHandle {
     }
 
     #[cold]
-    fn refresh<R>(&self, t: ClientQuotaType, now: i64, f: impl FnOnce(&QuotaSensor) -> R) -> R {
-        let r = self.kernel.resolve_current(t, &self.user, &self.client_id, now);
+    fn refresh<R>(
+        &self,
+        t: ClientQuotaType,
+        now: i64,
+        f: impl FnOnce(&QuotaSensor) -> Result<R, QuotaError>,
+    ) -> Result<R, QuotaError> {
+        let r = self.kernel.resolve_current(t, &self.user, &self.client_id, now)?;
         let slot = &self.slots[t.index()];
         let mut keep = self.keep.lock();
         if !keep.iter().any(|s| Arc::ptr_eq(s, &r.sensor)) {
@@ -137,7 +147,7 @@ impl ClientHandle {
     }
 
     pub fn unrecord(&self, t: ClientQuotaType, value: f64, now: Option<i64>) -> Result<(), QuotaError> {
-        check_record_value(value)?;
+        crate::kernel::check_unrecord_value(value)?;
         self.record(t, -value, now, Check::None).map(|_| ())
     }
 

@@ -105,6 +105,9 @@ pub struct KernelConfig {
     pub sensor_expiry_ms: i64,
     /// Cap on live sensors per quota type; at the cap new tags share an overflow sensor.
     pub max_sensors: usize,
+    /// Budget for the bytes of names held (sensor tags and metric-tag cache keys, all types);
+    /// past it new tags share an overflow sensor, as at `max_sensors` (see `budget`).
+    pub max_name_bytes: usize,
 }
 
 impl Default for KernelConfig {
@@ -119,6 +122,7 @@ impl Default for KernelConfig {
             controller_window: WindowSpec::default(),
             sensor_expiry_ms: crate::expiry::DEFAULT_SENSOR_EXPIRY_MS,
             max_sensors: crate::expiry::DEFAULT_MAX_SENSORS,
+            max_name_bytes: crate::budget::DEFAULT_MAX_NAME_BYTES_HELD,
         }
     }
 }
@@ -143,12 +147,26 @@ pub struct QuotaKernel {
     exempt: OnceLock<RateSensor>,
     /// A custom quota callback (KIP-257) deciding tags and limits, if one is installed.
     hook: ArcSwapOption<CallbackSlot>,
+    /// Bytes of names held, bounded (see `budget`).
+    names: crate::budget::ByteBudget,
+    /// Set by [`close`](QuotaKernel::close): nothing is recorded or configured after it.
+    closed: AtomicBool,
     pub(crate) lifecycle: crate::expiry::Lifecycle,
 }
 
 /// Kind bit set on every type while a custom callback is installed (Kafka's `CustomQuotas`):
 /// quotas are then always enabled and tags always come from the callback, through the cache.
 pub(crate) const CUSTOM_QUOTAS: u8 = 8;
+
+/// Kind bit set on every type once the kernel is closed: the record paths then leave their fast
+/// paths (the tags generation is bumped too) and meet the closed check in `resolve`, so the
+/// cached path pays nothing for it.
+pub(crate) const CLOSED: u8 = 16;
+
+/// The largest value one `unrecord` takes back (2^63, the largest quota). Kafka subtracts any
+/// double, so two `unrecord(1e308)` drive a sample to -inf and lift throttling for a window;
+/// bounded, the sums stay finite (a documented fix, see docs/semantics-notes.md).
+pub const MAX_UNRECORD_VALUE: f64 = 9_223_372_036_854_775_808.0;
 
 /// What a record call should do about the quota.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -175,6 +193,17 @@ fn check_non_negative(value: f64, message: impl FnOnce(f64) -> String) -> Result
     } else {
         Err(QuotaError::InvalidValue(message(value)))
     }
+}
+
+/// [`check_record_value`] for `unrecord`, also bounded by [`MAX_UNRECORD_VALUE`].
+pub fn check_unrecord_value(value: f64) -> Result<(), QuotaError> {
+    check_non_negative(value, |v| format!("unrecorded value must be a finite number >= 0, got {v}"))?;
+    if value > MAX_UNRECORD_VALUE {
+        return Err(QuotaError::InvalidValue(format!(
+            "unrecorded value must be at most 2^63 (the largest quota), got {value}"
+        )));
+    }
+    Ok(())
 }
 
 pub fn check_record_value(value: f64) -> Result<(), QuotaError> {
@@ -267,6 +296,8 @@ impl QuotaKernel {
             max_request_throttle_ms: settings.window.window_ms as i32,
             exempt: OnceLock::new(),
             hook: ArcSwapOption::empty(),
+            names: crate::budget::ByteBudget::new(settings.max_name_bytes),
+            closed: AtomicBool::new(false),
             lifecycle: crate::expiry::Lifecycle::new(settings.max_sensors, settings.sensor_expiry_ms),
         })
     }
@@ -309,6 +340,7 @@ impl QuotaKernel {
 
     /// Validates every change, then applies them all in one step; on any error nothing changes.
     pub fn alter(&self, changes: &[QuotaChange], validate_only: bool) -> Result<(), QuotaError> {
+        self.check_open()?;
         let capacity = self.settings.capacity_percent();
         let mut seen = std::collections::HashSet::new();
         for ch in changes {
@@ -328,6 +360,7 @@ impl QuotaKernel {
             return Ok(());
         }
         let _w = self.writer.lock();
+        self.check_open()?;
         let old = self.config.load_full();
         let mut next = (*old).clone();
         let mut touched = [false; 4];
@@ -370,7 +403,7 @@ impl QuotaKernel {
     fn publish(&self, next: ConfigSnapshot) {
         let next = Arc::new(next);
         self.config.store(Arc::clone(&next));
-        let custom = self.custom_bit();
+        let custom = self.custom_bit() | if self.is_closed() { CLOSED } else { 0 };
         for (rt, cfg) in self.types.iter().zip(next.types.iter()) {
             rt.kinds.store(cfg.kinds | custom, Ordering::Release);
             rt.tags_generation.store(cfg.tags_generation, Ordering::Release);
@@ -404,7 +437,56 @@ impl QuotaKernel {
         }
         let rt = &self.types[t.index()];
         let generation = rt.tags_generation.load(Ordering::Acquire);
-        rt.cache.pin().retain(|_, r| r.tags_generation == generation);
+        rt.cache.pin().retain(|k, r| {
+            let keep = r.tags_generation == generation;
+            if !keep {
+                self.names.release(k.first.len() + k.second.len());
+            }
+            keep
+        });
+    }
+
+    // ---------------------------------------------------------------- lifecycle
+
+    /// Closes the kernel: every later record, resolution and configuration change fails with
+    /// [`QuotaError::Closed`]. Idempotent.
+    pub fn close(&self) {
+        let _w = self.writer.lock();
+        self.closed.store(true, Ordering::Release);
+        // Publishing sets the CLOSED kind bit; the generation bump sends every cached
+        // resolution (handles, binding caches) back through `resolve`, which refuses.
+        self.bump_locked(&ClientQuotaType::ALL, true, true);
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    #[inline]
+    fn check_open(&self) -> Result<(), QuotaError> {
+        if self.is_closed() {
+            return Err(QuotaError::Closed);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn names_budget(&self) -> &crate::budget::ByteBudget {
+        &self.names
+    }
+
+    /// Bytes of names held now (sensor tags and metric-tag cache keys).
+    pub fn name_bytes_held(&self) -> usize {
+        self.names.held()
+    }
+
+    /// The budget for the bytes of names held.
+    pub fn max_name_bytes(&self) -> usize {
+        self.names.limit()
+    }
+
+    /// How often a new sensor or cache entry did not fit the name budget.
+    pub fn name_bytes_refused(&self) -> u64 {
+        self.names.refused()
     }
 
     // ---------------------------------------------------------------- resolution
@@ -412,7 +494,16 @@ impl QuotaKernel {
     /// Resolves (principal, client-id) to its sensor. A resolution stamped with generation 0
     /// (a failed callback) is never current: holders use it for this request only.
     #[cold]
-    pub(crate) fn resolve(&self, t: ClientQuotaType, user: &str, client_id: &str, now: i64) -> Resolved {
+    pub(crate) fn resolve(
+        &self,
+        t: ClientQuotaType,
+        user: &str,
+        client_id: &str,
+        now: i64,
+    ) -> Result<Resolved, QuotaError> {
+        self.check_open()?;
+        crate::budget::check_name("user", user)?;
+        crate::budget::check_name("client_id", client_id)?;
         let rt = &self.types[t.index()];
         let snap = self.config.load();
         let cfg = &snap.types[t.index()];
@@ -428,10 +519,10 @@ impl QuotaKernel {
                     // The callback failed: keep its last good answer for this (principal,
                     // client-id) if there is one, else the shared failure sensor; ask again next time.
                     if let Some(r) = rt.cache.pin().get(&PairRef(user, client_id)) {
-                        return Resolved {
+                        return Ok(Resolved {
                             tags_generation: 0,
                             sensor: Arc::clone(&r.sensor),
-                        };
+                        });
                     }
                     (FAILED_TAGS.0.into(), FAILED_TAGS.1.into(), 0)
                 }
@@ -446,14 +537,18 @@ impl QuotaKernel {
         if generation != 0
             && (hook.is_some() || direct_tags(cfg.kinds, user, client_id).is_none())
             && rt.cache.len() < self.lifecycle.max_sensors
+            && self.names.try_reserve(user.len() + client_id.len())
         {
             let raw = NamePair {
                 first: shared_str(user),
                 second: shared_str(client_id),
             };
-            rt.cache.pin().insert(raw, resolved.clone());
+            if rt.cache.pin().insert(raw, resolved.clone()).is_some() {
+                // Replaced an entry with the same key: its bytes were counted already.
+                self.names.release(user.len() + client_id.len());
+            }
         }
-        resolved
+        Ok(resolved)
     }
 
     /// [`resolve`](Self::resolve), answered from the metric-tag cache while its entry is current
@@ -465,12 +560,12 @@ impl QuotaKernel {
         user: &str,
         client_id: &str,
         now: i64,
-    ) -> Resolved {
+    ) -> Result<Resolved, QuotaError> {
         let rt = &self.types[t.index()];
         let generation = rt.tags_generation.load(Ordering::Acquire);
         if let Some(r) = rt.cache.pin().get(&PairRef(user, client_id)) {
             if r.tags_generation == generation {
-                return r.clone();
+                return Ok(r.clone());
             }
         }
         self.resolve(t, user, client_id, now)
@@ -565,7 +660,10 @@ impl QuotaKernel {
             rt.poll_reset.store(polls, Ordering::Release);
         }
         for rt in &self.types {
-            rt.cache.pin().clear();
+            rt.cache.pin().retain(|k, _| {
+                self.names.release(k.first.len() + k.second.len());
+                false
+            });
         }
         self.bump_locked(&ClientQuotaType::ALL, true, true);
     }
@@ -785,9 +883,9 @@ impl QuotaKernel {
                 if let Some((s, ())) = rt.sensors.pin().get_key_value(&PairRef(tu, tc)) {
                     return self.record_into(t, &s.0, value, now, check);
                 }
-                self.resolve(t, user, client_id, now).sensor
+                self.resolve(t, user, client_id, now)?.sensor
             }
-            None => self.resolve_current(t, user, client_id, now).sensor,
+            None => self.resolve_current(t, user, client_id, now)?.sensor,
         };
         self.record_into(t, &sensor, value, now, check)
     }
@@ -828,7 +926,7 @@ impl QuotaKernel {
         value: f64,
         now: Option<i64>,
     ) -> Result<(), QuotaError> {
-        check_record_value(value)?;
+        check_unrecord_value(value)?;
         self.record_named(t, user, client_id, -value, now, Check::None)
             .map(|_| ())
     }
@@ -880,6 +978,7 @@ impl QuotaKernel {
     pub fn record_exempt_request_time(&self, nanos: f64, now: Option<i64>) -> Result<(), QuotaError> {
         check_nanos(nanos)?;
         let now = resolve_now(now)?;
+        self.check_open()?;
         if !self.enabled(ClientQuotaType::Request) {
             return Ok(());
         }
@@ -1020,7 +1119,7 @@ impl QuotaKernel {
         if !self.enabled(t) {
             return Ok(None);
         }
-        let r = self.resolve_current(t, user, client_id, now);
+        let r = self.resolve_current(t, user, client_id, now)?;
         Ok(Some((r.tags_generation, r.sensor)))
     }
 

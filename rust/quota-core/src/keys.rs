@@ -72,6 +72,11 @@ pub struct Tags {
 }
 
 impl Tags {
+    /// Bytes of name data held (counted against the kernel's name budget).
+    pub fn byte_len(&self) -> usize {
+        self.joined.len()
+    }
+
     pub fn new(user: &str, client_id: &str) -> Self {
         debug_assert!(!user.contains('\0'));
         let mut joined = String::with_capacity(user.len() + 1 + client_id.len());
@@ -115,6 +120,8 @@ impl Tags {
 pub struct QuotaSensor {
     pub tags: Tags,
     pub rate: RateSensor,
+    /// Idleness on the kernel's clock (expiry passes only; the record path never touches it).
+    pub idle: crate::idle::IdleMark,
 }
 
 /// A registry entry: the sensor, hashed and compared by its tags (so the tags are stored once).

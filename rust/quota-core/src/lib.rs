@@ -8,12 +8,14 @@
 //! * [`expiry`]: the cap on live sensors, overflow sensors, idle-sensor expiry and its thread;
 //!   [`metrics`]: lock-free metric snapshots.
 
+pub mod budget;
 pub mod callback;
 pub mod clock;
 pub mod config;
 pub mod error;
 pub mod expiry;
 pub mod handle;
+pub mod idle;
 pub mod kernel;
 pub mod keys;
 pub mod metrics;
@@ -22,6 +24,7 @@ pub mod sensor;
 pub mod token_bucket;
 pub mod types;
 
+pub use budget::{check_name, MAX_NAME_BYTES};
 pub use callback::{QuotaCallbackHook, FAILED_TAGS};
 pub use config::{EntityName, QuotaEntity};
 pub use error::QuotaError;
