@@ -8,10 +8,14 @@
 //! conversion, no re-hash, no registry probe. It is an implicit per-connection handle.
 //!
 //! The table is set-associative (`WAYS` entries per set, chosen by the mixed hash) and grows by
-//! doubling from `MIN_SETS` sets up to `MAX_SETS`, so it is sized to the live clients it has
-//! seen and never unbounded (at most `MAX_SETS * WAYS` entries, each holding two `str`
-//! references and one sensor reference). A full set evicts a stale entry first, else one chosen
-//! round robin. Entries are valid while the quota type's tags generation is the one they were
+//! doubling from `MIN_SETS` sets up to `max_sets` (room for twice the kernel's `max_sensors`,
+//! at most `MAX_SETS`), so it is sized to the live clients it has seen and never unbounded
+//! (each entry holds two `str` references and one sensor reference; a flood of distinct names
+//! beyond the sensor cap can pin no more names than that). A full set gives up a stale entry first; with every
+//! way live it grows the table (once half of it is in use), or at full size lets one miss in
+//! `REPLACE_EVERY` evict a live entry (more live names than the table holds must not turn every
+//! miss into an eviction).
+//! Entries are valid while the quota type's tags generation is the one they were
 //! resolved under: an alter that changes tags, a callback change and sensor expiry all bump it.
 //!
 //! Entries hold strong references to their strings, so an address cannot be reused by another
@@ -28,14 +32,16 @@ use pyo3::ffi;
 use pyo3::Python;
 use quota_core::{ClientQuotaType, QuotaKernel, QuotaSensor};
 
-/// Entries per set: one probe reads the set's four tags from one cache line.
+/// Entries per set: a set is one 128-byte aligned block (four 32-byte `Way`s), so a probe reads
+/// one place in memory.
 const WAYS: usize = 4;
 /// 64 entries before the first growth: a process with a handful of clients stays small.
 const MIN_SETS: usize = 16;
 /// 262,144 entries at most (8 MB of table): room for 100k live clients at a low load.
 const MAX_SETS: usize = 1 << 16;
 
-/// `ffi::PyObject` of an exact `str`'s cached hash, computed (once per object) when unset.
+/// An exact `str`'s hash as CPython caches it in the object, computed (once per object) when
+/// unset.
 ///
 /// # Safety
 /// `ob` must be an exact `str` and the GIL held.
@@ -64,6 +70,14 @@ fn mix(user: u64, client: u64, t: ClientQuotaType) -> u64 {
     k ^= k >> 32;
     k = k.wrapping_mul(0xD6E8_FEB8_6659_FD93);
     k ^ (k >> 29)
+}
+
+/// The most sets for `kernel`: ways for twice its per-type sensor cap (names beyond it share
+/// overflow sensors, so caching more of them buys little), within `MIN_SETS..=MAX_SETS`.
+fn max_sets(kernel: &QuotaKernel) -> usize {
+    (kernel.settings().max_sensors.saturating_mul(2) / WAYS)
+        .clamp(MIN_SETS, MAX_SETS)
+        .next_power_of_two()
 }
 
 /// At full size, one miss in this many on a set of live entries replaces one of them.
@@ -313,7 +327,8 @@ impl NameCache {
             let table = &mut *self.table.get();
             let mut i = table.set_of(key.hash);
             let mut way = table.free_or_victim(i, key, kernel);
-            if way.is_none() && table.sets.len() < MAX_SETS && table.filled * 2 >= table.sets.len() * WAYS {
+            let full_size = max_sets(kernel);
+            if way.is_none() && table.sets.len() < full_size && table.filled * 2 >= table.sets.len() * WAYS {
                 // Full sets at a moderate load: more live clients than the table was sized for.
                 table.grow(kernel);
                 i = table.set_of(key.hash);
@@ -327,7 +342,7 @@ impl NameCache {
                     // holds: replacing on every miss would only trade one miss for another at
                     // the cost of an eviction, so only one miss in `REPLACE_EVERY` takes a way
                     // (the table still follows a changing population, slowly).
-                    if table.sets.len() >= MAX_SETS && table.clock % REPLACE_EVERY != 0 {
+                    if table.sets.len() >= full_size && table.clock % REPLACE_EVERY != 0 {
                         return;
                     }
                     (table.clock / REPLACE_EVERY) % WAYS
