@@ -371,12 +371,15 @@ unsafe extern "C" fn named_record(
         let t = quota_type(py, qt)?;
         check_text(py, user, "user")?;
         check_text(py, client, "client_id")?;
-        let (v, now) = (value(py, v, "value")?, now_ms(py, now)?);
         // SAFETY: the method descriptor only calls us with instances of the kernel class.
         let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyQuotaKernel>();
         let this = this.get();
-        let kernel = &*this.kernel;
         let key = Key::new(user, client, t);
+        if let Some(k) = &key {
+            this.names.prefetch(k);
+        }
+        let (v, now) = (value(py, v, "value")?, now_ms(py, now)?);
+        let kernel = &*this.kernel;
         if let Some(r) = key
             .as_ref()
             .and_then(|k| this.names.with(k, kernel, |s| kernel.record_resolved(t, s, v, now)))
