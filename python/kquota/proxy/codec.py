@@ -240,8 +240,16 @@ def decode_body(name: str, v: int, buf: Any, pos: int) -> dict:
     flex = _in(spec["flexible"], v)
     obj, end = decode_struct(spec["fields"], v, flex, buf, pos)
     if end != len(buf):
-        raise CodecError(f"{name} v{v}: {len(buf) - end} bytes after the body")
+        if spec_is_request(name):
+            raise CodecError(f"{name} v{v}: {len(buf) - end} bytes after the body")
+        # Some brokers pad responses (librdkafka's mock cluster adds a byte to Metadata v12);
+        # clients ignore what follows the body, and re-encoding keeps it.
+        obj["_trailing"] = bytes(buf[end:])
     return obj
+
+
+def spec_is_request(name: str) -> bool:
+    return name.endswith("Request")
 
 
 def encode_body(name: str, v: int, obj: dict, out: Optional[bytearray] = None) -> bytearray:
@@ -249,6 +257,7 @@ def encode_body(name: str, v: int, obj: dict, out: Optional[bytearray] = None) -
     spec = SCHEMAS[name]
     out = bytearray() if out is None else out
     encode_struct(spec["fields"], v, _in(spec["flexible"], v), obj, out)
+    out += obj.get("_trailing", b"")
     return out
 
 

@@ -80,6 +80,8 @@ class ProxyServer:
         self.broker_ports: dict[int, int] = {}
         self.connections: set[ClientConnection] = set()
         self.refused_connections = 0
+        #: node id (``None`` = bootstrap) -> connections accepted.
+        self.accepted: dict[Optional[int], int] = {}
         self._servers: list[asyncio.AbstractServer] = []
         self._tasks: set[asyncio.Task] = set()
         self._listener_lock = asyncio.Lock()
@@ -146,6 +148,7 @@ class ProxyServer:
                         writer.get_extra_info("peername"))
             writer.close()
             return
+        self.accepted[node_id] = self.accepted.get(node_id, 0) + 1
         upstream = self.bootstrap if node_id is None else self.brokers[node_id]
         conn = ClientConnection(self, reader, writer, upstream, node_id)
         self.connections.add(conn)

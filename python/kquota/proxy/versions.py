@@ -4,22 +4,20 @@ the proxy a version it cannot read), and add the APIs the proxy answers itself."
 from __future__ import annotations
 
 from kquota.proxy import apis
-from kquota.proxy.codec import CodecError, decode_body, encode_body
-from kquota.proxy.frames import response_frame
+from kquota.proxy.codec import decode_body, encode_body
+from kquota.proxy.frames import response_frame, with_prefix
 
 
 def clamp_api_versions(frame: bytes, version: int, throttle_ms: int = 0) -> bytes:
     """The ApiVersions response frame (no size prefix) rewritten, with throttle = max(broker's,
     ``throttle_ms``); returns a prefixed frame."""
     corr = int.from_bytes(frame[:4], "big", signed=True)
-    try:
-        body = decode_body("ApiVersionsResponse", version, frame, 4)
-    except CodecError:
-        body = None
-    if body is None or body.get("ErrorCode") == apis.UNSUPPORTED_VERSION:
-        # The broker answers an unsupported request version in v0 form (Kafka's rule).
-        version = 0
-        body = decode_body("ApiVersionsResponse", 0, frame, 4)
+    if len(frame) >= 6 and int.from_bytes(frame[4:6], "big", signed=True) != 0:
+        # An error (UNSUPPORTED_VERSION: the client retries with a version from this list):
+        # relayed untouched, since brokers disagree on its encoding (Kafka uses v0, librdkafka's
+        # mock cluster its own); the retry's answer is clamped.
+        return with_prefix(frame)
+    body = decode_body("ApiVersionsResponse", version, frame, 4)
     keys = []
     seen = set()
     for entry in body["ApiKeys"]:
