@@ -32,6 +32,8 @@ from kquota.proxy.throttle import patch_throttle
 
 log = logging.getLogger("kquota.proxy")
 _I32 = struct.Struct(">i")
+_PRODUCE, _FETCH = ClientQuotaType.PRODUCE, ClientQuotaType.FETCH
+_REQUEST, _MUTATION = ClientQuotaType.REQUEST, ClientQuotaType.CONTROLLER_MUTATION
 
 #: (bytes to send or None, throttle in ms to mute for after sending).
 Answer = tuple[Any, int]
@@ -147,6 +149,11 @@ class ClientConnection:
             self._handle_key = key
         return self._handle
 
+    def _quota_bound(self, client_id: str) -> bool:
+        h = self.handle(client_id)
+        return (h.quota_limit(_PRODUCE) is not None or h.quota_limit(_FETCH) is not None
+                or h.quota_limit(_REQUEST) is not None or h.quota_limit(_MUTATION) is not None)
+
     # ------------------------------------------------------------------ the three loops
 
     async def _read_requests(self) -> None:
@@ -159,9 +166,20 @@ class ClientConnection:
                 frame = await read_frame(self.reader, self.server.max_frame_bytes)
                 if frame is None:
                     return
+                # A throttled answer may have gone out while this frame was being read: the mute
+                # covers it too (Kafka reads nothing from a muted channel).
+                delay = self._muted_until - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
                 t0 = time.perf_counter_ns()
                 header = parse_request_header(frame)
                 await self._dispatch(header, frame, t0)
+                if self._quota_bound(header.client_id):
+                    # Kafka reads a connection's next request only once the previous answer has
+                    # been sent (SocketServer mutes the channel meanwhile); pipelined requests
+                    # would otherwise slip past a throttle. Clients without quotas keep the
+                    # proxy's pipelining.
+                    await self._order.join()
         except asyncio.CancelledError:
             return
 

@@ -6,6 +6,7 @@ kernel's (``kquota.QuotaManager``), the proxy only decides what to record and wh
 
 from __future__ import annotations
 
+import logging
 import struct
 import time
 from typing import Optional
@@ -18,6 +19,7 @@ from kquota.proxy.frames import response_body_offset, response_frame
 from kquota.proxy.throttle import patch_throttle
 from kquota.proxy.versions import clamp_api_versions
 
+log = logging.getLogger("kquota.proxy")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 PRODUCE = ClientQuotaType.PRODUCE
@@ -159,7 +161,8 @@ async def fetch(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> No
         return
     handle = conn.handle(h.client_id)
     cap = handle.max_value_in_quota_window(FETCH)
-    if v >= 3 and cap < req["MaxBytes"]:
+    max_bytes = req["MaxBytes"]
+    if v >= 3 and cap < max_bytes:
         # Kafka: fetchMaxBytes = min(maxBytes, quota window bytes); fetchMinBytes = min(minBytes, that).
         max_bytes = max(int(cap), 0)
         buf = bytearray(frame)
@@ -175,6 +178,16 @@ async def fetch(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> No
         _elapsed(p, t1)
         throttle = max(bandwidth, conn.request_throttle(p))
         offset = response_body_offset(frame, h.api_key, v)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("fetch v%d by %r: %d bytes, max bytes %d, throttle %d ms", v, h.client_id, size,
+                      max_bytes, throttle)
+        if throttle > 0 and size > cap:
+            # Larger than the whole quota window allows: Kafka's empty answer would be repeated
+            # forever (the same data comes back every time; also a KIP-74 first batch above
+            # max bytes, or a broker that overshoots max bytes). Deliver it, keep it recorded
+            # and mute: the long-run rate still tracks the quota.
+            conn.server.log_request(conn, h.client_id, FETCH, size)
+            return patch_throttle(frame, h.api_key, v, offset, throttle), throttle
         if throttle > 0:
             handle.unrecord(FETCH, size)
             error = _I16.unpack_from(frame, offset + 4)[0] if v >= 7 else 0
