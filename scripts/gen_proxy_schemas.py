@@ -18,7 +18,7 @@ import sys
 PARSED = [
     "RequestHeader", "ResponseHeader",
     "ApiVersionsRequest", "ApiVersionsResponse", "MetadataResponse", "FindCoordinatorResponse",
-    "DescribeClusterResponse", "ProduceRequest", "ProduceResponse", "FetchRequest", "FetchResponse",
+    "DescribeClusterResponse", "MetadataRequest", "ProduceRequest", "ProduceResponse", "FetchRequest", "FetchResponse",
     "CreateTopicsRequest", "CreateTopicsResponse", "DeleteTopicsRequest", "DeleteTopicsResponse",
     "CreatePartitionsRequest", "CreatePartitionsResponse", "DescribeClientQuotasRequest",
     "DescribeClientQuotasResponse", "AlterClientQuotasRequest", "AlterClientQuotasResponse",

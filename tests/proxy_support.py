@@ -80,7 +80,7 @@ class MockCluster:
 
     @property
     def first(self) -> tuple[str, int]:
-        return sorted(self.brokers.values())[0]
+        return min(self.brokers.values())
 
     def stop(self) -> None:
         self._handle.flush(1)

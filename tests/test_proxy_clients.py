@@ -10,12 +10,11 @@ import time
 import uuid
 
 import pytest
-
 from proxy_support import ProxyThread, Tansu
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 
 @pytest.fixture(scope="module")

@@ -9,12 +9,11 @@ import time
 import uuid
 
 import pytest
-
 from proxy_support import MockCluster, ProxyThread
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,8 @@ lets a client bypass the proxy (grepplabs/kafka-proxy#223, kroxylicious#1028).
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable, Optional
+from collections.abc import Awaitable
+from typing import Callable, Optional
 
 from kquota.proxy import apis
 from kquota.proxy.codec import decode_body, encode_body

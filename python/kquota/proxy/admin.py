@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any, Optional
 
 from kquota.entity import ClientQuotaEntity
 from kquota.exceptions import KQuotaError
@@ -127,6 +128,4 @@ def _matches(entity: ClientQuotaEntity, comps: list, strict: bool) -> bool:
             return False
         if match == _MATCH_DEFAULT and name is not None:
             return False
-    if strict and len(entity) != len(comps):
-        return False
-    return True
+    return not (strict and len(entity) != len(comps))

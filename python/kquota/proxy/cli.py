@@ -100,7 +100,11 @@ def run(args: argparse.Namespace) -> int:
     from kquota.manager import QuotaManager
     from kquota.proxy.admin import principal_names
     from kquota.proxy.reqlog import RequestLog
-    from kquota.proxy.server import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES, ProxyServer
+    from kquota.proxy.server import (
+        DEFAULT_MAX_CONNECTIONS,
+        DEFAULT_MAX_FRAME_BYTES,
+        ProxyServer,
+    )
     from kquota.stores.url import open_store
     from kquota.watcher import QuotaConfigWatcher
 

@@ -11,7 +11,11 @@ from __future__ import annotations
 import struct
 from typing import Any, Optional
 
-from kquota.proxy.schemas import FLEXIBLE_FIRST, SCHEMAS
+from kquota.proxy.schemas import FLEXIBLE_FIRST
+from kquota.proxy.schemas import SCHEMAS as _SCHEMAS
+
+#: message name -> {"api_key", "valid", "flexible", "fields"} (see schemas.py).
+SCHEMAS: dict[str, dict[str, Any]] = _SCHEMAS  # type: ignore[assignment]
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")

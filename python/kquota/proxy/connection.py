@@ -16,7 +16,8 @@ import logging
 import struct
 import time
 from collections import deque
-from typing import Any, Awaitable, Callable, Optional
+from collections.abc import Awaitable
+from typing import Any, Callable, Optional
 
 from kquota._kquota import ClientQuotaType
 from kquota.proxy import apis, sasl
@@ -43,9 +44,9 @@ ResponseHandler = Callable[["Pending", bytes], Awaitable[Answer]]
 class Pending:
     """A request awaiting its answer; ``ns`` is the proxy time spent on it so far."""
 
-    __slots__ = ("header", "future", "on_response", "ns", "state")
+    __slots__ = ("future", "header", "ns", "on_response", "state")
 
-    def __init__(self, header: RequestHeader, future: "asyncio.Future[Answer]", ns: int) -> None:
+    def __init__(self, header: RequestHeader, future: asyncio.Future[Answer], ns: int) -> None:
         self.header = header
         self.future = future
         self.on_response: Optional[ResponseHandler] = None
@@ -94,7 +95,7 @@ class ClientConnection:
         self._reader_task = loop.create_task(self._read_requests())
         tasks = {self._reader_task, loop.create_task(self._read_responses()), loop.create_task(self._write_answers())}
         try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             # The request reader ending cleanly (client closed, or the proxy stopping) still lets
             # the answers already owed reach the client.
             if self._reader_task in done and self._reader_task.exception() is None and not self._closed:
@@ -103,14 +104,13 @@ class ClientConnection:
                                    return_when=asyncio.FIRST_COMPLETED)
                 drained.cancel()
             for t in tasks:
-                if t.done() and not t.cancelled() and t.exception() is not None:
-                    e = t.exception()
-                    if isinstance(e, CodecError):
-                        log.info("closing connection from %s: %s", self.peer, e)
-                    elif isinstance(e, ConnectionError):
-                        log.debug("closing connection from %s: %s", self.peer, e)
-                    else:
-                        log.error("closing connection from %s after an internal error: %r", self.peer, e)
+                failure = t.exception() if t.done() and not t.cancelled() else None
+                if isinstance(failure, CodecError):
+                    log.info("closing connection from %s: %s", self.peer, failure)
+                elif isinstance(failure, ConnectionError):
+                    log.debug("closing connection from %s: %s", self.peer, failure)
+                elif failure is not None:
+                    log.error("closing connection from %s after an internal error: %r", self.peer, failure)
         finally:
             for t in tasks:
                 t.cancel()

@@ -109,7 +109,7 @@ def response_correlation_id(frame: bytes) -> int:
     return _I32.unpack_from(frame, 0)[0]
 
 
-def response_frame(correlation_id: int, api_key: int, version: int, body: bytes) -> bytes:
+def response_frame(correlation_id: int, api_key: int, version: int, body: bytes | bytearray) -> bytes:
     """A whole response frame, size prefix included."""
     head = bytearray(_I32.pack(correlation_id))
     if response_header_flexible(api_key, version):

@@ -13,7 +13,13 @@ from typing import Optional
 
 from kquota._kquota import ClientQuotaType
 from kquota.proxy import addresses, apis, mutations, sasl
-from kquota.proxy.codec import CodecError, decode_body, encode_body, is_flexible, read_uvarint
+from kquota.proxy.codec import (
+    CodecError,
+    decode_body,
+    encode_body,
+    is_flexible,
+    read_uvarint,
+)
 from kquota.proxy.connection import Answer, ClientConnection, Pending, register
 from kquota.proxy.frames import response_body_offset, response_frame
 from kquota.proxy.throttle import patch_throttle

@@ -29,7 +29,7 @@ class RequestLog:
 
     def __init__(self, directory: str, rotate_rows: int = 100_000, rotate_seconds: float = 60.0,
                  max_pending_rows: int = 1_000_000, broker: int = 0) -> None:
-        import pyarrow  # noqa: F401  (fail at start, not at the first flush)
+        import pyarrow  # type: ignore[import-untyped]  # noqa: F401  (fail at start, not at the first flush)
 
         os.makedirs(directory, exist_ok=True)
         self.directory = directory
@@ -42,7 +42,7 @@ class RequestLog:
         self._rows: list[tuple] = []
         self._pending = 0
         self._lock = threading.Lock()
-        self._batches: "queue.Queue[Optional[list[tuple]]]" = queue.Queue()
+        self._batches: queue.Queue[Optional[list[tuple]]] = queue.Queue()
         self._seq = 0
         self._last_flush = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="kquota-request-log", daemon=True)
@@ -78,8 +78,8 @@ class RequestLog:
         self._thread.join(timeout=30)
 
     def _run(self) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow as pa  # type: ignore[import-untyped]
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
         schema = pa.schema([("ts_ms", pa.int64()), ("broker", pa.int32()), ("user", pa.string()),
                             ("client_id", pa.string()), ("quota_type", pa.string()), ("value", pa.float64())])

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any, Optional
 
 from kquota.proxy import handlers  # noqa: F401  (registers the API handlers)
 from kquota.proxy.admin import QuotaAdmin
@@ -82,7 +83,7 @@ class ProxyServer:
         self.refused_connections = 0
         #: node id (``None`` = bootstrap) -> connections accepted.
         self.accepted: dict[Optional[int], int] = {}
-        self._servers: list[asyncio.AbstractServer] = []
+        self._servers: list[asyncio.Server] = []
         self._tasks: set[asyncio.Task] = set()
         self._listener_lock = asyncio.Lock()
         self._bootstrap_port = 0
@@ -94,7 +95,7 @@ class ProxyServer:
         """Where clients bootstrap (the bound port when ``listen`` asked for port 0)."""
         return self.advertised_host, self._bootstrap_port
 
-    async def start(self) -> "ProxyServer":
+    async def start(self) -> ProxyServer:
         """Opens the bootstrap listener."""
         server = await asyncio.start_server(
             lambda r, w: self._accept(r, w, None), self.listen[0], self.listen[1],
@@ -131,7 +132,7 @@ class ProxyServer:
             log.info("broker %d (%s:%d) is proxied on %s:%d", node_id, host, port, self.listen[0], bound)
             return self.advertised_host, bound
 
-    async def _open_broker_port(self, node_id: int, port: int) -> asyncio.AbstractServer:
+    async def _open_broker_port(self, node_id: int, port: int) -> asyncio.Server:
         server = await asyncio.start_server(
             lambda r, w: self._accept(r, w, node_id), self.listen[0], port,
             limit=self.stream_limit, reuse_address=True)
@@ -183,7 +184,7 @@ class ProxyServer:
         if self.request_log is not None:
             self.request_log.close()
 
-    async def __aenter__(self) -> "ProxyServer":
+    async def __aenter__(self) -> ProxyServer:
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:
