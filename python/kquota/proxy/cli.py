@@ -89,6 +89,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    "in DIR (the pipeline's request-log schema)")
     p.add_argument("--admin-principals", default="", metavar="P,...",
                    help="principals (User:name) allowed to AlterClientQuotas through the proxy (default: none)")
+    p.add_argument("--event-loop", default="auto", choices=["auto", "uvloop", "asyncio"],
+                   help="asyncio event loop: uvloop when installed (auto, the default), or the standard one")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="log level (default INFO)")
     p.set_defaults(func=run)
@@ -148,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
             request_log=request_log, default_partitions=_int_prop(props, "num.partitions", 1),
             advertised_host=args.advertised_host,
         )
-        asyncio.run(_main(proxy))
+        _run(_main(proxy), args.event_loop)
         log.info("kquota proxy stopped")
         return 0
     finally:
@@ -157,6 +159,21 @@ def run(args: argparse.Namespace) -> int:
         if metrics_server is not None:
             metrics_server.shutdown()
         qm.close()
+
+
+def _run(coro: Any, event_loop: str) -> None:
+    if event_loop != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if event_loop == "uvloop":
+                coro.close()
+                raise KQuotaError("--event-loop uvloop: uvloop is not installed (pip install 'kquota[proxy]')") from None
+        else:
+            log.info("event loop: uvloop %s", uvloop.__version__)
+            uvloop.run(coro)
+            return
+    asyncio.run(coro)
 
 
 async def _main(proxy: Any) -> None:

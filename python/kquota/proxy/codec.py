@@ -242,6 +242,8 @@ def decode_body(name: str, v: int, buf: Any, pos: int) -> dict:
     """Decodes a whole message body (``name`` as in Kafka, e.g. ``"MetadataResponse"``)."""
     spec = SCHEMAS[name]
     flex = _in(spec["flexible"], v)
+    if not isinstance(buf, memoryview):
+        buf = memoryview(buf)  # records and bytes fields become views, never copies
     obj, end = decode_struct(spec["fields"], v, flex, buf, pos)
     if end != len(buf):
         if spec_is_request(name):
