@@ -43,6 +43,48 @@ VALUE = b"x" * 1024
 CLK = os.sysconf("SC_CLK_TCK")
 
 
+PUMP = r"""
+import asyncio, sys
+async def pipe(r, w):
+    try:
+        while True:
+            data = await r.read(262144)
+            if not data:
+                break
+            w.write(data)
+            await w.drain()
+    finally:
+        w.close()
+async def handle(r, w):
+    ur, uw = await asyncio.open_connection("127.0.0.1", int(sys.argv[2]))
+    await asyncio.gather(pipe(r, uw), pipe(ur, w), return_exceptions=True)
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", int(sys.argv[1]))
+    await server.serve_forever()
+try:
+    import uvloop
+    uvloop.run(main())
+except ImportError:
+    asyncio.run(main())
+"""
+
+
+class BytePump:
+    """The floor of any proxy: a broker advertising this pump, which relays bytes unparsed."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.broker = Tansu(advertised_port=self.port)
+        self.proc = subprocess.Popen([sys.executable, "-c", PUMP, str(self.port), str(self.broker.port)])
+        wait_port(self.port, 30)
+        self.address = f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.broker.stop()
+
+
 class ProxyProcess:
     """``kquota proxy`` in its own process (so its CPU can be read)."""
 
@@ -227,6 +269,22 @@ def main() -> None:
                 d, p = pct(lat_d, q), pct(lat_p, q)
                 rows[f"latency p{int(q * 100)} at 10k msg/s [{mode}]"] = {
                     "direct": d, "proxy": p, "unit": "ms", "added": p - d, "target": f"added <= {target} ms"}
+        # The floor: an unparsing asyncio byte pump in front of a second broker (same build).
+        pump = BytePump()
+        try:
+            pp, pd, cp, cd = [], [], [], []
+            for _ in range(args.repeats):
+                topic = make_topic(pump.broker.address)
+                pd.append(produce_throughput(pump.broker.address, topic, args.messages, "plain"))
+                cd.append(consume_throughput(pump.broker.address, topic, args.messages, "plain"))
+                topic = make_topic(pump.address)
+                pp.append(produce_throughput(pump.address, topic, args.messages, "plain"))
+                cp.append(consume_throughput(pump.address, topic, args.messages, "plain"))
+            for key, d, p in (("produce [raw byte pump, no parsing]", pd, pp), ("consume [raw byte pump, no parsing]", cd, cp)):
+                rows[key] = {"direct": statistics.median(d), "proxy": statistics.median(p), "unit": "msg/s",
+                             "ratio": statistics.median(p) / statistics.median(d), "target": "floor"}
+        finally:
+            pump.stop()
         rss0 = proxy.rss_mb()
         conn = asyncio.run(many_connections(proxy.port, args.connections))
         conn["proxy_rss_mb_before"] = rss0
@@ -270,7 +328,10 @@ def render(r: dict) -> str:
         "| row | direct | proxy | ratio / added | target | |", "|---|---:|---:|---:|---|---|",
     ]
     for key, row in r["rows"].items():
-        if "ratio" in row:
+        if "ratio" in row and row["target"] == "floor":
+            lines.append(f"| {key} | {row['direct']:,.0f} {row['unit']} | {row['proxy']:,.0f} {row['unit']} | "
+                         f"{row['ratio']:.2f}× | (reference) | |")
+        elif "ratio" in row:
             ok = row["ratio"] >= float(row["target"].split()[-1])
             lines.append(f"| {key} | {row['direct']:,.0f} {row['unit']} | {row['proxy']:,.0f} {row['unit']} | "
                          f"{row['ratio']:.2f}× | {row['target']} | {_met(ok)} |")

@@ -45,11 +45,12 @@ def wait_port(port: int, timeout: float = 10.0) -> None:
 class Tansu:
     """A tansu broker (memory storage) on a free loopback port."""
 
-    def __init__(self) -> None:
+    def __init__(self, advertised_port: Optional[int] = None) -> None:
         self.port = free_port()
         url = f"tcp://127.0.0.1:{self.port}"
+        advertised = f"tcp://127.0.0.1:{advertised_port or self.port}"
         self.proc = subprocess.Popen(
-            [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+            [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", advertised,
              "--storage-engine", "memory://tansu/"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.port)

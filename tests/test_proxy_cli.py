@@ -114,3 +114,21 @@ def test_cli_help_names_every_option():
     for option in ("--bootstrap-server", "--listen", "--store", "--quota-window-num", "--quota-window-size-seconds",
                    "--config", "--metrics-port", "--request-log", "--admin-principals"):
         assert option in text
+
+
+def test_request_log_is_a_pipeline_input(tmp_path, spark):
+    """The rotated files read as one request log in the pipeline (no bad rows), and the pipeline's
+    simulate replays them: capture -> usage/recommend/simulate on real traffic."""
+    from kquota.pipeline.schema import read_requests
+    from kquota.proxy.reqlog import RequestLog
+
+    log = RequestLog(str(tmp_path / "log"), rotate_rows=100)
+    for i in range(250):
+        log.add(1_700_000_000_000 + i, "alice" if i % 2 else "ANONYMOUS", f"c{i % 3}",
+                ["PRODUCE", "FETCH", "REQUEST"][i % 3], 1000.0 + i)
+    log.close()
+    files = sorted(os.listdir(tmp_path / "log"))
+    assert len(files) == 3 and all(f.startswith("requests-") and f.endswith(".parquet") for f in files)
+    requests = read_requests(spark, str(tmp_path / "log"))
+    assert requests.bad_total() == 0
+    assert requests.requests.count() == 250

@@ -92,9 +92,10 @@ class RequestLog:
                 table = pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)],
                                              schema=schema)
                 self._seq += 1
-                name = os.path.join(self.directory, f"requests-{rows[0][0]}-{self._seq:06d}.parquet")
-                pq.write_table(table, name + ".tmp")
-                os.replace(name + ".tmp", name)  # readers never see half a file
+                base = f"requests-{rows[0][0]}-{self._seq:06d}.parquet"
+                tmp = os.path.join(self.directory, f".{base}.tmp")  # hidden: Spark skips it
+                pq.write_table(table, tmp)
+                os.replace(tmp, os.path.join(self.directory, base))  # readers never see half a file
                 self.files_written += 1
             except Exception as e:  # noqa: BLE001 - a failed write loses rows, never traffic
                 log.error("request log: cannot write %d rows: %s", len(rows or ()), e)
