@@ -174,3 +174,18 @@ def test_pipelined_produce_all_acked(proxy):
     assert p.flush(20) == 0
     got = consume_assigned(proxy.address, topic, 3000, partitions=3)
     assert sorted(int(v) for _, v, _ in got) == list(range(3000))
+
+
+def test_acks0_relayed_even_when_the_broker_answers(proxy):
+    """acks=0 has no response in Kafka; tansu answers anyway: the proxy drops those answers
+    instead of taking them for the next request's."""
+    topic = make_topic(proxy.address)
+    p = Producer({"bootstrap.servers": proxy.address, "acks": 0, "linger.ms": 2, "batch.size": 16384})
+    for i in range(5000):
+        p.produce(topic, value=b"%d" % i)
+        p.poll(0)
+    assert p.flush(20) == 0
+    md = Producer({"bootstrap.servers": proxy.address}).list_topics(topic, timeout=10)  # same proxy, still serving
+    assert topic in md.topics
+    got = consume_assigned(proxy.address, topic, 5000)
+    assert sorted(int(v) for _, v, _ in got) == list(range(5000))

@@ -198,3 +198,39 @@ def test_broker_loss_closes_client_connections():
         w.close()
     finally:
         p.stop()
+
+
+# ---------------------------------------------------------------------------- request quota
+
+
+def test_request_quota_on_proxy_time_throttles_and_mutes(broker):
+    """request_percentage is enforced on the proxy's own time per request: a tiny quota gives
+    Metadata responses a throttle_time_ms and the connection is muted for it."""
+    import time
+
+    qm = kquota.QuotaManager(window_num=2, window_size_seconds=1)
+    qm.alter_client_quotas([({"client-id": "busy"}, {"request_percentage": 0.001})])
+    p = ProxyThread(("127.0.0.1", broker.port), qm=qm)
+    try:
+        w = Wire(p.proxy.bootstrap_address, client_id="busy")
+        throttles = []
+        gaps = []
+        for _ in range(4):
+            t0 = time.monotonic()
+            resp = w.call(apis.METADATA, 4, "Metadata", {"Topics": None, "AllowAutoTopicCreation": False})
+            gaps.append(time.monotonic() - t0)
+            throttles.append(resp["ThrottleTimeMs"])
+        assert max(throttles) > 0
+        # The request after a throttled answer waits for the mute (the answer itself is at once).
+        i = next(i for i, t in enumerate(throttles) if t > 0)
+        if i + 1 < len(gaps):
+            assert gaps[i + 1] >= 0.8 * throttles[i] / 1000
+        assert qm.measured_rate(kquota.ClientQuotaType.REQUEST, "ANONYMOUS", "busy") > 0
+        # Another client on the same proxy is not throttled.
+        other = Wire(p.proxy.bootstrap_address, client_id="idle")
+        assert other.call(apis.METADATA, 4, "Metadata", {"Topics": None})["ThrottleTimeMs"] == 0
+        w.close()
+        other.close()
+    finally:
+        p.stop()
+        qm.close()

@@ -204,3 +204,41 @@ def test_fetch_max_bytes_capped_to_the_quota_window(broker, caplog):
     finally:
         proxy.stop()
         qm.close()
+
+
+def test_acks0_producer_is_muted_without_responses(broker):
+    """acks=0 gets no response to carry a throttle: only the mute slows it (Kafka's rule)."""
+    qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
+    quota = 200_000
+    qm.alter_client_quotas([({"client-id": "fire-and-forget"}, {"producer_byte_rate": quota})])
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm)
+    try:
+        topic = make_topic(proxy.address)
+        p = Producer({"bootstrap.servers": proxy.address, "client.id": "fire-and-forget", "acks": 0,
+                      "linger.ms": 5, "batch.size": 16384, "queue.buffering.max.kbytes": 256})
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 5:
+            try:
+                p.produce(topic, VALUE)
+            except BufferError:
+                p.poll(0.01)
+            p.poll(0)
+        elapsed = time.monotonic() - t0
+        p.purge()  # what is still queued never reaches the broker
+        p.flush(1)
+        # Count what reached the broker (read directly).
+        meter, stop = Meter(), threading.Event()
+        t = threading.Thread(target=consume_loop, args=(broker.address, topic, "count", meter, stop))
+        t.start()
+        time.sleep(3)
+        stop.set()
+        t.join(30)
+        span = time.monotonic() - t0  # requests the client had buffered may still pass meanwhile
+        received = sum(n for _, n in meter.events)
+        # Bounded by the quota over the whole span plus one window's burst.
+        assert received <= 1.3 * quota * (span + (WINDOW_NUM - 1)), received
+        assert received >= 0.5 * quota * elapsed, received
+        assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "ANONYMOUS", "fire-and-forget") > 0
+    finally:
+        proxy.stop()
+        qm.close()

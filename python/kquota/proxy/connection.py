@@ -33,6 +33,8 @@ from kquota.proxy.throttle import patch_throttle
 
 log = logging.getLogger("kquota.proxy")
 _I32 = struct.Struct(">i")
+#: acks=0 correlation ids remembered per connection (in case the broker answers them anyway).
+_MAX_UNANSWERED = 4096
 _PRODUCE, _FETCH = ClientQuotaType.PRODUCE, ClientQuotaType.FETCH
 _REQUEST, _MUTATION = ClientQuotaType.REQUEST, ClientQuotaType.CONTROLLER_MUTATION
 
@@ -74,6 +76,9 @@ class ClientConnection:
         self._handle_key: tuple[str, str] = ("", "\x00")
         self._order: asyncio.Queue = asyncio.Queue(maxsize=server.max_inflight)
         self._forwarded: deque[Pending] = deque()
+        #: Correlation ids of requests sent expecting no answer (acks=0), oldest first.
+        self._unanswered: set[int] = set()
+        self._unanswered_order: deque[int] = deque()
         self._muted_until = 0.0
         self._up_reader: Optional[asyncio.StreamReader] = None
         self._up_writer: Optional[asyncio.StreamWriter] = None
@@ -190,10 +195,15 @@ class ClientConnection:
             if frame is None:
                 raise ConnectionError(f"broker {self.upstream[0]}:{self.upstream[1]} closed the connection")
             t0 = time.perf_counter_ns()
+            corr = response_correlation_id(frame)
+            if corr in self._unanswered and (not self._forwarded or corr != self._forwarded[0].header.correlation_id):
+                # Some brokers (tansu) answer acks=0 produce requests, which Kafka never does:
+                # the client expects nothing, so the answer is dropped.
+                self._unanswered.discard(corr)
+                continue
             if not self._forwarded:
                 raise CodecError("the broker sent a response nobody asked for")
             p = self._forwarded.popleft()
-            corr = response_correlation_id(frame)
             if corr != p.header.correlation_id:
                 raise CodecError(f"broker answered correlation id {corr}, expected {p.header.correlation_id}")
             p.ns += time.perf_counter_ns() - t0
@@ -235,6 +245,10 @@ class ClientConnection:
         """Sends a request the broker will not answer (acks=0); the mute still applies in order."""
         p.future.set_result((None, throttle_ms))
         await self._enqueue(p)
+        self._unanswered.add(p.header.correlation_id)
+        self._unanswered_order.append(p.header.correlation_id)
+        if len(self._unanswered_order) > _MAX_UNANSWERED:
+            self._unanswered.discard(self._unanswered_order.popleft())
         assert self._up_writer is not None
         self._up_writer.write(_I32.pack(len(frame)))
         self._up_writer.write(frame)
