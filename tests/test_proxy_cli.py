@@ -132,3 +132,15 @@ def test_request_log_is_a_pipeline_input(tmp_path, spark):
     requests = read_requests(spark, str(tmp_path / "log"))
     assert requests.bad_total() == 0
     assert requests.requests.count() == 250
+
+
+def test_request_log_rotates_on_time_without_traffic(tmp_path):
+    from kquota.proxy.reqlog import RequestLog
+
+    log = RequestLog(str(tmp_path), rotate_rows=1000, rotate_seconds=0.3)
+    log.add(1, "u", "c", "PRODUCE", 10)
+    deadline = time.monotonic() + 5
+    while not list(tmp_path.glob("*.parquet")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(list(tmp_path.glob("*.parquet"))) == 1  # written with no further add()
+    log.close()

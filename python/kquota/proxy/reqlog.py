@@ -84,7 +84,14 @@ class RequestLog:
         schema = pa.schema([("ts_ms", pa.int64()), ("broker", pa.int32()), ("user", pa.string()),
                             ("client_id", pa.string()), ("quota_type", pa.string()), ("value", pa.float64())])
         while True:
-            rows = self._batches.get()
+            try:
+                rows = self._batches.get(timeout=min(self.rotate_seconds, 5.0))
+            except queue.Empty:
+                # Quiet traffic: rows older than rotate_seconds are written anyway.
+                with self._lock:
+                    if self._rows and time.monotonic() - self._last_flush >= self.rotate_seconds:
+                        self._hand_over()
+                continue
             try:
                 if rows is None:
                     return
