@@ -128,3 +128,62 @@ def test_describe_filter_semantics():
     assert principal_names(["User:admin", "bob", " "]) == {"admin", "bob"}
     with pytest.raises(kquota.KQuotaError):
         principal_names(["Group:x"])
+
+
+def _resolve_log():
+    seen = []
+
+    async def resolve(node_id, host, port):
+        seen.append((node_id, host, port))
+        return "proxy", 10_000 + node_id
+
+    return seen, resolve
+
+
+@pytest.mark.parametrize("api_key,version,schema", [(apis.FETCH, 16, "FetchResponse"), (apis.FETCH, 17, "FetchResponse"),
+                                                    (apis.PRODUCE, 10, "ProduceResponse"),
+                                                    (apis.PRODUCE, 11, "ProduceResponse")])
+def test_node_endpoints_rewritten_records_untouched(api_key, version, schema):
+    import asyncio
+
+    from kquota.proxy.addresses import rewrite_addresses
+
+    records = bytes(range(256)) * 4
+    if api_key == apis.FETCH:
+        body = {"ThrottleTimeMs": 0, "ErrorCode": 0, "SessionId": 0, "Responses": [
+            {"TopicId": bytes(16), "Partitions": [
+                {"PartitionIndex": 0, "ErrorCode": 6, "HighWatermark": 10, "CurrentLeader": {"LeaderId": 2, "LeaderEpoch": 1},
+                 "Records": records}]}],
+            "NodeEndpoints": [{"NodeId": 2, "Host": "broker-2.internal", "Port": 9092, "Rack": "r1"}]}
+    else:
+        body = {"Responses": [{"Name": "t", "PartitionResponses": [
+            {"Index": 0, "ErrorCode": 6, "CurrentLeader": {"LeaderId": 2, "LeaderEpoch": 1}}]}],
+            "ThrottleTimeMs": 5, "NodeEndpoints": [{"NodeId": 2, "Host": "broker-2.internal", "Port": 9092}]}
+    frame = struct.pack(">i", 3) + b"\x00" + bytes(encode_body(schema, version, body))
+    seen, resolve = _resolve_log()
+    out = asyncio.run(rewrite_addresses(frame, api_key, version, 5, resolve))
+    assert seen == [(2, "broker-2.internal", 9092)]
+    back = decode_body(schema, version, out[4:], 5)
+    assert back["NodeEndpoints"][0]["Host"] == "proxy" and back["NodeEndpoints"][0]["Port"] == 10_002
+    if api_key == apis.FETCH:
+        assert bytes(back["Responses"][0]["Partitions"][0]["Records"]) == records
+    # Without NodeEndpoints nothing is rewritten.
+    del body["NodeEndpoints"]
+    frame = struct.pack(">i", 3) + b"\x00" + bytes(encode_body(schema, version, body))
+    assert asyncio.run(rewrite_addresses(frame, api_key, version, 5, resolve)) is None
+
+
+def test_find_coordinator_v4_coordinators_rewritten():
+    import asyncio
+
+    from kquota.proxy.addresses import rewrite_addresses
+
+    body = {"ThrottleTimeMs": 0, "Coordinators": [
+        {"Key": "g1", "NodeId": 1, "Host": "b1", "Port": 1, "ErrorCode": 0, "ErrorMessage": None},
+        {"Key": "g2", "NodeId": -1, "Host": "", "Port": -1, "ErrorCode": 15, "ErrorMessage": "not available"}]}
+    frame = struct.pack(">i", 3) + b"\x00" + bytes(encode_body("FindCoordinatorResponse", 4, body))
+    seen, resolve = _resolve_log()
+    out = asyncio.run(rewrite_addresses(frame, apis.FIND_COORDINATOR, 4, 5, resolve))
+    back = decode_body("FindCoordinatorResponse", 4, out[4:], 5)
+    assert [(c["Host"], c["Port"]) for c in back["Coordinators"]] == [("proxy", 10_001), ("", -1)]
+    assert seen == [(1, "b1", 1)]
