@@ -187,3 +187,42 @@ def test_find_coordinator_v4_coordinators_rewritten():
     back = decode_body("FindCoordinatorResponse", 4, out[4:], 5)
     assert [(c["Host"], c["Port"]) for c in back["Coordinators"]] == [("proxy", 10_001), ("", -1)]
     assert seen == [(1, "b1", 1)]
+
+
+@pytest.mark.parametrize("version", [7, 11, 12, 14, 15, 16, 17])
+def test_fetch_request_fields_in_place_match_the_decoder(version):
+    from kquota.proxy.handlers import fetch_request_fields
+
+    req = {"ReplicaId": -1, "MaxWaitMs": 500, "MinBytes": 1, "MaxBytes": 52428800, "IsolationLevel": 1,
+           "SessionId": 12, "SessionEpoch": 3, "Topics": [{"Topic": "t", "TopicId": bytes(16), "Partitions": [
+               {"Partition": 0, "FetchOffset": 5, "PartitionMaxBytes": 1048576}]}], "ForgottenTopicsData": [],
+           "RackId": ""}
+    if version >= 15:
+        req["ReplicaState"] = {"ReplicaId": 3, "ReplicaEpoch": 1}
+    raw = b"\x00" * 7 + bytes(encode_body("FetchRequest", version, req))
+    got = fetch_request_fields(raw, 7, version)
+    full = decode_body("FetchRequest", version, raw, 7)
+    for k in ("MinBytes", "MaxBytes", "SessionId", "SessionEpoch"):
+        assert got[k] == full[k]
+    if version >= 15:
+        assert got["ReplicaState"]["ReplicaId"] == 3
+        del req["ReplicaState"]
+        raw = b"\x00" * 7 + bytes(encode_body("FetchRequest", version, req))
+        assert "ReplicaState" not in fetch_request_fields(raw, 7, version)
+    else:
+        assert got["ReplicaId"] == -1
+
+
+def test_top_level_tags_found_by_skipping():
+    from kquota.proxy.codec import top_level_tags
+
+    body = {"ThrottleTimeMs": 0, "ErrorCode": 0, "SessionId": 0, "Responses": [
+        {"TopicId": bytes(16), "Partitions": [{"PartitionIndex": 0, "Records": b"r" * 100,
+                                               "AbortedTransactions": [{"ProducerId": 1, "FirstOffset": 2}]}]}]}
+    raw = bytes(encode_body("FetchResponse", 16, body))
+    assert top_level_tags("FetchResponse", 16, raw, 0) == set()
+    body["NodeEndpoints"] = [{"NodeId": 1, "Host": "h", "Port": 1}]
+    raw = bytes(encode_body("FetchResponse", 16, body))
+    assert top_level_tags("FetchResponse", 16, raw, 0) == {0}
+    with pytest.raises(CodecError):
+        top_level_tags("FetchResponse", 16, raw[:30], 0)

@@ -213,6 +213,97 @@ def decode_struct(fields: tuple, v: int, flex: bool, buf: Any, pos: int) -> tupl
     return obj, pos
 
 
+# ------------------------------------------------------------------------------- skipping
+#
+# The hot path only needs to know where a response's top-level tagged fields are (does a Produce
+# or Fetch response carry NodeEndpoints?): walking over the bytes without building dicts is a
+# few times cheaper than decoding. Plans (the fields active at a version) are cached.
+
+_PLANS: dict[tuple[int, int, bool], list] = {}
+
+
+def _plan(fields: tuple, v: int, flex: bool) -> list:
+    key = (id(fields), v, flex)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = []
+        for f in fields:
+            if not _in(f[3], v) or (flex and _in(f[6], v)):
+                continue
+            fixed = _FIXED.get(f[1])
+            elem_fixed = _FIXED.get(f[2]) if f[1] == "array" else None
+            plan.append((f[1], f, fixed.size if fixed else 0, elem_fixed.size if elem_fixed else 0))
+        _PLANS[key] = plan
+    return plan
+
+
+def _skip_value(t: str, f: tuple, size: int, elem_size: int, v: int, flex: bool, buf: Any, pos: int) -> int:
+    if size:
+        pos += size
+    elif t == "string" or t == "bytes" or t == "records":
+        n, pos = _length(buf, pos, flex, t != "string")
+        pos += max(n, 0)
+    elif t == "bool":
+        pos += 1
+    elif t == "uuid":
+        pos += 16
+    elif t == "struct":
+        pos = skip_struct(f[8], v, flex, buf, pos)
+    elif t == "array":
+        n, pos = _length(buf, pos, flex, True)
+        if n > 0:
+            if elem_size:
+                pos += n * elem_size
+            elif f[2] == "struct":
+                for _ in range(n):
+                    pos = skip_struct(f[8], v, flex, buf, pos)
+            else:
+                elem = f[2]
+                for _ in range(n):
+                    pos = _skip_value(elem, f, 0, 0, v, flex, buf, pos)
+    else:
+        raise CodecError(f"unknown type {t}")
+    if pos > len(buf):
+        raise CodecError(f"truncated {f[0]}")
+    return pos
+
+
+def skip_struct(fields: tuple, v: int, flex: bool, buf: Any, pos: int) -> int:
+    """The position after one struct of ``fields`` (nothing is built)."""
+    for t, f, size, elem_size in _plan(fields, v, flex):
+        pos = _skip_value(t, f, size, elem_size, v, flex, buf, pos)
+    if flex:
+        count, pos = read_uvarint(buf, pos)
+        for _ in range(count):
+            _, pos = read_uvarint(buf, pos)
+            n, pos = read_uvarint(buf, pos)
+            pos += n
+        if pos > len(buf):
+            raise CodecError("truncated tagged field")
+    return pos
+
+
+def top_level_tags(name: str, v: int, buf: Any, pos: int) -> set[int]:
+    """The tags present in a message body's top-level tagged fields (empty if not flexible)."""
+    spec = SCHEMAS[name]
+    if not _in(spec["flexible"], v):
+        return set()
+    if not isinstance(buf, memoryview):
+        buf = memoryview(buf)
+    for t, f, size, elem_size in _plan(spec["fields"], v, True):
+        pos = _skip_value(t, f, size, elem_size, v, True, buf, pos)
+    count, pos = read_uvarint(buf, pos)
+    tags = set()
+    for _ in range(count):
+        tag, pos = read_uvarint(buf, pos)
+        n, pos = read_uvarint(buf, pos)
+        pos += n
+        tags.add(tag)
+    if pos > len(buf):
+        raise CodecError(f"{name} v{v}: truncated tagged fields")
+    return tags
+
+
 def encode_struct(fields: tuple, v: int, flex: bool, obj: dict, out: bytearray) -> None:
     """Appends ``obj`` encoded as ``fields`` at version ``v``; missing fields take their default."""
     tags: list[tuple[int, bytes]] = []

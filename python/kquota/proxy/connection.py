@@ -80,6 +80,9 @@ class ClientConnection:
         self._unanswered: set[int] = set()
         self._unanswered_order: deque[int] = deque()
         self._muted_until = 0.0
+        self._bound = False
+        self._bound_key: tuple[str, str] = ("", "\x00")
+        self._bound_until = 0.0
         self._up_reader: Optional[asyncio.StreamReader] = None
         self._up_writer: Optional[asyncio.StreamWriter] = None
         self._reader_task: Optional[asyncio.Task] = None
@@ -155,9 +158,17 @@ class ClientConnection:
         return self._handle
 
     def _quota_bound(self, client_id: str) -> bool:
+        """Whether (user, client-id) has any quota; re-read at most every 0.2 s (a quota change
+        reaches the connection that fast, without four lookups per request)."""
+        now = time.monotonic()
+        key = (self.user, client_id)
+        if key == self._bound_key and now < self._bound_until:
+            return self._bound
         h = self.handle(client_id)
-        return (h.quota_limit(_PRODUCE) is not None or h.quota_limit(_FETCH) is not None
-                or h.quota_limit(_REQUEST) is not None or h.quota_limit(_MUTATION) is not None)
+        self._bound = (h.quota_limit(_PRODUCE) is not None or h.quota_limit(_FETCH) is not None
+                       or h.quota_limit(_REQUEST) is not None or h.quota_limit(_MUTATION) is not None)
+        self._bound_key, self._bound_until = key, now + 0.2
+        return self._bound
 
     # ------------------------------------------------------------------ the three loops
 

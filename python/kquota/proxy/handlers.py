@@ -19,6 +19,7 @@ from kquota.proxy.codec import (
     encode_body,
     is_flexible,
     read_uvarint,
+    top_level_tags,
 )
 from kquota.proxy.connection import Answer, ClientConnection, Pending, register
 from kquota.proxy.frames import response_body_offset, response_frame
@@ -126,7 +127,8 @@ async def produce(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> 
         conn.server.log_request(conn, h.client_id, PRODUCE, size)
         _elapsed(p, t1)
         throttle = max(bandwidth, conn.request_throttle(p))
-        if h.api_version >= 10:
+        if h.api_version >= 10 and (throttle > 0 or _NODE_ENDPOINTS in top_level_tags(
+                "ProduceResponse", h.api_version, frame, response_body_offset(frame, h.api_key, h.api_version))):
             offset = response_body_offset(frame, h.api_key, h.api_version)
             body = decode_body("ProduceResponse", h.api_version, frame, offset)
             changed = await addresses.rewrite_body(apis.PRODUCE, h.api_version, body, conn.resolve)
@@ -146,6 +148,30 @@ async def produce(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> 
 # ---------------------------------------------------------------------------- Fetch
 
 
+_NODE_ENDPOINTS = 0  # the tag of NodeEndpoints in Produce v10+ / Fetch v16+ responses
+_FETCH_FIXED = struct.Struct(">iiibii")  # MaxWaitMs MinBytes MaxBytes IsolationLevel SessionId SessionEpoch
+
+
+def fetch_request_fields(frame: bytes, offset: int, version: int) -> dict:
+    """The Fetch request fields the proxy uses, read in place (v7+: fixed offsets; the topics
+    are walked only on v15+ to find a ReplicaState tag); older versions are decoded."""
+    if version < 7:
+        return decode_body("FetchRequest", version, frame, offset)
+    base = offset if version >= 15 else offset + 4
+    if base + _FETCH_FIXED.size > len(frame):
+        raise CodecError("truncated Fetch request")
+    _, min_bytes, max_bytes, _, session_id, epoch = _FETCH_FIXED.unpack_from(frame, base)
+    out = {"MinBytes": min_bytes, "MaxBytes": max_bytes, "SessionId": session_id, "SessionEpoch": epoch}
+    if version < 15:
+        out["ReplicaId"] = _I32.unpack_from(frame, offset)[0]
+    elif _REPLICA_STATE in top_level_tags("FetchRequest", version, frame, offset):
+        out["ReplicaState"] = decode_body("FetchRequest", version, frame, offset).get("ReplicaState")
+    return out
+
+
+_REPLICA_STATE = 1  # the tag of ReplicaState in Fetch v15+ requests
+
+
 def _replica_id(req: dict, version: int) -> int:
     if version >= 15:
         state = req.get("ReplicaState")
@@ -160,7 +186,7 @@ async def fetch(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> No
     unrecorded. Follower fetches (replica id >= 0) are exempt."""
     h = p.header
     v = h.api_version
-    req = decode_body("FetchRequest", v, frame, h.body_offset)
+    req = fetch_request_fields(frame, h.body_offset, v)
     if _replica_id(req, v) >= 0:
         _elapsed(p, t0)
         await conn.forward(p, frame, conn.plain_response)
@@ -201,7 +227,7 @@ async def fetch(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> No
                 return throttled_fetch_response(h.correlation_id, v, frame, offset, req, throttle), throttle
             return patch_throttle(frame, h.api_key, v, offset, throttle), throttle
         conn.server.log_request(conn, h.client_id, FETCH, size)
-        if v >= 16:
+        if v >= 16 and _NODE_ENDPOINTS in top_level_tags("FetchResponse", v, frame, offset):
             rewritten = await addresses.rewrite_addresses(frame, apis.FETCH, v, offset, conn.resolve)
             if rewritten is not None:
                 return rewritten, 0
