@@ -286,7 +286,7 @@ def proxy_lines() -> list:
             lines.append(f"| {key} | {row['direct']:,.0f} {row['unit']} | {row['proxy']:,.0f} {row['unit']} | "
                          f"{row['ratio']:.2f}× | {row['target']} |")
         elif "added" in row:
-            lines.append(f"| {key} | {row['direct']:.3f} ms | {row['proxy']:.3f} ms | +{row['added']:.3f} ms | "
+            lines.append(f"| {key} | {row['direct']:.3f} ms | {row['proxy']:.3f} ms | {row['added']:+.3f} ms | "
                          f"{row['target']} |")
         elif "value" in row:
             lines.append(f"| {key} | | {row['value']:.2f} {row['unit']} | | |")
