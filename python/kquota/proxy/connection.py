@@ -33,6 +33,8 @@ from kquota.proxy.throttle import patch_throttle
 
 log = logging.getLogger("kquota.proxy")
 _I32 = struct.Struct(">i")
+#: Frames shorter than this are joined to their size prefix (one send); longer ones are not copied.
+_JOIN_BELOW = 65536
 #: acks=0 correlation ids remembered per connection (in case the broker answers them anyway).
 _MAX_UNANSWERED = 4096
 _PRODUCE, _FETCH = ClientQuotaType.PRODUCE, ClientQuotaType.FETCH
@@ -229,7 +231,11 @@ class ClientConnection:
             data, throttle_ms = await fut
             if data is not None:
                 if isinstance(data, tuple):
-                    self.writer.writelines(data)
+                    if len(data[1]) < _JOIN_BELOW:
+                        self.writer.write(data[0] + data[1])
+                    else:
+                        self.writer.write(data[0])
+                        self.writer.write(data[1])
                 else:
                     self.writer.write(data)
                 await self.writer.drain()
@@ -247,9 +253,8 @@ class ClientConnection:
         p.on_response = on_response
         await self._enqueue(p)
         self._forwarded.append(p)
+        self._send_upstream(frame)
         assert self._up_writer is not None
-        self._up_writer.write(_I32.pack(len(frame)))
-        self._up_writer.write(frame)
         await self._up_writer.drain()
 
     async def forward_no_response(self, p: Pending, frame: bytes, throttle_ms: int) -> None:
@@ -260,10 +265,17 @@ class ClientConnection:
         self._unanswered_order.append(p.header.correlation_id)
         if len(self._unanswered_order) > _MAX_UNANSWERED:
             self._unanswered.discard(self._unanswered_order.popleft())
+        self._send_upstream(frame)
         assert self._up_writer is not None
-        self._up_writer.write(_I32.pack(len(frame)))
-        self._up_writer.write(frame)
         await self._up_writer.drain()
+
+    def _send_upstream(self, frame: bytes) -> None:
+        assert self._up_writer is not None
+        if len(frame) < _JOIN_BELOW:
+            self._up_writer.write(_I32.pack(len(frame)) + frame)  # one send for small frames
+        else:
+            self._up_writer.write(_I32.pack(len(frame)))  # no copy of large ones
+            self._up_writer.write(frame)
 
     async def answer(self, p: Pending, data: Optional[bytes], throttle_ms: int) -> None:
         """Queues an answer the proxy made itself (or none, with only a mute)."""
