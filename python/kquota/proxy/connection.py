@@ -37,8 +37,6 @@ _I32 = struct.Struct(">i")
 _JOIN_BELOW = 65536
 #: acks=0 correlation ids remembered per connection (in case the broker answers them anyway).
 _MAX_UNANSWERED = 4096
-_PRODUCE, _FETCH = ClientQuotaType.PRODUCE, ClientQuotaType.FETCH
-_REQUEST, _MUTATION = ClientQuotaType.REQUEST, ClientQuotaType.CONTROLLER_MUTATION
 
 #: (bytes to send or None, throttle in ms to mute for after sending).
 Answer = tuple[Any, int]
@@ -82,9 +80,8 @@ class ClientConnection:
         self._unanswered: set[int] = set()
         self._unanswered_order: deque[int] = deque()
         self._muted_until = 0.0
-        self._bound = False
-        self._bound_key: tuple[str, str] = ("", "\x00")
-        self._bound_until = 0.0
+        #: Until when requests are read one at a time (a throttle was answered recently).
+        self._serial_until = 0.0
         self._up_reader: Optional[asyncio.StreamReader] = None
         self._up_writer: Optional[asyncio.StreamWriter] = None
         self._reader_task: Optional[asyncio.Task] = None
@@ -159,19 +156,6 @@ class ClientConnection:
             self._handle_key = key
         return self._handle
 
-    def _quota_bound(self, client_id: str) -> bool:
-        """Whether (user, client-id) has any quota; re-read at most every 0.2 s (a quota change
-        reaches the connection that fast, without four lookups per request)."""
-        now = time.monotonic()
-        key = (self.user, client_id)
-        if key == self._bound_key and now < self._bound_until:
-            return self._bound
-        h = self.handle(client_id)
-        self._bound = (h.quota_limit(_PRODUCE) is not None or h.quota_limit(_FETCH) is not None
-                       or h.quota_limit(_REQUEST) is not None or h.quota_limit(_MUTATION) is not None)
-        self._bound_key, self._bound_until = key, now + 0.2
-        return self._bound
-
     # ------------------------------------------------------------------ the three loops
 
     async def _read_requests(self) -> None:
@@ -192,11 +176,11 @@ class ClientConnection:
                 t0 = time.perf_counter_ns()
                 header = parse_request_header(frame)
                 await self._dispatch(header, frame, t0)
-                if self._quota_bound(header.client_id):
+                if time.monotonic() < self._serial_until:
                     # Kafka reads a connection's next request only once the previous answer has
                     # been sent (SocketServer mutes the channel meanwhile); pipelined requests
-                    # would otherwise slip past a throttle. Clients without quotas keep the
-                    # proxy's pipelining.
+                    # would slip past a throttle. So a connection throttled within the last
+                    # quota window is read that way; one that is not keeps the pipelining.
                     await self._order.join()
         except asyncio.CancelledError:
             return
@@ -241,6 +225,7 @@ class ClientConnection:
                 await self.writer.drain()
             if throttle_ms > 0:
                 self._muted_until = max(self._muted_until, time.monotonic() + throttle_ms / 1000.0)
+                self._serial_until = self._muted_until + self.server.quota_window_seconds
             self._order.task_done()
 
     # ------------------------------------------------------------------ requests

@@ -73,6 +73,9 @@ class ProxyServer:
         self.default_partitions = default_partitions
         self.drain_seconds = drain_seconds
         self.stream_limit = 1 << 20
+        #: A connection throttled within this long is read one request at a time (the quota
+        #: window: quota.window.num x quota.window.size.seconds).
+        self.quota_window_seconds = float(getattr(qm, "window_num", 11) * getattr(qm, "window_size_seconds", 1))
         #: topic -> partition count, from the Metadata responses relayed (KIP-599 charges).
         self.topic_partitions: dict[str, int] = {}
         #: node id -> (broker host, broker port) as the cluster last described it.
