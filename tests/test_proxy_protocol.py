@@ -234,3 +234,63 @@ def test_request_quota_on_proxy_time_throttles_and_mutes(broker):
     finally:
         p.stop()
         qm.close()
+
+
+# ---------------------------------------------------------------------------- failures
+
+
+class _BrokenStore:
+    """A store whose every call fails (as an unreachable ZooKeeper would)."""
+
+    url = "broken://"
+
+    def describe(self, *a, **k):
+        from kquota.stores.base import ConfigStoreError
+
+        raise ConfigStoreError("broken:// is unreachable")
+
+    alter = describe
+
+
+class _FailingCallback(kquota.ClientQuotaCallback):
+    def quota_metric_tags(self, quota_type, principal, client_id):
+        raise RuntimeError("callback bug")
+
+
+def test_store_and_callback_failures_never_stop_traffic(broker):
+    qm = kquota.QuotaManager(callback=_FailingCallback())  # callback_failure="open" (default)
+    p = ProxyThread(("127.0.0.1", broker.port), qm=qm, store=_BrokenStore(), admin_principals=["ANONYMOUS"])
+    try:
+        w = Wire(p.proxy.bootstrap_address)
+        resp = w.call(apis.DESCRIBE_CLIENT_QUOTAS, 1, "DescribeClientQuotas", {"Components": [], "Strict": False})
+        assert resp["ErrorCode"] == apis.UNKNOWN_SERVER_ERROR and "unreachable" in resp["ErrorMessage"]
+        resp = w.call(apis.ALTER_CLIENT_QUOTAS, 1, "AlterClientQuotas", {"Entries": [
+            {"Entity": [{"EntityType": "user", "EntityName": "a"}],
+             "Ops": [{"Key": "producer_byte_rate", "Value": 1.0, "Remove": False}]}], "ValidateOnly": False})
+        assert resp["Entries"][0]["ErrorCode"] == apis.UNKNOWN_SERVER_ERROR
+        _metadata_ok(w)  # the same connection keeps working
+        from confluent_kafka import Consumer, Producer, TopicPartition
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        topic = "f-" + uuid.uuid4().hex[:8]
+        admin = AdminClient({"bootstrap.servers": p.address})
+        for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+            f.result(10)
+        prod = Producer({"bootstrap.servers": p.address})
+        for i in range(100):
+            prod.produce(topic, b"%d" % i)
+        assert prod.flush(10) == 0  # the failing callback lets traffic through (fail-open)
+        c = Consumer({"bootstrap.servers": p.address, "group.id": "f", "enable.auto.commit": False})
+        c.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        import time
+
+        deadline = time.monotonic() + 10
+        while len(got) < 100 and time.monotonic() < deadline:
+            got += [m for m in c.consume(100, 0.5) if not m.error()]
+        c.close()
+        assert len(got) == 100
+        w.close()
+    finally:
+        p.stop()
+        qm.close()

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any, Optional
 
 from kquota.entity import ClientQuotaEntity
-from kquota.exceptions import KQuotaError
+from kquota.exceptions import KQuotaError, QuotaConfigError
 from kquota.proxy import apis
 
 log = logging.getLogger("kquota.proxy")
@@ -90,8 +90,12 @@ class QuotaAdmin:
                     await asyncio.to_thread(self.store.alter, [(entity, ops)])
                 else:
                     self.qm.alter_client_quotas([(entity, ops)])
-            except KQuotaError as e:
+            except QuotaConfigError as e:  # a bad entry: Kafka answers InvalidRequest
                 result["ErrorCode"] = apis.INVALID_REQUEST
+                result["ErrorMessage"] = str(e)
+                continue
+            except KQuotaError as e:  # the store failed: nothing applied, the proxy keeps serving
+                result["ErrorCode"] = apis.UNKNOWN_SERVER_ERROR
                 result["ErrorMessage"] = str(e)
                 continue
             if not req.get("ValidateOnly"):
@@ -104,14 +108,14 @@ def _entry(entry: dict) -> tuple[ClientQuotaEntity, dict[str, Optional[float]]]:
     for part in entry["Entity"]:
         kind = part["EntityType"]
         if kind not in _TYPES:
-            raise KQuotaError(f"entity type {kind!r} is not supported (user and client-id only)")
+            raise QuotaConfigError(f"entity type {kind!r} is not supported (user and client-id only)")
         if kind in names:
-            raise KQuotaError(f"entity type {kind!r} appears twice")
+            raise QuotaConfigError(f"entity type {kind!r} appears twice")
         names[kind] = part["EntityName"]
     ops: dict[str, Optional[float]] = {}
     for op in entry.get("Ops") or []:
         if op["Key"] in ops:
-            raise KQuotaError(f"config key {op['Key']!r} appears twice")
+            raise QuotaConfigError(f"config key {op['Key']!r} appears twice")
         ops[op["Key"]] = None if op.get("Remove") else op["Value"]
     return ClientQuotaEntity(names), ops
 
