@@ -35,10 +35,9 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-
-from proxy_support import Tansu, free_port, wait_port  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from proxy_support import Tansu, free_port, wait_port
 
 VALUE = b"x" * 1024
 CLK = os.sysconf("SC_CLK_TCK")
@@ -334,11 +333,11 @@ def render(r: dict) -> str:
     m = r["machine"]
     lines = [
         "# kquota proxy: through the proxy vs direct (tansu, librdkafka, 1 KB messages)", "",
-        f"Generated {r['generated']} by `benches/bench_proxy.py` ({r['messages']} messages per throughput run, "
-        f"median of {r['repeats']} interleaved direct/proxy pairs); kquota {__build_profile__} build.",
-        f"Machine: {m['cpu_count']} CPUs, {m['platform']}, Python {m['python']}; load average before "
-        f"{m['loadavg_before'][0]:.2f}, after {m['loadavg_after'][0]:.2f} (the machine is shared: broker, client "
-        "and proxy compete for the same 2 cores, and other jobs ran).", "",
+        (f"Generated {r['generated']} by `benches/bench_proxy.py` ({r['messages']} messages per throughput run, "
+         f"median of {r['repeats']} interleaved direct/proxy pairs); kquota {__build_profile__} build."),
+        (f"Machine: {m['cpu_count']} CPUs, {m['platform']}, Python {m['python']}; load average before "
+         f"{m['loadavg_before'][0]:.2f}, after {m['loadavg_after'][0]:.2f} (the machine is shared: broker, client "
+         "and proxy compete for the same 2 cores, and other jobs ran)."), "",
         "| row | direct | proxy | ratio / added | target | |", "|---|---:|---:|---:|---|---|",
     ]
     for key, row in r["rows"].items():
