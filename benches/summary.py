@@ -298,7 +298,31 @@ def render(report: dict) -> str:
             lines.append(f"| {r['key']} | {r['label']} | {value} | {r['unit']} | {r['baseline'] or ''} | "
                          f"{ratio} | {'; '.join(note)} |")
         lines.append("")
+    lines += proxy_lines()
     return "\n".join(lines)
+
+
+def proxy_lines() -> list:
+    """The proxy rows (``bench_proxy.py``'s ``proxy.json``, run separately), if present."""
+    try:
+        with open(os.path.join(RESULTS, "proxy.json")) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return []
+    lines = [f"## Kafka proxy, through the proxy vs direct (`benches/bench_proxy.py`, {data['generated']}; "
+             f"details in `proxy.md`)", "", "| row | direct | proxy | ratio / added | target |", "|---|---:|---:|---:|---|"]
+    for key, row in data["rows"].items():
+        if "ratio" in row:
+            lines.append(f"| {key} | {row['direct']:,.0f} {row['unit']} | {row['proxy']:,.0f} {row['unit']} | "
+                         f"{row['ratio']:.2f}× | {row['target']} |")
+        elif "added" in row:
+            lines.append(f"| {key} | {row['direct']:.3f} ms | {row['proxy']:.3f} ms | {row['added']:+.3f} ms | "
+                         f"{row['target']} |")
+        elif "value" in row:
+            lines.append(f"| {key} | | {row['value']:.2f} {row['unit']} | | |")
+        elif "answered" in row:
+            lines.append(f"| {key} | | {row['answered']} / {row['connections']} answered | | all at once |")
+    return lines + [""]
 
 
 def main() -> dict:

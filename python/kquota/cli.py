@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_demo)
     configs_cli.add_parser(sub)
     pipeline_commands.add_parser(sub)
+    from kquota.proxy import cli as proxy_cli
+
+    proxy_cli.add_parser(sub)
     return parser
 
 

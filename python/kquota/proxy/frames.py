@@ -1,0 +1,122 @@
+"""Kafka frames: the 4-byte size prefix, request and response headers.
+
+Request header v1/v2 (v2 adds tagged fields; the client id keeps its int16 length in both, as
+Kafka's ``RequestHeader.json`` says); response header v0/v1 (v1 adds tagged fields), ApiVersions
+responses always v0 so that any client can read them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from dataclasses import dataclass
+from typing import Optional
+
+from kquota.proxy.codec import CodecError, is_flexible, read_uvarint, write_uvarint
+
+API_VERSIONS = 18
+CONTROLLED_SHUTDOWN = 7
+_HDR = struct.Struct(">hhih")
+_I32 = struct.Struct(">i")
+
+
+class FrameTooLarge(CodecError):
+    """A frame longer than ``socket.request.max.bytes``."""
+
+
+async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> Optional[bytes]:
+    """The next frame without its size prefix; ``None`` at a clean end of stream."""
+    try:
+        prefix = await reader.readexactly(4)
+    except asyncio.IncompleteReadError as e:
+        if e.partial:
+            raise CodecError("connection closed inside a size prefix") from None
+        return None
+    size = _I32.unpack(prefix)[0]
+    if size < 0 or size > max_bytes:
+        raise FrameTooLarge(f"frame of {size} bytes (limit {max_bytes})")
+    try:
+        return await reader.readexactly(size)
+    except asyncio.IncompleteReadError:
+        raise CodecError("connection closed inside a frame") from None
+
+
+@dataclass
+class RequestHeader:
+    """The fields of a request header and where the body starts."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str
+    body_offset: int
+
+
+def parse_request_header(frame: bytes) -> RequestHeader:
+    """Parses a request header (any API, any version)."""
+    if len(frame) < _HDR.size:
+        raise CodecError("request shorter than its header")
+    api_key, version, corr, n = _HDR.unpack_from(frame, 0)
+    pos = _HDR.size
+    if api_key == CONTROLLED_SHUTDOWN and version == 0:
+        raise CodecError("ControlledShutdown v0 (header v0) is not supported")
+    client_id = ""
+    if n >= 0:
+        if pos + n > len(frame):
+            raise CodecError("truncated client id")
+        try:
+            client_id = frame[pos:pos + n].decode("utf-8")
+        except UnicodeDecodeError:
+            raise CodecError("client id is not UTF-8") from None
+        pos += n
+    elif n != -1:
+        raise CodecError("negative client id length")
+    if api_key >= 0 and is_flexible(api_key, version):
+        count, pos = read_uvarint(frame, pos)
+        for _ in range(count):
+            _, pos = read_uvarint(frame, pos)
+            size, pos = read_uvarint(frame, pos)
+            pos += size
+        if pos > len(frame):
+            raise CodecError("truncated header tagged fields")
+    return RequestHeader(api_key, version, corr, client_id, pos)
+
+
+def response_header_flexible(api_key: int, version: int) -> bool:
+    """Whether the response header carries tagged fields (never for ApiVersions)."""
+    return api_key != API_VERSIONS and is_flexible(api_key, version)
+
+
+def response_body_offset(frame: bytes, api_key: int, version: int) -> int:
+    """Where the body of a response frame (without size prefix) starts."""
+    if len(frame) < 4:
+        raise CodecError("response shorter than its header")
+    pos = 4
+    if response_header_flexible(api_key, version):
+        count, pos = read_uvarint(frame, pos)
+        for _ in range(count):
+            _, pos = read_uvarint(frame, pos)
+            size, pos = read_uvarint(frame, pos)
+            pos += size
+        if pos > len(frame):
+            raise CodecError("truncated response header")
+    return pos
+
+
+def response_correlation_id(frame: bytes) -> int:
+    if len(frame) < 4:
+        raise CodecError("response shorter than its correlation id")
+    return _I32.unpack_from(frame, 0)[0]
+
+
+def response_frame(correlation_id: int, api_key: int, version: int, body: bytes | bytearray) -> bytes:
+    """A whole response frame, size prefix included."""
+    head = bytearray(_I32.pack(correlation_id))
+    if response_header_flexible(api_key, version):
+        write_uvarint(head, 0)
+    return _I32.pack(len(head) + len(body)) + bytes(head) + bytes(body)
+
+
+def with_prefix(frame: bytes) -> bytes:
+    """``frame`` with its 4-byte size prefix."""
+    return _I32.pack(len(frame)) + frame

@@ -1,0 +1,354 @@
+"""Request handlers of the APIs the proxy inspects (every other API is relayed as bytes).
+
+Each follows the Kafka broker method named in its docstring; the quota arithmetic is the
+kernel's (``kquota.QuotaManager``), the proxy only decides what to record and when.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from typing import Optional
+
+from kquota._kquota import ClientQuotaType
+from kquota.proxy import addresses, apis, mutations, sasl
+from kquota.proxy.codec import (
+    CodecError,
+    decode_body,
+    encode_body,
+    is_flexible,
+    read_uvarint,
+    top_level_tags,
+)
+from kquota.proxy.connection import Answer, ClientConnection, Pending, register
+from kquota.proxy.frames import response_body_offset, response_frame
+from kquota.proxy.throttle import patch_throttle
+from kquota.proxy.versions import clamp_api_versions
+
+log = logging.getLogger("kquota.proxy")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+PRODUCE = ClientQuotaType.PRODUCE
+FETCH = ClientQuotaType.FETCH
+
+
+def _elapsed(p: Pending, t0: int) -> None:
+    p.ns += time.perf_counter_ns() - t0
+
+
+# ---------------------------------------------------------------------------- ApiVersions
+
+
+@register(apis.API_VERSIONS)
+async def api_versions(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> None:
+    """Relayed; the answer offers only versions the proxy parses."""
+    async def on_response(p: Pending, frame: bytes) -> Answer:
+        throttle = conn.request_throttle(p)
+        return clamp_api_versions(frame, p.header.api_version, throttle), throttle
+
+    _elapsed(p, t0)
+    await conn.forward(p, frame, on_response)
+
+
+# ---------------------------------------------------------------------------- addresses
+
+
+def _remember_partitions(conn: ClientConnection, body: dict) -> None:
+    for topic in body.get("Topics") or ():
+        name = topic.get("Name")
+        if name and topic.get("ErrorCode", 0) == 0:
+            conn.server.topic_partitions[name] = len(topic.get("Partitions") or ())
+
+
+async def _addressed_response(conn: ClientConnection, p: Pending, frame: bytes) -> Answer:
+    t0 = time.perf_counter_ns()
+    h = p.header
+    schema = {apis.METADATA: "MetadataResponse", apis.FIND_COORDINATOR: "FindCoordinatorResponse",
+              apis.DESCRIBE_CLUSTER: "DescribeClusterResponse"}[h.api_key]
+    offset = response_body_offset(frame, h.api_key, h.api_version)
+    body = decode_body(schema, h.api_version, frame, offset)
+    if h.api_key == apis.METADATA:
+        _remember_partitions(conn, body)
+    await addresses.rewrite_body(h.api_key, h.api_version, body, conn.resolve)
+    _elapsed(p, t0)
+    throttle = conn.request_throttle(p)
+    if throttle > 0 and "ThrottleTimeMs" in body:
+        body["ThrottleTimeMs"] = max(body["ThrottleTimeMs"], throttle)
+    return response_frame(h.correlation_id, h.api_key, h.api_version, encode_body(schema, h.api_version, body)), throttle
+
+
+async def _addressed(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> None:
+    """Metadata / FindCoordinator / DescribeCluster: broker addresses become the proxy's."""
+    _elapsed(p, t0)
+    await conn.forward(p, frame, lambda p, f: _addressed_response(conn, p, f))
+
+
+for _key in (apis.METADATA, apis.FIND_COORDINATOR, apis.DESCRIBE_CLUSTER):
+    register(_key)(_addressed)
+
+
+# ---------------------------------------------------------------------------- Produce
+
+
+def produce_acks(frame: bytes, offset: int, version: int) -> int:
+    """The ``acks`` of a Produce request (after the transactional id in v3+)."""
+    pos = offset
+    if version >= 3:
+        if is_flexible(apis.PRODUCE, version):
+            n, pos = read_uvarint(frame, pos)
+            pos += max(n - 1, 0)
+        else:
+            n = _I16.unpack_from(frame, pos)[0]
+            pos += 2 + max(n, 0)
+    if pos + 2 > len(frame):
+        raise CodecError("truncated Produce request")
+    return _I16.unpack_from(frame, pos)[0]
+
+
+@register(apis.PRODUCE)
+async def produce(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> None:
+    """KafkaApis.handleProduceRequest: the request size (header + body) is recorded when the
+    broker answers; throttle = max(bandwidth, request); acks=0 has no answer but is muted."""
+    h = p.header
+    acks = produce_acks(frame, h.body_offset, h.api_version)
+    size = len(frame)
+    if acks == 0:
+        throttle = int(conn.handle(h.client_id).record_and_get_throttle_time_ms(PRODUCE, size))
+        conn.server.log_request(conn, h.client_id, PRODUCE, size)
+        _elapsed(p, t0)
+        conn.server.qm.record_exempt_request_time(p.ns)  # acks=0 is exempt from the request quota
+        await conn.forward_no_response(p, frame, throttle)
+        return
+
+    async def on_response(p: Pending, frame: bytes) -> Answer:
+        t1 = time.perf_counter_ns()
+        bandwidth = int(conn.handle(h.client_id).record_and_get_throttle_time_ms(PRODUCE, size))
+        conn.server.log_request(conn, h.client_id, PRODUCE, size)
+        _elapsed(p, t1)
+        throttle = max(bandwidth, conn.request_throttle(p))
+        if h.api_version >= 10 and (throttle > 0 or _NODE_ENDPOINTS in top_level_tags(
+                "ProduceResponse", h.api_version, frame, response_body_offset(frame, h.api_key, h.api_version))):
+            offset = response_body_offset(frame, h.api_key, h.api_version)
+            body = decode_body("ProduceResponse", h.api_version, frame, offset)
+            changed = await addresses.rewrite_body(apis.PRODUCE, h.api_version, body, conn.resolve)
+            if changed or throttle > 0:
+                body["ThrottleTimeMs"] = max(body.get("ThrottleTimeMs", 0), throttle)
+                return response_frame(h.correlation_id, h.api_key, h.api_version,
+                                      encode_body("ProduceResponse", h.api_version, body)), throttle
+        elif throttle > 0:
+            offset = response_body_offset(frame, h.api_key, h.api_version)
+            return patch_throttle(frame, h.api_key, h.api_version, offset, throttle), throttle
+        return (_I32.pack(len(frame)), frame), throttle
+
+    _elapsed(p, t0)
+    await conn.forward(p, frame, on_response)
+
+
+# ---------------------------------------------------------------------------- Fetch
+
+
+_NODE_ENDPOINTS = 0  # the tag of NodeEndpoints in Produce v10+ / Fetch v16+ responses
+_FETCH_FIXED = struct.Struct(">iiibii")  # MaxWaitMs MinBytes MaxBytes IsolationLevel SessionId SessionEpoch
+
+
+def fetch_request_fields(frame: bytes, offset: int, version: int) -> dict:
+    """The Fetch request fields the proxy uses, read in place (v7+: fixed offsets; the topics
+    are walked only on v15+ to find a ReplicaState tag); older versions are decoded."""
+    if version < 7:
+        return decode_body("FetchRequest", version, frame, offset)
+    base = offset if version >= 15 else offset + 4
+    if base + _FETCH_FIXED.size > len(frame):
+        raise CodecError("truncated Fetch request")
+    _, min_bytes, max_bytes, _, session_id, epoch = _FETCH_FIXED.unpack_from(frame, base)
+    out = {"MinBytes": min_bytes, "MaxBytes": max_bytes, "SessionId": session_id, "SessionEpoch": epoch}
+    if version < 15:
+        out["ReplicaId"] = _I32.unpack_from(frame, offset)[0]
+    elif _REPLICA_STATE in top_level_tags("FetchRequest", version, frame, offset):
+        out["ReplicaState"] = decode_body("FetchRequest", version, frame, offset).get("ReplicaState")
+    return out
+
+
+_REPLICA_STATE = 1  # the tag of ReplicaState in Fetch v15+ requests
+
+
+def _replica_id(req: dict, version: int) -> int:
+    if version >= 15:
+        state = req.get("ReplicaState")
+        return state.get("ReplicaId", -1) if state else -1
+    return req.get("ReplicaId", -1)
+
+
+@register(apis.FETCH)
+async def fetch(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> None:
+    """KafkaApis.handleFetchRequest: max bytes capped to what the quota window allows, the
+    response size recorded; over quota, the answer is empty with the throttle and the size is
+    unrecorded. Follower fetches (replica id >= 0) are exempt."""
+    h = p.header
+    v = h.api_version
+    req = fetch_request_fields(frame, h.body_offset, v)
+    if _replica_id(req, v) >= 0:
+        _elapsed(p, t0)
+        await conn.forward(p, frame, conn.plain_response)
+        return
+    handle = conn.handle(h.client_id)
+    cap = handle.max_value_in_quota_window(FETCH)
+    max_bytes = req["MaxBytes"]
+    if v >= 3 and cap < max_bytes:
+        # Kafka: fetchMaxBytes = min(maxBytes, quota window bytes); fetchMinBytes = min(minBytes, that).
+        max_bytes = max(int(cap), 0)
+        buf = bytearray(frame)
+        at = h.body_offset + (0 if v >= 15 else 4)  # ReplicaId (v0-14), MaxWaitMs, MinBytes, MaxBytes
+        _I32.pack_into(buf, at + 4, min(req["MinBytes"], max_bytes))
+        _I32.pack_into(buf, at + 8, max_bytes)
+        frame = bytes(buf)
+
+    async def on_response(p: Pending, frame: bytes) -> Answer:
+        t1 = time.perf_counter_ns()
+        size = len(frame)
+        bandwidth = int(handle.record_and_get_throttle_time_ms(FETCH, size))
+        _elapsed(p, t1)
+        throttle = max(bandwidth, conn.request_throttle(p))
+        offset = response_body_offset(frame, h.api_key, v)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("fetch v%d by %r: %d bytes, max bytes %d, throttle %d ms", v, h.client_id, size,
+                      max_bytes, throttle)
+        if throttle > 0 and size > cap:
+            # Larger than the whole quota window allows: Kafka's empty answer would be repeated
+            # forever (the same data comes back every time; also a KIP-74 first batch above
+            # max bytes, or a broker that overshoots max bytes). Deliver it, keep it recorded
+            # and mute: the long-run rate still tracks the quota.
+            conn.server.log_request(conn, h.client_id, FETCH, size)
+            return patch_throttle(frame, h.api_key, v, offset, throttle), throttle
+        if throttle > 0:
+            handle.unrecord(FETCH, size)
+            error = _I16.unpack_from(frame, offset + 4)[0] if v >= 7 else 0
+            if error == 0:
+                return throttled_fetch_response(h.correlation_id, v, frame, offset, req, throttle), throttle
+            return patch_throttle(frame, h.api_key, v, offset, throttle), throttle
+        conn.server.log_request(conn, h.client_id, FETCH, size)
+        if v >= 16 and _NODE_ENDPOINTS in top_level_tags("FetchResponse", v, frame, offset):
+            rewritten = await addresses.rewrite_addresses(frame, apis.FETCH, v, offset, conn.resolve)
+            if rewritten is not None:
+                return rewritten, 0
+        return (_I32.pack(len(frame)), frame), 0
+
+    _elapsed(p, t0)
+    await conn.forward(p, frame, on_response)
+
+
+def throttled_fetch_response(corr: int, version: int, frame: bytes, offset: int, req: dict, throttle: int) -> bytes:
+    """An empty FetchResponse carrying the throttle, as ``FetchContext.getThrottledResponse``.
+
+    The session id: a sessionless fetch (epoch -1) gets none; an incremental one keeps its
+    session; a full fetch (epoch 0) keeps the session the broker has just created for it, since
+    the proxy, unlike Kafka's throttled path, cannot stop the broker from creating it — the
+    client then continues incrementally instead of opening a new session every throttled fetch.
+    """
+    session = 0
+    if version >= 7 and req.get("SessionEpoch", -1) >= 0:
+        session = _I32.unpack_from(frame, offset + 6)[0]  # ThrottleTimeMs, ErrorCode, SessionId
+    body = {"ThrottleTimeMs": throttle, "ErrorCode": 0, "SessionId": session, "Responses": []}
+    return response_frame(corr, apis.FETCH, version, encode_body("FetchResponse", version, body))
+
+
+# ---------------------------------------------------------------------------- KIP-599
+
+
+async def _mutation(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> None:
+    """Create/Delete topics, CreatePartitions: controller mutation quota (strict or permissive)."""
+    h = p.header
+    v = h.api_version
+    req_schema, resp_schema = mutations.REQUEST_SCHEMA[h.api_key], mutations.RESPONSE_SCHEMA[h.api_key]
+    req = decode_body(req_schema, v, frame, h.body_offset)
+    handle = conn.handle(h.client_id)
+    plan = mutations.plan(h.api_key, v, req, handle, conn.server.topic_partitions.get,
+                          conn.server.default_partitions)
+
+    def finish(body: Optional[dict]) -> Answer:
+        throttle = max(plan.throttle_ms, conn.request_throttle(p))
+        merged = mutations.merge(h.api_key, body, plan)
+        merged["ThrottleTimeMs"] = max(merged["ThrottleTimeMs"], throttle)
+        return response_frame(h.correlation_id, h.api_key, v, encode_body(resp_schema, v, merged)), throttle
+
+    if plan.forward is None:
+        _elapsed(p, t0)
+        data, throttle = finish(None)
+        await conn.answer(p, data, throttle)
+        return
+    if plan.rejected:
+        frame = frame[:h.body_offset] + bytes(encode_body(req_schema, v, plan.forward))
+
+    async def on_response(p: Pending, frame: bytes) -> Answer:
+        t1 = time.perf_counter_ns()
+        body = decode_body(resp_schema, v, frame, response_body_offset(frame, h.api_key, v))
+        _elapsed(p, t1)
+        return finish(body)
+
+    _elapsed(p, t0)
+    await conn.forward(p, frame, on_response)
+
+
+for _key in (apis.CREATE_TOPICS, apis.DELETE_TOPICS, apis.CREATE_PARTITIONS):
+    register(_key)(_mutation)
+
+
+# ---------------------------------------------------------------------------- client quotas
+
+
+@register(apis.DESCRIBE_CLIENT_QUOTAS)
+async def describe_client_quotas(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> None:
+    """Answered from the proxy's configuration (never reaches the broker)."""
+    h = p.header
+    req = decode_body("DescribeClientQuotasRequest", h.api_version, frame, h.body_offset)
+    body = await conn.server.admin.describe(req)
+    await _local_answer(conn, p, t0, "DescribeClientQuotasResponse", body)
+
+
+@register(apis.ALTER_CLIENT_QUOTAS)
+async def alter_client_quotas(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> None:
+    """Applied to the proxy's store (only for ``--admin-principals``)."""
+    h = p.header
+    req = decode_body("AlterClientQuotasRequest", h.api_version, frame, h.body_offset)
+    body = await conn.server.admin.alter(req, conn.user)
+    await _local_answer(conn, p, t0, "AlterClientQuotasResponse", body)
+
+
+async def _local_answer(conn: ClientConnection, p: Pending, t0: int, schema: str, body: dict) -> None:
+    h = p.header
+    _elapsed(p, t0)
+    throttle = conn.request_throttle(p)
+    body["ThrottleTimeMs"] = throttle
+    data = response_frame(h.correlation_id, h.api_key, h.api_version, encode_body(schema, h.api_version, body))
+    await conn.answer(p, data, throttle)
+
+
+# ---------------------------------------------------------------------------- SASL
+
+
+@register(apis.SASL_HANDSHAKE)
+async def sasl_handshake(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> None:
+    """Relayed; the mechanism is remembered to read the username later."""
+    h = p.header
+    conn.sasl_mechanism = decode_body("SaslHandshakeRequest", h.api_version, frame, h.body_offset)["Mechanism"]
+    _elapsed(p, t0)
+    await conn.forward(p, frame, conn.plain_response)
+
+
+@register(apis.SASL_AUTHENTICATE)
+async def sasl_authenticate(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> None:
+    """Relayed; the principal becomes the token's username once the broker accepts it."""
+    h = p.header
+    req = decode_body("SaslAuthenticateRequest", h.api_version, frame, h.body_offset)
+    name = sasl.username(conn.sasl_mechanism, req["AuthBytes"])
+    if name is not None:
+        conn.sasl_user = name
+
+    async def on_response(p: Pending, frame: bytes) -> Answer:
+        body = decode_body("SaslAuthenticateResponse", h.api_version, frame, response_body_offset(frame, h.api_key, h.api_version))
+        if body["ErrorCode"] == 0 and conn.sasl_user is not None:
+            conn.user = conn.sasl_user
+        return await conn.plain_response(p, frame)
+
+    _elapsed(p, t0)
+    await conn.forward(p, frame, on_response)

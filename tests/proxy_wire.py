@@ -1,0 +1,64 @@
+"""A raw Kafka connection for requests no installed client sends (AlterClientQuotas, strict
+CreateTopics): frames built with kquota's own codec, the proxy's transcribed schemas."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from kquota.proxy.codec import decode_body, encode_body, is_flexible
+from kquota.proxy.frames import response_body_offset
+
+
+class Wire:
+    """One blocking connection speaking Kafka frames."""
+
+    def __init__(self, address: tuple[str, int], client_id: str = "wire") -> None:
+        self.sock = socket.create_connection(address, timeout=10)
+        self.client_id = client_id.encode()
+        self.corr = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def frame(self, api_key: int, version: int, body: bytes) -> bytes:
+        self.corr += 1
+        head = struct.pack(">hhih", api_key, version, self.corr, len(self.client_id)) + self.client_id
+        if is_flexible(api_key, version):
+            head += b"\x00"
+        return struct.pack(">i", len(head) + len(body)) + head + body
+
+    def read_frame(self) -> bytes:
+        size = struct.unpack(">i", self.exact(4))[0]
+        return self.exact(size)
+
+    def exact(self, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed by the proxy")
+            buf += chunk
+        return buf
+
+    def closed_by_peer(self, timeout: float = 5.0) -> bool:
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                if not self.sock.recv(65536):
+                    return True
+        except ConnectionResetError:
+            return True
+        except socket.timeout:
+            return False
+
+    def call(self, api_key: int, version: int, name: str, body: dict[str, Any]) -> dict:
+        """Sends ``body`` as request ``name`` and decodes the answer."""
+        self.send_raw(self.frame(api_key, version, bytes(encode_body(name + "Request", version, body))))
+        frame = self.read_frame()
+        assert struct.unpack_from(">i", frame)[0] == self.corr
+        return decode_body(name + "Response", version, frame, response_body_offset(frame, api_key, version))

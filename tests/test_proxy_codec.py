@@ -1,0 +1,228 @@
+"""Units of the proxy: the schema-driven codec, ApiVersions clamp, SASL usernames, the throttled
+fetch answer, KIP-599 planning and the client-quota filter."""
+
+from __future__ import annotations
+
+import struct
+
+import kquota
+import pytest
+from kquota.entity import ClientQuotaEntity
+from kquota.proxy import apis, mutations, sasl
+from kquota.proxy.admin import _matches, principal_names
+from kquota.proxy.codec import CodecError, decode_body, encode_body
+from kquota.proxy.frames import parse_request_header, response_body_offset
+from kquota.proxy.handlers import produce_acks, throttled_fetch_response
+from kquota.proxy.versions import clamp_api_versions
+
+
+def test_round_trip_keeps_unknown_tagged_fields():
+    body = {"ThrottleTimeMs": 7, "Brokers": [{"NodeId": 1, "Host": "b1", "Port": 9092, "Rack": None}],
+            "ClusterId": "c", "ControllerId": 1,
+            "Topics": [{"ErrorCode": 0, "Name": "t", "TopicId": bytes(range(16)), "IsInternal": False,
+                        "Partitions": [{"ErrorCode": 0, "PartitionIndex": 0, "LeaderId": 1, "LeaderEpoch": 3,
+                                        "ReplicaNodes": [1], "IsrNodes": [1], "OfflineReplicas": []}],
+                        "TopicAuthorizedOperations": -2147483648}],
+            "_tags": {7: b"\x01\x02"}}
+    raw = bytes(encode_body("MetadataResponse", 12, body))
+    back = decode_body("MetadataResponse", 12, raw, 0)
+    assert back["_tags"] == {7: b"\x01\x02"}
+    assert back["Brokers"] == body["Brokers"] and back["Topics"][0]["Partitions"][0]["LeaderEpoch"] == 3
+    assert bytes(encode_body("MetadataResponse", 12, back)) == raw
+    # Non-flexible version: no tags, int16 strings.
+    raw1 = bytes(encode_body("MetadataResponse", 1, body))
+    assert decode_body("MetadataResponse", 1, raw1, 0)["Brokers"][0]["Host"] == "b1"
+
+
+@pytest.mark.parametrize("cut", [1, 5, 9, 20])
+def test_truncated_bodies_raise_codec_error(cut):
+    raw = bytes(encode_body("FindCoordinatorResponse", 3, {"NodeId": 1, "Host": "h", "Port": 1}))
+    with pytest.raises(CodecError):
+        decode_body("FindCoordinatorResponse", 3, raw[:-cut] if cut < len(raw) else b"", 0)
+
+
+def test_absurd_array_length_rejected_without_allocation():
+    raw = struct.pack(">i", 0) + struct.pack(">i", 2**31 - 1)
+    with pytest.raises(CodecError):
+        decode_body("MetadataResponse", 1, raw, 0)
+
+
+def test_request_header_v2_and_produce_acks():
+    client = b"cid"
+    head = struct.pack(">hhih", 0, 9, 42, len(client)) + client + b"\x00"
+    body = b"\x01" + struct.pack(">h", -1)  # null compact transactional id, acks = -1
+    frame = head + body
+    h = parse_request_header(frame)
+    assert (h.api_key, h.api_version, h.correlation_id, h.client_id, h.body_offset) == (0, 9, 42, "cid", len(head))
+    assert produce_acks(frame, h.body_offset, 9) == -1
+    frame7 = struct.pack(">hhih", 0, 7, 1, -1) + struct.pack(">h", 3) + b"txn" + struct.pack(">h", 0)
+    assert produce_acks(frame7, parse_request_header(frame7).body_offset, 7) == 0
+
+
+def test_api_versions_clamped_and_proxy_apis_added():
+    keys = [{"ApiKey": 0, "MinVersion": 0, "MaxVersion": 13}, {"ApiKey": 1, "MinVersion": 0, "MaxVersion": 18},
+            {"ApiKey": 17, "MinVersion": 0, "MaxVersion": 1}, {"ApiKey": 99, "MinVersion": 0, "MaxVersion": 5}]
+    raw = struct.pack(">i", 5) + bytes(encode_body("ApiVersionsResponse", 3, {"ErrorCode": 0, "ApiKeys": keys,
+                                                                             "ThrottleTimeMs": 0}))
+    out = clamp_api_versions(raw, 3, throttle_ms=25)
+    body = decode_body("ApiVersionsResponse", 3, out[4:], 4)
+    got = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in body["ApiKeys"]}
+    assert got == {0: (3, 11), 1: (4, 17), 17: (1, 1), 99: (0, 5), 48: (0, 1), 49: (0, 1)}
+    assert body["ThrottleTimeMs"] == 25
+    # An error answer is relayed as the broker wrote it.
+    err = struct.pack(">ih", 5, apis.UNSUPPORTED_VERSION) + b"\x01\x02\x03"
+    assert clamp_api_versions(err, 3)[4:] == err
+
+
+def test_sasl_usernames():
+    assert sasl.username("PLAIN", b"\x00alice\x00secret") == "alice"
+    assert sasl.username("PLAIN", b"admin\x00alice\x00secret") == "alice"
+    assert sasl.username("PLAIN", b"garbage") is None
+    assert sasl.username("SCRAM-SHA-256", b"n,,n=al=2Cice=3D,r=nonce") == "al,ice="
+    assert sasl.username("SCRAM-SHA-512", b"n,a=x,n=bob,r=abc") == "bob"
+    assert sasl.username("GSSAPI", b"\x60\x82") is None
+    assert sasl.username(None, b"x") is None
+
+
+@pytest.mark.parametrize("epoch,expected_session", [(-1, 0), (0, 77), (5, 77)])
+def test_throttled_fetch_answer_session(epoch, expected_session):
+    broker = struct.pack(">i", 9) + b"\x00" + bytes(encode_body("FetchResponse", 12, {
+        "ThrottleTimeMs": 0, "ErrorCode": 0, "SessionId": 77, "Responses": []}))
+    offset = response_body_offset(broker, apis.FETCH, 12)
+    out = throttled_fetch_response(9, 12, broker, offset, {"SessionEpoch": epoch}, 1234)
+    body = decode_body("FetchResponse", 12, out[4:], response_body_offset(out[4:], apis.FETCH, 12))
+    assert body["ThrottleTimeMs"] == 1234 and body["Responses"] == []
+    assert body["SessionId"] == expected_session
+
+
+def test_mutation_plan_strict_and_permissive():
+    qm = kquota.QuotaManager(controller_window_num=2, controller_window_size_seconds=1)
+    qm.alter_client_quotas([({"client-id": "c"}, {"controller_mutation_rate": 2})])
+    h = qm.client("u", "c")
+    body = {"Topics": [{"Name": f"t{i}", "NumPartitions": 2} for i in range(5)], "ValidateOnly": False}
+    plan = mutations.plan(apis.CREATE_TOPICS, 7, body, h, {}.get, 1)
+    assert plan.rejected and plan.throttle_ms > 0
+    kept = [t["Name"] for t in plan.forward["Topics"]] if plan.forward else []
+    assert sorted(kept + [r["Name"] for r in plan.rejected]) == [f"t{i}" for i in range(5)]
+    merged = mutations.merge(apis.CREATE_TOPICS, {"ThrottleTimeMs": 0, "Topics": []}, plan)
+    assert {t["ErrorCode"] for t in merged["Topics"]} == {apis.THROTTLING_QUOTA_EXCEEDED}
+    # Permissive: nothing refused, a throttle returned; validate-only charges nothing.
+    plan = mutations.plan(apis.CREATE_TOPICS, 5, body, h, {}.get, 1)
+    assert not plan.rejected and plan.forward is body and plan.throttle_ms > 0
+    plan = mutations.plan(apis.CREATE_TOPICS, 7, dict(body, ValidateOnly=True), h, {}.get, 1)
+    assert not plan.rejected and plan.throttle_ms == 0
+    qm.close()
+
+
+def test_describe_filter_semantics():
+    alice = ClientQuotaEntity({"user": "alice"})
+    alice_c = ClientQuotaEntity({"user": "alice", "client-id": "c"})
+    default_user = ClientQuotaEntity({"user": None})
+    exact = [{"EntityType": "user", "MatchType": 0, "Match": "alice"}]
+    assert _matches(alice, exact, strict=True) and not _matches(alice_c, exact, strict=True)
+    assert _matches(alice_c, exact, strict=False)
+    default = [{"EntityType": "user", "MatchType": 1, "Match": None}]
+    assert _matches(default_user, default, strict=True) and not _matches(alice, default, strict=True)
+    any_user = [{"EntityType": "user", "MatchType": 2, "Match": None}]
+    assert _matches(default_user, any_user, False) and _matches(alice, any_user, False)
+    assert principal_names(["User:admin", "bob", " "]) == {"admin", "bob"}
+    with pytest.raises(kquota.KQuotaError):
+        principal_names(["Group:x"])
+
+
+def _resolve_log():
+    seen = []
+
+    async def resolve(node_id, host, port):
+        seen.append((node_id, host, port))
+        return "proxy", 10_000 + node_id
+
+    return seen, resolve
+
+
+@pytest.mark.parametrize("api_key,version,schema", [(apis.FETCH, 16, "FetchResponse"), (apis.FETCH, 17, "FetchResponse"),
+                                                    (apis.PRODUCE, 10, "ProduceResponse"),
+                                                    (apis.PRODUCE, 11, "ProduceResponse")])
+def test_node_endpoints_rewritten_records_untouched(api_key, version, schema):
+    import asyncio
+
+    from kquota.proxy.addresses import rewrite_addresses
+
+    records = bytes(range(256)) * 4
+    if api_key == apis.FETCH:
+        body = {"ThrottleTimeMs": 0, "ErrorCode": 0, "SessionId": 0, "Responses": [
+            {"TopicId": bytes(16), "Partitions": [
+                {"PartitionIndex": 0, "ErrorCode": 6, "HighWatermark": 10, "CurrentLeader": {"LeaderId": 2, "LeaderEpoch": 1},
+                 "Records": records}]}],
+            "NodeEndpoints": [{"NodeId": 2, "Host": "broker-2.internal", "Port": 9092, "Rack": "r1"}]}
+    else:
+        body = {"Responses": [{"Name": "t", "PartitionResponses": [
+            {"Index": 0, "ErrorCode": 6, "CurrentLeader": {"LeaderId": 2, "LeaderEpoch": 1}}]}],
+            "ThrottleTimeMs": 5, "NodeEndpoints": [{"NodeId": 2, "Host": "broker-2.internal", "Port": 9092}]}
+    frame = struct.pack(">i", 3) + b"\x00" + bytes(encode_body(schema, version, body))
+    seen, resolve = _resolve_log()
+    out = asyncio.run(rewrite_addresses(frame, api_key, version, 5, resolve))
+    assert seen == [(2, "broker-2.internal", 9092)]
+    back = decode_body(schema, version, out[4:], 5)
+    assert back["NodeEndpoints"][0]["Host"] == "proxy" and back["NodeEndpoints"][0]["Port"] == 10_002
+    if api_key == apis.FETCH:
+        assert bytes(back["Responses"][0]["Partitions"][0]["Records"]) == records
+    # Without NodeEndpoints nothing is rewritten.
+    del body["NodeEndpoints"]
+    frame = struct.pack(">i", 3) + b"\x00" + bytes(encode_body(schema, version, body))
+    assert asyncio.run(rewrite_addresses(frame, api_key, version, 5, resolve)) is None
+
+
+def test_find_coordinator_v4_coordinators_rewritten():
+    import asyncio
+
+    from kquota.proxy.addresses import rewrite_addresses
+
+    body = {"ThrottleTimeMs": 0, "Coordinators": [
+        {"Key": "g1", "NodeId": 1, "Host": "b1", "Port": 1, "ErrorCode": 0, "ErrorMessage": None},
+        {"Key": "g2", "NodeId": -1, "Host": "", "Port": -1, "ErrorCode": 15, "ErrorMessage": "not available"}]}
+    frame = struct.pack(">i", 3) + b"\x00" + bytes(encode_body("FindCoordinatorResponse", 4, body))
+    seen, resolve = _resolve_log()
+    out = asyncio.run(rewrite_addresses(frame, apis.FIND_COORDINATOR, 4, 5, resolve))
+    back = decode_body("FindCoordinatorResponse", 4, out[4:], 5)
+    assert [(c["Host"], c["Port"]) for c in back["Coordinators"]] == [("proxy", 10_001), ("", -1)]
+    assert seen == [(1, "b1", 1)]
+
+
+@pytest.mark.parametrize("version", [7, 11, 12, 14, 15, 16, 17])
+def test_fetch_request_fields_in_place_match_the_decoder(version):
+    from kquota.proxy.handlers import fetch_request_fields
+
+    req = {"ReplicaId": -1, "MaxWaitMs": 500, "MinBytes": 1, "MaxBytes": 52428800, "IsolationLevel": 1,
+           "SessionId": 12, "SessionEpoch": 3, "Topics": [{"Topic": "t", "TopicId": bytes(16), "Partitions": [
+               {"Partition": 0, "FetchOffset": 5, "PartitionMaxBytes": 1048576}]}], "ForgottenTopicsData": [],
+           "RackId": ""}
+    if version >= 15:
+        req["ReplicaState"] = {"ReplicaId": 3, "ReplicaEpoch": 1}
+    raw = b"\x00" * 7 + bytes(encode_body("FetchRequest", version, req))
+    got = fetch_request_fields(raw, 7, version)
+    full = decode_body("FetchRequest", version, raw, 7)
+    for k in ("MinBytes", "MaxBytes", "SessionId", "SessionEpoch"):
+        assert got[k] == full[k]
+    if version >= 15:
+        assert got["ReplicaState"]["ReplicaId"] == 3
+        del req["ReplicaState"]
+        raw = b"\x00" * 7 + bytes(encode_body("FetchRequest", version, req))
+        assert "ReplicaState" not in fetch_request_fields(raw, 7, version)
+    else:
+        assert got["ReplicaId"] == -1
+
+
+def test_top_level_tags_found_by_skipping():
+    from kquota.proxy.codec import top_level_tags
+
+    body = {"ThrottleTimeMs": 0, "ErrorCode": 0, "SessionId": 0, "Responses": [
+        {"TopicId": bytes(16), "Partitions": [{"PartitionIndex": 0, "Records": b"r" * 100,
+                                               "AbortedTransactions": [{"ProducerId": 1, "FirstOffset": 2}]}]}]}
+    raw = bytes(encode_body("FetchResponse", 16, body))
+    assert top_level_tags("FetchResponse", 16, raw, 0) == set()
+    body["NodeEndpoints"] = [{"NodeId": 1, "Host": "h", "Port": 1}]
+    raw = bytes(encode_body("FetchResponse", 16, body))
+    assert top_level_tags("FetchResponse", 16, raw, 0) == {0}
+    with pytest.raises(CodecError):
+        top_level_tags("FetchResponse", 16, raw[:30], 0)

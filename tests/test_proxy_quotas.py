@@ -1,0 +1,244 @@
+"""Quotas enforced by the proxy on real clients (confluent-kafka / librdkafka) against tansu:
+a produce-quota'd and a fetch-quota'd client track their quotas while an unquota'd client in
+the same run is not slowed; throttle_time_ms reaches the clients; quota changes apply live."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import kquota
+import pytest
+from kquota.stores.sqlite import SQLiteConfigStore
+from kquota.watcher import QuotaConfigWatcher
+from proxy_support import ProxyThread, Tansu
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+VALUE = b"v" * 1000
+WINDOW_NUM = 2  # quota.window.num: a short burst allowance (1 s) keeps the test short and steady
+
+
+@pytest.fixture(scope="module")
+def broker():
+    t = Tansu()
+    yield t
+    t.stop()
+
+
+def make_topic(address: str) -> str:
+    name = "q-" + uuid.uuid4().hex[:10]
+    admin = AdminClient({"bootstrap.servers": address})
+    for f in admin.create_topics([NewTopic(name, 1, 1)]).values():
+        f.result(10)
+    return name
+
+
+class Meter:
+    """Bytes over time, and throttle events, of one client."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, int]] = []
+        self.throttles: list[int] = []
+        self.lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        with self.lock:
+            self.events.append((time.monotonic(), n))
+
+    def throttled(self, event: object) -> None:
+        self.throttles.append(int(event.throttle_time * 1000))  # type: ignore[attr-defined]
+
+    def rate(self, start: float, end: float) -> float:
+        with self.lock:
+            return sum(n for t, n in self.events if start <= t < end) / (end - start)
+
+
+def produce_loop(address: str, topic: str, client_id: str, meter: Meter, stop: threading.Event) -> None:
+    # Small batches: the rate moves in steps much finer than the quota.
+    p = Producer({"bootstrap.servers": address, "client.id": client_id, "linger.ms": 5, "batch.size": 16384,
+                  "queue.buffering.max.kbytes": 512, "throttle_cb": meter.throttled})
+
+    def delivered(err: object, msg: object) -> None:
+        if err is None:
+            meter.add(len(VALUE))
+
+    while not stop.is_set():
+        try:
+            p.produce(topic, VALUE, on_delivery=delivered)
+        except BufferError:
+            p.poll(0.01)
+        p.poll(0)
+    p.flush(10)
+
+
+SMALL_FETCHES = {"fetch.max.bytes": 100_000, "max.partition.fetch.bytes": 100_000, "message.max.bytes": 100_000}
+
+
+def consume_loop(address: str, topic: str, client_id: str, meter: Meter, stop: threading.Event,
+                 config: dict = SMALL_FETCHES) -> None:
+    # Fetches of ~100 KB by default: the rate is measured in steps much finer than the quota.
+    c = Consumer({"bootstrap.servers": address, "client.id": client_id, "group.id": client_id,
+                  "enable.auto.commit": False, "throttle_cb": meter.throttled, **config})
+    c.assign([TopicPartition(topic, 0, 0)])
+    while not stop.is_set():
+        for m in c.consume(1000, 0.2):
+            if not m.error():
+                meter.add(len(m.value()))
+    c.close()
+
+
+def test_produce_and_fetch_quotas_track_their_rate_and_spare_others(broker):
+    qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
+    produce_quota, fetch_quota = 300_000, 400_000
+    qm.alter_client_quotas([
+        ({"client-id": "slow-producer"}, {"producer_byte_rate": produce_quota}),
+        ({"client-id": "slow-consumer"}, {"consumer_byte_rate": fetch_quota}),
+    ])
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm)
+    try:
+        fill = make_topic(proxy.address)
+        p = Producer({"bootstrap.servers": broker.address, "linger.ms": 20, "batch.size": 16384})
+        for _ in range(7_000):  # 7 MB for the consumer, written straight to the broker
+            p.produce(fill, VALUE)
+            p.poll(0)
+        assert p.flush(30) == 0
+        out_topic = make_topic(proxy.address)
+        meters = {name: Meter() for name in ("slow-producer", "fast-producer", "slow-consumer")}
+        stop = threading.Event()
+        threads = [
+            threading.Thread(target=produce_loop, args=(proxy.address, out_topic, "slow-producer",
+                                                         meters["slow-producer"], stop)),
+            threading.Thread(target=produce_loop, args=(proxy.address, out_topic, "fast-producer",
+                                                         meters["fast-producer"], stop)),
+            threading.Thread(target=consume_loop, args=(proxy.address, fill, "slow-consumer",
+                                                         meters["slow-consumer"], stop)),
+        ]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        time.sleep(11)
+        stop.set()
+        for t in threads:
+            t.join(30)
+        # After the first window's burst, the long-run rates track the quotas (±20%).
+        start, end = t0 + 3, t0 + 11
+        slow_p = meters["slow-producer"].rate(start, end)
+        slow_c = meters["slow-consumer"].rate(start, end)
+        fast_p = meters["fast-producer"].rate(start, end)
+        assert 0.8 * produce_quota <= slow_p <= 1.2 * produce_quota, slow_p
+        assert 0.8 * fetch_quota <= slow_c <= 1.2 * fetch_quota, slow_c
+        assert meters["slow-producer"].throttles and max(meters["slow-producer"].throttles) > 0
+        assert meters["slow-consumer"].throttles and max(meters["slow-consumer"].throttles) > 0
+        # The unquota'd producer shares the proxy and the broker, and is never throttled.
+        assert not meters["fast-producer"].throttles
+        assert fast_p > 3 * produce_quota, fast_p
+    finally:
+        proxy.stop()
+        qm.close()
+
+
+def test_quota_altered_in_the_store_applies_within_seconds(broker, tmp_path):
+    store = SQLiteConfigStore(str(tmp_path / "q.db"), poll_interval=0.2)
+    qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
+    watcher = QuotaConfigWatcher(store, qm).start()
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, store=store)
+    try:
+        topic = make_topic(proxy.address)
+        meter = Meter()
+        stop = threading.Event()
+        t = threading.Thread(target=produce_loop, args=(proxy.address, topic, "late", meter, stop))
+        t0 = time.monotonic()
+        t.start()
+        time.sleep(2)
+        before = meter.rate(t0 + 0.5, t0 + 2)
+        assert not meter.throttles
+        quota = 100_000
+        store.alter([({"client-id": "late"}, {"producer_byte_rate": quota})])
+        altered = time.monotonic()
+        deadline = altered + 5
+        while not meter.throttles and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first_throttle = time.monotonic() - altered
+        time.sleep(max(0.0, altered + 8 - time.monotonic()))
+        stop.set()
+        t.join(30)
+        assert meter.throttles, "no throttle within 5 s of the alter"
+        assert first_throttle < 3.0
+        after = meter.rate(altered + 3, altered + 8)
+        assert before > 5 * quota
+        assert after <= 1.3 * quota, (before, after)
+    finally:
+        proxy.stop()
+        watcher.stop()
+        store.close()
+        qm.close()
+
+
+def test_fetch_max_bytes_capped_to_the_quota_window(broker, caplog):
+    """Kafka: fetchMaxBytes = min(maxBytes, quota x (samples - 1) x window)."""
+    qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
+    qm.alter_client_quotas([({"client-id": "capped"}, {"consumer_byte_rate": 50_000})])
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm)
+    try:
+        topic = make_topic(proxy.address)
+        p = Producer({"bootstrap.servers": broker.address, "batch.size": 16384})
+        for _ in range(500):
+            p.produce(topic, VALUE)
+        assert p.flush(10) == 0
+        caplog.set_level("DEBUG", logger="kquota.proxy")
+        meter = Meter()
+        stop = threading.Event()
+        t = threading.Thread(target=consume_loop, args=(proxy.address, topic, "capped", meter, stop, {}))
+        t.start()
+        deadline = time.monotonic() + 10
+        while not any("by 'capped'" in r.getMessage() for r in caplog.records) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stop.set()
+        t.join(30)
+        capped = [r.getMessage() for r in caplog.records if "by 'capped'" in r.getMessage()]
+        assert capped and all(f"max bytes {50_000 * (WINDOW_NUM - 1)}," in m for m in capped), capped[:3]
+    finally:
+        proxy.stop()
+        qm.close()
+
+
+def test_acks0_producer_is_muted_without_responses(broker):
+    """acks=0 gets no response to carry a throttle: only the mute slows it (Kafka's rule)."""
+    qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
+    quota = 200_000
+    qm.alter_client_quotas([({"client-id": "fire-and-forget"}, {"producer_byte_rate": quota})])
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm)
+    try:
+        topic = make_topic(proxy.address)
+        p = Producer({"bootstrap.servers": proxy.address, "client.id": "fire-and-forget", "acks": 0,
+                      "linger.ms": 5, "batch.size": 16384, "queue.buffering.max.kbytes": 256})
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 5:
+            try:
+                p.produce(topic, VALUE)
+            except BufferError:
+                p.poll(0.01)
+            p.poll(0)
+        elapsed = time.monotonic() - t0
+        p.purge()  # what is still queued never reaches the broker
+        p.flush(1)
+        # Count what reached the broker (read directly).
+        meter, stop = Meter(), threading.Event()
+        t = threading.Thread(target=consume_loop, args=(broker.address, topic, "count", meter, stop))
+        t.start()
+        time.sleep(3)
+        stop.set()
+        t.join(30)
+        span = time.monotonic() - t0  # requests the client had buffered may still pass meanwhile
+        received = sum(n for _, n in meter.events)
+        # Bounded by the quota over the whole span plus one window's burst.
+        assert received <= 1.3 * quota * (span + (WINDOW_NUM - 1)), received
+        assert received >= 0.5 * quota * elapsed, received
+        assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "ANONYMOUS", "fire-and-forget") > 0
+    finally:
+        proxy.stop()
+        qm.close()
