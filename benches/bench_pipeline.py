@@ -2,7 +2,8 @@
 
 1. Kernel batch replay throughput, one thread: ``kquota.pipeline.replay`` over numpy arrays
    (target >= 5M requests/s per core), open and closed model.
-2. ``generate`` + ``simulate`` of 10M requests on ``local[2]`` (target <= 60 s).
+2. ``generate`` + ``simulate`` of 10M requests on ``local[2]`` (target <= 30 s), the Spark floor
+   over the same log (simulate / floor target <= 2x) and, with several ``--spark-rows``, the scale curve.
 
 Usage: ``python benches/bench_pipeline.py [--replay-rows N] [--spark-rows N] [--no-write]``
 """
@@ -54,15 +55,45 @@ def bench_replay(rows: int, entities: int = 1000, repeats: int = 3) -> dict:
     return out
 
 
-def bench_spark(rows: int, master: str = "local[2]") -> dict:
+def _load() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def _python_worker_peak_rss_mb() -> float:
+    """Largest peak RSS (VmHWM) of this machine's PySpark Python workers, in MB."""
+    peak = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+            if b"pyspark.daemon" not in cmd and b"pyspark.worker" not in cmd:
+                continue
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+        except OSError:
+            continue
+    return peak / 1024
+
+
+def bench_spark(rows: int, master: str = "local[2]", path: str = "direct") -> dict:
+    """generate + simulate of ``rows`` requests, and the Spark floor over the same log: read it,
+    group by broker (a shuffle on broker), write the same rows plus an int column."""
+    from pyspark.sql import functions as F
+
     from kquota.config_file import quota_config_document
     from kquota.pipeline.generate import generate
     from kquota.pipeline.schema import read_requests
     from kquota.pipeline.session import get_spark
-    from kquota.pipeline.simulate import simulate
+    from kquota.pipeline.simulate import simulate, simulate_spark
 
     work = tempfile.mkdtemp(prefix="kquota-bench-")
     try:
+        load_before = _load()
         t = time.perf_counter()
         spark = get_spark(master, app_name="kquota-bench")
         startup = time.perf_counter() - t
@@ -71,14 +102,23 @@ def bench_spark(rows: int, master: str = "local[2]") -> dict:
         gen = time.perf_counter() - t
         t = time.perf_counter()
         log = read_requests(spark, os.path.join(work, "log"))
-        result = simulate(spark, log, quota_config_document(QUOTAS), os.path.join(work, "sim"))
+        run = simulate if path == "direct" else simulate_spark
+        result = run(spark, log, quota_config_document(QUOTAS), os.path.join(work, "sim"))
         sim = time.perf_counter() - t
+        worker_rss = _python_worker_peak_rss_mb()
+        t = time.perf_counter()
+        raw = spark.read.parquet(os.path.join(work, "log"))
+        raw.repartition(spark.sparkContext.defaultParallelism * 2, "broker") \
+            .withColumn("throttle_ms", F.lit(0)).write.mode("overwrite").parquet(os.path.join(work, "floor"))
+        floor = time.perf_counter() - t
         import pandas as pd
 
         summary = pd.read_parquet(result.summary_path)
         spark.stop()
-        return {"rows": rows, "master": master, "spark_startup_s": startup, "generate_s": gen,
-                "simulate_s": sim, "generate_plus_simulate_s": gen + sim,
+        return {"rows": rows, "master": master, "path": path, "spark_startup_s": startup, "generate_s": gen,
+                "simulate_s": sim, "generate_plus_simulate_s": gen + sim, "floor_s": floor,
+                "simulate_over_floor": sim / floor, "python_worker_peak_rss_mb": worker_rss,
+                "load_before": load_before, "load_after": _load(),
                 "requests": int(summary.requests.sum()), "throttled": int(summary.throttled_requests.sum())}
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -87,30 +127,55 @@ def bench_spark(rows: int, master: str = "local[2]") -> dict:
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--replay-rows", type=int, default=10_000_000)
-    p.add_argument("--spark-rows", type=int, default=10_000_000)
+    p.add_argument("--spark-rows", default="10000000",
+                   help="comma-separated sizes; the first is the headline row, all form the scale curve")
+    p.add_argument("--path", choices=("direct", "spark"), default="direct",
+                   help="simulate path: direct (Parquet fast path, the default) or spark (the fallback)")
     p.add_argument("--no-write", action="store_true")
     a = p.parse_args()
     res = {"build": __build_profile__, "python": sys.version.split()[0], "machine": platform.machine(),
            "cpus": os.cpu_count(), "replay": bench_replay(a.replay_rows)}
     print(json.dumps(res["replay"], indent=1), flush=True)
-    res["spark"] = bench_spark(a.spark_rows)
-    print(json.dumps(res["spark"], indent=1), flush=True)
-    r, s = res["replay"], res["spark"]
+    res["spark_runs"] = []
+    for n in [int(x) for x in a.spark_rows.split(",")]:
+        res["spark_runs"].append(bench_spark(n, path=a.path))
+        print(json.dumps(res["spark_runs"][-1], indent=1), flush=True)
+    r, s = res["replay"], res["spark_runs"][0]
+    res["spark"] = s
+
+    def met(ok: bool) -> str:
+        return "met" if ok else "not met"
+
     md = [
         "# Pipeline benchmarks", "",
         f"Build: {res['build']}; Python {res['python']}; {res['cpus']} CPUs ({res['machine']}). "
-        "Generated by `python benches/bench_pipeline.py`.", "",
+        f"Generated by `python benches/bench_pipeline.py` (simulate path: {a.path}). Load average "
+        f"(1/5/15 min) before: {s['load_before']}, after: {s['load_after']}.", "",
         "| measure | result | target |", "|---|---|---|",
         f"| batch replay, open model, one thread ({r['open']['rows']:,} requests, {r['open']['entities']} clients) "
-        f"| {r['open']['requests_per_s'] / 1e6:.1f}M requests/s | ≥ 5M/s |",
+        f"| {r['open']['requests_per_s'] / 1e6:.1f}M requests/s | ≥ 5M/s ({met(r['open']['requests_per_s'] >= 5e6)}) |",
         f"| batch replay, closed model, one thread | {r['closed']['requests_per_s'] / 1e6:.1f}M requests/s | — |",
         f"| `generate` {s['rows']:,} requests on {s['master']} | {s['generate_s']:.1f} s | — |",
         f"| `simulate` {s['rows']:,} requests on {s['master']} (read, replay per broker, write requests + summary) "
         f"| {s['simulate_s']:.1f} s | — |",
-        f"| `generate` + `simulate` | {s['generate_plus_simulate_s']:.1f} s | ≤ 60 s |",
+        f"| `generate` + `simulate` | {s['generate_plus_simulate_s']:.1f} s | ≤ 30 s "
+        f"({met(s['generate_plus_simulate_s'] <= 30)}) |",
+        f"| Spark floor, same run (read the log, group by broker, write the rows + an int column) "
+        f"| {s['floor_s']:.1f} s | — |",
+        f"| `simulate` / Spark floor | {s['simulate_over_floor']:.2f}× | ≤ 2× ({met(s['simulate_over_floor'] <= 2)}) |",
+        f"| peak RSS of one Python worker during `simulate` | {s['python_worker_peak_rss_mb']:.0f} MB | — |",
         f"| Spark session start (not included above) | {s['spark_startup_s']:.1f} s | — |",
         "",
     ]
+    if len(res["spark_runs"]) > 1:
+        md += ["## Scale curve (same run)", "",
+               "| requests | generate | simulate | ns per request (simulate) | floor | simulate / floor | worker peak RSS |",
+               "|---|---|---|---|---|---|---|"]
+        for x in res["spark_runs"]:
+            md.append(f"| {x['rows']:,} | {x['generate_s']:.1f} s | {x['simulate_s']:.1f} s | "
+                      f"{x['simulate_s'] / x['rows'] * 1e9:.0f} | {x['floor_s']:.1f} s | "
+                      f"{x['simulate_over_floor']:.2f}× | {x['python_worker_peak_rss_mb']:.0f} MB |")
+        md.append("")
     if not a.no_write:
         os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
         with open(os.path.join(HERE, "results", "pipeline.json"), "w") as f:
