@@ -92,3 +92,23 @@ def test_progress_line_has_stage_rows_and_eta():
     assert format_line("simulate: replay", 10_000_000, 2, 4, 6.0) == \
         "[simulate: replay] 5,000,000/10,000,000 rows (2/4 tasks), 6 s, ETA 6 s"
     assert format_line("split", None, 0, 4, 1.0) == "[split] (0/4 tasks), 1 s, ETA unknown"
+
+
+def test_over_quota_shares_sum_to_the_union_of_throttle_intervals():
+    from kquota.pipeline.broker import over_quota_shares
+
+    rng = np.random.default_rng(5)
+    for model_sorted in (True, False):
+        n = 400
+        sent = rng.integers(0, 2000, n)
+        if model_sorted:
+            sent = np.sort(sent)
+        throttle = np.where(rng.random(n) < 0.6, rng.integers(1, 120, n), 0).astype(np.int32)
+        sensor = rng.integers(0, 4, n)
+        share = over_quota_shares(sent.astype(np.int64), throttle, sensor)
+        assert (share >= 0).all() and (share[throttle == 0] == 0).all()
+        for s in range(4):
+            covered = set()
+            for a, d in zip(sent[sensor == s], throttle[sensor == s]):
+                covered.update(range(int(a), int(a) + int(d)))
+            assert share[sensor == s].sum() == len(covered)

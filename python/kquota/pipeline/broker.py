@@ -50,10 +50,14 @@ def replay_sorted(
     qm = QuotaManager()
     qm.alter_client_quotas(parse_quota_config(quotas_doc, source="--quotas"))
     throttle, sent = replay(qm, ts, types, codes, entities, values, model=model, return_sent=True)
-    # Metric tags and limit of each (entity, quota type) present: few keys, not every row.
+    # Metric tags and limit of each (entity, quota type) present: few keys, not every row. The
+    # keys are dense small integers: a counting pass, no sort.
     key = codes.astype(np.int64) * 4 + types
-    ukeys, inverse = np.unique(key, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    present = np.bincount(key, minlength=len(entities) * 4) > 0 if len(key) else np.zeros(0, dtype=bool)
+    ukeys = np.flatnonzero(present)
+    lut = np.full(len(present), -1, dtype=np.int64)
+    lut[ukeys] = np.arange(len(ukeys))
+    inverse = lut[key]
     tag_user, tag_client, limit = [], [], []
     for k in ukeys.tolist():
         u, c = entities[k // 4]
@@ -89,19 +93,28 @@ def over_quota_shares(sent: np.ndarray, throttle: np.ndarray, sensor: np.ndarray
     """Each row's contribution to the union of its sensor's throttle intervals
     ``[sent, sent + throttle)``, so that the sum over a sensor's rows is the time the sensor was
     over quota."""
-    start = sent.astype(np.int64, copy=False)
-    end = start + throttle.astype(np.int64)
-    order = np.lexsort((start, sensor))
-    s_sensor, s_start, s_end = sensor[order], start[order], end[order]
-    import pandas as pd
-
-    frame = pd.DataFrame({"sensor": s_sensor, "end": s_end})
-    prev_end = frame.groupby("sensor", sort=False)["end"].cummax().groupby(frame["sensor"], sort=False).shift(1)
-    prev = prev_end.to_numpy(dtype=np.float64, na_value=-np.inf)
-    share = np.clip(s_end - np.maximum(s_start, prev), 0, None).astype(np.int64)
-    n = len(order)
-    result = np.empty(n, dtype=np.int64)
-    result[order] = share
+    # A row without a throttle has an empty interval: it adds nothing and, with the rows
+    # ordered by start, never moves a later row's running end. Only throttled rows matter.
+    result = np.zeros(len(sent), dtype=np.int64)
+    hit = np.flatnonzero(throttle > 0)
+    if not hit.size:
+        return result
+    start = sent[hit].astype(np.int64)
+    end = start + throttle[hit].astype(np.int64)
+    sens = sensor[hit]
+    order = np.lexsort((start, sens))
+    s_sensor, s_start, s_end = sens[order], start[order], end[order]
+    # Per sensor (contiguous after the sort): the latest end among the earlier rows.
+    prev = np.empty(len(order), dtype=np.int64)
+    cuts = np.flatnonzero(np.r_[True, s_sensor[1:] != s_sensor[:-1], True])
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        prev[a] = np.iinfo(np.int64).min
+        if b - a > 1:
+            np.maximum.accumulate(s_end[a:b - 1], out=prev[a + 1:b])
+    share = np.clip(s_end - np.maximum(s_start, prev), 0, None)
+    part = np.empty(len(hit), dtype=np.int64)
+    part[order] = share
+    result[hit] = part
     return result
 
 
