@@ -111,9 +111,11 @@ def _cpu(spark: object) -> float:
     return t.user + t.system + _tree_cpu_s(spark.sparkContext._gateway.proc.pid)  # type: ignore[attr-defined]
 
 
-def bench_spark(rows: int, master: str = "local[2]", path: str = "direct") -> dict:
+def bench_spark(rows: int, master: str = "local[2]", path: str = "direct", compare: bool = False) -> dict:
     """generate + simulate of ``rows`` requests, and the Spark floor over the same log: read it,
-    group by broker (a shuffle on broker), write the same rows plus an int column."""
+    group by broker (a shuffle on broker), write the same rows plus an int column. With
+    ``compare``, also the Spark path (the plan before the Arrow-direct path) on the same log, and
+    a check that both paths wrote the same summary and throttles."""
     from pyspark.sql import functions as F
 
     from kquota.config_file import quota_config_document
@@ -151,12 +153,23 @@ def bench_spark(rows: int, master: str = "local[2]", path: str = "direct") -> di
         import pandas as pd
 
         summary = pd.read_parquet(result.summary_path)
+        extra: dict = {}
+        if compare:
+            c = _cpu(spark)
+            t = time.perf_counter()
+            other = simulate_spark(spark, read_requests(spark, os.path.join(work, "log")),
+                                   quota_config_document(QUOTAS), os.path.join(work, "sim-spark"))
+            extra = {"spark_path_s": time.perf_counter() - t, "spark_path_cpu_s": _cpu(spark) - c}
+            pd.testing.assert_frame_equal(summary, pd.read_parquet(other.summary_path))
+            a = spark.read.parquet(result.requests_path)
+            b = spark.read.parquet(other.requests_path)
+            extra["paths_identical"] = a.exceptAll(b).count() == 0 and b.exceptAll(a).count() == 0
         spark.stop()
         return {"rows": rows, "master": master, "path": path, "spark_startup_s": startup, "generate_s": gen,
                 "simulate_s": sim, "generate_plus_simulate_s": gen + sim, "floor_s": floor,
                 "simulate_over_floor": sim / floor, "generate_cpu_s": gen_cpu, "simulate_cpu_s": sim_cpu,
                 "floor_cpu_s": floor_cpu, "python_worker_peak_rss_mb": worker_rss,
-                "load_before": load_before, "load_after": _load(),
+                "load_before": load_before, "load_after": _load(), **extra,
                 "requests": int(summary.requests.sum()), "throttled": int(summary.throttled_requests.sum())}
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -169,14 +182,16 @@ def main() -> int:
                    help="comma-separated sizes; the first is the headline row, all form the scale curve")
     p.add_argument("--path", choices=("direct", "spark"), default="direct",
                    help="simulate path: direct (Parquet fast path, the default) or spark (the fallback)")
+    p.add_argument("--compare", action="store_true",
+                   help="also time the Spark path on the first size's log and check both paths agree")
     p.add_argument("--no-write", action="store_true")
     a = p.parse_args()
     res = {"build": __build_profile__, "python": sys.version.split()[0], "machine": platform.machine(),
            "cpus": os.cpu_count(), "replay": bench_replay(a.replay_rows)}
     print(json.dumps(res["replay"], indent=1), flush=True)
     res["spark_runs"] = []
-    for n in [int(x) for x in a.spark_rows.split(",")]:
-        res["spark_runs"].append(bench_spark(n, path=a.path))
+    for i, n in enumerate(int(x) for x in a.spark_rows.split(",")):
+        res["spark_runs"].append(bench_spark(n, path=a.path, compare=a.compare and i == 0))
         print(json.dumps(res["spark_runs"][-1], indent=1), flush=True)
     r, s = res["replay"], res["spark_runs"][0]
     res["spark"] = s
@@ -204,6 +219,9 @@ def main() -> int:
         f"| Spark floor, same run (read the log, group by broker, write the rows + an int column) "
         f"| {s['floor_s']:.1f} s ({s['floor_cpu_s']:.0f} CPU-s) | — |",
         f"| `simulate` / Spark floor | {s['simulate_over_floor']:.2f}× | ≤ 2× ({met(s['simulate_over_floor'] <= 2)}) |",
+        *([f"| the Spark path (the plan before this one: `applyInPandas`, persist, Spark summary) on the same log "
+           f"| {s['spark_path_s']:.1f} s ({s['spark_path_cpu_s']:.0f} CPU-s); same summary and rows: "
+           f"{'yes' if s['paths_identical'] else 'NO'} | — |"] if "spark_path_s" in s else []),
         f"| peak RSS of one Python worker during `simulate` | {s['python_worker_peak_rss_mb']:.0f} MB | — |",
         f"| Spark session start (not included above) | {s['spark_startup_s']:.1f} s | — |",
         "",

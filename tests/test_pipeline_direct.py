@@ -92,6 +92,7 @@ def test_progress_line_has_stage_rows_and_eta():
     assert format_line("simulate: replay", 10_000_000, 2, 4, 6.0) == \
         "[simulate: replay] 5,000,000/10,000,000 rows (2/4 tasks), 6 s, ETA 6 s"
     assert format_line("split", None, 0, 4, 1.0) == "[split] (0/4 tasks), 1 s, ETA unknown"
+    assert format_line("split", None, 0, 0, 2.0) == "[split] starting, 2 s"
 
 
 def test_over_quota_shares_sum_to_the_union_of_throttle_intervals():
@@ -112,3 +113,23 @@ def test_over_quota_shares_sum_to_the_union_of_throttle_intervals():
             for a, d in zip(sent[sensor == s], throttle[sensor == s]):
                 covered.update(range(int(a), int(a) + int(d)))
             assert share[sensor == s].sum() == len(covered)
+
+
+def test_watch_reports_a_running_stage(spark):
+    import re
+    import time
+
+    from kquota.pipeline.progress import Watch
+
+    def slow(batches):
+        for b in batches:
+            time.sleep(2.5)
+            yield b
+
+    lines = []
+    with Watch(spark, "slow", 4000, lines.append, first_s=0.5, every_s=0.5):
+        assert spark.range(0, 4000, 1, 4).mapInArrow(slow, "id long").count() == 4000
+    assert lines, "no progress line during a 5 s stage"
+    assert all(re.fullmatch(r"\[slow\] ([\d,]+/4,000 rows \(\d/4 tasks\), \d+ s, ETA (\d+ s|unknown)|starting, \d+ s)", s)
+               for s in lines), lines
+    assert any("/4 tasks" in s and not s.endswith("unknown") for s in lines), lines

@@ -197,7 +197,9 @@ def replay_brokers(p: Plan, quotas_doc: dict, model: str, task: int, brokers: li
 
     out_fs, out_root = fs_path(p.out_dir)
     path = f"{out_root}/requests/part-{task:05d}-kquota.parquet"
-    tmp = f"{path}.{os.getpid()}.tmp"
+    # Written in the scratch directory (readers of requests/ never see a partial file: a
+    # failed attempt leaves its file there), renamed into place when complete.
+    tmp = f"{_tmp_dir(out_root)}/part-{task:05d}.{os.getpid()}.tmp"
     rows: list = []
     writer = None
     try:

@@ -16,8 +16,10 @@ from typing import Any, Callable, Optional
 def format_line(stage: str, total: Optional[int], tasks_done: int, tasks: int, elapsed: float) -> str:
     """``[stage] 5,000,000/10,000,000 rows (2/4 tasks), 6 s, ETA 6 s`` (rows estimated from the
     share of finished tasks; without a row total, tasks only)."""
-    frac = tasks_done / tasks if tasks else 0.0
-    eta = f"ETA {elapsed * (1 - frac) / frac:.0f} s" if frac else "ETA unknown"
+    if not tasks:
+        return f"[{stage}] starting, {elapsed:.0f} s"
+    frac = tasks_done / tasks
+    eta = f"ETA {elapsed * (1 - frac) / frac:.0f} s" if frac else "ETA unknown"  # elapsed includes start-up
     rows = f"{int(total * frac):,}/{total:,} rows " if total is not None else ""
     return f"[{stage}] {rows}({tasks_done}/{tasks} tasks), {elapsed:.0f} s, {eta}"
 
