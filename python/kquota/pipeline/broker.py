@@ -24,7 +24,7 @@ class BrokerReplay:
 
     throttle: np.ndarray  # int32 ms per row
     sent: np.ndarray  # int64 send time per row (== ts_ms in the open model)
-    sensor: np.ndarray  # int64 sensor id per row
+    sensor: np.ndarray  # int32 sensor id per row
     over_ms: np.ndarray  # int64: the row's share of its sensor's time over quota
     sensor_type: np.ndarray  # int8 quota type code per sensor
     sensor_user: list  # metric tag "user" per sensor
@@ -55,9 +55,10 @@ def replay_sorted(
     key = codes.astype(np.int64) * 4 + types
     present = np.bincount(key, minlength=len(entities) * 4) > 0 if len(key) else np.zeros(0, dtype=bool)
     ukeys = np.flatnonzero(present)
-    lut = np.full(len(present), -1, dtype=np.int64)
-    lut[ukeys] = np.arange(len(ukeys))
+    lut = np.full(len(present), -1, dtype=np.int32)
+    lut[ukeys] = np.arange(len(ukeys), dtype=np.int32)
     inverse = lut[key]
+    del key
     tag_user, tag_client, limit = [], [], []
     for k in ukeys.tolist():
         u, c = entities[k // 4]
@@ -69,7 +70,7 @@ def replay_sorted(
         limit.append(np.nan if q is None else q)
     # One id per sensor (quota type, metric tags), numbered in order of first key.
     sensor_ids: dict = {}
-    sensor_of_key = np.empty(len(ukeys), dtype=np.int64)
+    sensor_of_key = np.empty(len(ukeys), dtype=np.int32)
     s_type, s_user, s_client, s_quota = [], [], [], []
     for i, k in enumerate(ukeys.tolist()):
         sk = (k % 4, tag_user[i], tag_client[i])
@@ -82,6 +83,7 @@ def replay_sorted(
             s_quota.append(limit[i])
         sensor_of_key[i] = sid
     sensor = sensor_of_key[inverse]
+    del inverse
     return BrokerReplay(
         throttle=throttle, sent=sent, sensor=sensor, over_ms=over_quota_shares(sent, throttle, sensor),
         sensor_type=np.asarray(s_type, dtype=np.int8), sensor_user=s_user, sensor_client=s_client,
@@ -99,22 +101,31 @@ def over_quota_shares(sent: np.ndarray, throttle: np.ndarray, sensor: np.ndarray
     hit = np.flatnonzero(throttle > 0)
     if not hit.size:
         return result
+    # Memory: a few 8-byte arrays per throttled row, each dropped as soon as it is consumed.
     start = sent[hit].astype(np.int64)
-    end = start + throttle[hit].astype(np.int64)
     sens = sensor[hit]
     order = np.lexsort((start, sens))
-    s_sensor, s_start, s_end = sens[order], start[order], end[order]
+    s_start = start[order]
+    del start
+    s_sensor = sens[order]
+    del sens
+    s_end = s_start + throttle[hit][order]
+    hit = hit[order]
+    del order
     # Per sensor (contiguous after the sort): the latest end among the earlier rows.
-    prev = np.empty(len(order), dtype=np.int64)
+    prev = np.empty(len(hit), dtype=np.int64)
     cuts = np.flatnonzero(np.r_[True, s_sensor[1:] != s_sensor[:-1], True])
+    del s_sensor
     for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
         prev[a] = np.iinfo(np.int64).min
         if b - a > 1:
             np.maximum.accumulate(s_end[a:b - 1], out=prev[a + 1:b])
-    share = np.clip(s_end - np.maximum(s_start, prev), 0, None)
-    part = np.empty(len(hit), dtype=np.int64)
-    part[order] = share
-    result[hit] = part
+    # share = max(0, end - max(start, prev)), in place.
+    np.maximum(s_start, prev, out=prev)
+    del s_start
+    np.subtract(s_end, prev, out=prev)
+    np.clip(prev, 0, None, out=prev)
+    result[hit] = prev
     return result
 
 

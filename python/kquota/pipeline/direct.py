@@ -214,29 +214,35 @@ def replay_brokers(p: Plan, quotas_doc: dict, model: str, task: int, brokers: li
             # Input order is the concatenation order: a stable sort by time keeps it for ties.
             order = np.argsort(ts, kind="stable")
             ts = ts[order]
-            user = t.column("user").chunk(0)
-            client = t.column("client_id").chunk(0)
-            u_idx = user.indices.to_numpy()[order]
-            c_idx = client.indices.to_numpy()[order]
+            users = t.column("user").chunk(0).dictionary
+            clients = t.column("client_id").chunk(0).dictionary
+            u_idx = t.column("user").chunk(0).indices.to_numpy()[order]
+            c_idx = t.column("client_id").chunk(0).indices.to_numpy()[order]
             types = t.column("qt").to_numpy()[order]
             values = t.column("value").to_numpy()[order]
-            codes, pair_keys = factorize_pairs(u_idx, len(user.dictionary), c_idx, len(client.dictionary))
-            entities = entity_list(pair_keys, user.dictionary.to_pylist(), client.dictionary.to_pylist())
+            del t, order  # memory: one broker's sorted columns from here on
+            codes, pair_keys = factorize_pairs(u_idx, len(users), c_idx, len(clients))
+            entities = entity_list(pair_keys, users.to_pylist(), clients.to_pylist())
             rep = replay_sorted(quotas_doc, model, ts, types, codes, entities, values)
-            out = pa.table({
-                "ts_ms": pa.array(ts),
-                "broker": pa.array(np.full(len(ts), broker, dtype=np.int64)),
-                "user": pa.DictionaryArray.from_arrays(pa.array(u_idx), user.dictionary),
-                "client_id": pa.DictionaryArray.from_arrays(pa.array(c_idx), client.dictionary),
-                "quota_type": pa.DictionaryArray.from_arrays(pa.array(types.astype(np.int32)),
-                                                             pa.array(TYPE_DICTIONARY)),
-                "value": pa.array(values),
-                "throttle_ms": pa.array(rep.throttle),
-            })
-            if writer is None:
-                writer = pq.ParquetWriter(tmp, out.schema, filesystem=out_fs, store_schema=False,
-                                          use_dictionary=["user", "client_id", "quota_type"])
-            writer.write_table(out, row_group_size=BATCH_ROWS)
+            del codes
+            type_names = pa.array(TYPE_DICTIONARY)
+            for a in range(0, len(ts), BATCH_ROWS):
+                # One row group at a time: zero-copy views, so output costs no per-broker memory.
+                z = slice(a, a + BATCH_ROWS)
+                out = pa.table({
+                    "ts_ms": pa.array(ts[z]),
+                    "broker": pa.array(np.full(len(ts[z]), broker, dtype=np.int64)),
+                    "user": pa.DictionaryArray.from_arrays(pa.array(u_idx[z]), users),
+                    "client_id": pa.DictionaryArray.from_arrays(pa.array(c_idx[z]), clients),
+                    "quota_type": pa.DictionaryArray.from_arrays(pa.array(types[z].astype(np.int32)), type_names),
+                    "value": pa.array(values[z]),
+                    "throttle_ms": pa.array(rep.throttle[z]),
+                })
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, out.schema, filesystem=out_fs, store_schema=False,
+                                              use_dictionary=["user", "client_id", "quota_type"])
+                writer.write_table(out, row_group_size=BATCH_ROWS)
+            del u_idx, c_idx, types
             part = partials(broker, rep, ts, values)
             rows.extend(dict(zip(part, vals)) for vals in zip(*part.values()))
     finally:

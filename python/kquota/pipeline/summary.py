@@ -49,7 +49,7 @@ def partials(broker: int, rep: BrokerReplay, ts: np.ndarray, values: np.ndarray)
     pb = pushback > 0
     np.maximum.at(push_max, sensor[pb], pushback[pb])
     top = int(throttle.max()) + 1 if len(throttle) else 1
-    combo, combo_n = np.unique(sensor[thr] * top + throttle[thr], return_counts=True)
+    combo, combo_n = np.unique(sensor[thr].astype(np.int64) * top + throttle[thr], return_counts=True)
     c_sensor, c_value = combo // top, combo % top
     bounds = np.searchsorted(c_sensor, np.arange(n_s + 1))
     cols: dict = {k: [] for k in (
