@@ -52,7 +52,8 @@ def same_results(local, other):
                                       b.sort_values(key).reset_index(drop=True))
     sim = pd.read_parquet(local / "sim" / "requests")
     assert (sim.throttle_ms > 0).sum() > 100
-    pd.testing.assert_frame_equal(pd.read_parquet(local / "sim" / "summary"), pd.read_parquet(other / "sim" / "summary"))
+    pd.testing.assert_frame_equal(pd.read_parquet(local / "sim" / "summary"),
+                                  pd.read_parquet(other / "sim" / "summary"))
 
 
 def run_pipeline(out, *where):

@@ -129,7 +129,9 @@ def over_quota_shares(sent: np.ndarray, throttle: np.ndarray, sensor: np.ndarray
     return result
 
 
-def factorize_pairs(u_codes: np.ndarray, n_users: int, c_codes: np.ndarray, n_clients: int) -> Tuple[np.ndarray, np.ndarray]:
+def factorize_pairs(
+    u_codes: np.ndarray, n_users: int, c_codes: np.ndarray, n_clients: int
+) -> Tuple[np.ndarray, np.ndarray]:
     """Dense ids of the (user code, client code) pairs in order of first appearance, and for each
     id its (user code, client code) pair key ``u * n_clients + c``."""
     import pandas as pd

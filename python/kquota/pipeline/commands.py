@@ -74,7 +74,6 @@ def cmd_generate(args: argparse.Namespace, out: Optional[TextIO] = None) -> int:
 
 def _cmd_generate(args: argparse.Namespace, out: TextIO) -> int:
     from kquota.pipeline.generate import generate
-
     from kquota.pipeline.progress import Watch
 
     spark = _spark(args)

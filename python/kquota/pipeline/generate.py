@@ -51,11 +51,12 @@ def generate_frame(
 
     df = spark.range(0, rows, numPartitions=parts)
     user_ix = F.least(F.floor(F.pow(uniform(1), F.lit(3.0)) * users), F.lit(users - 1))
+    user_digits = user_ix.cast("string")
     client_ix = F.least(F.floor(F.pow(uniform(2), F.lit(2.0)) * clients_per_user), F.lit(clients_per_user - 1))
     df = df.select(
         "id",
         # "user-%03d" without Java's formatter (the hot spot of this job): pad to three digits.
-        F.concat(F.lit("user-"), F.lpad(user_ix.cast("string"), F.greatest(F.length(user_ix.cast("string")), F.lit(3)), "0")).alias("user"),
+        F.concat(F.lit("user-"), F.lpad(user_digits, F.greatest(F.length(user_digits), F.lit(3)), "0")).alias("user"),
         client_ix.alias("client_ix"),
         (uniform(3) < 0.08).alias("anonymous_client"),
         F.floor(uniform(4) * brokers).cast("int").alias("broker"),

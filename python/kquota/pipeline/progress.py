@@ -58,7 +58,8 @@ class Watch:
     def _poll(self) -> None:
         if self._tracker is None:
             return
-        for sid in self._tracker.getActiveStageIds():
+        # Stages seen before are read again: a stage that just finished counts all its tasks.
+        for sid in set(self._tracker.getActiveStageIds()) | set(self._stages):
             info = self._tracker.getStageInfo(sid)
             if info is not None:
                 with self._lock:

@@ -66,8 +66,8 @@ def _connect(remote: str, conf: dict) -> Any:
     if not remote.startswith("sc://"):
         raise ValueError(f"--remote must be a Spark Connect URL sc://host:port, not {remote!r}")
     try:
-        import grpc  # noqa: F401  (the Connect client's dependencies)
-        import google.rpc  # noqa: F401
+        import google.rpc  # noqa: F401  (the Connect client's dependencies)
+        import grpc  # noqa: F401
     except ImportError as e:
         raise RuntimeError(
             "Spark Connect needs the client dependencies: python3 -m pip install 'kquota[pipeline]'"
