@@ -71,7 +71,10 @@ def replay_sorted(
     # One id per sensor (quota type, metric tags), numbered in order of first key.
     sensor_ids: dict = {}
     sensor_of_key = np.empty(len(ukeys), dtype=np.int32)
-    s_type, s_user, s_client, s_quota = [], [], [], []
+    s_type: list = []
+    s_user: list = []
+    s_client: list = []
+    s_quota: list = []
     for i, k in enumerate(ukeys.tolist()):
         sk = (k % 4, tag_user[i], tag_client[i])
         sid = sensor_ids.get(sk)
