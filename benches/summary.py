@@ -124,6 +124,25 @@ def compare_rows() -> tuple[list, str | None, dict | None]:
     return rows, None, data
 
 
+def pipeline_rows() -> tuple[list, str | None]:
+    """generate + simulate on Spark (``benches/bench_pipeline.py``): seconds against the issue's
+    targets, simulate over the Spark floor measured in the same run, and the scale curve."""
+    data, why = _load("pipeline.json")
+    if data is None or "spark_runs" not in data:
+        return [], why or "not run (pipeline.json predates the Spark floor)"
+    rows = []
+    for s in data["spark_runs"]:
+        n = f"{s['rows'] / 1e6:g}M"
+        rows.append(_row("pipeline", f"generate_simulate_{n}", f"`generate` + `simulate`, {s['rows']:,} requests, "
+                         f"{s['master']} (load {s['load_before']})", s["generate_plus_simulate_s"], "s",
+                         target="<= 30 s" if s["rows"] == 10_000_000 else None,
+                         met=s["generate_plus_simulate_s"] <= 30))
+        rows.append(_row("pipeline", f"simulate_floor_{n}", f"`simulate` / Spark floor (read, group by broker, "
+                         f"write), {s['rows']:,} requests", s["simulate_s"], "s", "spark_floor", s["floor_s"],
+                         target="<= 2" if s["rows"] == 10_000_000 else None, met=s["simulate_over_floor"] <= 2))
+    return rows, None
+
+
 def native_rows() -> tuple[list, str | None, dict | None]:
     data, why = _load("native.json")
     if data is None:
@@ -192,14 +211,15 @@ def build() -> dict:
     cmp_, cmp_why, cmp_data = compare_rows()
     nat, nat_why, nat_data = native_rows()
     crit, crit_why = criterion_rows()
+    pipe, pipe_why = pipeline_rows()
     quick = bool(bench_support.QUICK or (cmp_data or {}).get("quick") or (nat_data or {}).get("quick"))
     return {
         "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "quick": quick,
         "machine": machine(),
         "suites": {"python_record": rec_why or "ok", "python_compare": cmp_why or "ok",
-                   "native": nat_why or "ok", "criterion": crit_why or "ok"},
-        "rows": rec + cmp_ + nat + crit,
+                   "native": nat_why or "ok", "criterion": crit_why or "ok", "pipeline": pipe_why or "ok"},
+        "rows": rec + cmp_ + nat + crit + pipe,
     }
 
 
@@ -217,6 +237,7 @@ _TITLES = {
     "python_latency": "Latency distribution of the handle call from Python (`benches/compare.py`)",
     "native": "Native kernel (`rust/quota-core/examples/native_report.rs`)",
     "criterion": "Native kernel, criterion (`rust/quota-core/benches/record.rs`)",
+    "pipeline": "Spark pipeline (`benches/bench_pipeline.py`; seconds, ratio to the Spark floor of the same run)",
 }
 
 
@@ -239,6 +260,7 @@ HEADLINE = [
     ("python_compare", "kquota_request_time_handle", "request-time handle call / empty function"),
     ("python_compare", "kquota_mutation_handle", "mutation handle call / empty function"),
     ("python_compare", "kquota_batch_replay", "batch replay per request / named call"),
+    ("pipeline", "simulate_floor_10M", "`simulate` 10M requests / Spark floor (same run)"),
     ("criterion", "handle_record_two_threads_distinct_sensors", "2 threads, distinct sensors / 1 thread (1.0 = perfect scaling)"),
     ("criterion", "handle_record_two_threads_same_sensor", "2 threads, one sensor / 1 thread (2.0 = serialized)"),
 ]

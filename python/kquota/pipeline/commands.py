@@ -52,7 +52,13 @@ class Progress:
 def _spark(args: argparse.Namespace) -> Any:
     from kquota.pipeline.session import get_spark
 
-    return get_spark(args.master)
+    conf = dict(kv.split("=", 1) for kv in getattr(args, "conf", None) or [])
+    return get_spark(args.master, remote=getattr(args, "remote", None), **conf)
+
+
+def _emit(out: TextIO) -> Callable[[str], None]:
+    """Progress lines of long stages, to the console."""
+    return lambda line: print(line, file=out, flush=True)
 
 
 def _bad_rows_note(counts: dict[str, int]) -> str:
@@ -68,11 +74,16 @@ def cmd_generate(args: argparse.Namespace, out: Optional[TextIO] = None) -> int:
 
 def _cmd_generate(args: argparse.Namespace, out: TextIO) -> int:
     from kquota.pipeline.generate import generate
+    from kquota.pipeline.progress import Watch
 
     spark = _spark(args)
-    Progress(out).stage("generate", lambda: generate(
-        spark, args.rows, args.out, fmt=args.format, seed=args.seed, brokers=args.brokers,
-        users=args.users, duration_s=args.duration_s), lambda p: f"{args.rows:,} requests in {p}")
+
+    def run() -> str:
+        with Watch(spark, "generate", args.rows, _emit(out)):
+            return generate(spark, args.rows, args.out, fmt=args.format, seed=args.seed, brokers=args.brokers,
+                            users=args.users, duration_s=args.duration_s)
+
+    Progress(out).stage("generate", run, lambda p: f"{args.rows:,} requests in {p}")
     return 0
 
 
@@ -116,7 +127,8 @@ def _cmd_simulate(args: argparse.Namespace, out: TextIO) -> int:
     doc = quotas_document(load_quotas(args.quotas))
     spark = _spark(args)
     log = read_requests(spark, args.input, args.format)
-    result = Progress(out).stage("simulate", lambda: simulate(spark, log, doc, args.out, model=args.model),
+    result = Progress(out).stage("simulate", lambda: simulate(spark, log, doc, args.out, model=args.model,
+                                                                   progress=_emit(out)),
                                  lambda r: f"{r.model} model, output in {args.out}")
     print(_bad_rows_note(result.bad_counts), file=out)
     print_summary_table(pd.read_parquet(result.summary_path), args.top, out)
@@ -223,6 +235,21 @@ def add_master(p: argparse.ArgumentParser) -> None:
                    help="Spark master URL, e.g. local[2], spark://host:7077, yarn")
 
 
+def _conf(s: str) -> str:
+    if "=" not in s or not s.split("=", 1)[0]:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {s!r}")
+    return s
+
+
+def add_cluster_options(p: argparse.ArgumentParser) -> None:
+    """``--master`` plus the options for running on a cluster: ``--remote`` and ``--conf``."""
+    add_master(p)
+    p.add_argument("--remote", metavar="sc://HOST:PORT",
+                   help="run on a Spark Connect server instead of starting Spark here (overrides --master)")
+    p.add_argument("--conf", action="append", type=_conf, metavar="KEY=VALUE",
+                   help="a Spark setting, repeatable (e.g. spark.archives=env.tar.gz#env, spark.executor.memory=2g)")
+
+
 def add_parser(sub: Any) -> None:
     """Adds ``pipeline`` and its subcommands to the ``kquota`` parser."""
     pipe = sub.add_parser("pipeline", help="traffic analytics on Spark: generate, usage, simulate, recommend, report")
@@ -241,14 +268,14 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--brokers", type=_positive_int, default=4, help="number of brokers the requests are spread over")
     g.add_argument("--users", type=_positive_int, default=50, help="number of distinct users")
     g.add_argument("--duration-s", type=_positive_int, default=600, help="time span of the traffic, in seconds")
-    add_master(g)
+    add_cluster_options(g)
     g.set_defaults(func=cmd_generate)
 
     u = psub.add_parser("usage", help="per entity and second: rates and percentiles")
     input_args(u)
     u.add_argument("--out", required=True, help="output directory")
     u.add_argument("--top", type=_positive_int, default=10, help="rows printed per level (busiest first)")
-    add_master(u)
+    add_cluster_options(u)
     u.set_defaults(func=cmd_usage)
 
     s = psub.add_parser("simulate", help="replay a quota configuration over the logs through the kernel")
@@ -258,7 +285,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--model", choices=("open", "closed"), default="open",
                    help="open: requests at their recorded times; closed: throttled clients back off (KIP-219)")
     s.add_argument("--top", type=_positive_int, default=10, help="summary rows printed (most delayed first)")
-    add_master(s)
+    add_cluster_options(s)
     s.set_defaults(func=cmd_simulate)
 
     r = psub.add_parser("recommend", help="quotas from usage: percentile x headroom at a level")
@@ -271,7 +298,7 @@ def add_parser(sub: Any) -> None:
                    help="percentile of each entity's per-second rates the quota starts from")
     r.add_argument("--headroom", type=float, default=1.2, help="factor applied to that percentile")
     r.add_argument("--bootstrap-server", default="localhost:9092", help="for the kafka-configs command lines")
-    add_master(r)
+    add_cluster_options(r)
     r.set_defaults(func=cmd_recommend)
 
     rp = psub.add_parser("report", help="one self-contained HTML report")
@@ -281,7 +308,7 @@ def add_parser(sub: Any) -> None:
     rp.add_argument("--level", choices=("user", "client-id", "user-client"), default="user",
                     help="entity level of the usage charts and table")
     rp.add_argument("--out", required=True, help="the HTML file to write")
-    add_master(rp)
+    add_cluster_options(rp)
     rp.set_defaults(func=cmd_report)
 
 

@@ -9,8 +9,9 @@ string) are parsed; a value that does not parse, a null, an unknown quota type, 
 non-finite value or a time beyond ±2^46 ms makes its row *bad*: bad rows are counted by reason,
 kept with their reason (``bad_rows``) and never silently dropped.
 
-Every valid row gets ``_row``, a number increasing in input order (within a file; files in
-Spark's listing order), so that requests with equal ``ts_ms`` are applied in input order.
+Every row gets ``_file`` (its file's path) and ``_row`` (increasing in file order: the row index
+for Parquet), so that requests with equal ``ts_ms`` are applied in *input order*: files in
+path-name order, rows in file order — explicit, whatever Spark's split settings.
 """
 
 from __future__ import annotations
@@ -39,12 +40,14 @@ class RequestLogError(KQuotaError, ValueError):
 @dataclass
 class RequestLog:
     """A validated request log: ``requests`` (valid rows, normalized columns plus ``_row``),
-    ``bad_rows`` (the raw row as text plus ``reason``) and ``source``."""
+    ``bad_rows`` (the raw row as text plus ``reason``), ``source``, ``fmt`` and ``raw`` (the
+    file as read, before validation)."""
 
     requests: Any
     bad_rows: Any
     source: str
     fmt: str
+    raw: Any = None
     _bad_counts: Optional[dict[str, int]] = field(default=None, repr=False)
 
     def bad_counts(self) -> dict[str, int]:
@@ -145,7 +148,10 @@ def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLo
             return F.expr(f"try_cast(trim(`{name}`) AS DOUBLE)")
         return F.col(name).cast("double")
 
-    df = raw.withColumn("_row", F.monotonically_increasing_id())
+    # Parquet knows each row's index in its file; for text, ids increase in file order (the
+    # pieces of one file are packed into partitions in offset order).
+    row = F.col("_metadata.row_index") if fmt == "parquet" else F.monotonically_increasing_id()
+    df = raw.withColumn("_row", row).withColumn("_file", F.col("_metadata.file_path"))
     ts = integer("ts_ms")
     broker = integer("broker") if "broker" in fields else F.lit(0).cast("bigint")
     qt = F.upper(F.trim(F.col("quota_type")))
@@ -160,6 +166,7 @@ def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLo
               F.lit("value is missing, negative or not a finite number"))
     )
     checked = df.select(
+        F.col("_file"),
         F.col("_row"),
         ts.alias("ts_ms"),
         broker.alias("broker"),
@@ -170,8 +177,8 @@ def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLo
         reason.alias("_reason"),
         *[F.col(c).cast("string").alias(f"_raw_{c}") for c in COLUMNS if c in fields],
     )
-    requests = checked.where(F.col("_reason").isNull()).select("_row", *COLUMNS)
+    requests = checked.where(F.col("_reason").isNull()).select("_file", "_row", *COLUMNS)
     bad = checked.where(F.col("_reason").isNotNull()).select(
         "_row", *[F.col(f"_raw_{c}").alias(c) for c in COLUMNS if c in fields], F.col("_reason").alias("reason")
     )
-    return RequestLog(requests=requests, bad_rows=bad, source=path, fmt=fmt)
+    return RequestLog(requests=requests, bad_rows=bad, source=path, fmt=fmt, raw=raw)

@@ -21,8 +21,11 @@ def prepare_environment() -> None:
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
 
-def get_spark(master: Optional[str] = None, app_name: str = "kquota", **conf: str) -> Any:
-    """Returns the active Spark session, or starts one on ``master`` (default ``local[*]``)."""
+def get_spark(master: Optional[str] = None, app_name: str = "kquota", remote: Optional[str] = None,
+              **conf: str) -> Any:
+    """Returns the active Spark session, or starts one on ``master`` (default ``local[*]``), or,
+    with ``remote`` (``sc://host:port``), connects to a Spark Connect server. ``conf``: Spark
+    settings (on Spark Connect only runtime SQL settings can be set)."""
     prepare_environment()
     try:
         from pyspark.sql import SparkSession
@@ -30,6 +33,8 @@ def get_spark(master: Optional[str] = None, app_name: str = "kquota", **conf: st
         raise RuntimeError(
             "the kquota pipeline needs PySpark: python3 -m pip install 'kquota[pipeline]'"
         ) from e
+    if remote:
+        return _connect(remote, conf)
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -52,6 +57,35 @@ def get_spark(master: Optional[str] = None, app_name: str = "kquota", **conf: st
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("FATAL")
     return spark
+
+
+def _connect(remote: str, conf: dict) -> Any:
+    """A Spark Connect session (no JVM in this process; the server runs the Python tasks)."""
+    from pyspark.sql import SparkSession
+
+    if not remote.startswith("sc://"):
+        raise ValueError(f"--remote must be a Spark Connect URL sc://host:port, not {remote!r}")
+    try:
+        import google.rpc  # noqa: F401  (the Connect client's dependencies)
+        import grpc  # noqa: F401
+    except ImportError as e:
+        raise RuntimeError(
+            "Spark Connect needs the client dependencies: python3 -m pip install 'kquota[pipeline]'"
+        ) from e
+    builder = SparkSession.builder.remote(remote)
+    for k, v in {"spark.sql.execution.arrow.pyspark.enabled": "true", "spark.sql.session.timeZone": "UTC",
+                 **conf}.items():
+        builder = builder.config(k, v)
+    return builder.getOrCreate()
+
+
+def parallelism(spark: Any) -> int:
+    """Default parallelism of a classic session; on Spark Connect (no SparkContext), the
+    session's shuffle partitions."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Connect sessions have no SparkContext
+        return int(spark.conf.get("spark.sql.shuffle.partitions", "4"))
 
 
 def _local_cores(master: str) -> Optional[int]:

@@ -26,100 +26,48 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
-from kquota.pipeline.replay import MODELS, TYPE_CODES
-from kquota.pipeline.schema import RequestLog
+from kquota.pipeline.replay import MODELS
+from kquota.pipeline.schema import COLUMNS, RequestLog
 
 OUTPUT_SCHEMA = (
     "ts_ms long, broker long, user string, client_id string, quota_type string, value double, "
     "throttle_ms int, sent_ms long, tag_user string, tag_client_id string, quota double, over_ms long"
 )
 REQUEST_COLUMNS = ("ts_ms", "broker", "user", "client_id", "quota_type", "value", "throttle_ms")
-_TYPE_NAMES = {code: name for name, code in TYPE_CODES.items()}
 
 
 def replay_broker(pdf: Any, quotas_doc: dict, model: str) -> Any:
-    """Replays one broker's requests (a pandas frame of the log's columns plus ``_row``) through a
-    fresh, configured ``QuotaManager``; returns them in replay order with ``throttle_ms``,
-    ``sent_ms``, the metric tags, the limit and each row's share of the time over quota."""
+    """Spark path: replays one broker's requests (a pandas frame of the log's columns plus
+    ``_file`` and ``_row``) in input order (:mod:`kquota.pipeline.schema`); returns them in
+    replay order with ``throttle_ms``, ``sent_ms``, the metric tags, the limit and each row's
+    share of the time over quota."""
     import pandas as pd
 
-    from kquota.config_file import parse_quota_config
-    from kquota.manager import QuotaManager
-    from kquota.pipeline.replay import replay, type_codes
+    from kquota.pipeline.broker import entity_list, factorize_pairs, replay_sorted
+    from kquota.pipeline.replay import type_codes
 
-    pdf = pdf.sort_values(["ts_ms", "_row"], kind="stable", ignore_index=True)
-    qm = QuotaManager()
-    qm.alter_client_quotas(parse_quota_config(quotas_doc, source="--quotas"))
-    codes, entities = _factorize_entities(pdf["user"], pdf["client_id"])
+    pdf = pdf.sort_values(["ts_ms", "_file", "_row"], kind="stable", ignore_index=True)
+    u_codes, u_uniques = pd.factorize(pdf["user"], sort=False)
+    c_codes, c_uniques = pd.factorize(pdf["client_id"], sort=False)
+    codes, pair_keys = factorize_pairs(u_codes, len(u_uniques), c_codes, len(c_uniques))
+    entities = entity_list(pair_keys, u_uniques, c_uniques)
     # Few distinct spellings of the type: map those, not every row.
     type_idx, type_names = pd.factorize(pdf["quota_type"], sort=False)
     types = type_codes(np.asarray(type_names, dtype=object))[type_idx]
-    throttle, sent = replay(
-        qm, pdf["ts_ms"].to_numpy(np.int64), types, codes.astype(np.int32), entities,
-        pdf["value"].to_numpy(np.float64), model=model, return_sent=True,
-    )
-    # Metric tags and limit of each (entity, quota type) present.
-    key = codes.astype(np.int64) * 4 + types
-    ukeys, inverse = np.unique(key, return_inverse=True)
-    tag_user, tag_client, limit = [], [], []
-    for k in ukeys:
-        u, c = entities[int(k) // 4]
-        t = _TYPE_NAMES[int(k) % 4]
-        tags = qm.quota_metric_tags(t, u, c)
-        tag_user.append(tags["user"])
-        tag_client.append(tags["client-id"])
-        q = qm.quota_limit(t, u, c)
-        limit.append(np.nan if q is None else q)
-    out = pdf.drop(columns=["_row"])
-    out["throttle_ms"] = throttle
-    out["sent_ms"] = sent
-    out["tag_user"] = np.asarray(tag_user, dtype=object)[inverse]
-    out["tag_client_id"] = np.asarray(tag_client, dtype=object)[inverse]
-    out["quota"] = np.asarray(limit, dtype=np.float64)[inverse]
-    # One id per sensor (quota type, metric tags): computed on the few (entity, type) keys.
-    sensor_of_key = pd.MultiIndex.from_arrays(
-        [ukeys % 4, np.asarray(tag_user, dtype=object), np.asarray(tag_client, dtype=object)]
-    ).factorize()[0]
-    out["over_ms"] = _over_quota_shares(out, sensor_of_key[inverse])
+    ts = pdf["ts_ms"].to_numpy(np.int64)
+    rep = replay_sorted(quotas_doc, model, ts, types, codes, entities, pdf["value"].to_numpy(np.float64))
+    out = pdf.drop(columns=["_file", "_row"])
+    out["throttle_ms"] = rep.throttle
+    out["sent_ms"] = rep.sent
+    out["tag_user"] = np.asarray(rep.sensor_user, dtype=object)[rep.sensor]
+    out["tag_client_id"] = np.asarray(rep.sensor_client, dtype=object)[rep.sensor]
+    out["quota"] = rep.sensor_quota[rep.sensor]
+    out["over_ms"] = rep.over_ms
     return out
-
-
-def _factorize_entities(users: Any, clients: Any) -> tuple[np.ndarray, list[tuple[str, str]]]:
-    """Dense ids of the (user, client_id) pairs, in order of first appearance, and the pairs.
-
-    Factorizes each column alone (hashing strings once each) and then the integer pair keys: far
-    cheaper than factorizing tuples."""
-    import pandas as pd
-
-    u_codes, u_uniques = pd.factorize(users, sort=False)
-    c_codes, c_uniques = pd.factorize(clients, sort=False)
-    n_c = max(len(c_uniques), 1)
-    pair = u_codes.astype(np.int64) * n_c + c_codes
-    codes, pair_uniques = pd.factorize(pair, sort=False)
-    entities = [(str(u_uniques[k // n_c]), str(c_uniques[k % n_c])) for k in pair_uniques.tolist()]
-    return codes.astype(np.int32), entities
-
-
-def _over_quota_shares(out: Any, sensor: np.ndarray) -> np.ndarray:
-    """Each row's contribution to the union of its sensor's throttle intervals, so that the sum
-    over a sensor's rows is the time the sensor was over quota (``sensor``: each row's sensor id)."""
-    import pandas as pd
-
-    start = out["sent_ms"].to_numpy(np.int64)
-    end = start + out["throttle_ms"].to_numpy(np.int64)
-    order = np.lexsort((start, sensor))
-    s_sensor, s_start, s_end = sensor[order], start[order], end[order]
-    frame = pd.DataFrame({"sensor": s_sensor, "end": s_end})
-    prev_end = frame.groupby("sensor")["end"].cummax().groupby(frame["sensor"]).shift(1)
-    prev = prev_end.to_numpy(dtype=np.float64, na_value=-np.inf)
-    share = np.clip(s_end - np.maximum(s_start, prev), 0, None).astype(np.int64)
-    result = np.empty_like(share)
-    result[order] = share
-    return result
 
 
 @dataclass
@@ -141,12 +89,36 @@ def simulate(
     model: str = "open",
     progress: Optional[Callable[[str], None]] = None,
 ) -> SimulateResult:
-    """Replays ``log`` against the configuration ``quotas_doc`` and writes ``out_dir``."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+    """Replays ``log`` against the configuration ``quotas_doc`` and writes ``out_dir``.
+
+    Parquet logs take the Arrow-direct path (:mod:`kquota.pipeline.direct`); CSV, JSON and logs
+    with nulls or bad rows take the Spark path. Both give the same output. ``progress`` receives
+    progress lines of long stages."""
+    from kquota.pipeline import direct
 
     if model not in MODELS:
         raise ValueError(f"model must be 'open' or 'closed', not {model!r}")
+    p = direct.plan(log, out_dir)
+    if p is not None:
+        bad_columns = [c for c in COLUMNS if c in log.raw.columns]
+        done = direct.run(spark, p, quotas_doc, model, bad_columns, progress)
+        if done is not None:
+            return SimulateResult(done["requests"], done["summary"], done["bad_rows"], {}, model)
+        if progress:
+            progress("input has nulls or bad rows: taking the Spark path")
+    return simulate_spark(spark, log, quotas_doc, out_dir, model, progress)
+
+
+def simulate_spark(
+    spark: Any,
+    log: RequestLog,
+    quotas_doc: dict,
+    out_dir: str,
+    model: str = "open",
+    progress: Optional[Callable[[str], None]] = None,
+) -> SimulateResult:
+    """The Spark path of :func:`simulate` (any input format, bad rows kept with their reason)."""
+    from pyspark import StorageLevel
 
     def per_broker(pdf: Any) -> Any:
         return replay_broker(pdf, quotas_doc, model)
