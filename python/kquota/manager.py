@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Tuple, Union
+import logging
+from typing import Any, Iterable, Mapping, Optional, Tuple, Union
 
 from kquota import _kquota
-from kquota._kquota import ClientQuotaType, QuotaKernel
+from kquota._kquota import QuotaKernel
 from kquota.callback import ClusterMetadata, _CallbackAdapter, decode_tags, load_callback
+from kquota.delay_queue import DelayQueue
 from kquota.entity import CLIENT_ID, USER, ClientQuotaEntity
 from kquota.exceptions import KQuotaError, QuotaConfigError, QuotaValueError
-
-QuotaTypeLike = Union[ClientQuotaType, str]
-
-if TYPE_CHECKING:
-    from kquota.aio import DelayQueue
-    from kquota.metrics import Metric
+from kquota.metrics import Metric, collect
+from kquota.quota_type import ClientQuotaType, QuotaTypeLike, coerce_quota_type
 
 #: Dynamic config keys of client quotas (KIP-546 names).
 CONFIG_KEYS = (
@@ -312,7 +310,7 @@ class QuotaManager(QuotaKernel):
 
     # ------------------------------------------------------------------ observability
 
-    def metrics(self, now_ms: Optional[int] = None) -> list["Metric"]:
+    def metrics(self, now_ms: Optional[int] = None) -> list[Metric]:
         """Every quota metric as :class:`kquota.Metric` rows with Kafka's groups, names and tags
         (``byte-rate``, ``quota-limit``, ``throttle-time``, ``queue-size``, ``sensor-count``, ...;
         see :mod:`kquota.metrics`).
@@ -323,9 +321,7 @@ class QuotaManager(QuotaKernel):
         natively without the GIL and without touching any sensor: a scrape is not a use and
         does not delay expiry.
         """
-        from kquota.metrics import collect
-
-        return collect(self, now_ms)
+        return collect(_kquota._metrics_snapshot(self, now_ms), self.extra_metrics())
 
     def expire_sensors(self, now_ms: Optional[int] = None) -> int:
         """Removes sensors unused for more than ``sensor_expiry_seconds`` at ``now_ms`` (Kafka's
@@ -346,12 +342,10 @@ class QuotaManager(QuotaKernel):
         """Whether the background expiry thread runs."""
         return _kquota._expiry_running(self)
 
-    def delay_queue(self, quota_type: Any) -> "DelayQueue":
-        """The quota type's delay queue of throttled channels (``kquota.aio``; Kafka has one per
-        quota manager); its size is the ``queue-size`` metric."""
-        from kquota.aio import DelayQueue, _quota_type
-
-        qt = _quota_type(quota_type)
+    def delay_queue(self, quota_type: QuotaTypeLike) -> DelayQueue:
+        """The quota type's delay queue of throttled channels (``kquota.delay_queue``; Kafka has
+        one per quota manager); its size is the ``queue-size`` metric."""
+        qt = coerce_quota_type(quota_type)
         q = self._delay_queues.get(qt)
         if q is None:
             q = self._delay_queues[qt] = DelayQueue(qt)
@@ -372,13 +366,12 @@ class QuotaManager(QuotaKernel):
         if source in sources:
             sources.remove(source)
 
-    def _extra_metrics(self) -> list["Metric"]:
-        """Per-type rows beside the kernel's snapshot: delay queues, the name-byte budget, and
-        the registered sources."""
-        from kquota.metrics import Metric
-
+    def extra_metrics(self) -> list[Metric]:
+        """The per-type rows kept beside the kernel's snapshot (part of :meth:`metrics` and of
+        every Prometheus scrape): delay queues, the name-byte budget, and the registered
+        sources."""
         held, limit, refused = self._name_bytes()
-        out = self._delay_queue_metrics()
+        out = self.delay_queue_metrics()
         out += [
             Metric(KERNEL_GROUP, "name-bytes", {}, float(held)),
             Metric(KERNEL_GROUP, "name-bytes-limit", {}, float(limit)),
@@ -388,14 +381,11 @@ class QuotaManager(QuotaKernel):
             try:
                 out.extend(source())
             except Exception:
-                import logging
-
                 logging.getLogger("kquota.metrics").exception("a metrics source failed")
         return out
 
-    def _delay_queue_metrics(self) -> list["Metric"]:
-        from kquota.metrics import Metric
-
+    def delay_queue_metrics(self) -> list[Metric]:
+        """One ``queue-size`` row per delay queue created with :meth:`delay_queue`."""
         return [
             Metric(q.quota_type.metric_group, "queue-size", {}, float(q.queue_size))
             # list() copies in one step under the GIL: the exporter thread may read while the
