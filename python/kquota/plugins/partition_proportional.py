@@ -42,7 +42,7 @@ from kquota.callback import ClientQuotaCallback, ClusterMetadata
 from kquota.entity import CLIENT_ID, USER, ClientQuotaEntity, KafkaPrincipal
 from kquota.exceptions import QuotaConfigError
 from kquota.plugins import _config
-from kquota.plugins._configured import sanitize
+from kquota.sanitizer import sanitize
 
 __all__ = ["PartitionProportionalCallback"]
 

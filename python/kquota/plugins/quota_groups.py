@@ -36,7 +36,8 @@ from kquota.callback import ClientQuotaCallback
 from kquota.entity import ClientQuotaEntity, KafkaPrincipal
 from kquota.exceptions import QuotaConfigError
 from kquota.plugins import _config
-from kquota.plugins._configured import ConfiguredQuotas, sanitize
+from kquota.plugins._configured import ConfiguredQuotas
+from kquota.sanitizer import sanitize
 
 __all__ = ["GROUP_TAG", "QuotaGroup", "QuotaGroupsCallback"]
 
