@@ -320,6 +320,12 @@ class QuotaManager(QuotaKernel):
         if self._adapter is not None:
             self._adapter.notify("close")
 
+    def __dir__(self) -> list[str]:
+        # The native base class's helpers (``_alter``, ``_describe``, ``_invalidate``, ...) and
+        # this class's own are private: completion and ``dir()`` show the public API only. The
+        # class stays a subclass of the native kernel so per-request calls remain one C call.
+        return sorted(n for n in super().__dir__() if not n.startswith("_") or n.startswith("__"))
+
     def __enter__(self) -> "QuotaManager":
         return self
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -143,7 +143,6 @@ def simulate(
 ) -> SimulateResult:
     """Replays ``log`` against the configuration ``quotas_doc`` and writes ``out_dir``."""
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
     if model not in MODELS:
         raise ValueError(f"model must be 'open' or 'closed', not {model!r}")

@@ -58,7 +58,9 @@ class ZooKeeperConfigStore(ConfigStore):
             from kazoo.client import KazooClient
             from kazoo.retry import KazooRetry
         except ImportError as e:
-            raise ConfigStoreError(f"store {self.url}: the ZooKeeper store needs kazoo (pip install 'kquota[zookeeper]'): {e}") from None
+            raise ConfigStoreError(
+                f"store {self.url}: the ZooKeeper store needs kazoo (pip install 'kquota[zookeeper]'): {e}"
+            ) from None
         try:
             self._zk = KazooClient(
                 hosts=hosts,
