@@ -8,7 +8,9 @@ use std::sync::RwLock;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 use quota_core::config::{TypeConfig, CLIENT_ID_QUOTAS, USER_CLIENT_ID_QUOTAS, USER_QUOTAS};
-use quota_core::{ClientQuotaType as CoreType, EntityName, KernelConfig, QuotaChange, QuotaEntity, QuotaError};
+use quota_core::{
+    ClientQuotaType as CoreType, EntityName, KernelConfig, QuotaChange, QuotaEntity, QuotaError,
+};
 
 use crate::errors::to_py;
 use crate::names::{replace_surrogates, Name};
@@ -47,7 +49,10 @@ pub fn quota_changes(changes: Vec<ChangeTuple>) -> PyResult<Vec<QuotaChange>> {
                 to_py(QuotaError::InvalidConfig {
                     entity: entity.to_string(),
                     key: key.clone(),
-                    reason: format!("unknown config key (expected one of {})", config_keys().join(", ")),
+                    reason: format!(
+                        "unknown config key (expected one of {})",
+                        config_keys().join(", ")
+                    ),
                 })
             })?;
             Ok(QuotaChange {
