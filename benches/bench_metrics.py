@@ -120,7 +120,12 @@ def main():
         return work
 
     timings = {}
-    for name, fn, rep in (("native_snapshot", snapshot, 15), ("qm_metrics", metrics, 5), ("prometheus_text", prometheus, 3), ("native_exposition", exposition, 9)):
+    for name, fn, rep in (
+        ("native_snapshot", snapshot, 15),
+        ("qm_metrics", metrics, 5),
+        ("prometheus_text", prometheus, 3),
+        ("native_exposition", exposition, 9),
+    ):
         med, best = timed(fn, rep)
         timings[name] = {"median_ms": med * 1000, "min_ms": best * 1000, "repeat": rep}
 

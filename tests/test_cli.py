@@ -4,7 +4,6 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 
@@ -70,7 +69,6 @@ def test_without_a_log_file_stderr_is_left_alone():
 
 
 def test_jvm_console_lines_go_to_the_log(tmp_path):
-    from kquota.demo import jvm_stderr_to
 
     log = tmp_path / "spark.log"
     code = ("import os, subprocess, sys\n"

@@ -93,10 +93,12 @@ def test_describe_table_and_filters(capsys, url):
         ["-", "c1", "request_percentage=50.5"],
     ]
     # Kafka's describe filters: users only, clients only, <user, client> pairs, one entity.
-    assert [line.split()[:2] for line in cli(capsys, "--store", url, "--describe", "--entity-type", "users")[1].splitlines()[1:]] \
-        == [['"<default>"', "-"], ["alice", "-"]]
-    assert [line.split()[:2] for line in cli(capsys, "--store", url, "--describe", "--entity-type", "clients")[1].splitlines()[1:]] \
-        == [["-", "c1"]]
+    def described(entity_type):
+        out = cli(capsys, "--store", url, "--describe", "--entity-type", entity_type)[1]
+        return [line.split()[:2] for line in out.splitlines()[1:]]
+
+    assert described("users") == [['"<default>"', "-"], ["alice", "-"]]
+    assert described("clients") == [["-", "c1"]]
     assert [line.split()[:2] for line in cli(capsys, "--store", url, "--describe", "--entity-type", "users",
                                              "--entity-type", "clients")[1].splitlines()[1:]] \
         == [["<default>", "<default>"], ["alice", "app"]]

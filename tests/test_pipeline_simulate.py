@@ -1,7 +1,6 @@
 """`kquota pipeline simulate` on Spark against in-process QuotaManagers, and request-log
 validation."""
 
-import json
 
 import numpy as np
 import pandas as pd

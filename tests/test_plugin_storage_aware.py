@@ -189,7 +189,11 @@ def test_bad_configs_are_rejected_with_a_clear_message(change, message):
         kquota.QuotaManager(callback=StorageAwareCallback(), callback_configs=cfg)
 
 
-@pytest.mark.parametrize("missing, message", [("paths", "'paths' is required"), ("produce_floor", "'produce_floor'"), ("min_free_bytes", "set 'min_free_bytes' and/or 'min_free_ratio'")])
+@pytest.mark.parametrize("missing, message", [
+    ("paths", "'paths' is required"),
+    ("produce_floor", "'produce_floor'"),
+    ("min_free_bytes", "set 'min_free_bytes' and/or 'min_free_ratio'"),
+])
 def test_required_configs(missing, message):
     cfg = configs(FakeDisk(a=GiB))
     del cfg[missing]

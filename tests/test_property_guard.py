@@ -87,6 +87,8 @@ MANAGER_CALLS = {
     "signal_quota_reset": 1,
     "update_cluster_metadata": 1,
     "delay_queue": 1,
+    "delay_queue_metrics": 0,
+    "extra_metrics": 0,
 }
 HANDLE_CALLS = {
     "record_and_get_throttle_time_ms": 3,

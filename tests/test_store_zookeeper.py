@@ -281,7 +281,7 @@ def test_kill_9_mid_alter_leaves_old_or_new_state(zk):
 
 
 def test_old_change_notifications_are_purged(zk, monkeypatch):
-    from kquota.stores import zookeeper as zkmod
+    from kquota.stores.zookeeper import notifications as zkmod
 
     for i in range(5):
         zk.alter([({"user": f"u{i}"}, {"producer_byte_rate": 1})])

@@ -7,7 +7,8 @@
 0
 """
 
-from kquota._kquota import ClientHandle, ClientQuotaType, __version__
+from kquota._kquota import ClientHandle, __version__
+from kquota.quota_type import ClientQuotaType
 from kquota.callback import ClientQuotaCallback, ClusterMetadata, PartitionInfo
 from kquota.entity import ClientQuotaEntity, ConfigEntity, ConfigEntityType, KafkaPrincipal
 from kquota.exceptions import KQuotaError, QuotaConfigError, QuotaValueError, ThrottlingQuotaExceededError

@@ -1,6 +1,6 @@
 """Type stubs for the native module ``kquota._kquota`` (hand-written)."""
 
-from typing import Any, Final, Mapping, Optional, Union
+from typing import Any, Final, Optional, Union, final
 
 __version__: Final[str]
 
@@ -167,7 +167,9 @@ def _prometheus_stream(
     help: dict[str, str],
 ) -> PrometheusStream: ...
 def _expire_sensors(kernel: QuotaKernel, now_ms: Optional[int] = None) -> tuple[int, int]: ...
-def _record_throttle_time(kernel: QuotaKernel, quota_type: QuotaTypeLike, throttle_time_ms: float, now_ms: Optional[int] = None) -> None: ...
+def _record_throttle_time(
+    kernel: QuotaKernel, quota_type: QuotaTypeLike, throttle_time_ms: float, now_ms: Optional[int] = None
+) -> None: ...
 def _estimated_now_ms(kernel: QuotaKernel) -> int: ...
 def _sensor_stats(kernel: QuotaKernel, quota_type: QuotaTypeLike) -> tuple[int, int, int]: ...
 def _stop_expiry(kernel: QuotaKernel) -> None: ...
@@ -186,3 +188,38 @@ def _replay(
 ) -> None:
     """Batch replay with the GIL released (numpy arrays: ts_ms int64, types int8, entity_ids
     int32, values float64, out int32, sent_ms int64); see ``kquota.pipeline.replay``."""
+
+# ---- Kafka's rules, exposed once (rules.rs) ----
+
+#: Dynamic config keys of client quotas, in ``ClientQuotaType`` order.
+CONFIG_KEYS: Final[tuple[str, str, str, str]]
+#: Entity-side codes of a change tuple: absent, ``<default>``, named.
+ENTITY_ABSENT: Final[int]
+ENTITY_DEFAULT: Final[int]
+ENTITY_NAMED: Final[int]
+
+def sanitize(name: str) -> str:
+    """Kafka's ``Sanitizer.sanitize`` (a lone surrogate becomes ``?`` first, as in Java)."""
+
+def validate_quota_changes(
+    changes: list[tuple[int, str, int, str, str, Optional[float]]],
+    capacity_percent: Optional[float] = None,
+) -> None:
+    """Validates change tuples as an alter does, without a kernel (no thread)."""
+
+@final
+class QuotaConfig:
+    """Quotas per (type, entity) with Kafka's 8-level precedence (always walked), for plugins."""
+
+    def __new__(cls) -> QuotaConfig: ...
+    def set(
+        self,
+        quota_type: QuotaTypeLike,
+        user_kind: int,
+        user: str,
+        client_kind: int,
+        client: str,
+        value: Optional[float],
+    ) -> None: ...
+    def metric_tags(self, quota_type: QuotaTypeLike, user: str, client_id: str) -> tuple[str, str]: ...
+    def limit(self, quota_type: QuotaTypeLike, user_tag: str, client_tag: str) -> Optional[float]: ...

@@ -22,103 +22,24 @@ kernel's own clock), so a loop with a virtual clock drives the whole kit, e.g. i
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Callable, Optional, Union
+from typing import TYPE_CHECKING, Optional
 
 from kquota import _kquota
-from kquota._kquota import ClientQuotaType
+from kquota.delay_queue import DelayEntry, DelayQueue, check_ms
+from kquota.quota_type import ClientQuotaType, QuotaTypeLike, coerce_quota_type
 
 if TYPE_CHECKING:
+    # Annotations only (never imported at run time): the manager does not import this module.
     from kquota.manager import QuotaManager
 
-QuotaTypeLike = Union[ClientQuotaType, str]
+# DelayQueue and DelayEntry live in kquota.delay_queue; they are re-exported here, where the
+# asyncio kit has always offered them.
+__all__ = ["ClientQuotaType", "DelayEntry", "DelayQueue", "ThrottledConnection", "loop_now_ms"]
 
 
 def loop_now_ms(loop: Optional[asyncio.AbstractEventLoop] = None) -> int:
     """The event loop's clock in integer ms (the value to pass as ``now_ms``)."""
     return int((loop or asyncio.get_running_loop()).time() * 1000)
-
-
-class DelayEntry:
-    """One throttled channel in a :class:`DelayQueue`; :meth:`cancel` takes it out early."""
-
-    __slots__ = ("_queue", "_timer", "_callback", "deadline")
-
-    def __init__(self, queue: "DelayQueue", deadline: float, callback: Callable[[], object]) -> None:
-        self._queue = queue
-        self._callback = callback
-        self.deadline = deadline
-        self._timer: Optional[asyncio.TimerHandle] = None
-
-    @property
-    def pending(self) -> bool:
-        """Whether the entry still waits for its deadline."""
-        return self._timer is not None
-
-    def _fire(self) -> None:
-        if self._timer is None:
-            return
-        self._timer = None
-        self._queue._size -= 1
-        self._callback()
-
-    def cancel(self) -> bool:
-        """Removes the entry without calling its callback; ``False`` if it already left."""
-        if self._timer is None:
-            return False
-        self._timer.cancel()
-        self._timer = None
-        self._queue._size -= 1
-        return True
-
-
-class DelayQueue:
-    """Kafka's ``ClientQuotaManager`` delay queue of throttled channels, for one quota type.
-
-    ``add(delay_ms, callback)`` schedules ``callback`` (the channel's unmute) after ``delay_ms``
-    on the running event loop; ``queue_size`` is the number of channels waiting (Kafka's
-    ``queue-size`` metric).
-    """
-
-    def __init__(self, quota_type: QuotaTypeLike = ClientQuotaType.PRODUCE) -> None:
-        self.quota_type = _quota_type(quota_type)
-        self._size = 0
-
-    @property
-    def queue_size(self) -> int:
-        """Throttled channels still waiting for their deadline."""
-        return self._size
-
-    def add(self, delay_ms: int, callback: Callable[[], object]) -> DelayEntry:
-        """Calls ``callback`` once ``delay_ms`` ms have passed on the running loop's clock."""
-        _check_ms("delay_ms", delay_ms)
-        loop = asyncio.get_running_loop()
-        entry = DelayEntry(self, loop.time() + delay_ms / 1000.0, callback)
-        entry._timer = loop.call_at(entry.deadline, entry._fire)
-        self._size += 1
-        return entry
-
-    def __repr__(self) -> str:
-        return f"DelayQueue({self.quota_type.name}, queue_size={self._size})"
-
-
-def _check_ms(name: str, value: object) -> None:
-    """A throttle or delay in ms, validated like the record calls' results: an int (not a bool)
-    from 0 to 2^31 - 1 (Kafka's int32 ``throttle_time_ms``)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if not 0 <= value <= 2**31 - 1:
-        raise _kquota.QuotaValueError(f"{name} must be from 0 to 2^31 - 1 ms, got {value}")
-
-
-def _quota_type(t: QuotaTypeLike) -> ClientQuotaType:
-    if isinstance(t, ClientQuotaType):
-        return t
-    if not isinstance(t, str):
-        raise TypeError(f"quota_type must be a ClientQuotaType or its name, not {type(t).__name__}")
-    member = getattr(ClientQuotaType, t.upper(), None)
-    if not isinstance(member, ClientQuotaType):
-        raise _kquota.QuotaValueError(f"unknown quota type {t!r}")
-    return member
 
 
 class ThrottledConnection:
@@ -174,10 +95,10 @@ class ThrottledConnection:
         and reads wait until then. Records the throttle into the type's ``throttle-time`` and
         adds the connection to the type's delay queue (``queue-size``). A second throttle while
         muted extends the mute to the later deadline."""
-        _check_ms("throttle_ms", throttle_ms)
+        check_ms("throttle_ms", throttle_ms)
         if throttle_ms == 0 or self._closed:
             return
-        qt = _quota_type(quota_type)
+        qt = coerce_quota_type(quota_type)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + throttle_ms / 1000.0
         _kquota._record_throttle_time(self.qm, qt, float(throttle_ms), loop_now_ms(loop))

@@ -2,81 +2,27 @@
 
 from __future__ import annotations
 
-import math
+import logging
 import numbers
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Tuple, Union
+from typing import Any, Iterable, Mapping, Optional, Tuple
 
 from kquota import _kquota
-from kquota._kquota import ClientQuotaType, QuotaKernel
+from kquota._kquota import QuotaKernel
 from kquota.callback import ClusterMetadata, _CallbackAdapter, decode_tags, load_callback
-from kquota.entity import CLIENT_ID, USER, ClientQuotaEntity
+from kquota.delay_queue import DelayQueue
+from kquota.entity import ClientQuotaEntity
 from kquota.exceptions import KQuotaError, QuotaConfigError, QuotaValueError
+from kquota.metrics import Metric, collect
+from kquota.quota_type import ClientQuotaType, QuotaTypeLike, coerce_quota_type
+from kquota.validation import CONFIG_KEYS, EntityLike, Ops, entity_from_sides, normalize_alter
 
-QuotaTypeLike = Union[ClientQuotaType, str]
-
-if TYPE_CHECKING:
-    from kquota.aio import DelayQueue
-    from kquota.metrics import Metric
-
-#: Dynamic config keys of client quotas (KIP-546 names).
-CONFIG_KEYS = (
-    "producer_byte_rate",
-    "consumer_byte_rate",
-    "request_percentage",
-    "controller_mutation_rate",
-)
+__all__ = ["CONFIG_KEYS", "KERNEL_GROUP", "QuotaManager"]
 
 #: Metric group of the kernel's own (non-Kafka) values such as the name-byte budget.
 KERNEL_GROUP = "KQuota"
 
 #: The quota type each config key sets.
 _KEY_TYPES = {t.config_key: t for t in ClientQuotaType.members()}
-
-EntityLike = Union[ClientQuotaEntity, Mapping[str, Optional[str]]]
-Ops = Mapping[str, Union[int, float, None]]
-
-_ABSENT, _DEFAULT, _NAMED = 0, 1, 2
-
-
-#: Kafka's wire limit for a principal name or client-id (an int16 string).
-_MAX_NAME_BYTES = 32_767
-
-
-def _side(entity: ClientQuotaEntity, key: str) -> Tuple[int, str]:
-    if key not in entity:
-        return _ABSENT, ""
-    name = entity[key]
-    if name is None:
-        return _DEFAULT, ""
-    try:
-        size = len(name.encode("utf-8"))
-    except UnicodeEncodeError as e:
-        # A lone surrogate has no UTF-8 form: no Kafka client can send this name.
-        raise QuotaValueError(
-            f"invalid quota entity {entity}: {key} {name!r} holds a lone surrogate "
-            f"({name[e.start:e.end]!r} at {e.start}) that has no UTF-8 form"
-        ) from None
-    if size > _MAX_NAME_BYTES:
-        raise QuotaValueError(
-            f"invalid quota entity: {key} is {size} bytes long in UTF-8; Kafka's limit is "
-            f"{_MAX_NAME_BYTES} bytes (an int16 string)"
-        )
-    return _NAMED, name
-
-
-def _config_value(entity: ClientQuotaEntity, key: str, value: Any) -> float:
-    def bad(reason: str) -> QuotaConfigError:
-        return QuotaConfigError(f"invalid quota for entity {entity}, key {key}: {reason}")
-
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise bad(f"must be a number, got {type(value).__name__} {value!r}")
-    try:
-        number = float(value)
-    except (OverflowError, ValueError) as e:
-        raise bad(f"must be a finite number, got {value!r}") from e
-    if isinstance(value, numbers.Integral) and not math.isinf(number) and int(value) >= 2**63:
-        raise bad(f"must be at most 2^63 - 1, got {value}")
-    return number
 
 
 class QuotaManager(QuotaKernel):
@@ -245,74 +191,31 @@ class QuotaManager(QuotaKernel):
         Raises :class:`QuotaConfigError` (a ``ValueError``) naming the entity and key of the first
         bad entry; nothing is applied then. With ``validate_only=True`` nothing is applied either.
         """
-        if isinstance(entries, (str, bytes, Mapping)):
-            raise QuotaConfigError("entries must be an iterable of (entity, ops) pairs")
-        try:
-            items = list(entries)
-        except TypeError as e:
-            raise QuotaConfigError(f"entries must be an iterable of (entity, ops) pairs: {e}") from None
-        changes = []
-        applied: list[tuple[ClientQuotaEntity, str, Optional[float]]] = []
-        seen: set[ClientQuotaEntity] = set()
-        for item in items:
-            try:
-                raw_entity, ops = item
-            except (TypeError, ValueError):
-                raise QuotaConfigError(f"each entry must be an (entity, ops) pair, got {item!r}") from None
-            entity = ClientQuotaEntity(raw_entity)
-            if not isinstance(ops, Mapping):
-                raise QuotaConfigError(
-                    f"invalid quota for entity {entity}: ops must map config keys to numbers, "
-                    f"got {type(ops).__name__}"
-                )
-            if entity in seen:
-                keys = ", ".join(str(k) for k in ops) or "(no keys)"
-                raise QuotaConfigError(
-                    f"invalid quota for entity {entity}, key {keys}: the entity appears more than once in one call"
-                )
-            seen.add(entity)
-            uk, u = _side(entity, USER)
-            ck, c = _side(entity, CLIENT_ID)
-            for key, value in ops.items():
-                if key not in CONFIG_KEYS:
-                    raise QuotaConfigError(
-                        f"invalid quota for entity {entity}, key {key}: unknown config key "
-                        f"(expected one of {', '.join(CONFIG_KEYS)})"
-                    )
-                number = None if value is None else _config_value(entity, key, value)
-                changes.append((uk, u, ck, c, key, number))
-                applied.append((entity, key, number))
+        normalized = normalize_alter(entries)
         if self._closed:
             raise KQuotaError("the QuotaManager is closed; create a new one")
-        self._alter(changes, bool(validate_only))
+        self._alter(normalized.changes, bool(validate_only))
         if self._adapter is not None and not validate_only:
             touched = set()
-            for entity, key, number in applied:
-                quota_type = _KEY_TYPES[key]
-                touched.add(quota_type)
-                if number is None:
-                    self._adapter.notify("remove_quota", quota_type, entity)
-                else:
-                    self._adapter.notify("update_quota", quota_type, entity, number)
+            for entity, values in normalized.entries:
+                for key, number in values.items():
+                    quota_type = _KEY_TYPES[key]
+                    touched.add(quota_type)
+                    if number is None:
+                        self._adapter.notify("remove_quota", quota_type, entity)
+                    else:
+                        self._adapter.notify("update_quota", quota_type, entity, number)
             # Kafka re-reads every quota metric's limit after an update; tags too, since a
             # callback may regroup on configuration.
             self._invalidate(sorted(touched, key=int), True)
 
     def describe_client_quotas(self) -> dict[ClientQuotaEntity, dict[str, float]]:
         """Every configured entity with its keys and values."""
-        out: dict[ClientQuotaEntity, dict[str, float]] = {}
-        for uk, u, ck, c, values in self._describe():
-            entries: dict[str, Optional[str]] = {}
-            if uk != _ABSENT:
-                entries[USER] = u if uk == _NAMED else None
-            if ck != _ABSENT:
-                entries[CLIENT_ID] = c if ck == _NAMED else None
-            out[ClientQuotaEntity(entries)] = dict(values)
-        return out
+        return {entity_from_sides(uk, u, ck, c): dict(values) for uk, u, ck, c, values in self._describe()}
 
     # ------------------------------------------------------------------ observability
 
-    def metrics(self, now_ms: Optional[int] = None) -> list["Metric"]:
+    def metrics(self, now_ms: Optional[int] = None) -> list[Metric]:
         """Every quota metric as :class:`kquota.Metric` rows with Kafka's groups, names and tags
         (``byte-rate``, ``quota-limit``, ``throttle-time``, ``queue-size``, ``sensor-count``, ...;
         see :mod:`kquota.metrics`).
@@ -323,9 +226,7 @@ class QuotaManager(QuotaKernel):
         natively without the GIL and without touching any sensor: a scrape is not a use and
         does not delay expiry.
         """
-        from kquota.metrics import collect
-
-        return collect(self, now_ms)
+        return collect(_kquota._metrics_snapshot(self, now_ms), self.extra_metrics())
 
     def expire_sensors(self, now_ms: Optional[int] = None) -> int:
         """Removes sensors unused for more than ``sensor_expiry_seconds`` at ``now_ms`` (Kafka's
@@ -346,12 +247,10 @@ class QuotaManager(QuotaKernel):
         """Whether the background expiry thread runs."""
         return _kquota._expiry_running(self)
 
-    def delay_queue(self, quota_type: Any) -> "DelayQueue":
-        """The quota type's delay queue of throttled channels (``kquota.aio``; Kafka has one per
-        quota manager); its size is the ``queue-size`` metric."""
-        from kquota.aio import DelayQueue, _quota_type
-
-        qt = _quota_type(quota_type)
+    def delay_queue(self, quota_type: QuotaTypeLike) -> DelayQueue:
+        """The quota type's delay queue of throttled channels (``kquota.delay_queue``; Kafka has
+        one per quota manager); its size is the ``queue-size`` metric."""
+        qt = coerce_quota_type(quota_type)
         q = self._delay_queues.get(qt)
         if q is None:
             q = self._delay_queues[qt] = DelayQueue(qt)
@@ -372,13 +271,12 @@ class QuotaManager(QuotaKernel):
         if source in sources:
             sources.remove(source)
 
-    def _extra_metrics(self) -> list["Metric"]:
-        """Per-type rows beside the kernel's snapshot: delay queues, the name-byte budget, and
-        the registered sources."""
-        from kquota.metrics import Metric
-
+    def extra_metrics(self) -> list[Metric]:
+        """The per-type rows kept beside the kernel's snapshot (part of :meth:`metrics` and of
+        every Prometheus scrape): delay queues, the name-byte budget, and the registered
+        sources."""
         held, limit, refused = self._name_bytes()
-        out = self._delay_queue_metrics()
+        out = self.delay_queue_metrics()
         out += [
             Metric(KERNEL_GROUP, "name-bytes", {}, float(held)),
             Metric(KERNEL_GROUP, "name-bytes-limit", {}, float(limit)),
@@ -388,14 +286,11 @@ class QuotaManager(QuotaKernel):
             try:
                 out.extend(source())
             except Exception:
-                import logging
-
                 logging.getLogger("kquota.metrics").exception("a metrics source failed")
         return out
 
-    def _delay_queue_metrics(self) -> list["Metric"]:
-        from kquota.metrics import Metric
-
+    def delay_queue_metrics(self) -> list[Metric]:
+        """One ``queue-size`` row per delay queue created with :meth:`delay_queue`."""
         return [
             Metric(q.quota_type.metric_group, "queue-size", {}, float(q.queue_size))
             # list() copies in one step under the GIL: the exporter thread may read while the
@@ -424,6 +319,12 @@ class QuotaManager(QuotaKernel):
         self._closed = True
         if self._adapter is not None:
             self._adapter.notify("close")
+
+    def __dir__(self) -> list[str]:
+        # The native base class's helpers (``_alter``, ``_describe``, ``_invalidate``, ...) and
+        # this class's own are private: completion and ``dir()`` show the public API only. The
+        # class stays a subclass of the native kernel so per-request calls remain one C call.
+        return sorted(n for n in super().__dir__() if not n.startswith("_") or n.startswith("__"))
 
     def __enter__(self) -> "QuotaManager":
         return self

@@ -29,13 +29,10 @@ from __future__ import annotations
 
 
 import re
-from typing import TYPE_CHECKING, Iterator, Mapping, NamedTuple, Optional
+from typing import Iterable, Iterator, Mapping, NamedTuple
 
 from kquota import _kquota
 from kquota.callback import _ENCODED, decode_tags
-
-if TYPE_CHECKING:
-    from kquota.manager import QuotaManager
 
 #: JMX domain of Kafka's broker quota metrics.
 JMX_DOMAIN = "kafka.server"
@@ -102,9 +99,9 @@ def iter_rows(snapshot: "_kquota.MetricsSnapshot") -> Iterator[tuple]:
         yield from snapshot.rows(start, start + BATCH)
 
 
-def collect(qm: "QuotaManager", now_ms: Optional[int] = None) -> list[Metric]:
-    """Every metric of ``qm`` (see :meth:`kquota.QuotaManager.metrics`)."""
-    snapshot = _kquota._metrics_snapshot(qm, now_ms)
+def collect(snapshot: "_kquota.MetricsSnapshot", extra_rows: Iterable[Metric] = ()) -> list[Metric]:
+    """The rows of a native snapshot as :class:`Metric` values, then ``extra_rows`` (the
+    per-type rows kept in Python, such as ``queue-size``); see :meth:`kquota.QuotaManager.metrics`."""
     out: list[Metric] = []
     append = out.append
     for group, name, user, client_id, value in iter_rows(snapshot):
@@ -115,5 +112,5 @@ def collect(qm: "QuotaManager", now_ms: Optional[int] = None) -> list[Metric]:
         else:
             tags = {"user": user, "client-id": client_id}
         append(Metric(group, name, tags, value))
-    out.extend(qm._extra_metrics())
+    out.extend(extra_rows)
     return out

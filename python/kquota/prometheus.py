@@ -114,7 +114,7 @@ class QuotaCollector(Collector):
                 # exposition writes it.
                 user = user[1:] if user.startswith(_ENCODED) else user
                 family(group, name, True).add_metric([user, client_id], value)
-        for m in self._qm._extra_metrics():
+        for m in self._qm.extra_metrics():
             family(m.group, m.name, False).add_metric([], m.value)
         yield from families.values()
 
@@ -134,7 +134,7 @@ def exposition_chunks(qm: "QuotaManager", now_ms: Optional[int] = None) -> Itera
     """The Prometheus text exposition (format 0.0.4) of ``qm``'s metrics as chunks of about
     64 KiB: one compact native snapshot, each chunk rendered without the GIL. A scrape of 1M
     sensors never holds the whole text (157 MB) in memory."""
-    extra = [(m.group, m.name, m.value) for m in qm._extra_metrics()]
+    extra = [(m.group, m.name, m.value) for m in qm.extra_metrics()]
     return iter(_kquota._prometheus_stream(qm, now_ms, extra, _HELP))
 
 

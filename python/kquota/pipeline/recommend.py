@@ -20,8 +20,10 @@ from typing import Any
 from kquota.config_file import QuotaEntries, dump_quota_config, parse_quota_config, quota_config_document
 from kquota.entity import ClientQuotaEntity
 from kquota.pipeline.usage import LEVELS
+from kquota.quota_type import ClientQuotaType
 
-CONFIG_KEYS = {"PRODUCE": "producer_byte_rate", "FETCH": "consumer_byte_rate", "REQUEST": "request_percentage"}
+#: The config key of each quota type the pipeline recommends (by type name).
+CONFIG_KEYS = {t.name: t.config_key for t in (ClientQuotaType.PRODUCE, ClientQuotaType.FETCH, ClientQuotaType.REQUEST)}
 #: (num.io.threads + num.network.threads) * 100 with Kafka's defaults (8 + 3).
 DEFAULT_CAPACITY_PERCENT = 1100.0
 

@@ -19,9 +19,12 @@ from typing import Sequence, Tuple, Union
 import numpy as np
 
 from kquota._kquota import QuotaKernel, _replay
+from kquota.exceptions import QuotaValueError
+from kquota.quota_type import ClientQuotaType
 
-#: Codes of the ``quota_types`` array (``int(ClientQuotaType.X)``).
-TYPE_CODES = {"PRODUCE": 0, "FETCH": 1, "REQUEST": 2}
+#: Codes of the ``quota_types`` array (``int(ClientQuotaType.X)``); the batch replay has no
+#: controller-mutation requests.
+TYPE_CODES = {t.name: int(t) for t in (ClientQuotaType.PRODUCE, ClientQuotaType.FETCH, ClientQuotaType.REQUEST)}
 MODELS = ("open", "closed")
 
 
@@ -47,7 +50,7 @@ def type_codes(quota_types: object) -> np.ndarray:
             codes[names == name] = code
         bad = np.flatnonzero(codes < 0)
         if bad.size:
-            raise ValueError(f"quota_types[{bad[0]}] = {arr[bad[0]]!r} is not PRODUCE, FETCH or REQUEST")
+            raise QuotaValueError(f"quota_types[{bad[0]}] = {arr[bad[0]]!r} is not PRODUCE, FETCH or REQUEST")
         return codes
     return _ints("quota_types", arr, np.int8)
 

@@ -37,12 +37,12 @@ from __future__ import annotations
 import threading
 from typing import Any, Mapping, Optional
 
-from kquota._kquota import ClientQuotaType
+from kquota.quota_type import ClientQuotaType
 from kquota.callback import ClientQuotaCallback, ClusterMetadata
 from kquota.entity import CLIENT_ID, USER, ClientQuotaEntity, KafkaPrincipal
 from kquota.exceptions import QuotaConfigError
 from kquota.plugins import _config
-from kquota.plugins._configured import sanitize
+from kquota.sanitizer import sanitize
 
 __all__ = ["PartitionProportionalCallback"]
 

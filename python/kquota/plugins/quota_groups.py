@@ -31,12 +31,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from kquota._kquota import ClientQuotaType
+from kquota.quota_type import ClientQuotaType
 from kquota.callback import ClientQuotaCallback
 from kquota.entity import ClientQuotaEntity, KafkaPrincipal
 from kquota.exceptions import QuotaConfigError
 from kquota.plugins import _config
-from kquota.plugins._configured import ConfiguredQuotas, sanitize
+from kquota.plugins._configured import ConfiguredQuotas
+from kquota.sanitizer import sanitize
 
 __all__ = ["GROUP_TAG", "QuotaGroup", "QuotaGroupsCallback"]
 

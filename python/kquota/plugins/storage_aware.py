@@ -39,12 +39,13 @@ import shutil
 import threading
 from typing import Any, Callable, Mapping, Optional
 
-from kquota._kquota import ClientQuotaType
+from kquota.quota_type import ClientQuotaType
 from kquota.callback import ClientQuotaCallback
 from kquota.entity import ClientQuotaEntity, KafkaPrincipal
 from kquota.exceptions import QuotaConfigError
 from kquota.plugins import _config
-from kquota.plugins._configured import ConfiguredQuotas, sanitize
+from kquota.plugins._configured import ConfiguredQuotas
+from kquota.sanitizer import sanitize
 
 __all__ = ["EXCLUDED_TAG", "PushingStorageAwareCallback", "StorageAwareCallback"]
 

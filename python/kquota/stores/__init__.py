@@ -7,10 +7,11 @@
 {ClientQuotaEntity({'user': 'alice'}): {'producer_byte_rate': 1024.0}}
 """
 
-from kquota.stores.base import ConfigStore, ConfigStoreError, StoreWatch, validate_alter
+from kquota.stores.base import ConfigStore, ConfigStoreError, StoreWatch
 from kquota.stores.layout import entity_path, parse_entity_path
-from kquota.stores.sanitize import desanitize, sanitize
+from kquota.sanitizer import desanitize, sanitize
 from kquota.stores.url import STORE_ENV, default_store_url, open_store
+from kquota.validation import validate_alter
 
 __all__ = [
     "STORE_ENV",

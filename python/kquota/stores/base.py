@@ -15,7 +15,7 @@ import math
 from typing import Any, Callable, Iterable, Optional
 
 from kquota.entity import ClientQuotaEntity
-from kquota.exceptions import KQuotaError, QuotaConfigError
+from kquota.exceptions import KQuotaError
 
 #: ``entity -> {config key: value}``
 QuotaState = dict[ClientQuotaEntity, dict[str, float]]
@@ -37,23 +37,6 @@ class ConfigStoreError(KQuotaError):
 def log_error(message: str, entity: Optional[ClientQuotaEntity] = None) -> None:
     """The default ``ErrorCallback``: a logged warning."""
     log.warning("%s", message)
-
-
-def validate_alter(entries: Iterable[Any]) -> AlterEntries:
-    """Validates ``alter_client_quotas``-style entries like the kernel does; nothing is applied.
-
-    Raises ``QuotaConfigError`` naming the entity and key of the first bad entry.
-    """
-    from kquota.manager import QuotaManager
-
-    if isinstance(entries, (str, bytes)):
-        raise QuotaConfigError("entries must be an iterable of (entity, ops) pairs")
-    items = list(entries)
-    QuotaManager().alter_client_quotas(items, validate_only=True)
-    out: AlterEntries = []
-    for entity, ops in items:
-        out.append((ClientQuotaEntity(entity), {k: None if v is None else float(v) for k, v in ops.items()}))
-    return out
 
 
 def diff_ops(current: dict[str, float], wanted: dict[str, float]) -> dict[str, Optional[float]]:

@@ -10,7 +10,7 @@ exactly one entity; the SQLite store uses it as its key too.
 from __future__ import annotations
 
 from kquota.entity import CLIENT_ID, USER, ClientQuotaEntity
-from kquota.stores.sanitize import desanitize, sanitize
+from kquota.sanitizer import desanitize, sanitize
 
 #: Kafka's ``ZooKeeperInternals.DEFAULT_STRING``.
 DEFAULT = "<default>"

@@ -34,9 +34,9 @@ from kquota.stores.base import (
     QuotaState,
     StoreWatch,
     log_error,
-    validate_alter,
 )
 from kquota.stores.layout import entity_path, parse_entity_path
+from kquota.validation import validate_alter
 
 SCHEMA_VERSION = 1
 #: An alter touching more entities than this logs one "everything changed" row instead.

@@ -22,6 +22,7 @@ mod name_cache;
 mod names;
 mod pending;
 mod quota_type;
+mod rules;
 
 use args::{ms, Int, Real};
 use errors::to_py;
@@ -588,6 +589,7 @@ fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     metrics::register(m)?;
     exposition::register(m)?;
+    rules::register(m)?;
     fast::install(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(

@@ -135,6 +135,27 @@ pub struct QuotaChange {
     pub value: Option<f64>,
 }
 
+/// Checks a batch of changes as [`QuotaKernel::alter`] does, without a kernel: each entity,
+/// each value (`capacity_percent` bounds `request_percentage`), and no (entity, type) twice.
+/// Configuration stores validate with this before they write.
+pub fn validate_changes(changes: &[QuotaChange], capacity_percent: f64) -> Result<(), QuotaError> {
+    let mut seen = std::collections::HashSet::new();
+    for ch in changes {
+        ch.entity.validate()?;
+        if !seen.insert((&ch.entity, ch.quota_type)) {
+            return Err(QuotaError::InvalidConfig {
+                entity: ch.entity.to_string(),
+                key: ch.quota_type.config_key().into(),
+                reason: "appears more than once in one alter call".into(),
+            });
+        }
+        if let Some(v) = ch.value {
+            validate_value(&ch.entity, ch.quota_type, v, capacity_percent)?;
+        }
+    }
+    Ok(())
+}
+
 #[repr(align(64))]
 pub struct QuotaKernel {
     settings: KernelConfig,
@@ -341,21 +362,7 @@ impl QuotaKernel {
     /// Validates every change, then applies them all in one step; on any error nothing changes.
     pub fn alter(&self, changes: &[QuotaChange], validate_only: bool) -> Result<(), QuotaError> {
         self.check_open()?;
-        let capacity = self.settings.capacity_percent();
-        let mut seen = std::collections::HashSet::new();
-        for ch in changes {
-            ch.entity.validate()?;
-            if !seen.insert((ch.entity.clone(), ch.quota_type)) {
-                return Err(QuotaError::InvalidConfig {
-                    entity: ch.entity.to_string(),
-                    key: ch.quota_type.config_key().into(),
-                    reason: "appears more than once in one alter call".into(),
-                });
-            }
-            if let Some(v) = ch.value {
-                validate_value(&ch.entity, ch.quota_type, v, capacity)?;
-            }
-        }
+        validate_changes(changes, self.settings.capacity_percent())?;
         if validate_only || changes.is_empty() {
             return Ok(());
         }

@@ -31,8 +31,8 @@ pub use error::QuotaError;
 pub use expiry::{ExpiryReport, ExpiryTask};
 pub use handle::ClientHandle;
 pub use kernel::{
-    check_mutations, check_nanos, check_record_value, KernelConfig, QuotaChange, QuotaKernel,
-    NANOS_TO_PERCENT,
+    check_mutations, check_nanos, check_record_value, validate_changes, KernelConfig, QuotaChange,
+    QuotaKernel, NANOS_TO_PERCENT,
 };
 pub use keys::QuotaSensor;
 pub use metrics::{MetricsSnapshot, SensorRow, TypeRow};

@@ -1,0 +1,145 @@
+"""The checks of an alter request that happen in Python, and the one native validation.
+
+:func:`normalize_alter` turns ``alter_client_quotas``-style entries into the native change
+tuples (type and shape checks, Kafka's name limits); :func:`validate_alter` adds the kernel's
+own rules (entities, value ranges, ``request_percentage`` capacity) through
+``_kquota.validate_quota_changes``, which needs no ``QuotaManager`` and starts no thread.
+Config keys and entity-side codes come from the native module: one source for each.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Iterable, Mapping, NamedTuple, Optional, Tuple, Union
+
+from kquota import _kquota
+from kquota.entity import CLIENT_ID, USER, ClientQuotaEntity
+from kquota.exceptions import QuotaConfigError, QuotaValueError
+
+#: Dynamic config keys of client quotas (KIP-546 names), in ``ClientQuotaType`` order.
+CONFIG_KEYS: Tuple[str, ...] = _kquota.CONFIG_KEYS
+
+#: Entity-side codes of a change tuple: absent, ``<default>``, named.
+ENTITY_ABSENT: int = _kquota.ENTITY_ABSENT
+ENTITY_DEFAULT: int = _kquota.ENTITY_DEFAULT
+ENTITY_NAMED: int = _kquota.ENTITY_NAMED
+
+#: Kafka's wire limit for a principal name or client-id (an int16 string).
+MAX_NAME_BYTES = 32_767
+
+EntityLike = Union[ClientQuotaEntity, Mapping[str, Optional[str]]]
+Ops = Mapping[str, Union[int, float, None]]
+#: ``(user_kind, user, client_kind, client, config_key, value)``, as the kernel takes it.
+ChangeTuple = Tuple[int, str, int, str, str, Optional[float]]
+
+
+class NormalizedAlter(NamedTuple):
+    """An alter request after the Python-side checks."""
+
+    #: The native change tuples, in request order.
+    changes: list[ChangeTuple]
+    #: ``(entity, {config key: value or None})`` per entry, in request order.
+    entries: list[tuple[ClientQuotaEntity, dict[str, Optional[float]]]]
+
+
+def entity_side(entity: ClientQuotaEntity, key: str) -> Tuple[int, str]:
+    """``(code, name)`` of one side (``user`` or ``client-id``) of ``entity``; a name with a
+    lone surrogate or longer than Kafka's 32,767 UTF-8 bytes is a ``QuotaValueError``."""
+    if key not in entity:
+        return ENTITY_ABSENT, ""
+    name = entity[key]
+    if name is None:
+        return ENTITY_DEFAULT, ""
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        # A lone surrogate has no UTF-8 form: no Kafka client can send this name.
+        raise QuotaValueError(
+            f"invalid quota entity {entity}: {key} {name!r} holds a lone surrogate "
+            f"({name[e.start:e.end]!r} at {e.start}) that has no UTF-8 form"
+        ) from None
+    if size > MAX_NAME_BYTES:
+        raise QuotaValueError(
+            f"invalid quota entity: {key} is {size} bytes long in UTF-8; Kafka's limit is "
+            f"{MAX_NAME_BYTES} bytes (an int16 string)"
+        )
+    return ENTITY_NAMED, name
+
+
+def entity_from_sides(user_kind: int, user: str, client_kind: int, client: str) -> ClientQuotaEntity:
+    """The entity of a native ``(user_kind, user, client_kind, client)``."""
+    entries: dict[str, Optional[str]] = {}
+    if user_kind != ENTITY_ABSENT:
+        entries[USER] = user if user_kind == ENTITY_NAMED else None
+    if client_kind != ENTITY_ABSENT:
+        entries[CLIENT_ID] = client if client_kind == ENTITY_NAMED else None
+    return ClientQuotaEntity(entries)
+
+
+def _config_value(entity: ClientQuotaEntity, key: str, value: Any) -> float:
+    def bad(reason: str) -> QuotaConfigError:
+        return QuotaConfigError(f"invalid quota for entity {entity}, key {key}: {reason}")
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise bad(f"must be a number, got {type(value).__name__} {value!r}")
+    try:
+        number = float(value)
+    except (OverflowError, ValueError) as e:
+        raise bad(f"must be a finite number, got {value!r}") from e
+    if isinstance(value, numbers.Integral) and not math.isinf(number) and int(value) >= 2**63:
+        raise bad(f"must be at most 2^63 - 1, got {value}")
+    return number
+
+
+def normalize_alter(entries: Iterable[Tuple[EntityLike, Ops]]) -> NormalizedAlter:
+    """The Python-side checks of ``alter_client_quotas`` entries (shape, types, names, keys,
+    one entry per entity); raises ``QuotaConfigError`` naming the first bad entity and key."""
+    if isinstance(entries, (str, bytes, Mapping)):
+        raise QuotaConfigError("entries must be an iterable of (entity, ops) pairs")
+    try:
+        items = list(entries)
+    except TypeError as e:
+        raise QuotaConfigError(f"entries must be an iterable of (entity, ops) pairs: {e}") from None
+    out = NormalizedAlter([], [])
+    seen: set[ClientQuotaEntity] = set()
+    for item in items:
+        try:
+            raw_entity, ops = item
+        except (TypeError, ValueError):
+            raise QuotaConfigError(f"each entry must be an (entity, ops) pair, got {item!r}") from None
+        entity = ClientQuotaEntity(raw_entity)
+        if not isinstance(ops, Mapping):
+            raise QuotaConfigError(
+                f"invalid quota for entity {entity}: ops must map config keys to numbers, "
+                f"got {type(ops).__name__}"
+            )
+        if entity in seen:
+            keys = ", ".join(str(k) for k in ops) or "(no keys)"
+            raise QuotaConfigError(
+                f"invalid quota for entity {entity}, key {keys}: the entity appears more than once in one call"
+            )
+        seen.add(entity)
+        uk, u = entity_side(entity, USER)
+        ck, c = entity_side(entity, CLIENT_ID)
+        values: dict[str, Optional[float]] = {}
+        for key, value in ops.items():
+            if key not in CONFIG_KEYS:
+                raise QuotaConfigError(
+                    f"invalid quota for entity {entity}, key {key}: unknown config key "
+                    f"(expected one of {', '.join(CONFIG_KEYS)})"
+                )
+            number = None if value is None else _config_value(entity, key, value)
+            out.changes.append((uk, u, ck, c, key, number))
+            values[key] = number
+        out.entries.append((entity, values))
+    return out
+
+
+def validate_alter(entries: Iterable[Tuple[EntityLike, Ops]]) -> list[tuple[ClientQuotaEntity, dict[str, Optional[float]]]]:
+    """Validates ``alter_client_quotas``-style entries exactly as a default ``QuotaManager``
+    does, without one; nothing is applied. Returns ``(entity, {config key: value or None})``
+    per entry. Raises ``QuotaConfigError`` naming the entity and key of the first bad entry."""
+    normalized = normalize_alter(entries)
+    _kquota.validate_quota_changes(normalized.changes)
+    return normalized.entries

@@ -1,0 +1,161 @@
+//! Kafka's rules exposed to Python once, so the Python layer keeps no copy of them: the
+//! Sanitizer, the dynamic config keys, the entity-side codes, alter validation without a kernel,
+//! and the 8-level precedence walk (Kafka's `DefaultQuotaCallback`) over a plain quota table
+//! for plugins. Every rule itself lives in `quota-core`; this file converts arguments only.
+
+use std::sync::RwLock;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple};
+use quota_core::config::{TypeConfig, CLIENT_ID_QUOTAS, USER_CLIENT_ID_QUOTAS, USER_QUOTAS};
+use quota_core::{
+    ClientQuotaType as CoreType, EntityName, KernelConfig, QuotaChange, QuotaEntity, QuotaError,
+};
+
+use crate::errors::to_py;
+use crate::names::{replace_surrogates, Name};
+use crate::quota_type::QuotaTypeArg;
+
+/// Entity-side codes of the Python layer's change tuples: absent, `<default>`, named.
+pub const ENTITY_ABSENT: u8 = 0;
+pub const ENTITY_DEFAULT: u8 = 1;
+pub const ENTITY_NAMED: u8 = 2;
+
+/// One side of an entity from its code and name; an unknown code is a `QuotaValueError`.
+pub fn entity_name(kind: u8, name: String) -> PyResult<Option<EntityName>> {
+    match kind {
+        ENTITY_ABSENT => Ok(None),
+        ENTITY_DEFAULT => Ok(Some(EntityName::Default)),
+        ENTITY_NAMED => Ok(Some(EntityName::Name(name))),
+        k => Err(to_py(QuotaError::InvalidArgument(format!(
+            "unknown entity kind {k} (expected {ENTITY_ABSENT} absent, {ENTITY_DEFAULT} <default> or {ENTITY_NAMED} named)"
+        )))),
+    }
+}
+
+/// A change tuple `(user_kind, user, client_kind, client, config_key, value)` as a core change.
+pub type ChangeTuple = (u8, String, u8, String, String, Option<f64>);
+
+/// Core changes from the Python layer's tuples; an unknown config key is a `QuotaConfigError`.
+pub fn quota_changes(changes: Vec<ChangeTuple>) -> PyResult<Vec<QuotaChange>> {
+    changes
+        .into_iter()
+        .map(|(uk, u, ck, c, key, value)| {
+            let entity = QuotaEntity {
+                user: entity_name(uk, u)?,
+                client_id: entity_name(ck, c)?,
+            };
+            let quota_type = CoreType::from_config_key(&key).ok_or_else(|| {
+                to_py(QuotaError::InvalidConfig {
+                    entity: entity.to_string(),
+                    key: key.clone(),
+                    reason: format!(
+                        "unknown config key (expected one of {})",
+                        config_keys().join(", ")
+                    ),
+                })
+            })?;
+            Ok(QuotaChange {
+                entity,
+                quota_type,
+                value,
+            })
+        })
+        .collect()
+}
+
+fn config_keys() -> Vec<&'static str> {
+    CoreType::ALL.iter().map(|t| t.config_key()).collect()
+}
+
+/// Kafka's ``Sanitizer.sanitize``: a principal's user tag and ZooKeeper node name. A lone
+/// surrogate (no UTF-8 form) becomes ``?`` first, as Java's encoder writes it.
+#[pyfunction]
+fn sanitize(name: &Bound<'_, PyString>) -> PyResult<String> {
+    Ok(match name.to_cow() {
+        Ok(text) => quota_core::sanitize::sanitize(&text),
+        Err(_) => quota_core::sanitize::sanitize(&replace_surrogates(name.as_borrowed())?),
+    })
+}
+
+/// Validates change tuples ``(user_kind, user, client_kind, client, config_key, value)`` as an
+/// alter does, without a kernel (no thread, nothing kept). ``capacity_percent`` bounds
+/// ``request_percentage`` (``None``: the default kernel's ``(8 + 3) * 100``).
+#[pyfunction]
+#[pyo3(signature = (changes, capacity_percent=None))]
+fn validate_quota_changes(changes: Vec<ChangeTuple>, capacity_percent: Option<f64>) -> PyResult<()> {
+    let changes = quota_changes(changes)?;
+    let capacity = capacity_percent.unwrap_or_else(|| KernelConfig::default().capacity_percent());
+    quota_core::validate_changes(&changes, capacity).map_err(to_py)
+}
+
+/// Quotas per (type, entity) with Kafka's precedence, for plugins that honour the quotas the
+/// manager forwards to them (``update_quota`` / ``remove_quota``). The tags always come from
+/// the 8-level walk: the kernel's "kinds ever configured" shortcut does not apply, and there is
+/// no static broker default. Thread-safe.
+#[pyclass(frozen, module = "kquota._kquota", name = "QuotaConfig")]
+pub struct PyQuotaConfig {
+    types: RwLock<Vec<TypeConfig>>,
+}
+
+#[pymethods]
+impl PyQuotaConfig {
+    #[new]
+    fn new() -> Self {
+        let walk = || {
+            let mut cfg = TypeConfig::with_static_default(None);
+            // Every kind set: `metric_tags` always walks the levels that exist now.
+            cfg.kinds = CLIENT_ID_QUOTAS | USER_QUOTAS | USER_CLIENT_ID_QUOTAS;
+            cfg
+        };
+        PyQuotaConfig {
+            types: RwLock::new(CoreType::ALL.iter().map(|_| walk()).collect()),
+        }
+    }
+
+    /// Sets (a number) or removes (``None``) the quota of one entity, given by side codes.
+    #[pyo3(signature = (quota_type, user_kind, user, client_kind, client, value))]
+    fn set(
+        &self,
+        quota_type: QuotaTypeArg,
+        user_kind: u8,
+        user: String,
+        client_kind: u8,
+        client: String,
+        value: Option<f64>,
+    ) -> PyResult<()> {
+        let entity = QuotaEntity {
+            user: entity_name(user_kind, user)?,
+            client_id: entity_name(client_kind, client)?,
+        };
+        let mut types = self.types.write().unwrap_or_else(|e| e.into_inner());
+        types[quota_type.0.index()].set(&entity, value);
+        Ok(())
+    }
+
+    /// ``(user tag, client-id tag)`` of the most specific configured level for a request of
+    /// ``user`` (raw principal name) with ``client_id``.
+    fn metric_tags(&self, quota_type: QuotaTypeArg, user: Name<'_>, client_id: Name<'_>) -> (String, String) {
+        let types = self.types.read().unwrap_or_else(|e| e.into_inner());
+        let tags = types[quota_type.0.index()].metric_tags(&user, &client_id);
+        (tags.user.into_owned(), tags.client_id.into_owned())
+    }
+
+    /// Kafka's ``quotaLimit`` for the tags; ``None`` when unlimited.
+    fn limit(&self, quota_type: QuotaTypeArg, user_tag: &str, client_tag: &str) -> Option<f64> {
+        let types = self.types.read().unwrap_or_else(|e| e.into_inner());
+        types[quota_type.0.index()].limit(user_tag, client_tag)
+    }
+}
+
+/// Adds this file's functions, class and constants to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(sanitize, m)?)?;
+    m.add_function(wrap_pyfunction!(validate_quota_changes, m)?)?;
+    m.add_class::<PyQuotaConfig>()?;
+    m.add("CONFIG_KEYS", PyTuple::new(m.py(), config_keys())?)?;
+    m.add("ENTITY_ABSENT", ENTITY_ABSENT)?;
+    m.add("ENTITY_DEFAULT", ENTITY_DEFAULT)?;
+    m.add("ENTITY_NAMED", ENTITY_NAMED)?;
+    Ok(())
+}
