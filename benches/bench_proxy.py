@@ -35,9 +35,9 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-from proxy_support import Tansu, free_port, wait_port
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402 (after sys.path)
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from proxy_support import Tansu, free_port, wait_port  # noqa: E402
 
 VALUE = b"x" * 1024
 CLK = os.sysconf("SC_CLK_TCK")

@@ -1,4 +1,4 @@
-"""Transcribes Kafka's message JSON schemas into ``python/kquota/proxy/schemas.py`` (data only).
+"""Transcribes Kafka's message JSON schemas into ``python/kquota/proxy/schemas.json`` (data only).
 
     python scripts/gen_proxy_schemas.py /path/to/kafka/clients/src/main/resources/common/message
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import pprint
 import re
 import sys
 
@@ -99,21 +98,17 @@ def main(message_dir: str, out: str) -> None:
             "flexible": versions(doc["flexibleVersions"]),
             "fields": tuple(field(f, common) for f in doc["fields"]),
         }
+    doc = {
+        "SCHEMAS": specs,
+        # JSON keys are strings; kquota/proxy/schemas.py turns these back into ints.
+        "THROTTLE_FIRST": {str(k): v for k, v in throttle_first.items()},
+        "FLEXIBLE_FIRST": {str(k): v for k, v in flexible_first.items()},
+    }
     with open(out, "w", encoding="utf-8") as f:
-        f.write('"""Kafka message schemas the proxy parses: data transcribed from Apache Kafka\'s\n'
-                "``clients/src/main/resources/common/message/*.json`` by ``scripts/gen_proxy_schemas.py``\n"
-                "(do not edit by hand).\n\n"
-                "Field tuples: (name, type, array element type, versions, nullable versions, tag,\n"
-                "tagged versions, default, sub-fields); versions are inclusive (low, high) pairs.\n"
-                '"""\n\n')
-        f.write("# fmt: off\n")
-        f.write("SCHEMAS = " + pprint.pformat(specs, width=110, sort_dicts=True) + "\n\n")
-        f.write("#: api key -> first version whose response begins with ThrottleTimeMs.\n")
-        f.write("THROTTLE_FIRST = " + pprint.pformat(throttle_first, width=110, compact=True) + "\n\n")
-        f.write("#: api key -> first flexible version (tagged fields in headers and bodies).\n")
-        f.write("FLEXIBLE_FIRST = " + pprint.pformat(flexible_first, width=110, compact=True) + "\n")
+        json.dump(doc, f, separators=(",", ":"), sort_keys=True)
+        f.write("\n")
 
 
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else os.path.join(
-        os.path.dirname(__file__), "..", "python", "kquota", "proxy", "schemas.py"))
+        os.path.dirname(__file__), "..", "python", "kquota", "proxy", "schemas.json"))

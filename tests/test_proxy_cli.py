@@ -102,7 +102,8 @@ def test_cli_bad_arguments_fail_in_one_line(tmp_path):
     bad = tmp_path / "bad.properties"
     bad.write_text("quota.window.num=zero\n")
     r = subprocess.run([sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", "127.0.0.1:1",
-                        "--store", f"sqlite://{tmp_path}/q.db", "--config", str(bad)], capture_output=True, timeout=30, check=False)
+                        "--store", f"sqlite://{tmp_path}/q.db", "--config", str(bad)],
+                       capture_output=True, timeout=30, check=False)
     assert r.returncode == 1
     assert "quota.window.num must be an integer" in r.stderr.decode()
     assert "Traceback" not in r.stderr.decode()

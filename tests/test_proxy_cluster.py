@@ -12,7 +12,6 @@ import uuid
 import pytest
 from proxy_support import MockCluster, ProxyThread
 
-confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 

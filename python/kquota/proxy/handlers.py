@@ -345,7 +345,8 @@ async def sasl_authenticate(conn: ClientConnection, p: Pending, frame: bytes, t0
         conn.sasl_user = name
 
     async def on_response(p: Pending, frame: bytes) -> Answer:
-        body = decode_body("SaslAuthenticateResponse", h.api_version, frame, response_body_offset(frame, h.api_key, h.api_version))
+        offset = response_body_offset(frame, h.api_key, h.api_version)
+        body = decode_body("SaslAuthenticateResponse", h.api_version, frame, offset)
         if body["ErrorCode"] == 0 and conn.sasl_user is not None:
             conn.user = conn.sasl_user
         return await conn.plain_response(p, frame)
