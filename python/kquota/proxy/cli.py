@@ -75,24 +75,23 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                     "Kafka's quota rules (produce, fetch, request, controller mutation).")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="a broker of the cluster to proxy")
     p.add_argument("--listen", default="127.0.0.1:9192", metavar="HOST:PORT",
-                   help="where clients bootstrap (default 127.0.0.1:9192); broker N is proxied on PORT+1+N "
-                        "(port 0: free ports)")
+                   help="where clients bootstrap; broker N is proxied on PORT+1+N (port 0: free ports)")
     p.add_argument("--advertised-host", metavar="HOST", help="host written into broker addresses (default: the "
                    "--listen host)")
     p.add_argument("--store", metavar="URL", help="quota store followed live (sqlite:///path or "
                    "zookeeper://host:port[/chroot]; default: $KQUOTA_STORE, else the user's default store)")
-    p.add_argument("--quota-window-num", type=int, metavar="N", help="quota.window.num (default 11)")
-    p.add_argument("--quota-window-size-seconds", type=int, metavar="S", help="quota.window.size.seconds (default 1)")
+    p.add_argument("--quota-window-num", type=int, metavar="N", help="quota.window.num (default: 11, or the --config file's)")
+    p.add_argument("--quota-window-size-seconds", type=int, metavar="S", help="quota.window.size.seconds (default: 1, or the --config file's)")
     p.add_argument("--config", metavar="FILE", help="broker-style properties: " + ", ".join(KNOWN_PROPERTIES))
     p.add_argument("--metrics-port", type=int, metavar="P", help="serve Prometheus metrics on 127.0.0.1:P")
     p.add_argument("--request-log", metavar="DIR", help="write every recorded request to rotated Parquet files "
                    "in DIR (the pipeline's request-log schema)")
-    p.add_argument("--admin-principals", default="", metavar="P,...",
-                   help="principals (User:name) allowed to AlterClientQuotas through the proxy (default: none)")
+    p.add_argument("--admin-principals", metavar="P,...",
+                   help="comma-separated principals (User:name) allowed to AlterClientQuotas through the proxy (default: none)")
     p.add_argument("--event-loop", default="auto", choices=["auto", "uvloop", "asyncio"],
-                   help="asyncio event loop: uvloop when installed (auto, the default), or the standard one")
+                   help="asyncio event loop: auto is uvloop when installed, else the standard one")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                   help="log level (default INFO)")
+                   help="log level")
     p.set_defaults(func=run)
     return p
 
@@ -144,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             request_log = RequestLog(args.request_log)
         proxy = ProxyServer(
             qm, bootstrap, listen, store=store,
-            admin_principals=principal_names(args.admin_principals.split(",")),
+            admin_principals=principal_names((args.admin_principals or "").split(",")),
             max_frame_bytes=_int_prop(props, "socket.request.max.bytes", DEFAULT_MAX_FRAME_BYTES),
             max_connections=_int_prop(props, "max.connections", DEFAULT_MAX_CONNECTIONS),
             request_log=request_log, default_partitions=_int_prop(props, "num.partitions", 1),
