@@ -59,7 +59,7 @@ VARIANTS = {
 #: (key, numerator, denominator, target op, target value); op None = informational.
 RATIOS = [
     ("handle_vs_empty", "handle", "empty_handle_args", "<=", 2.0),
-    ("named_vs_empty", "named", "empty_named_args", "<=", 3.0),
+    ("named_vs_empty", "named", "empty_named_args", "<=", 2.0),
     ("oracle_vs_handle", "oracle_named", "handle", ">=", 40.0),
     ("oracle_vs_named", "oracle_named", "named", ">=", 40.0),
     ("handle_vs_noop", "handle", "noop", None, None),

@@ -89,6 +89,26 @@ def empty2(value, now_ms=None):
     pass
 
 
+#: Entity counts of the scale rows: a broker's live clients, every call a different entity.
+#: Quick mode shrinks them (the rows are still present, their numbers are not meant to be read).
+SCALE = {"100k": 10_000 if QUICK else 100_000, "1m": 20_000 if QUICK else 1_000_000}
+_SCALED: dict[int, list] = {}
+
+
+def _scaled(build, n: int):
+    """``build`` over its own ``n`` entities (built once, shared by every pass) instead of the
+    suite's ``ENTITIES``; per-call time = round / ``n``."""
+    def scaled(_ents):
+        ents = _SCALED.get(n)
+        if ents is None:
+            ents = _SCALED[n] = entities(n)
+        runner = build(ents)
+        runner.calls = n
+        return runner
+
+    return scaled
+
+
 def b_loop_only(ents):
     def run():
         for _u, _c, _k in ents:
@@ -317,10 +337,18 @@ ROWS = [
      _per_entity_floor(empty2, typed=False)),
     ("noop", "floor", "native `_kquota._noop(P, 100, None)` (trivial PyO3 call)", None,
      _per_entity_floor(_kquota._noop)),
+    ("empty_named_100k", "floor", f"empty Python function, named args, {SCALE['100k']:,} entities", None,
+     _scaled(_named_floor(empty5), SCALE["100k"])),
+    ("empty_named_1m", "floor", f"empty Python function, named args, {SCALE['1m']:,} entities", None,
+     _scaled(_named_floor(empty5), SCALE["1m"])),
     ("kquota_handle", "kquota", "handle `h.record_and_get_throttle_time_ms(P, 100, None)`, one handle per entity",
      "empty_handle", b_kquota_handle),
     ("kquota_named", "kquota", "named `qm.record_and_get_throttle_time_ms(P, user, client_id, 100, None)`",
      "empty_named", b_kquota_named),
+    ("kquota_named_100k", "kquota", f"named, {SCALE['100k']:,} entities round robin (every call a different entity)",
+     "empty_named_100k", _scaled(b_kquota_named, SCALE["100k"])),
+    ("kquota_named_1m", "kquota", f"named, {SCALE['1m']:,} entities round robin (every call a different entity)",
+     "empty_named_1m", _scaled(b_kquota_named, SCALE["1m"])),
     ("kquota_named_hot", "kquota", f"named, only {HOT_ENTITIES} entities round robin (fit the recent-name cache)",
      "empty_named", b_kquota_named_hot),
     ("kquota_named_now", "kquota", "named with explicit `now_ms` (the oracle's shape)", "empty_named",

@@ -80,6 +80,23 @@ def record_rows() -> tuple[list, str | None]:
     return rows, None
 
 
+#: Keyed-comparison rows with a target ratio over their baseline (the empty Python function with
+#: the same arguments): row key -> (op, value).
+COMPARE_TARGETS = {
+    "kquota_named": ("<=", 3.0),
+    "kquota_named_100k": ("<=", 3.0),
+    "kquota_request_time_named": ("<=", 3.5),
+    "kquota_request_time_handle": ("<=", 3.0),
+    "kquota_mutation_handle": ("<=", 3.0),
+}
+
+
+def _met(ratio, op, target):
+    if ratio is None:
+        return None
+    return ratio <= target if op == "<=" else ratio >= target
+
+
 def compare_rows() -> tuple[list, str | None, dict | None]:
     data, why = _load("python_compare.json")
     if data is None:
@@ -92,9 +109,13 @@ def compare_rows() -> tuple[list, str | None, dict | None]:
                              status=r["reason"]))
             continue
         base = data["rows"].get(r["baseline"]) if r["baseline"] else None
+        extra = {}
+        if key in COMPARE_TARGETS:
+            op, target = COMPARE_TARGETS[key]
+            extra = {"target": f"{op} {target:g}", "met": _met(r.get("ratio"), op, target)}
         rows.append(_row("python_compare", key, r["label"], r["median_ns"], "ns/call", r["baseline"],
                          base.get("median_ns") if base else None,
-                         all_admitted=r.get("all_admitted"), group=r["group"]))
+                         all_admitted=r.get("all_admitted"), group=r["group"], **extra))
     lat = data["latency"]
     for q in ("p50", "p99", "p99.9"):
         rows.append(_row("python_latency", f"handle_{q}", f"handle call {q} (mean of {lat['batch']}-call batches)",
@@ -205,6 +226,8 @@ HEADLINE = [
     ("python_record", "named/empty_named_args", "named call / empty Python function (one entity)"),
     ("python_compare", "kquota_handle", "handle call / empty function, 1000 entities"),
     ("python_compare", "kquota_named", "named call / empty function, 1000 entities"),
+    ("python_compare", "kquota_named_100k", "named call / empty function, 100k entities"),
+    ("python_compare", "kquota_named_1m", "named call / empty function, 1M entities (reported)"),
     ("python_compare", "kquota_named_hot", "named call / empty function, 32 entities (cached names)"),
     ("python_compare", "oracle", "pure-Python oracle / kquota named (explicit now)"),
     ("python_compare", "limits_fixed", "limits fixed window / kquota named"),
@@ -212,12 +235,19 @@ HEADLINE = [
     ("python_compare", "pyrate_log", "pyrate-limiter in-memory / kquota named"),
     ("python_compare", "token_bucket", "token-bucket / kquota named"),
     ("python_compare", "kquota_callback", "named with a Python callback / named"),
+    ("python_compare", "kquota_request_time_named", "request-time named call / empty function, 1000 entities"),
     ("python_compare", "kquota_request_time_handle", "request-time handle call / empty function"),
     ("python_compare", "kquota_mutation_handle", "mutation handle call / empty function"),
     ("python_compare", "kquota_batch_replay", "batch replay per request / named call"),
     ("criterion", "handle_record_two_threads_distinct_sensors", "2 threads, distinct sensors / 1 thread (1.0 = perfect scaling)"),
     ("criterion", "handle_record_two_threads_same_sensor", "2 threads, one sensor / 1 thread (2.0 = serialized)"),
 ]
+
+
+def _target_note(r) -> str:
+    if not r.get("target"):
+        return ""
+    return f"{r['target']}: {'met' if r.get('met') else 'NOT met'}"
 
 
 def render(report: dict) -> str:
@@ -239,17 +269,17 @@ def render(report: dict) -> str:
         "",
     ]
     by = {(r["suite"], r["key"]): r for r in report["rows"]}
-    lines += ["## Headline ratios", "", "| ratio | value | row median | baseline median |",
-              "|---|---:|---:|---:|"]
+    lines += ["## Headline ratios", "", "| ratio | value | row median | baseline median | target |",
+              "|---|---:|---:|---:|---|"]
     for suite, key, what in HEADLINE:
         r = by.get((suite, key))
         if r is None:
             continue
         if r["ratio"] is None:
-            lines.append(f"| {what} | {r['status'] if r['status'] != 'ok' else '—'} | | |")
+            lines.append(f"| {what} | {r['status'] if r['status'] != 'ok' else '—'} | | | |")
         else:
             lines.append(f"| {what} | {r['ratio']:.2f}× | {_num(r['value'])} {r['unit']} | "
-                         f"{_num(r['baseline_value'])} {r['unit']} |")
+                         f"{_num(r['baseline_value'])} {r['unit']} | {_target_note(r)} |")
     lines.append("")
     for suite, title in _TITLES.items():
         rows = [r for r in report["rows"] if r["suite"] == suite]
@@ -260,7 +290,7 @@ def render(report: dict) -> str:
         for r in rows:
             note = []
             if r.get("target"):
-                note.append(f"target {r['target']}: {'met' if r.get('met') else 'NOT met'}")
+                note.append(f"target {_target_note(r)}")
             if r.get("all_admitted") is False:
                 note.append("some calls were limited")
             value = _num(r["value"], r["unit"]) if r["status"] == "ok" else r["status"]

@@ -18,6 +18,7 @@ use pyo3::types::PyString;
 use pyo3::PyTypeInfo;
 
 use crate::errors::to_py;
+use crate::name_cache::Key;
 use crate::quota_type::{PyClientQuotaType, QuotaTypeArg};
 use crate::{PyClientHandle, PyQuotaKernel};
 
@@ -258,6 +259,18 @@ unsafe fn now_ms(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<Option<i64>
         })
 }
 
+/// The type check of a `user` / `client_id` argument, without decoding it.
+#[inline(always)]
+unsafe fn check_text(py: Python<'_>, ob: *mut ffi::PyObject, name: &str) -> PyResult<()> {
+    if ffi::PyUnicode_Check(ob) == 0 {
+        let tname = Borrowed::from_ptr(py, ob).get_type().name()?;
+        return Err(PyTypeError::new_err(format!(
+            "argument '{name}': must be str, not {tname}"
+        )));
+    }
+    Ok(())
+}
+
 #[inline(always)]
 unsafe fn text<'a>(
     py: Python<'_>,
@@ -366,20 +379,22 @@ unsafe extern "C" fn named_record(
             kwnames,
         )?;
         let t = quota_type(py, qt)?;
-        let (user_s, client_s) = (text(py, user, "user")?, text(py, client, "client_id")?);
+        check_text(py, user, "user")?;
+        check_text(py, client, "client_id")?;
         let (v, now) = (value(py, v, "value")?, now_ms(py, now)?);
         // SAFETY: the method descriptor only calls us with instances of the kernel class.
         let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyQuotaKernel>();
         let this = this.get();
         let kernel = &*this.kernel;
-        if let Some(r) = this
-            .names
-            .with(user, client, t, kernel, |s| kernel.record_resolved(t, s, v, now))
+        let key = Key::new(user, client, t);
+        if let Some(r) = key
+            .as_ref()
+            .and_then(|k| this.names.with(k, kernel, |s| kernel.record_resolved(t, s, v, now)))
         {
             return r.map_err(to_py);
         }
         quota_core::check_record_value(v).map_err(to_py)?;
-        named_miss(py, this, user, client, t, &user_s, &client_s, now, |s| {
+        named_miss(py, this, key, user, client, t, now, |s| {
             kernel.record_resolved(t, s, v, now)
         })
     })
@@ -465,7 +480,8 @@ unsafe extern "C" fn named_request(
             kwnames,
         )?;
         let t = quota_core::ClientQuotaType::Request;
-        let (user_s, client_s) = (text(py, user, "user")?, text(py, client, "client_id")?);
+        check_text(py, user, "user")?;
+        check_text(py, client, "client_id")?;
         let (v, now) = (value(py, v, "thread_time_nanos")?, now_ms(py, now)?);
         quota_core::check_nanos(v).map_err(to_py)?;
         // SAFETY: the method descriptor only calls us with instances of the kernel class.
@@ -473,12 +489,14 @@ unsafe extern "C" fn named_request(
         let this = this.get();
         let kernel = &*this.kernel;
         let percent = v * quota_core::NANOS_TO_PERCENT;
-        if let Some(r) = this.names.with(user, client, t, kernel, |s| {
-            kernel.record_resolved(t, s, percent, now)
+        let key = Key::new(user, client, t);
+        if let Some(r) = key.as_ref().and_then(|k| {
+            this.names
+                .with(k, kernel, |s| kernel.record_resolved(t, s, percent, now))
         }) {
             return r.map_err(to_py);
         }
-        named_miss(py, this, user, client, t, &user_s, &client_s, now, |s| {
+        named_miss(py, this, key, user, client, t, now, |s| {
             kernel.record_resolved(t, s, percent, now)
         })
     })
@@ -501,7 +519,8 @@ unsafe extern "C" fn named_mutations(
             kwnames,
         )?;
         let t = quota_core::ClientQuotaType::ControllerMutation;
-        let (user_s, client_s) = (text(py, user, "user")?, text(py, client, "client_id")?);
+        check_text(py, user, "user")?;
+        check_text(py, client, "client_id")?;
         let (v, now, strict) = (
             value(py, v, "mutations")?,
             now_ms(py, now)?,
@@ -512,160 +531,47 @@ unsafe extern "C" fn named_mutations(
         let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyQuotaKernel>();
         let this = this.get();
         let kernel = &*this.kernel;
-        if let Some(r) = this.names.with(user, client, t, kernel, |s| {
-            kernel.record_resolved_mutations(s, v, now, strict)
+        let key = Key::new(user, client, t);
+        if let Some(r) = key.as_ref().and_then(|k| {
+            this.names
+                .with(k, kernel, |s| kernel.record_resolved_mutations(s, v, now, strict))
         }) {
             return r.map_err(to_py);
         }
         // The resolution is remembered even when a strict call is rejected: the next call is the
         // same connection asking again.
-        named_miss(py, this, user, client, t, &user_s, &client_s, now, |s| {
+        named_miss(py, this, key, user, client, t, now, |s| {
             kernel.record_resolved_mutations(s, v, now, strict)
         })
     })
 }
 
-/// A named call the name cache could not answer: resolves once (from the kernel's metric-tag
-/// cache when current), records into that sensor, and remembers the resolution when it may be
-/// reused (a failed callback answer, stamped generation 0, is not).
+/// A named call the name cache could not answer: decodes the names, resolves once (from the
+/// kernel's registry or metric-tag cache when current), records into that sensor, and remembers
+/// the resolution when it may be reused (a failed callback answer, stamped generation 0, is not;
+/// names that are not exact `str` objects have no key).
 #[allow(clippy::too_many_arguments)]
 #[inline(never)]
 unsafe fn named_miss(
     py: Python<'_>,
     this: &PyQuotaKernel,
+    key: Option<Key>,
     user: *mut ffi::PyObject,
     client: *mut ffi::PyObject,
     t: quota_core::ClientQuotaType,
-    user_s: &str,
-    client_s: &str,
     now: Option<i64>,
     record: impl FnOnce(&quota_core::QuotaSensor) -> Result<i32, quota_core::QuotaError>,
 ) -> PyResult<i32> {
-    let Some((generation, sensor)) = this.kernel.resolution(t, user_s, client_s, now).map_err(to_py)? else {
+    let (user_s, client_s) = (text(py, user, "user")?, text(py, client, "client_id")?);
+    let Some((generation, sensor)) = this.kernel.resolution(t, &user_s, &client_s, now).map_err(to_py)? else {
         // No quota of this type exists: Kafka records nothing.
         return Ok(0);
     };
     let out = record(&sensor);
-    if generation != 0 {
-        this.names.put(py, user, client, t, generation, sensor);
+    if let Some(key) = key.filter(|_| generation != 0) {
+        this.names.put(&key, &this.kernel, generation, sensor);
     }
     out.map_err(to_py)
-}
-
-/// Resolutions of recent named calls, keyed by the identity of the `user` and `client_id` str
-/// objects (a broker passes the same objects for every request of a connection), so a repeat
-/// call skips decoding, hashing and the registry probe: it is an implicit per-connection handle.
-///
-/// Entries hold strong references to their two strings, so an address cannot be reused by
-/// another string while cached; only exact `str` objects are cached (their deallocation runs no
-/// Python code). The table is touched only with the GIL held and without calling into Python
-/// while a slot is borrowed; on a free-threaded interpreter it is disabled.
-pub struct NameCache {
-    #[cfg(not(Py_GIL_DISABLED))]
-    slots: std::cell::UnsafeCell<[Option<NameEntry>; NAME_SLOTS]>,
-}
-
-#[cfg(not(Py_GIL_DISABLED))]
-const NAME_SLOTS: usize = 64;
-
-#[cfg(not(Py_GIL_DISABLED))]
-struct NameEntry {
-    user: Py<PyAny>,
-    client: Py<PyAny>,
-    quota_type: quota_core::ClientQuotaType,
-    generation: u64,
-    sensor: std::sync::Arc<quota_core::QuotaSensor>,
-}
-
-// SAFETY: on GIL builds every access happens with the GIL held (see the type's docs).
-#[cfg(not(Py_GIL_DISABLED))]
-unsafe impl Sync for NameCache {}
-
-impl Default for NameCache {
-    fn default() -> Self {
-        NameCache {
-            #[cfg(not(Py_GIL_DISABLED))]
-            slots: std::cell::UnsafeCell::new(std::array::from_fn(|_| None)),
-        }
-    }
-}
-
-impl NameCache {
-    #[cfg(not(Py_GIL_DISABLED))]
-    #[inline]
-    fn slot(user: *mut ffi::PyObject, client: *mut ffi::PyObject, t: quota_core::ClientQuotaType) -> usize {
-        let h = (user as usize as u64 ^ (client as usize as u64).rotate_left(29) ^ t as u64)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        (h >> 58) as usize
-    }
-
-    /// Runs `f` on the cached, still current sensor for these exact string objects. `f` must
-    /// not call into Python (the slot stays borrowed while it runs).
-    #[inline]
-    unsafe fn with<R>(
-        &self,
-        user: *mut ffi::PyObject,
-        client: *mut ffi::PyObject,
-        t: quota_core::ClientQuotaType,
-        kernel: &quota_core::QuotaKernel,
-        f: impl FnOnce(&quota_core::QuotaSensor) -> R,
-    ) -> Option<R> {
-        #[cfg(not(Py_GIL_DISABLED))]
-        {
-            let slots = &*self.slots.get();
-            let e = slots[Self::slot(user, client, t)].as_ref()?;
-            if e.user.as_ptr() == user
-                && e.client.as_ptr() == client
-                && e.quota_type == t
-                && kernel.is_current(t, e.generation)
-            {
-                return Some(f(&e.sensor));
-            }
-            None
-        }
-        #[cfg(Py_GIL_DISABLED)]
-        {
-            let _ = (user, client, t, kernel, f);
-            None
-        }
-    }
-
-    unsafe fn put(
-        &self,
-        py: Python<'_>,
-        user: *mut ffi::PyObject,
-        client: *mut ffi::PyObject,
-        t: quota_core::ClientQuotaType,
-        generation: u64,
-        sensor: std::sync::Arc<quota_core::QuotaSensor>,
-    ) {
-        #[cfg(not(Py_GIL_DISABLED))]
-        {
-            if ffi::PyUnicode_CheckExact(user) == 0 || ffi::PyUnicode_CheckExact(client) == 0 {
-                return;
-            }
-            let entry = NameEntry {
-                user: Borrowed::from_ptr(py, user).to_owned().unbind(),
-                client: Borrowed::from_ptr(py, client).to_owned().unbind(),
-                quota_type: t,
-                generation,
-                sensor,
-            };
-            let old = (*self.slots.get())[Self::slot(user, client, t)].replace(entry);
-            // Released after the slot is no longer borrowed, through `Bound` so the references
-            // go at once: this entry point runs outside PyO3's GIL accounting, where dropping a
-            // `Py` only queues the decref in PyO3's pool, which nothing on the fast path drains
-            // (a stream of distinct names then kept every evicted str alive: ~78 B per call).
-            if let Some(NameEntry { user, client, .. }) = old {
-                drop(user.into_bound(py));
-                drop(client.into_bound(py));
-            }
-        }
-        #[cfg(Py_GIL_DISABLED)]
-        {
-            let _ = (py, user, client, t, generation, sensor);
-        }
-    }
 }
 
 unsafe extern "C" fn noop(

@@ -18,6 +18,7 @@ mod errors;
 mod exposition;
 mod fast;
 mod metrics;
+mod name_cache;
 mod names;
 mod pending;
 mod quota_type;
@@ -74,7 +75,7 @@ type DescribedEntity<'py> = (u8, String, u8, String, Bound<'py, PyDict>);
 #[pyclass(subclass, frozen, module = "kquota._kquota", name = "QuotaKernel")]
 pub struct PyQuotaKernel {
     kernel: Arc<CoreKernel>,
-    names: fast::NameCache,
+    names: name_cache::NameCache,
     /// The background sensor-expiry thread (see `metrics.rs`).
     expiry: std::sync::Mutex<Option<quota_core::ExpiryTask>>,
 }
@@ -162,7 +163,7 @@ impl PyQuotaKernel {
             .transpose()?;
         let kernel = PyQuotaKernel {
             kernel: Arc::new(CoreKernel::new(settings).map_err(to_py)?),
-            names: fast::NameCache::default(),
+            names: name_cache::NameCache::default(),
             expiry: std::sync::Mutex::new(None),
         };
         if let Some(ms) = interval {
@@ -450,6 +451,16 @@ impl PyQuotaKernel {
     /// Number of live sensors of a quota type.
     fn sensor_count(&self, quota_type: QuotaTypeArg) -> usize {
         self.kernel.sensor_count(quota_type.0)
+    }
+
+    /// The named-call cache (diagnostics): ``{"entries", "capacity", "hits"}``.
+    fn _name_cache_info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (entries, capacity, hits) = self.names.info(py);
+        let d = PyDict::new(py);
+        d.set_item("entries", entries)?;
+        d.set_item("capacity", capacity)?;
+        d.set_item("hits", hits)?;
+        Ok(d)
     }
 }
 

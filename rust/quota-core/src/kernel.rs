@@ -1116,8 +1116,19 @@ impl QuotaKernel {
         now: Option<i64>,
     ) -> Result<Option<(u64, Arc<QuotaSensor>)>, QuotaError> {
         let now = resolve_now(now)?;
-        if !self.enabled(t) {
+        let rt = &self.types[t.index()];
+        // The generation before the kind bits: `publish` stores them in the other order, so a
+        // resolution made from older kind bits is stamped with an older (soon stale) generation.
+        let generation = rt.tags_generation.load(Ordering::Acquire);
+        let kinds = rt.kinds.load(Ordering::Acquire);
+        if kinds == 0 {
             return Ok(None);
+        }
+        // Tags fixed by the kind bits: the registry answers directly (no snapshot, no tag strings).
+        if let Some((tu, tc)) = direct_tags(kinds, user, client_id) {
+            if let Some((s, ())) = rt.sensors.pin().get_key_value(&PairRef(tu, tc)) {
+                return Ok(Some((generation, Arc::clone(&s.0))));
+            }
         }
         let r = self.resolve_current(t, user, client_id, now)?;
         Ok(Some((r.tags_generation, r.sensor)))

@@ -363,6 +363,13 @@ impl RateSensor {
     }
 
     fn measure_at(&self, spec: &WindowSpec, now: i64) -> Measurement {
+        self.measure_exact(spec, now).0
+    }
+
+    /// [`measure_at`](Self::measure_at), also telling whether every sample is a whole number
+    /// below 2^43 (only then can the non-current samples be cached as an integer aggregate).
+    #[inline]
+    fn measure_exact(&self, spec: &WindowSpec, now: i64) -> (Measurement, bool) {
         let expire = spec.expire_age_ms();
         // Every started sample's last event is at least `purge_floor`, so when that is recent
         // no sample can be stale and the purge pass is skipped.
@@ -371,8 +378,10 @@ impl RateSensor {
         }
         // Kafka adds the samples as doubles in slot order. When every value is a whole number
         // below 2^43 (always so for bytes) every partial sum is exact, so an integer sum equals
-        // that double sum bit for bit and avoids a chain of dependent float additions.
+        // that double sum bit for bit. Both are taken in the one pass over the ring (fractional
+        // values, e.g. request time in percent, would otherwise cost a second pass).
         let mut int_sum: i64 = 0;
+        let mut float_sum = 0.0f64;
         let mut exact = true;
         let mut oldest = i64::MAX;
         for cell in self.ring.cells().iter() {
@@ -381,29 +390,18 @@ impl RateSensor {
                 let as_int = c.value as i64;
                 exact &= (as_int as f64 == c.value) & (as_int.unsigned_abs() < 1 << 43);
                 int_sum = int_sum.wrapping_add(as_int);
+                float_sum += c.value;
                 oldest = oldest.min(c.start_rel);
             }
         }
-        let sum = if exact { int_sum as f64 } else { self.float_sum() };
+        let sum = if exact { int_sum as f64 } else { float_sum };
         let now_rel = self.rel(now);
         let oldest = if oldest == i64::MAX { now_rel } else { oldest };
-        Measurement {
+        let m = Measurement {
             sum,
             window_ms: window_ms(spec, now_rel, oldest),
-        }
-    }
-
-    /// Kafka's double sum, in slot order.
-    #[cold]
-    fn float_sum(&self) -> f64 {
-        let mut sum = 0.0f64;
-        for cell in self.ring.cells().iter() {
-            let c = Cell::unpack(cell.load(Ordering::Acquire));
-            if c.started {
-                sum += c.value;
-            }
-        }
-        sum
+        };
+        (m, exact)
     }
 
     /// Resets every started sample whose last event is `expire` ms or more before `now`
@@ -474,7 +472,10 @@ impl RateSensor {
     #[cold]
     fn measure_and_cache(&self, spec: &WindowSpec, now: i64) -> Measurement {
         let version = self.version.load(Ordering::SeqCst);
-        let m = self.measure_at(spec, now);
+        let (m, exact) = self.measure_exact(spec, now);
+        if !exact {
+            return m; // fractional samples: no integer aggregate to cache
+        }
         let version_after = self.version.load(Ordering::SeqCst);
         if version != version_after {
             return m; // something moved while we looked; the next call tries again
