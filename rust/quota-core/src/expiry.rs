@@ -13,10 +13,11 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::clock::monotonic_ms;
 use crate::error::QuotaError;
-use crate::idle::IdleMark;
-use crate::kernel::{resolve_now, QuotaKernel};
-use crate::keys::{PairRef, QuotaSensor, SensorEntry, Tags};
-use crate::sensor::RateSensor;
+use crate::clock::resolve_now;
+use crate::kernel::QuotaKernel;
+use crate::keys::{PairRef, SensorEntry};
+use crate::sensor::QuotaSensor;
+use crate::rate::RateSensor;
 use crate::types::{ClientQuotaType, WindowSpec};
 
 type FastState = foldhash::fast::RandomState;
@@ -158,11 +159,7 @@ impl QuotaKernel {
                 return self.overflow_sensor(t, !user.is_empty(), !client_id.is_empty(), now);
             }
             let s = fresh.get_or_insert_with(|| {
-                Arc::new(QuotaSensor {
-                    tags: Tags::new(user, client_id),
-                    rate: self.new_rate_sensor(t, now),
-                    idle: IdleMark::new(now, monotonic_ms()),
-                })
+                Arc::new(QuotaSensor::new(user, client_id, self.new_rate_sensor(t, now), now, monotonic_ms()))
             });
             if sensors.try_insert(SensorEntry(Arc::clone(s)), ()).is_ok() {
                 return Arc::clone(s);
@@ -178,11 +175,7 @@ impl QuotaKernel {
         let slot = &self.lifecycle.types[t.index()].overflow[usize::from(user) * 2 + usize::from(client)];
         Arc::clone(slot.get_or_init(|| {
             let tag = |on: bool| if on { OVERFLOW_TAG } else { "" };
-            Arc::new(QuotaSensor {
-                tags: Tags::new(tag(user), tag(client)),
-                rate: self.new_rate_sensor(t, now),
-                idle: IdleMark::new(now, monotonic_ms()),
-            })
+            Arc::new(QuotaSensor::new(tag(user), tag(client), self.new_rate_sensor(t, now), now, monotonic_ms()))
         }))
     }
 
@@ -194,7 +187,7 @@ impl QuotaKernel {
         throttle_ms: f64,
         now: Option<i64>,
     ) -> Result<(), QuotaError> {
-        crate::kernel::check_record_value(throttle_ms)?;
+        crate::validate::check_record_value(throttle_ms)?;
         let now = resolve_now(now)?;
         if throttle_ms <= 0.0 {
             return Ok(());
@@ -400,7 +393,7 @@ impl Drop for ExpiryTask {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{EntityName, QuotaEntity};
+    use crate::entity::{EntityName, QuotaEntity};
     use crate::kernel::{KernelConfig, QuotaChange};
 
     #[test]

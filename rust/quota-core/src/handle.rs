@@ -7,10 +7,10 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::error::QuotaError;
-use crate::kernel::{
-    check_mutations, check_nanos, check_record_value, resolve_now, Check, QuotaKernel, NANOS_TO_PERCENT,
-};
-use crate::keys::QuotaSensor;
+use crate::clock::resolve_now;
+use crate::kernel::{Check, QuotaKernel};
+use crate::validate::{check_mutations, check_record_value, check_unrecord_value, thread_time_percent};
+use crate::sensor::QuotaSensor;
 use crate::types::ClientQuotaType;
 
 /// A per-connection view of the kernel for one (principal, client-id): the resolution is cached
@@ -147,17 +147,17 @@ impl ClientHandle {
     }
 
     pub fn unrecord(&self, t: ClientQuotaType, value: f64, now: Option<i64>) -> Result<(), QuotaError> {
-        crate::kernel::check_unrecord_value(value)?;
+        check_unrecord_value(value)?;
         self.record(t, -value, now, Check::None).map(|_| ())
     }
 
     /// [`QuotaKernel::record_request_time`] for this connection.
     #[inline]
     pub fn record_request_time(&self, nanos: f64, now: Option<i64>) -> Result<i32, QuotaError> {
-        check_nanos(nanos)?;
+        let percent = thread_time_percent(nanos)?;
         self.record(
             ClientQuotaType::Request,
-            nanos * NANOS_TO_PERCENT,
+            percent,
             now,
             Check::Throttle,
         )
@@ -165,10 +165,10 @@ impl ClientHandle {
 
     /// [`QuotaKernel::record_network_thread_time`] for this connection.
     pub fn record_network_thread_time(&self, nanos: f64, now: Option<i64>) -> Result<(), QuotaError> {
-        check_nanos(nanos)?;
+        let percent = thread_time_percent(nanos)?;
         self.record(
             ClientQuotaType::Request,
-            nanos * NANOS_TO_PERCENT,
+            percent,
             now,
             Check::None,
         )

@@ -17,29 +17,19 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use parking_lot::Mutex;
 
 use crate::callback::{CallbackSlot, QuotaCallbackHook, FAILED_TAGS};
-use crate::clock::monotonic_ms;
-use crate::config::{
-    validate_value, QuotaEntity, TypeConfig, CLIENT_ID_QUOTAS, USER_CLIENT_ID_QUOTAS, USER_QUOTAS,
-};
+use crate::clock::resolve_now;
+use crate::entity::QuotaEntity;
+use crate::precedence::{direct_tags, TypeConfig};
+use crate::validate::{check_mutations, check_record_value, check_unrecord_value, thread_time_percent, validate_value};
 use crate::error::QuotaError;
-use crate::keys::{shared_str, NamePair, PairRef, QuotaSensor, SensorEntry};
-use crate::sanitize::needs_escaping;
-use crate::sensor::{throttle_time_ms, RateSensor};
-use crate::token_bucket::{mutation_throttle_time_ms, StrictTake};
+use crate::keys::{shared_str, NamePair, PairRef, SensorEntry};
+use crate::sensor::QuotaSensor;
+use crate::rate::RateSensor;
+use crate::throttle::{mutation_throttle_time_ms, throttle_time_ms};
+use crate::token_bucket::StrictTake;
 use crate::types::{ClientQuotaType, WindowSpec};
 
 type FastState = foldhash::fast::RandomState;
-
-/// The metric tags when they follow from the kind bits alone and need no sanitizing.
-#[inline]
-fn direct_tags<'a>(kinds: u8, user: &'a str, client_id: &'a str) -> Option<(&'a str, &'a str)> {
-    match kinds {
-        0 | CLIENT_ID_QUOTAS => Some(("", client_id)),
-        USER_QUOTAS if !needs_escaping(user) => Some((user, "")),
-        USER_CLIENT_ID_QUOTAS if !needs_escaping(user) => Some((user, client_id)),
-        _ => None,
-    }
-}
 
 /// A resolved (principal, client-id): the sensor its tags select, stamped with the tags
 /// generation it was resolved under.
@@ -135,6 +125,8 @@ pub struct QuotaChange {
     pub value: Option<f64>,
 }
 
+pub use crate::clock::MAX_ABS_NOW_MS;
+
 #[repr(align(64))]
 pub struct QuotaKernel {
     settings: KernelConfig,
@@ -163,11 +155,6 @@ pub(crate) const CUSTOM_QUOTAS: u8 = 8;
 /// cached path pays nothing for it.
 pub(crate) const CLOSED: u8 = 16;
 
-/// The largest value one `unrecord` takes back (2^63, the largest quota). Kafka subtracts any
-/// double, so two `unrecord(1e308)` drive a sample to -inf and lift throttling for a window;
-/// bounded, the sums stay finite (a documented fix, see docs/semantics-notes.md).
-pub const MAX_UNRECORD_VALUE: f64 = 9_223_372_036_854_775_808.0;
-
 /// What a record call should do about the quota.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Check {
@@ -183,64 +170,6 @@ pub(crate) enum Check {
     /// Controller mutations, strict: if the bucket is already in debt record nothing and fail
     /// with `ThrottlingQuotaExceeded`; otherwise record.
     Strict,
-}
-
-/// `Ok` for a finite number >= 0, else `InvalidValue` with `message(value)`.
-#[inline]
-fn check_non_negative(value: f64, message: impl FnOnce(f64) -> String) -> Result<(), QuotaError> {
-    if value.is_finite() && value >= 0.0 {
-        Ok(())
-    } else {
-        Err(QuotaError::InvalidValue(message(value)))
-    }
-}
-
-/// [`check_record_value`] for `unrecord`, also bounded by [`MAX_UNRECORD_VALUE`].
-pub fn check_unrecord_value(value: f64) -> Result<(), QuotaError> {
-    check_non_negative(value, |v| format!("unrecorded value must be a finite number >= 0, got {v}"))?;
-    if value > MAX_UNRECORD_VALUE {
-        return Err(QuotaError::InvalidValue(format!(
-            "unrecorded value must be at most 2^63 (the largest quota), got {value}"
-        )));
-    }
-    Ok(())
-}
-
-pub fn check_record_value(value: f64) -> Result<(), QuotaError> {
-    check_non_negative(value, |v| {
-        format!("recorded value must be a finite number >= 0, got {v} (use unrecord to take a value back)")
-    })
-}
-
-/// Times are exact within 2^46 ms (about 2,200 years) of 0; anything further is refused
-/// rather than silently clamped.
-pub const MAX_ABS_NOW_MS: i64 = 1 << 46;
-
-#[inline]
-pub(crate) fn resolve_now(now: Option<i64>) -> Result<i64, QuotaError> {
-    match now {
-        None => Ok(monotonic_ms()),
-        Some(t) if t.unsigned_abs() < MAX_ABS_NOW_MS as u64 => Ok(t),
-        Some(t) => Err(QuotaError::InvalidValue(format!(
-            "now_ms must be within ±2^46 ms of 0 (integer milliseconds on a monotonic clock), got {t}"
-        ))),
-    }
-}
-
-/// Kafka's `ClientRequestQuotaManager.NanosToPercentagePerSecond`: thread time is recorded as
-/// percent of one thread over each second of the window.
-pub const NANOS_TO_PERCENT: f64 = 100.0 / 1e9;
-
-pub fn check_nanos(nanos: f64) -> Result<(), QuotaError> {
-    check_non_negative(nanos, |v| {
-        format!("thread time must be a finite number of nanoseconds >= 0, got {v}")
-    })
-}
-
-pub fn check_mutations(mutations: f64) -> Result<(), QuotaError> {
-    check_non_negative(mutations, |v| {
-        format!("mutation count must be a finite number >= 0, got {v}")
-    })
 }
 
 impl QuotaKernel {
@@ -942,12 +871,12 @@ impl QuotaKernel {
         nanos: f64,
         now: Option<i64>,
     ) -> Result<i32, QuotaError> {
-        check_nanos(nanos)?;
+        let percent = thread_time_percent(nanos)?;
         self.record_named(
             ClientQuotaType::Request,
             user,
             client_id,
-            nanos * NANOS_TO_PERCENT,
+            percent,
             now,
             Check::Throttle,
         )
@@ -961,12 +890,12 @@ impl QuotaKernel {
         nanos: f64,
         now: Option<i64>,
     ) -> Result<(), QuotaError> {
-        check_nanos(nanos)?;
+        let percent = thread_time_percent(nanos)?;
         self.record_named(
             ClientQuotaType::Request,
             user,
             client_id,
-            nanos * NANOS_TO_PERCENT,
+            percent,
             now,
             Check::None,
         )
@@ -976,7 +905,7 @@ impl QuotaKernel {
     /// Thread time of a request exempt from quotas, recorded into the one shared
     /// `exempt-request-time` sensor (only while request quotas are enabled, as in Kafka).
     pub fn record_exempt_request_time(&self, nanos: f64, now: Option<i64>) -> Result<(), QuotaError> {
-        check_nanos(nanos)?;
+        let percent = thread_time_percent(nanos)?;
         let now = resolve_now(now)?;
         self.check_open()?;
         if !self.enabled(ClientQuotaType::Request) {
@@ -986,7 +915,7 @@ impl QuotaKernel {
         // Kafka's Rate starts its first sample at the first record.
         self.exempt
             .get_or_init(|| RateSensor::new(spec, now))
-            .record(spec, nanos * NANOS_TO_PERCENT, now);
+            .record(spec, percent, now);
         Ok(())
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use papaya::Equivalent;
 
-use crate::sensor::RateSensor;
+use crate::sensor::QuotaSensor;
 
 /// `Arc<str>` of `s`; the empty string is one shared allocation.
 pub(crate) fn shared_str(s: &str) -> Arc<str> {
@@ -113,15 +113,6 @@ impl Tags {
             && short_eq(&j[..user.len()], user.as_bytes())
             && short_eq(&j[user.len() + 1..], client_id.as_bytes())
     }
-}
-
-/// A live sensor and the metric tags it measures (tags first: a cold head, see `RateSensor`).
-#[repr(C)]
-pub struct QuotaSensor {
-    pub tags: Tags,
-    pub rate: RateSensor,
-    /// Idleness on the kernel's clock (expiry passes only; the record path never touches it).
-    pub idle: crate::idle::IdleMark,
 }
 
 /// A registry entry: the sensor, hashed and compared by its tags (so the tags are stored once).

@@ -9,8 +9,9 @@
 use std::sync::atomic::Ordering;
 
 use crate::error::QuotaError;
-use crate::kernel::{resolve_now, QuotaKernel};
-use crate::keys::QuotaSensor;
+use crate::clock::resolve_now;
+use crate::kernel::QuotaKernel;
+use crate::sensor::QuotaSensor;
 use crate::types::{ClientQuotaType, WindowSpec};
 
 /// One sensor's values, tagged `user` / `client-id`.
