@@ -8,7 +8,8 @@ use parking_lot::Mutex;
 
 use crate::error::QuotaError;
 use crate::clock::resolve_now;
-use crate::kernel::{Check, QuotaKernel};
+use crate::kernel::QuotaKernel;
+use crate::record_mode::RecordMode;
 use crate::validate::{check_mutations, check_record_value, check_unrecord_value, thread_time_percent};
 use crate::sensor::QuotaSensor;
 use crate::types::ClientQuotaType;
@@ -116,13 +117,13 @@ impl ClientHandle {
         t: ClientQuotaType,
         value: f64,
         now: Option<i64>,
-        check: Check,
+        mode: RecordMode,
     ) -> Result<i32, QuotaError> {
         let now = resolve_now(now)?;
         if !self.kernel.enabled(t) {
             return Ok(0);
         }
-        self.with_sensor(t, now, |s| self.kernel.record_into(t, s, value, now, check))
+        self.with_sensor(t, now, |s| self.kernel.record_into(t, s, value, now, mode))
     }
 
     #[inline]
@@ -133,7 +134,7 @@ impl ClientHandle {
         now: Option<i64>,
     ) -> Result<i32, QuotaError> {
         check_record_value(value)?;
-        self.record(t, value, now, Check::Throttle)
+        self.record(t, value, now, RecordMode::Throttle)
     }
 
     pub fn record_no_throttle(
@@ -143,12 +144,12 @@ impl ClientHandle {
         now: Option<i64>,
     ) -> Result<(), QuotaError> {
         check_record_value(value)?;
-        self.record(t, value, now, Check::None).map(|_| ())
+        self.record(t, value, now, RecordMode::Unchecked).map(|_| ())
     }
 
     pub fn unrecord(&self, t: ClientQuotaType, value: f64, now: Option<i64>) -> Result<(), QuotaError> {
         check_unrecord_value(value)?;
-        self.record(t, -value, now, Check::None).map(|_| ())
+        self.record(t, -value, now, RecordMode::Unchecked).map(|_| ())
     }
 
     /// [`QuotaKernel::record_request_time`] for this connection.
@@ -159,7 +160,7 @@ impl ClientHandle {
             ClientQuotaType::Request,
             percent,
             now,
-            Check::Throttle,
+            RecordMode::Throttle,
         )
     }
 
@@ -170,7 +171,7 @@ impl ClientHandle {
             ClientQuotaType::Request,
             percent,
             now,
-            Check::None,
+            RecordMode::Unchecked,
         )
         .map(|_| ())
     }
@@ -184,7 +185,6 @@ impl ClientHandle {
         strict: bool,
     ) -> Result<i32, QuotaError> {
         check_mutations(mutations)?;
-        let check = if strict { Check::Strict } else { Check::Permissive };
-        self.record(ClientQuotaType::ControllerMutation, mutations, now, check)
+        self.record(ClientQuotaType::ControllerMutation, mutations, now, RecordMode::for_mutations(strict))
     }
 }

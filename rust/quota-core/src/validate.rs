@@ -4,6 +4,7 @@
 
 use crate::entity::QuotaEntity;
 use crate::error::QuotaError;
+use crate::snapshot::QuotaChange;
 use crate::types::ClientQuotaType;
 
 /// The largest value one `unrecord` takes back (2^63, the largest quota). Kafka subtracts any
@@ -106,6 +107,26 @@ pub fn validate_value(
     Ok(())
 }
 
+
+/// Checks a whole alter request before anything is applied: each entity, each value, and that no
+/// (entity, type) appears twice; `capacity_percent` bounds `request_percentage`.
+pub fn validate_changes(changes: &[QuotaChange], capacity_percent: f64) -> Result<(), QuotaError> {
+    let mut seen = std::collections::HashSet::new();
+    for ch in changes {
+        ch.entity.validate()?;
+        if !seen.insert((ch.entity.clone(), ch.quota_type)) {
+            return Err(QuotaError::InvalidConfig {
+                entity: ch.entity.to_string(),
+                key: ch.quota_type.config_key().into(),
+                reason: "appears more than once in one alter call".into(),
+            });
+        }
+        if let Some(v) = ch.value {
+            validate_value(&ch.entity, ch.quota_type, v, capacity_percent)?;
+        }
+    }
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests {
