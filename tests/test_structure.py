@@ -190,3 +190,17 @@ def test_rust_modules_are_small(src: Path) -> None:
     sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in src.rglob("*.rs")}
     too_big = {p: n for p, n in sizes.items() if n > MAX_RUST_MODULE_LINES}
     assert not too_big, f"modules over {MAX_RUST_MODULE_LINES} lines: {too_big}"
+
+
+def test_readme_architecture_names_every_kernel_module() -> None:
+    """The README's architecture section and quota-core's folder layout tell the same story."""
+    readme = (ROOT / "README.md").read_text()
+    section = re.search(r"## Architecture\n(.*?)\n## ", readme, re.S)
+    assert section, "README.md has no Architecture section"
+    src = ROOT / "rust" / "quota-core" / "src"
+    files = sorted(p.name for p in src.glob("*.rs") if p.name != "lib.rs")
+    missing = [f for f in files if not re.search(rf"(?<![\w/]){re.escape(f)}", section.group(1).replace("src/", ""))]
+    assert not missing, f"quota-core modules missing from README's Architecture: {missing}"
+    named = set(re.findall(r"src/(\w+\.rs)", section.group(1).split("rust/kquota-py/")[0]))
+    gone = sorted(named - set(files) - {"lib.rs"})
+    assert not gone, f"README's Architecture names quota-core files that do not exist: {gone}"

@@ -55,7 +55,13 @@ impl CheckCache {
 
     /// Records `value` at `t` into `ring` and measures at the same instant (record-then-check).
     #[inline]
-    pub(crate) fn record_and_measure(&self, ring: &SampleRing, spec: &WindowSpec, value: f64, t: i64) -> Measurement {
+    pub(crate) fn record_and_measure(
+        &self,
+        ring: &SampleRing,
+        spec: &WindowSpec,
+        value: f64,
+        t: i64,
+    ) -> Measurement {
         let (t, cur) = ring.add(spec, value, t);
         let version = ring.version();
         let agg = Aggregate::unpack(self.0.load(Ordering::Acquire));
@@ -159,6 +165,9 @@ mod tests {
             tag: TAG_MASK,
         };
         let u = Aggregate::unpack(a.pack());
-        assert_eq!((u.base_sum, u.oldest_rel, u.tag), (a.base_sum, a.oldest_rel, a.tag));
+        assert_eq!(
+            (u.base_sum, u.oldest_rel, u.tag),
+            (a.base_sum, a.oldest_rel, a.tag)
+        );
     }
 }

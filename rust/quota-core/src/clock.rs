@@ -33,7 +33,6 @@ pub(crate) fn resolve_now(now: Option<i64>) -> Result<i64, QuotaError> {
     }
 }
 
-
 /// Where the callers' clock is believed to be: the newest time any sensor has seen, and the
 /// kernel's own clock when that was observed.
 #[derive(Clone, Copy)]

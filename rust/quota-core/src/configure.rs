@@ -40,7 +40,11 @@ impl QuotaKernel {
     fn publish(&self, next: ConfigSnapshot) {
         let next = Arc::new(next);
         self.config.store(Arc::clone(&next));
-        let custom = if self.hook.load().is_some() { CUSTOM_QUOTAS } else { 0 };
+        let custom = if self.hook.load().is_some() {
+            CUSTOM_QUOTAS
+        } else {
+            0
+        };
         let closed = if self.is_closed() { CLOSED } else { 0 };
         for (rt, cfg) in self.types.iter().zip(next.types.iter()) {
             rt.kinds.store(cfg.kinds | custom | closed, Ordering::Release);

@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::error::QuotaError;
 use crate::clock::resolve_now;
+use crate::error::QuotaError;
 use crate::kernel::QuotaKernel;
 use crate::record_mode::RecordMode;
-use crate::validate::{check_mutations, check_record_value, check_unrecord_value, thread_time_percent};
 use crate::sensor::QuotaSensor;
 use crate::types::ClientQuotaType;
+use crate::validate::{check_mutations, check_record_value, check_unrecord_value, thread_time_percent};
 
 /// A per-connection view of the kernel for one (principal, client-id): the resolution is cached
 /// in the handle, so a call is a generation check and a record.
@@ -156,24 +156,14 @@ impl ClientHandle {
     #[inline]
     pub fn record_request_time(&self, nanos: f64, now: Option<i64>) -> Result<i32, QuotaError> {
         let percent = thread_time_percent(nanos)?;
-        self.record(
-            ClientQuotaType::Request,
-            percent,
-            now,
-            RecordMode::Throttle,
-        )
+        self.record(ClientQuotaType::Request, percent, now, RecordMode::Throttle)
     }
 
     /// [`QuotaKernel::record_network_thread_time`] for this connection.
     pub fn record_network_thread_time(&self, nanos: f64, now: Option<i64>) -> Result<(), QuotaError> {
         let percent = thread_time_percent(nanos)?;
-        self.record(
-            ClientQuotaType::Request,
-            percent,
-            now,
-            RecordMode::Unchecked,
-        )
-        .map(|_| ())
+        self.record(ClientQuotaType::Request, percent, now, RecordMode::Unchecked)
+            .map(|_| ())
     }
 
     /// [`QuotaKernel::record_controller_mutations`] for this connection.
@@ -185,6 +175,11 @@ impl ClientHandle {
         strict: bool,
     ) -> Result<i32, QuotaError> {
         check_mutations(mutations)?;
-        self.record(ClientQuotaType::ControllerMutation, mutations, now, RecordMode::for_mutations(strict))
+        self.record(
+            ClientQuotaType::ControllerMutation,
+            mutations,
+            now,
+            RecordMode::for_mutations(strict),
+        )
     }
 }

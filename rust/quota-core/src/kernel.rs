@@ -57,7 +57,8 @@ pub struct QuotaKernel {
 impl QuotaKernel {
     pub fn new(settings: KernelConfig) -> Result<Self, QuotaError> {
         settings.validate()?;
-        let snapshot = ConfigSnapshot::with_static_defaults(settings.producer_default, settings.consumer_default);
+        let snapshot =
+            ConfigSnapshot::with_static_defaults(settings.producer_default, settings.consumer_default);
         let types = std::array::from_fn(|i| TypeRuntime::new(&snapshot.types[i]));
         Ok(QuotaKernel {
             settings,
@@ -84,7 +85,13 @@ impl QuotaKernel {
 
     /// A fresh sensor for tags `(user, client_id)` of type `t`: a `Rate` over the type's window,
     /// plus the token bucket for controller mutations.
-    pub(crate) fn new_sensor(&self, t: ClientQuotaType, user: &str, client_id: &str, now: i64) -> QuotaSensor {
+    pub(crate) fn new_sensor(
+        &self,
+        t: ClientQuotaType,
+        user: &str,
+        client_id: &str,
+        now: i64,
+    ) -> QuotaSensor {
         let rate = if t == ClientQuotaType::ControllerMutation {
             RateSensor::with_token_bucket(&self.settings.metrics_window, now)
         } else {

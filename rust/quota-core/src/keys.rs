@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use papaya::Equivalent;
 
-
 /// `Arc<str>` of `s`; the empty string is one shared allocation.
 pub(crate) fn shared_str(s: &str) -> Arc<str> {
     static EMPTY: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();

@@ -74,6 +74,4 @@ pub use snapshot::{ConfigSnapshot, QuotaChange};
 pub use throttle::{mutation_throttle_time_ms, throttle_time_ms};
 pub use token_bucket::{StrictTake, TokenBucket};
 pub use types::{ClientQuotaType, WindowSpec};
-pub use validate::{
-    check_mutations, check_nanos, check_record_value, thread_time_percent, NANOS_TO_PERCENT,
-};
+pub use validate::{check_mutations, check_nanos, check_record_value, thread_time_percent, NANOS_TO_PERCENT};

@@ -58,7 +58,13 @@ impl QuotaKernel {
         let snap = self.config.load();
         let cfg = &snap.types[t.index()];
         let hook = self.hook.load();
-        match self.limit_for(t, cfg, hook.as_deref(), sensor.tags.user(), sensor.tags.client_id()) {
+        match self.limit_for(
+            t,
+            cfg,
+            hook.as_deref(),
+            sensor.tags.user(),
+            sensor.tags.client_id(),
+        ) {
             Limit::Known(limit) => {
                 let limit = limit.unwrap_or(f64::INFINITY);
                 sensor.rate.store_limit(limit, cfg.limits_generation);
@@ -76,7 +82,13 @@ impl QuotaKernel {
     /// The limit a metrics scrape reports for a sensor. A callback's limits are not asked for
     /// here (a scrape must not call into Python per sensor): the limit the sensor last used is
     /// reported.
-    pub(crate) fn reported_limit(&self, t: ClientQuotaType, cfg: &TypeConfig, has_callback: bool, sensor: &QuotaSensor) -> Option<f64> {
+    pub(crate) fn reported_limit(
+        &self,
+        t: ClientQuotaType,
+        cfg: &TypeConfig,
+        has_callback: bool,
+        sensor: &QuotaSensor,
+    ) -> Option<f64> {
         if has_callback {
             return sensor.rate.last_limit().filter(|l| l.is_finite());
         }

@@ -1,13 +1,13 @@
 //! A point-in-time copy of every quota metric, built without changing any sensor (a scrape is
-//! not a use: see [`RateSensor::peek`](crate::sensor::RateSensor::peek)) and without locks, so
+//! not a use: see [`RateSensor::peek`](crate::rate::RateSensor::peek)) and without locks, so
 //! recording threads carry on while it is built.
 //!
 //! Rows follow Kafka's metric names: group `Produce` / `Fetch` / `Request` /
 //! `ControllerMutation`, names such as `byte-rate` and `throttle-time`, tags `user` and
 //! `client-id`. A new sensor kind adds its values in [`sensor_values`].
 
-use crate::error::QuotaError;
 use crate::clock::resolve_now;
+use crate::error::QuotaError;
 use crate::kernel::QuotaKernel;
 use crate::sensor::QuotaSensor;
 use crate::types::{ClientQuotaType, WindowSpec};

@@ -62,7 +62,9 @@ impl QuotaKernel {
                 bucket.record(quota, burst, value, now);
                 0
             }
-            RecordMode::Permissive => mutation_throttle_time_ms(bucket.record(quota, burst, value, now), quota),
+            RecordMode::Permissive => {
+                mutation_throttle_time_ms(bucket.record(quota, burst, value, now), quota)
+            }
             RecordMode::Throttle | RecordMode::Strict => match bucket.take_strict(quota, burst, value, now) {
                 StrictTake::Taken => 0,
                 StrictTake::Rejected { tokens } => {

@@ -32,7 +32,10 @@ pub(crate) fn direct_tags<'a>(kinds: u8, user: &'a str, client_id: &'a str) -> O
     if keep_user && needs_escaping(user) {
         return None;
     }
-    Some((if keep_user { user } else { "" }, if keep_client { client_id } else { "" }))
+    Some((
+        if keep_user { user } else { "" },
+        if keep_client { client_id } else { "" },
+    ))
 }
 
 #[derive(Debug, Clone, Default)]

@@ -156,7 +156,7 @@ mod tests {
     fn request_time_sensor_public_example() {
         let sp = spec();
         let s = RateSensor::new(&sp, 0);
-        let pct = |nanos: f64| nanos * crate::validate::NANOS_TO_PERCENT;
+        let pct = |nanos: f64| crate::validate::thread_time_percent(nanos).unwrap();
         for i in 0..10 {
             let m = s.record_and_measure(&sp, pct(4e6), i * 1000);
             assert_eq!(throttle_time_ms(&m, 1.0), 0);

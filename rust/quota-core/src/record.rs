@@ -100,7 +100,10 @@ impl QuotaKernel {
         // held (no reference-count traffic). Otherwise the metric-tag cache answers.
         let sensor = match direct_tags(kinds, user, client_id) {
             Some((tu, tc)) => {
-                if let Some(r) = rt.sensors.with(tu, tc, |s| self.record_into(t, s, value, now, mode)) {
+                if let Some(r) = rt
+                    .sensors
+                    .with(tu, tc, |s| self.record_into(t, s, value, now, mode))
+                {
                     return r;
                 }
                 self.resolve(t, user, client_id, now)?.sensor

@@ -70,9 +70,16 @@ impl SensorRegistry {
     /// Calls `f` with the sensor registered under these tags, if any, while the map's guard is
     /// held (no reference-count traffic: the record path records inside `f`).
     #[inline]
-    pub(crate) fn with<R>(&self, user: &str, client_id: &str, f: impl FnOnce(&Arc<QuotaSensor>) -> R) -> Option<R> {
+    pub(crate) fn with<R>(
+        &self,
+        user: &str,
+        client_id: &str,
+        f: impl FnOnce(&Arc<QuotaSensor>) -> R,
+    ) -> Option<R> {
         let pinned = self.map.pin();
-        pinned.get_key_value(&PairRef(user, client_id)).map(|(s, ())| f(&s.0))
+        pinned
+            .get_key_value(&PairRef(user, client_id))
+            .map(|(s, ())| f(&s.0))
     }
 
     /// The sensor registered under these tags, registering `make()` if there is none and the

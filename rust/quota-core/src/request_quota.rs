@@ -26,7 +26,14 @@ impl QuotaKernel {
         now: Option<i64>,
     ) -> Result<i32, QuotaError> {
         let percent = thread_time_percent(nanos)?;
-        self.record_named(ClientQuotaType::Request, user, client_id, percent, now, RecordMode::Throttle)
+        self.record_named(
+            ClientQuotaType::Request,
+            user,
+            client_id,
+            percent,
+            now,
+            RecordMode::Throttle,
+        )
     }
 
     /// Network-thread time of a request: recorded without a check, it weighs on later requests.
@@ -38,8 +45,15 @@ impl QuotaKernel {
         now: Option<i64>,
     ) -> Result<(), QuotaError> {
         let percent = thread_time_percent(nanos)?;
-        self.record_named(ClientQuotaType::Request, user, client_id, percent, now, RecordMode::Unchecked)
-            .map(|_| ())
+        self.record_named(
+            ClientQuotaType::Request,
+            user,
+            client_id,
+            percent,
+            now,
+            RecordMode::Unchecked,
+        )
+        .map(|_| ())
     }
 
     /// Thread time of a request exempt from quotas, recorded into the one shared

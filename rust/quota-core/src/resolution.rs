@@ -54,7 +54,13 @@ impl QuotaKernel {
 
     /// The sensor registered under these tags, registered now if there is none (see
     /// `SensorRegistry::register` for the cap and the overflow sensors).
-    pub(crate) fn register_sensor(&self, t: ClientQuotaType, user: &str, client_id: &str, now: i64) -> Arc<QuotaSensor> {
+    pub(crate) fn register_sensor(
+        &self,
+        t: ClientQuotaType,
+        user: &str,
+        client_id: &str,
+        now: i64,
+    ) -> Arc<QuotaSensor> {
         self.types[t.index()].sensors.register(
             user,
             client_id,
@@ -81,15 +87,16 @@ impl QuotaKernel {
         let snap = self.config.load();
         let cfg = &snap.types[t.index()];
         let hook = self.hook.load();
-        let (tag_user, tag_client, generation) = match self.lookup_tags(t, user, client_id, cfg, hook.as_deref()) {
-            Tagged::Tags(u, c, generation) => (u, c, generation),
-            Tagged::Earlier(r) => {
-                return Ok(Resolved {
-                    tags_generation: 0,
-                    sensor: r.sensor,
-                })
-            }
-        };
+        let (tag_user, tag_client, generation) =
+            match self.lookup_tags(t, user, client_id, cfg, hook.as_deref()) {
+                Tagged::Tags(u, c, generation) => (u, c, generation),
+                Tagged::Earlier(r) => {
+                    return Ok(Resolved {
+                        tags_generation: 0,
+                        sensor: r.sensor,
+                    })
+                }
+            };
         let resolved = Resolved {
             tags_generation: generation,
             sensor: self.register_sensor(t, &tag_user, &tag_client, now),
@@ -128,7 +135,10 @@ impl QuotaKernel {
         let hook = self.hook.load();
         match self.lookup_tags(t, user, client_id, &snap.types[t.index()], hook.as_deref()) {
             Tagged::Tags(u, c, _) => (u.into_owned(), c.into_owned()),
-            Tagged::Earlier(r) => (r.sensor.tags.user().to_owned(), r.sensor.tags.client_id().to_owned()),
+            Tagged::Earlier(r) => (
+                r.sensor.tags.user().to_owned(),
+                r.sensor.tags.client_id().to_owned(),
+            ),
         }
     }
 

@@ -336,6 +336,9 @@ mod tests {
             seq: 65_535,
         };
         let u = Cell::unpack(c.pack());
-        assert_eq!((u.value, u.start_rel, u.started, u.seq), (-2.5, MAX_REL_MS, true, 65_535));
+        assert_eq!(
+            (u.value, u.start_rel, u.started, u.seq),
+            (-2.5, MAX_REL_MS, true, 65_535)
+        );
     }
 }

@@ -63,7 +63,11 @@ impl KernelConfig {
     pub fn validate(&self) -> Result<(), QuotaError> {
         let capacity = self.capacity_percent();
         for (t, v, name) in [
-            (ClientQuotaType::Produce, self.producer_default, "producer_default"),
+            (
+                ClientQuotaType::Produce,
+                self.producer_default,
+                "producer_default",
+            ),
             (ClientQuotaType::Fetch, self.consumer_default, "consumer_default"),
         ] {
             if let Some(v) = v {
@@ -107,11 +111,27 @@ mod tests {
         assert!(KernelConfig::default().validate().is_ok());
         let bad = |c: KernelConfig| c.validate().unwrap_err().to_string();
         let d = KernelConfig::default();
-        assert!(bad(KernelConfig { producer_default: Some(1.5), ..d }).contains("producer_default"));
-        assert!(bad(KernelConfig { consumer_default: Some(0.0), ..d }).contains("consumer_default"));
-        assert!(bad(KernelConfig { num_io_threads: 0, ..d }).contains("num_io_threads"));
+        assert!(bad(KernelConfig {
+            producer_default: Some(1.5),
+            ..d
+        })
+        .contains("producer_default"));
+        assert!(bad(KernelConfig {
+            consumer_default: Some(0.0),
+            ..d
+        })
+        .contains("consumer_default"));
+        assert!(bad(KernelConfig {
+            num_io_threads: 0,
+            ..d
+        })
+        .contains("num_io_threads"));
         assert!(bad(KernelConfig { max_sensors: 0, ..d }).contains("max_sensors"));
-        assert!(bad(KernelConfig { sensor_expiry_ms: 0, ..d }).contains("expiry"));
+        assert!(bad(KernelConfig {
+            sensor_expiry_ms: 0,
+            ..d
+        })
+        .contains("expiry"));
         assert_eq!(d.capacity_percent(), 1100.0);
     }
 }

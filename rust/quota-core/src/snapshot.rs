@@ -132,7 +132,10 @@ mod tests {
         let s2 = s1.with_changes(&[change(None, Some("b"), Some(10.0))]);
         assert_eq!(p(&s2), (2, 3));
         // Unchanged value: nothing.
-        assert_eq!(p(&s2.with_changes(&[change(None, Some("b"), Some(10.0))])), (2, 3));
+        assert_eq!(
+            p(&s2.with_changes(&[change(None, Some("b"), Some(10.0))])),
+            (2, 3)
+        );
         // A user quota mixes kinds: tags too; then each new entity moves tags.
         let s3 = s2.with_changes(&[change(Some("u"), None, Some(5.0))]);
         assert_eq!(p(&s3), (3, 4));
@@ -143,6 +146,9 @@ mod tests {
         let s5 = s4.with_changes(&[change(Some("v"), None, None)]);
         assert_eq!(s5.describe().len(), 3);
         assert_eq!(s5.types[1].limits_generation, 1);
-        assert_eq!(p(&s5.with_bumped(&[ClientQuotaType::Produce], true, false)), (6, 6));
+        assert_eq!(
+            p(&s5.with_bumped(&[ClientQuotaType::Produce], true, false)),
+            (6, 6)
+        );
     }
 }

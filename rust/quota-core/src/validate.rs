@@ -24,7 +24,9 @@ fn check_non_negative(value: f64, message: impl FnOnce(f64) -> String) -> Result
 
 /// [`check_record_value`] for `unrecord`, also bounded by [`MAX_UNRECORD_VALUE`].
 pub fn check_unrecord_value(value: f64) -> Result<(), QuotaError> {
-    check_non_negative(value, |v| format!("unrecorded value must be a finite number >= 0, got {v}"))?;
+    check_non_negative(value, |v| {
+        format!("unrecorded value must be a finite number >= 0, got {v}")
+    })?;
     if value > MAX_UNRECORD_VALUE {
         return Err(QuotaError::InvalidValue(format!(
             "unrecorded value must be at most 2^63 (the largest quota), got {value}"
@@ -106,7 +108,6 @@ pub fn validate_value(
     }
     Ok(())
 }
-
 
 /// Checks a whole alter request before anything is applied: each entity, each value, and that no
 /// (entity, type) appears twice; `capacity_percent` bounds `request_percentage`.
