@@ -7,7 +7,8 @@ use std::sync::RwLock;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
-use quota_core::config::{TypeConfig, CLIENT_ID_QUOTAS, USER_CLIENT_ID_QUOTAS, USER_QUOTAS};
+use quota_core::entity::{CLIENT_ID_QUOTAS, USER_CLIENT_ID_QUOTAS, USER_QUOTAS};
+use quota_core::precedence::TypeConfig;
 use quota_core::{
     ClientQuotaType as CoreType, EntityName, KernelConfig, QuotaChange, QuotaEntity, QuotaError,
 };

@@ -119,13 +119,13 @@ fn benches(c: &mut Criterion) {
     // time when scaling is perfect (twice the work in the same wall time).
     with_pair(&h1, &h2, |measure| {
         c.bench_function("handle_record_two_threads_distinct_sensors", |b| {
-            b.iter_custom(|iters| measure(iters))
+            b.iter_custom(measure)
         });
     });
     let h1b = ClientHandle::new(Arc::clone(&k), "alice", "c1");
     with_pair(&h1, &h1b, |measure| {
         c.bench_function("handle_record_two_threads_same_sensor", |b| {
-            b.iter_custom(|iters| measure(iters))
+            b.iter_custom(measure)
         });
     });
     c.bench_function("named_record_one_thread", |b| {

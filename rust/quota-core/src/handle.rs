@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::clock::resolve_now;
 use crate::error::QuotaError;
-use crate::kernel::{
-    check_mutations, check_nanos, check_record_value, resolve_now, Check, QuotaKernel, NANOS_TO_PERCENT,
-};
-use crate::keys::QuotaSensor;
+use crate::kernel::QuotaKernel;
+use crate::record_mode::RecordMode;
+use crate::sensor::QuotaSensor;
 use crate::types::ClientQuotaType;
+use crate::validate::{check_mutations, check_record_value, check_unrecord_value, thread_time_percent};
 
 /// A per-connection view of the kernel for one (principal, client-id): the resolution is cached
 /// in the handle, so a call is a generation check and a record.
@@ -116,13 +117,13 @@ impl ClientHandle {
         t: ClientQuotaType,
         value: f64,
         now: Option<i64>,
-        check: Check,
+        mode: RecordMode,
     ) -> Result<i32, QuotaError> {
         let now = resolve_now(now)?;
         if !self.kernel.enabled(t) {
             return Ok(0);
         }
-        self.with_sensor(t, now, |s| self.kernel.record_into(t, s, value, now, check))
+        self.with_sensor(t, now, |s| self.kernel.record_into(t, s, value, now, mode))
     }
 
     #[inline]
@@ -133,7 +134,7 @@ impl ClientHandle {
         now: Option<i64>,
     ) -> Result<i32, QuotaError> {
         check_record_value(value)?;
-        self.record(t, value, now, Check::Throttle)
+        self.record(t, value, now, RecordMode::Throttle)
     }
 
     pub fn record_no_throttle(
@@ -143,36 +144,26 @@ impl ClientHandle {
         now: Option<i64>,
     ) -> Result<(), QuotaError> {
         check_record_value(value)?;
-        self.record(t, value, now, Check::None).map(|_| ())
+        self.record(t, value, now, RecordMode::Unchecked).map(|_| ())
     }
 
     pub fn unrecord(&self, t: ClientQuotaType, value: f64, now: Option<i64>) -> Result<(), QuotaError> {
-        crate::kernel::check_unrecord_value(value)?;
-        self.record(t, -value, now, Check::None).map(|_| ())
+        check_unrecord_value(value)?;
+        self.record(t, -value, now, RecordMode::Unchecked).map(|_| ())
     }
 
     /// [`QuotaKernel::record_request_time`] for this connection.
     #[inline]
     pub fn record_request_time(&self, nanos: f64, now: Option<i64>) -> Result<i32, QuotaError> {
-        check_nanos(nanos)?;
-        self.record(
-            ClientQuotaType::Request,
-            nanos * NANOS_TO_PERCENT,
-            now,
-            Check::Throttle,
-        )
+        let percent = thread_time_percent(nanos)?;
+        self.record(ClientQuotaType::Request, percent, now, RecordMode::Throttle)
     }
 
     /// [`QuotaKernel::record_network_thread_time`] for this connection.
     pub fn record_network_thread_time(&self, nanos: f64, now: Option<i64>) -> Result<(), QuotaError> {
-        check_nanos(nanos)?;
-        self.record(
-            ClientQuotaType::Request,
-            nanos * NANOS_TO_PERCENT,
-            now,
-            Check::None,
-        )
-        .map(|_| ())
+        let percent = thread_time_percent(nanos)?;
+        self.record(ClientQuotaType::Request, percent, now, RecordMode::Unchecked)
+            .map(|_| ())
     }
 
     /// [`QuotaKernel::record_controller_mutations`] for this connection.
@@ -184,7 +175,11 @@ impl ClientHandle {
         strict: bool,
     ) -> Result<i32, QuotaError> {
         check_mutations(mutations)?;
-        let check = if strict { Check::Strict } else { Check::Permissive };
-        self.record(ClientQuotaType::ControllerMutation, mutations, now, check)
+        self.record(
+            ClientQuotaType::ControllerMutation,
+            mutations,
+            now,
+            RecordMode::for_mutations(strict),
+        )
     }
 }

@@ -6,8 +6,6 @@ use std::sync::Arc;
 
 use papaya::Equivalent;
 
-use crate::sensor::RateSensor;
-
 /// `Arc<str>` of `s`; the empty string is one shared allocation.
 pub(crate) fn shared_str(s: &str) -> Arc<str> {
     static EMPTY: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
@@ -112,37 +110,5 @@ impl Tags {
             && j[user.len()] == 0
             && short_eq(&j[..user.len()], user.as_bytes())
             && short_eq(&j[user.len() + 1..], client_id.as_bytes())
-    }
-}
-
-/// A live sensor and the metric tags it measures (tags first: a cold head, see `RateSensor`).
-#[repr(C)]
-pub struct QuotaSensor {
-    pub tags: Tags,
-    pub rate: RateSensor,
-    /// Idleness on the kernel's clock (expiry passes only; the record path never touches it).
-    pub idle: crate::idle::IdleMark,
-}
-
-/// A registry entry: the sensor, hashed and compared by its tags (so the tags are stored once).
-pub(crate) struct SensorEntry(pub(crate) Arc<QuotaSensor>);
-
-impl Hash for SensorEntry {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        PairRef(self.0.tags.user(), self.0.tags.client_id()).hash(state)
-    }
-}
-
-impl PartialEq for SensorEntry {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.tags == other.0.tags
-    }
-}
-
-impl Eq for SensorEntry {}
-
-impl Equivalent<SensorEntry> for PairRef<'_> {
-    fn equivalent(&self, key: &SensorEntry) -> bool {
-        key.0.tags.is(self.0, self.1)
     }
 }

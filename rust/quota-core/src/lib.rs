@@ -1,41 +1,79 @@
-//! kquota's kernel: Apache Kafka's client quota semantics (KIP-13, KIP-55) as a pure Rust library.
+//! kquota's kernel: Apache Kafka's client quota semantics (KIP-13, KIP-55, KIP-124, KIP-257,
+//! KIP-599) as a pure Rust library. One file per concept; modules lower in this list never use
+//! modules higher up (checked by tests/test_structure.py).
 //!
-//! * [`sensor`]: lock-free sampled-window rate sensors (Kafka's `Rate` over `WindowedSum`) and
-//!   the throttle formula of `QuotaUtils`.
-//! * [`config`]: quota entities, validation, the 8-level precedence and metric tags.
-//! * [`kernel`]: configuration snapshots, the concurrent registry of sensors, the metric-tag
-//!   cache and the record path; [`keys`]: its map keys; [`handle`]: per-connection handles.
-//! * [`expiry`]: the cap on live sensors, overflow sensors, idle-sensor expiry and its thread;
-//!   [`metrics`]: lock-free metric snapshots.
+//! * Kernel and its operations: [`kernel`] (state, constructor), [`configure`] (alter, publish,
+//!   callbacks, close), [`resolution`] (names to tags to sensors), [`limits`] (the one limit
+//!   lookup), [`record`] (the per-request path), [`request_quota`] (KIP-124),
+//!   [`mutation_quota`] (KIP-599), [`expiry`] (idle sensors and the thread), [`metrics`]
+//!   (lock-free snapshots), [`handle`] (per-connection handles).
+//! * Per-type state: [`type_runtime`] (kind bits, generations), [`registry`] (sensor map, cap,
+//!   overflow), [`tag_cache`] (metric-tag cache), [`throttle_time`] (`throttle-time` Avg).
+//! * Configuration: [`settings`] (constructor settings), [`snapshot`] (immutable snapshots),
+//!   [`entity`] (KIP-546 entities), [`precedence`] (Kafka's `DefaultQuotaCallback`),
+//!   [`validate`] (input rules), [`callback`] (the KIP-257 hook trait), [`sanitize`].
+//! * Sensors: [`sensor`] (Kafka's `Sensor`), [`rate`] (`Rate` over a `SampledStat`), its parts
+//!   `sample_ring`, `windowed_sum`, `check_cache`, `limit_cache`, [`measurement`]
+//!   (`Rate.windowSize`), [`throttle`] (`QuotaUtils.throttleTime`, mutation throttle),
+//!   [`token_bucket`] (KIP-599's `TokenBucket`).
+//! * Leaves: [`types`], [`error`], [`clock`], [`budget`], [`idle`], [`keys`],
+//!   [`record_mode`].
 
 pub mod budget;
 pub mod callback;
+mod check_cache;
 pub mod clock;
-pub mod config;
+pub mod configure;
+pub mod entity;
 pub mod error;
 pub mod expiry;
 pub mod handle;
 pub mod idle;
 pub mod kernel;
 pub mod keys;
+mod limit_cache;
+pub mod limits;
+pub mod measurement;
 pub mod metrics;
+pub mod mutation_quota;
+pub mod precedence;
+pub mod rate;
+pub mod record;
+pub mod record_mode;
+pub mod registry;
+pub mod request_quota;
+pub mod resolution;
+mod sample_ring;
 pub mod sanitize;
 pub mod sensor;
+pub mod settings;
+pub mod snapshot;
+pub mod tag_cache;
+pub mod throttle;
+pub mod throttle_time;
 pub mod token_bucket;
+pub mod type_runtime;
 pub mod types;
+pub mod validate;
+mod windowed_sum;
 
 pub use budget::{check_name, MAX_NAME_BYTES};
 pub use callback::{QuotaCallbackHook, FAILED_TAGS};
-pub use config::{EntityName, QuotaEntity};
+pub use clock::MAX_ABS_NOW_MS;
+pub use entity::{EntityName, QuotaEntity};
 pub use error::QuotaError;
 pub use expiry::{ExpiryReport, ExpiryTask};
 pub use handle::ClientHandle;
-pub use kernel::{
-    check_mutations, check_nanos, check_record_value, validate_changes, KernelConfig, QuotaChange,
-    QuotaKernel, NANOS_TO_PERCENT,
-};
-pub use keys::QuotaSensor;
+pub use kernel::QuotaKernel;
+pub use measurement::Measurement;
 pub use metrics::{MetricsSnapshot, SensorRow, TypeRow};
-pub use sensor::{throttle_time_ms, Measurement, RateSensor};
-pub use token_bucket::{mutation_throttle_time_ms, StrictTake, TokenBucket};
+pub use rate::RateSensor;
+pub use sensor::QuotaSensor;
+pub use settings::{KernelConfig, DEFAULT_MAX_SENSORS, DEFAULT_SENSOR_EXPIRY_MS};
+pub use snapshot::{ConfigSnapshot, QuotaChange};
+pub use throttle::{mutation_throttle_time_ms, throttle_time_ms};
+pub use token_bucket::{StrictTake, TokenBucket};
 pub use types::{ClientQuotaType, WindowSpec};
+pub use validate::{
+    check_mutations, check_nanos, check_record_value, thread_time_percent, validate_changes, NANOS_TO_PERCENT,
+};

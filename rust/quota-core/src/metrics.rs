@@ -1,16 +1,15 @@
 //! A point-in-time copy of every quota metric, built without changing any sensor (a scrape is
-//! not a use: see [`RateSensor::peek`](crate::sensor::RateSensor::peek)) and without locks, so
+//! not a use: see [`RateSensor::peek`](crate::rate::RateSensor::peek)) and without locks, so
 //! recording threads carry on while it is built.
 //!
 //! Rows follow Kafka's metric names: group `Produce` / `Fetch` / `Request` /
 //! `ControllerMutation`, names such as `byte-rate` and `throttle-time`, tags `user` and
 //! `client-id`. A new sensor kind adds its values in [`sensor_values`].
 
-use std::sync::atomic::Ordering;
-
+use crate::clock::resolve_now;
 use crate::error::QuotaError;
-use crate::kernel::{resolve_now, QuotaKernel};
-use crate::keys::QuotaSensor;
+use crate::kernel::QuotaKernel;
+use crate::sensor::QuotaSensor;
 use crate::types::{ClientQuotaType, WindowSpec};
 
 /// One sensor's values, tagged `user` / `client-id`.
@@ -93,39 +92,22 @@ impl QuotaKernel {
         };
         for t in ClientQuotaType::ALL {
             let spec = self.rate_spec(t);
-            let rt = &self.types[t.index()];
+            let registry = &self.types[t.index()].sensors;
             let cfg = &snap.types[t.index()];
-            let life = &self.lifecycle.types[t.index()];
-            let mut row = |s: &QuotaSensor| {
-                let (user, client_id) = (s.tags.user(), s.tags.client_id());
-                // A callback's limits are not asked for here (a scrape must not call into Python
-                // per sensor): the limit the sensor last used is reported.
-                let limit = if has_callback {
-                    s.rate.last_limit().filter(|l| l.is_finite())
-                } else {
-                    cfg.limit(user, client_id)
-                };
+            registry.for_each(|s| {
+                let limit = self.reported_limit(t, cfg, has_callback, s);
                 let mut values = sensor_values(t, s, spec, now, limit);
                 if let Some(tokens) = self.peek_tokens(s, limit, now) {
                     values.push(("tokens", tokens));
                 }
                 out.sensors.push(SensorRow {
                     quota_type: t,
-                    user: user.into(),
-                    client_id: client_id.into(),
+                    user: s.tags.user().into(),
+                    client_id: s.tags.client_id().into(),
                     values,
                 });
-            };
-            for (s, ()) in rt.sensors.pin().iter() {
-                row(&s.0);
-            }
-            for slot in &life.overflow {
-                if let Some(s) = slot.get() {
-                    row(s);
-                }
-            }
-            let throttle = life
-                .throttle
+            });
+            let throttle = self.throttle_time[t.index()]
                 .get()
                 .map_or(f64::NAN, |a| a.average(&self.settings().metrics_window, now));
             let mut values = Vec::with_capacity(5);
@@ -138,15 +120,9 @@ impl QuotaKernel {
                     .into_iter()
                     .chain([
                         ("throttle-time", throttle),
-                        ("sensor-count", life.live.load(Ordering::Acquire) as f64),
-                        (
-                            "sensors-expired-total",
-                            life.expired.load(Ordering::Relaxed) as f64,
-                        ),
-                        (
-                            "sensor-overflow-total",
-                            life.overflowed.load(Ordering::Relaxed) as f64,
-                        ),
+                        ("sensor-count", registry.live() as f64),
+                        ("sensors-expired-total", registry.expired() as f64),
+                        ("sensor-overflow-total", registry.overflowed() as f64),
                     ])
                     .collect(),
             });

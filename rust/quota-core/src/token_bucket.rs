@@ -138,24 +138,6 @@ impl TokenBucket {
     }
 }
 
-/// `ControllerMutationQuotaManager.throttleTimeMs`: `round(-tokens / quota * 1000)` for a bucket
-/// in debt, else 0; saturated at `i32::MAX` instead of wrapping like Kafka's `.toInt`.
-#[inline]
-pub fn mutation_throttle_time_ms(tokens: f64, quota: f64) -> i32 {
-    if !(tokens < 0.0) {
-        return 0;
-    }
-    // Java's Math.round rounds half up; for these positive values so does f64::round.
-    let ms = (-tokens / quota * 1000.0).round();
-    if ms >= i32::MAX as f64 {
-        i32::MAX
-    } else if ms > 0.0 {
-        ms as i32
-    } else {
-        0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,16 +215,6 @@ mod tests {
         assert_eq!(b.measure(q, burst, 250), 1.0);
         assert_eq!(b.measure(q, burst, 5250), 21.0);
         assert_eq!(b.measure(q, burst, 60_000), 44.0);
-    }
-
-    #[test]
-    fn throttle_formula_and_saturation() {
-        assert_eq!(mutation_throttle_time_ms(0.0, 5.0), 0);
-        assert_eq!(mutation_throttle_time_ms(3.0, 5.0), 0);
-        assert_eq!(mutation_throttle_time_ms(-5.0, 5.0), 1000);
-        assert_eq!(mutation_throttle_time_ms(-0.0125, 10.0), 1); // 1.25 ms
-        assert_eq!(mutation_throttle_time_ms(-0.0175, 10.0), 2); // 1.75 ms
-        assert_eq!(mutation_throttle_time_ms(-1e30, 1.0), i32::MAX);
     }
 
     #[test]

@@ -165,7 +165,7 @@ fn alter_is_atomic() {
     assert!(matches!(err, QuotaError::InvalidConfig { .. }));
     assert!(err.to_string().contains("user=\"b\"") && err.to_string().contains("producer_byte_rate"));
     assert!(k.describe().is_empty());
-    k.alter(&[good.clone()], true).unwrap();
+    k.alter(std::slice::from_ref(&good), true).unwrap();
     assert!(k.describe().is_empty());
     k.alter(&[good], false).unwrap();
     assert_eq!(k.describe().len(), 1);

@@ -1,139 +1,41 @@
-//! Quota configuration: entities, per-type limits, and the KIP-55 resolution from a
-//! (principal, client-id) pair to metric tags and from metric tags to a limit.
-//!
-//! Mirrors the default callback of Kafka's `ClientQuotaManager.scala`, including its per-type
-//! "kinds ever configured" bit set that decides whether tags are fixed or found by the 8-level
-//! walk (see docs/semantics-notes.md).
+//! KIP-55 precedence: Kafka's `DefaultQuotaCallback` (`ClientQuotaManager.scala`), resolving a
+//! (principal, client-id) to metric tags and metric tags to a limit, with its per-type "kinds
+//! ever configured" bit set that decides whether tags are fixed or found by the 8-level walk
+//! (see docs/semantics-notes.md).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fmt;
 
-use crate::error::QuotaError;
+use crate::entity::{EntityName, QuotaEntity, CLIENT_ID_QUOTAS, USER_CLIENT_ID_QUOTAS, USER_QUOTAS};
 use crate::sanitize::{needs_escaping, sanitize};
-use crate::types::ClientQuotaType;
 
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-/// Kind bits of `quotaTypesEnabled`; once set they stay set, as in Kafka.
-pub const CLIENT_ID_QUOTAS: u8 = 1;
-pub const USER_QUOTAS: u8 = 2;
-pub const USER_CLIENT_ID_QUOTAS: u8 = 4;
-
-/// One side of a quota entity: a named user / client-id, or the `<default>` one.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum EntityName {
-    Default,
-    Name(String),
-}
-
-impl EntityName {
-    fn describe(&self) -> String {
-        match self {
-            EntityName::Default => "<default>".to_owned(),
-            EntityName::Name(n) => format!("{n:?}"),
-        }
+/// Which tags the kind bits alone fix: `Some((keep user, keep client-id))` while at most one kind
+/// of level is configured (the tags then never depend on which entities exist), `None` when the
+/// 8-level walk decides (several kinds, or the kernel's custom/closed bits).
+#[inline]
+pub(crate) fn fixed_tags(kinds: u8) -> Option<(bool, bool)> {
+    match kinds {
+        0 | CLIENT_ID_QUOTAS => Some((false, true)),
+        USER_QUOTAS => Some((true, false)),
+        USER_CLIENT_ID_QUOTAS => Some((true, true)),
+        _ => None,
     }
 }
 
-/// A KIP-546 quota entity: `users/<u>`, `users/<u>/clients/<c>`, `clients/<c>` and the defaults.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct QuotaEntity {
-    pub user: Option<EntityName>,
-    pub client_id: Option<EntityName>,
-}
-
-impl fmt::Display for QuotaEntity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.user, &self.client_id) {
-            (Some(u), Some(c)) => write!(f, "user={}, client-id={}", u.describe(), c.describe()),
-            (Some(u), None) => write!(f, "user={}", u.describe()),
-            (None, Some(c)) => write!(f, "client-id={}", c.describe()),
-            (None, None) => f.write_str("(empty entity)"),
-        }
+/// The metric tags when they follow from the kind bits alone and the principal needs no
+/// sanitizing: the names themselves (no allocation), for lookups straight in the registry.
+#[inline]
+pub(crate) fn direct_tags<'a>(kinds: u8, user: &'a str, client_id: &'a str) -> Option<(&'a str, &'a str)> {
+    let (keep_user, keep_client) = fixed_tags(kinds)?;
+    if keep_user && needs_escaping(user) {
+        return None;
     }
-}
-
-impl QuotaEntity {
-    pub fn validate(&self) -> Result<(), QuotaError> {
-        let bad = |key: &str, reason: &str| QuotaError::InvalidConfig {
-            entity: self.to_string(),
-            key: key.to_owned(),
-            reason: reason.to_owned(),
-        };
-        if self.user.is_none() && self.client_id.is_none() {
-            return Err(bad(
-                "user/client-id",
-                "an entity needs a user, a client-id or both",
-            ));
-        }
-        if matches!(&self.user, Some(EntityName::Name(n)) if n.is_empty()) {
-            return Err(bad(
-                "user",
-                "the user name is empty (use None for the <default> user)",
-            ));
-        }
-        if matches!(&self.client_id, Some(EntityName::Name(n)) if n.is_empty()) {
-            return Err(bad(
-                "client-id",
-                "the client-id is empty (use None for the <default> client-id)",
-            ));
-        }
-        Ok(())
-    }
-
-    /// The kind bit that configuring this entity sets.
-    fn kind(&self) -> u8 {
-        match (&self.user, &self.client_id) {
-            (Some(_), Some(_)) => USER_CLIENT_ID_QUOTAS,
-            (Some(_), None) => USER_QUOTAS,
-            _ => CLIENT_ID_QUOTAS,
-        }
-    }
-}
-
-/// Checks one configuration value for `key`; `capacity_percent` bounds `request_percentage`.
-pub fn validate_value(
-    entity: &QuotaEntity,
-    qtype: ClientQuotaType,
-    value: f64,
-    capacity_percent: f64,
-) -> Result<(), QuotaError> {
-    let bad = |reason: String| QuotaError::InvalidConfig {
-        entity: entity.to_string(),
-        key: qtype.config_key().to_owned(),
-        reason,
-    };
-    if !value.is_finite() {
-        return Err(bad(format!("must be a finite number, got {value}")));
-    }
-    if value <= 0.0 {
-        return Err(bad(format!("must be > 0, got {value}")));
-    }
-    match qtype {
-        ClientQuotaType::Produce | ClientQuotaType::Fetch => {
-            // Kafka's controller (`getErrorForIntegralQuotaValue`) allows a remainder of up to
-            // 1e-6, from values that went through a double; the value is kept as given.
-            if (value % 1.0).abs() > 1e-6 {
-                return Err(bad(format!(
-                    "must be a whole number of bytes per second, got {value}"
-                )));
-            }
-            // Kafka accepts a double whose `toLong` round-trips; 2^63 is the largest such.
-            if value > 9_223_372_036_854_775_808.0 {
-                return Err(bad(format!("must be at most 2^63 - 1, got {value}")));
-            }
-        }
-        ClientQuotaType::Request => {
-            if value > capacity_percent {
-                return Err(bad(format!(
-                    "must be at most (num_io_threads + num_network_threads) * 100 = {capacity_percent}, got {value}"
-                )));
-            }
-        }
-        ClientQuotaType::ControllerMutation => {}
-    }
-    Ok(())
+    Some((
+        if keep_user { user } else { "" },
+        if keep_client { client_id } else { "" },
+    ))
 }
 
 #[derive(Debug, Clone, Default)]
@@ -212,11 +114,12 @@ impl TypeConfig {
         };
         let client: Cow<'a, str> = Cow::Borrowed(client_id);
         let empty = || Cow::Borrowed("");
-        let (u, c) = match self.kinds {
-            0 | CLIENT_ID_QUOTAS => (empty(), client),
-            USER_QUOTAS => (user, empty()),
-            USER_CLIENT_ID_QUOTAS => (user, client),
-            _ => {
+        let (u, c) = match fixed_tags(self.kinds) {
+            Some((keep_user, keep_client)) => (
+                if keep_user { user } else { empty() },
+                if keep_client { client } else { empty() },
+            ),
+            None => {
                 let levels = self.user_levels(&user);
                 if levels.is_some_and(|l| l.clients.contains_key(client_id) || l.default_client.is_some()) {
                     (user, client) // levels 1, 2
@@ -493,41 +396,5 @@ mod tests {
         assert_eq!(limit_for(&cfg, "<default>", "c"), Some(10.0));
         assert_eq!(limit_for(&cfg, "bob", "c"), None);
         assert_eq!(tags(&cfg, "<default>", "c").0, "%3Cdefault%3E");
-    }
-
-    #[test]
-    fn validation_rules() {
-        let e = QuotaEntity {
-            user: user("u"),
-            client_id: None,
-        };
-        assert!(validate_value(&e, ClientQuotaType::Produce, 1024.0, 1100.0).is_ok());
-        assert!(validate_value(&e, ClientQuotaType::Produce, 1.5, 1100.0).is_err());
-        assert!(validate_value(&e, ClientQuotaType::Produce, 1024.000001, 1100.0).is_err());
-        assert!(validate_value(&e, ClientQuotaType::Produce, 1235.0000001, 1100.0).is_ok());
-        assert!(validate_value(&e, ClientQuotaType::Produce, 0.0, 1100.0).is_err());
-        assert!(validate_value(&e, ClientQuotaType::Fetch, f64::NAN, 1100.0).is_err());
-        assert!(validate_value(&e, ClientQuotaType::Request, 1100.0, 1100.0).is_ok());
-        assert!(validate_value(&e, ClientQuotaType::Request, 1100.5, 1100.0).is_err());
-        assert!(validate_value(&e, ClientQuotaType::ControllerMutation, f64::INFINITY, 1.0).is_err());
-        let err = validate_value(&e, ClientQuotaType::Produce, -1.0, 1.0)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("producer_byte_rate") && err.contains("user=\"u\""),
-            "{err}"
-        );
-        assert!(QuotaEntity {
-            user: user(""),
-            client_id: None
-        }
-        .validate()
-        .is_err());
-        assert!(QuotaEntity {
-            user: None,
-            client_id: None
-        }
-        .validate()
-        .is_err());
     }
 }
