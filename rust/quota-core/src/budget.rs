@@ -25,6 +25,14 @@ pub fn check_name(what: &str, name: &str) -> Result<(), QuotaError> {
     Ok(())
 }
 
+/// [`check_name`] for both names of a request: every path from names to a sensor starts here,
+/// the direct registry lookups included, so a name past the wire limit never records.
+#[inline]
+pub fn check_names(user: &str, client_id: &str) -> Result<(), QuotaError> {
+    check_name("user", user)?;
+    check_name("client_id", client_id)
+}
+
 /// The error for a name of `len` bytes past [`MAX_NAME_BYTES`].
 #[cold]
 pub fn name_too_long(what: &str, len: usize) -> QuotaError {

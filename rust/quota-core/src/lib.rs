@@ -57,7 +57,7 @@ pub mod types;
 pub mod validate;
 mod windowed_sum;
 
-pub use budget::{check_name, MAX_NAME_BYTES};
+pub use budget::{check_name, check_names, MAX_NAME_BYTES};
 pub use callback::{QuotaCallbackHook, FAILED_TAGS};
 pub use clock::MAX_ABS_NOW_MS;
 pub use entity::{EntityName, QuotaEntity};
