@@ -7,13 +7,14 @@
 0
 """
 
-from kquota._kquota import ClientHandle, ClientQuotaType, __version__
+from kquota._kquota import ClientHandle, __version__
 from kquota.callback import ClientQuotaCallback, ClusterMetadata, PartitionInfo
 from kquota.entity import ClientQuotaEntity, ConfigEntity, ConfigEntityType, KafkaPrincipal
 from kquota.exceptions import KQuotaError, QuotaConfigError, QuotaValueError, ThrottlingQuotaExceededError
 from kquota.manager import CONFIG_KEYS, QuotaManager
 from kquota.response import ResponseThrottle, response_throttle
 from kquota.metrics import Metric
+from kquota.quota_type import ClientQuotaType
 
 __all__ = [
     "CONFIG_KEYS",

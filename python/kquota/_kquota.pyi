@@ -1,31 +1,16 @@
 """Type stubs for the native module ``kquota._kquota`` (hand-written)."""
 
-from typing import Any, Final, Mapping, Optional, Union
+from typing import Any, Final, Optional
 
 __version__: Final[str]
 
-class ClientQuotaType:
-    """Kafka's ``ClientQuotaType``."""
+from kquota.quota_type import ClientQuotaType, QuotaTypeLike
 
-    PRODUCE: Final[ClientQuotaType]
-    FETCH: Final[ClientQuotaType]
-    REQUEST: Final[ClientQuotaType]
-    CONTROLLER_MUTATION: Final[ClientQuotaType]
-    @property
-    def name(self) -> str: ...
-    @property
-    def config_key(self) -> str: ...
-    @property
-    def metric_group(self) -> str: ...
-    @staticmethod
-    def members() -> list[ClientQuotaType]: ...
-    @staticmethod
-    def from_name(name: str) -> ClientQuotaType: ...
-    def __int__(self) -> int: ...
-    def __eq__(self, other: object) -> bool: ...
-    def __hash__(self) -> int: ...
+def _quota_types() -> list[tuple[str, int, str, str]]:
+    """``(name, value, config key, metric group)`` of every quota type, in value order."""
 
-QuotaTypeLike = Union[ClientQuotaType, str]
+def _quota_type_value(quota_type: QuotaTypeLike) -> int:
+    """The value of a member or of a member's name (``QuotaValueError`` for unknown names)."""
 
 class KQuotaError(Exception): ...
 class QuotaConfigError(KQuotaError, ValueError): ...

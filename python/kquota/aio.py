@@ -22,16 +22,13 @@ kernel's own clock), so a loop with a virtual clock drives the whole kit, e.g. i
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Callable, Optional, Union
+from typing import TYPE_CHECKING, Callable, Optional
 
 from kquota import _kquota
-from kquota._kquota import ClientQuotaType
+from kquota.quota_type import ClientQuotaType, QuotaTypeLike, coerce_quota_type
 
 if TYPE_CHECKING:
     from kquota.manager import QuotaManager
-
-QuotaTypeLike = Union[ClientQuotaType, str]
-
 
 def loop_now_ms(loop: Optional[asyncio.AbstractEventLoop] = None) -> int:
     """The event loop's clock in integer ms (the value to pass as ``now_ms``)."""
@@ -80,7 +77,7 @@ class DelayQueue:
     """
 
     def __init__(self, quota_type: QuotaTypeLike = ClientQuotaType.PRODUCE) -> None:
-        self.quota_type = _quota_type(quota_type)
+        self.quota_type = coerce_quota_type(quota_type)
         self._size = 0
 
     @property
@@ -108,17 +105,6 @@ def _check_ms(name: str, value: object) -> None:
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if not 0 <= value <= 2**31 - 1:
         raise _kquota.QuotaValueError(f"{name} must be from 0 to 2^31 - 1 ms, got {value}")
-
-
-def _quota_type(t: QuotaTypeLike) -> ClientQuotaType:
-    if isinstance(t, ClientQuotaType):
-        return t
-    if not isinstance(t, str):
-        raise TypeError(f"quota_type must be a ClientQuotaType or its name, not {type(t).__name__}")
-    member = getattr(ClientQuotaType, t.upper(), None)
-    if not isinstance(member, ClientQuotaType):
-        raise _kquota.QuotaValueError(f"unknown quota type {t!r}")
-    return member
 
 
 class ThrottledConnection:
@@ -177,7 +163,7 @@ class ThrottledConnection:
         _check_ms("throttle_ms", throttle_ms)
         if throttle_ms == 0 or self._closed:
             return
-        qt = _quota_type(quota_type)
+        qt = coerce_quota_type(quota_type)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + throttle_ms / 1000.0
         _kquota._record_throttle_time(self.qm, qt, float(throttle_ms), loop_now_ms(loop))

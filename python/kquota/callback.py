@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from kquota._kquota import ClientQuotaType
+from kquota.quota_type import ClientQuotaType
 from kquota.entity import ClientQuotaEntity, KafkaPrincipal
 from kquota.exceptions import KQuotaError
 

@@ -7,12 +7,11 @@ import numbers
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Tuple, Union
 
 from kquota import _kquota
-from kquota._kquota import ClientQuotaType, QuotaKernel
+from kquota._kquota import QuotaKernel
 from kquota.callback import ClusterMetadata, _CallbackAdapter, decode_tags, load_callback
 from kquota.entity import CLIENT_ID, USER, ClientQuotaEntity
 from kquota.exceptions import KQuotaError, QuotaConfigError, QuotaValueError
-
-QuotaTypeLike = Union[ClientQuotaType, str]
+from kquota.quota_type import ClientQuotaType, QuotaTypeLike, coerce_quota_type
 
 if TYPE_CHECKING:
     from kquota.aio import DelayQueue
@@ -349,9 +348,9 @@ class QuotaManager(QuotaKernel):
     def delay_queue(self, quota_type: Any) -> "DelayQueue":
         """The quota type's delay queue of throttled channels (``kquota.aio``; Kafka has one per
         quota manager); its size is the ``queue-size`` metric."""
-        from kquota.aio import DelayQueue, _quota_type
+        from kquota.aio import DelayQueue
 
-        qt = _quota_type(quota_type)
+        qt = coerce_quota_type(quota_type)
         q = self._delay_queues.get(qt)
         if q is None:
             q = self._delay_queues[qt] = DelayQueue(qt)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-from kquota._kquota import ClientQuotaType, QuotaValueError
+from kquota._kquota import QuotaValueError
+from kquota.quota_type import ClientQuotaType
 
 #: Kafka's ``throttle_time_ms`` response field is an int32.
 _MAX_THROTTLE_MS = 2**31 - 1

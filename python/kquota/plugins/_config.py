@@ -6,7 +6,7 @@ import math
 import numbers
 from typing import Any, Mapping
 
-from kquota._kquota import ClientQuotaType
+from kquota.quota_type import ClientQuotaType
 from kquota.exceptions import QuotaConfigError
 
 #: Config key (``producer_byte_rate``, ...) -> quota type.

@@ -14,7 +14,7 @@ import threading
 from typing import Mapping, Optional
 from urllib.parse import quote
 
-from kquota._kquota import ClientQuotaType
+from kquota.quota_type import ClientQuotaType
 from kquota.entity import CLIENT_ID, USER, ClientQuotaEntity
 
 #: One side of an entity key: absent, ``<default>``, or a name.

@@ -37,7 +37,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Mapping, Optional
 
-from kquota._kquota import ClientQuotaType
+from kquota.quota_type import ClientQuotaType
 from kquota.callback import ClientQuotaCallback, ClusterMetadata
 from kquota.entity import CLIENT_ID, USER, ClientQuotaEntity, KafkaPrincipal
 from kquota.exceptions import QuotaConfigError

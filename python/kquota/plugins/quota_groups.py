@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from kquota._kquota import ClientQuotaType
+from kquota.quota_type import ClientQuotaType
 from kquota.callback import ClientQuotaCallback
 from kquota.entity import ClientQuotaEntity, KafkaPrincipal
 from kquota.exceptions import QuotaConfigError

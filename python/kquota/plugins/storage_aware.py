@@ -39,7 +39,7 @@ import shutil
 import threading
 from typing import Any, Callable, Mapping, Optional
 
-from kquota._kquota import ClientQuotaType
+from kquota.quota_type import ClientQuotaType
 from kquota.callback import ClientQuotaCallback
 from kquota.entity import ClientQuotaEntity, KafkaPrincipal
 from kquota.exceptions import QuotaConfigError

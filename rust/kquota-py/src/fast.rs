@@ -19,7 +19,7 @@ use pyo3::PyTypeInfo;
 
 use crate::errors::to_py;
 use crate::name_cache::Key;
-use crate::quota_type::{PyClientQuotaType, QuotaTypeArg};
+use crate::quota_type::QuotaTypeArg;
 use crate::{PyClientHandle, PyQuotaKernel};
 
 /// A `PyMethodDef` that can live in a `static` (CPython never writes to it).
@@ -84,10 +84,6 @@ static NAMED_MUTATIONS: MethodDef = fastcall(
     c"record_controller_mutations($self, user, client_id, mutations, now_ms=None, strict=False)\n--\n\nRecords controller mutations (KIP-599). Permissive: returns the throttle in ms. Strict: raises ThrottlingQuotaExceededError, recording nothing, when the bucket is already in debt.",
 );
 
-/// `ClientQuotaType`'s type object, for an identity check instead of a lazy-type lookup.
-static QUOTA_TYPE: std::sync::atomic::AtomicPtr<ffi::PyTypeObject> =
-    std::sync::atomic::AtomicPtr::new(ptr::null_mut());
-
 static NOOP: MethodDef = fastcall(
     c"_noop",
     noop,
@@ -109,11 +105,6 @@ pub fn noop_function<'py>(m: &Bound<'py, PyModule>) -> PyResult<Bound<'py, PyAny
 
 /// Replaces the `#[pymethods]` wrappers of both classes with the fast entry points.
 pub fn install(py: Python<'_>) -> PyResult<()> {
-    // The module keeps the class alive for the life of the process.
-    QUOTA_TYPE.store(
-        PyClientQuotaType::type_object(py).as_type_ptr(),
-        std::sync::atomic::Ordering::Release,
-    );
     for (ty, def) in [
         (PyClientHandle::type_object(py), &HANDLE_RECORD),
         (PyQuotaKernel::type_object(py), &NAMED_RECORD),
@@ -196,13 +187,14 @@ unsafe fn bind<const N: usize>(
     Ok(out)
 }
 
+/// A member is recognised by identity against the four cached members (no type lookup, no
+/// int read); a name or anything else takes the slow path (see `quota_type.rs`).
 #[inline(always)]
 unsafe fn quota_type(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<quota_core::ClientQuotaType> {
-    let any = Borrowed::from_ptr(py, ob);
-    if ffi::Py_TYPE(ob) == QUOTA_TYPE.load(std::sync::atomic::Ordering::Relaxed) {
-        return Ok(any.cast_unchecked::<PyClientQuotaType>().get().core());
+    if let Some(t) = crate::quota_type::by_identity(ob) {
+        return Ok(t);
     }
-    Ok(any.extract::<QuotaTypeArg>()?.0)
+    QuotaTypeArg::extract_slow(&Borrowed::from_ptr(py, ob))
 }
 
 #[inline(always)]

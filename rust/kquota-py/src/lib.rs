@@ -26,7 +26,7 @@ mod quota_type;
 use args::{ms, Int, Real};
 use errors::to_py;
 use names::Name;
-use quota_type::{PyClientQuotaType, QuotaTypeArg};
+use quota_type::QuotaTypeArg;
 
 /// One side of an entity as passed by the Python layer: 0 = absent, 1 = `<default>`, 2 = named.
 fn entity_name(kind: u8, name: String) -> PyResult<Option<EntityName>> {
@@ -580,7 +580,8 @@ impl PyClientHandle {
 
 #[pymodule]
 fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyClientQuotaType>()?;
+    m.add_function(wrap_pyfunction!(quota_type::_quota_types, m)?)?;
+    m.add_function(wrap_pyfunction!(quota_type::_quota_type_value, m)?)?;
     m.add_class::<PyQuotaKernel>()?;
     m.add_class::<PyClientHandle>()?;
     m.add("_noop", fast::noop_function(m)?)?;
