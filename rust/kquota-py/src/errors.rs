@@ -91,6 +91,12 @@ pub fn invalid_argument(msg: impl Into<String>) -> PyQuotaErr {
     PyQuotaErr::Core(QuotaError::InvalidArgument(msg.into()))
 }
 
+/// A `QuotaConfigError` with `msg` (a rejected configuration the kernel never saw, such as an
+/// unknown config key).
+pub fn config_error(msg: impl Into<String>) -> PyQuotaErr {
+    PyQuotaErr::Py(Python::attach(|py| PyErr::from_type(quota_config_error(py).clone(), msg.into())))
+}
+
 /// Maps a kernel error to its Python exception: the one place the variants meet the classes.
 fn core_to_py(err: QuotaError) -> PyErr {
     Python::attach(|py| {
