@@ -6,7 +6,6 @@ import math
 import numbers
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Tuple, Union
 
-from kquota import _kquota
 from kquota._kquota import QuotaKernel
 from kquota.callback import ClusterMetadata, _CallbackAdapter, decode_tags, load_callback
 from kquota.entity import CLIENT_ID, USER, ClientQuotaEntity
@@ -331,19 +330,19 @@ class QuotaManager(QuotaKernel):
         ``now - lastRecordTime > expiry``, strictly) and returns how many; ``None`` uses the
         kernel's estimate of the callers' clock. The background thread does this every
         ``expiry_interval_seconds``."""
-        removed, _now = _kquota._expire_sensors(self, now_ms)
+        removed, _now = self._expire_sensors(now_ms)
         return removed
 
     def sensor_stats(self, quota_type: Any) -> dict[str, int]:
         """``{"live": ..., "overflowed": ..., "expired": ...}`` for a quota type: live sensors,
         resolutions sent to an overflow sensor at the cap, sensors removed by expiry."""
-        live, overflowed, expired = _kquota._sensor_stats(self, quota_type)
+        live, overflowed, expired = self._sensor_stats(quota_type)
         return {"live": live, "overflowed": overflowed, "expired": expired}
 
     @property
     def expiry_running(self) -> bool:
         """Whether the background expiry thread runs."""
-        return _kquota._expiry_running(self)
+        return self._expiry_running()
 
     def delay_queue(self, quota_type: Any) -> "DelayQueue":
         """The quota type's delay queue of throttled channels (``kquota.aio``; Kafka has one per
@@ -405,7 +404,7 @@ class QuotaManager(QuotaKernel):
     # ------------------------------------------------------------------ lifecycle
 
     def _stop_background(self) -> None:
-        _kquota._stop_expiry(self)
+        self._stop_expiry()
 
     @property
     def closed(self) -> bool:

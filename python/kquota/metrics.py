@@ -104,7 +104,7 @@ def iter_rows(snapshot: "_kquota.MetricsSnapshot") -> Iterator[tuple]:
 
 def collect(qm: "QuotaManager", now_ms: Optional[int] = None) -> list[Metric]:
     """Every metric of ``qm`` (see :meth:`kquota.QuotaManager.metrics`)."""
-    snapshot = _kquota._metrics_snapshot(qm, now_ms)
+    snapshot = qm._metrics_snapshot(now_ms)
     out: list[Metric] = []
     append = out.append
     for group, name, user, client_id, value in iter_rows(snapshot):

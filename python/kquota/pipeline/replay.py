@@ -1,4 +1,4 @@
-"""Batch replay of recorded requests through the kernel (``kquota._kquota._replay``).
+"""Batch replay of recorded requests through the kernel (``QuotaKernel._replay``).
 
 Requests are applied in array order: sort by time first (ties in input order). Two models:
 
@@ -18,7 +18,7 @@ from typing import Sequence, Tuple, Union
 
 import numpy as np
 
-from kquota._kquota import QuotaKernel, _replay
+from kquota._kquota import QuotaKernel
 
 #: Codes of the ``quota_types`` array (``int(ClientQuotaType.X)``).
 TYPE_CODES = {"PRODUCE": 0, "FETCH": 1, "REQUEST": 2}
@@ -82,5 +82,5 @@ def replay(
     out = np.zeros(len(ts), dtype=np.int32)
     sent = np.zeros(len(ts), dtype=np.int64) if return_sent else None
     pairs = [(str(u), str(c)) for u, c in entities]
-    _replay(qm, ts, types, ids, vals, pairs, out, closed=(model == "closed"), sent_ms=sent)
+    qm._replay(ts, types, ids, vals, pairs, out, closed=(model == "closed"), sent_ms=sent)
     return (out, sent) if return_sent else out
