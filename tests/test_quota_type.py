@@ -111,3 +111,33 @@ def test_members_come_back_from_the_native_side():
     assert Q.FETCH in cb.seen and Q.REQUEST in cb.seen
     assert qm.delay_queue("fetch").quota_type is Q.FETCH
     assert qm.delay_queue(Q.FETCH) is qm.delay_queue("FETCH")
+
+
+@pytest.mark.parametrize("change, message", [
+    ((7, "", 0, "", "producer_byte_rate", 1.0), "bad entity kind 7"),
+    ((2, "u", 9, "", "producer_byte_rate", 1.0), "bad entity kind 9"),
+    ((2, "u", 0, "", "bogus_rate", 1.0), "unknown quota config key \"bogus_rate\""),
+])
+def test_native_alter_refuses_unknown_kinds_and_keys_with_quota_config_error(change, message):
+    qm = kquota.QuotaManager(expiry_interval_seconds=None)
+    with pytest.raises(kquota.QuotaConfigError, match=message):
+        qm._alter([change])
+    assert qm.describe_client_quotas() == {}
+
+
+def test_unknown_quota_types_raise_quota_value_error_everywhere():
+    qm = kquota.QuotaManager(expiry_interval_seconds=None)
+    calls = [
+        lambda: qm.quota_limit("BOGUS", "u", "c"),
+        lambda: qm.quota_metric_tags("BOGUS", "u", "c"),
+        lambda: qm.sensor_count("BOGUS"),
+        lambda: qm.delay_queue("BOGUS"),
+        lambda: qm.client("u", "c").quota_limit("BOGUS"),
+        lambda: qm.record_no_throttle("BOGUS", "u", "c", 1),
+    ]
+    messages = set()
+    for call in calls:
+        with pytest.raises(QuotaValueError) as e:
+            call()
+        messages.add(str(e.value))
+    assert messages == {'unknown quota type "BOGUS"; expected one of PRODUCE, FETCH, REQUEST, CONTROLLER_MUTATION'}

@@ -117,12 +117,6 @@ fn core_to_py(err: QuotaError) -> PyErr {
     })
 }
 
-/// Maps a kernel error to its Python exception (for the `extern "C"` entry points, which
-/// return `PyResult`).
-pub fn to_py(err: QuotaError) -> PyErr {
-    core_to_py(err)
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("KQuotaError", py.get_type::<KQuotaError>())?;

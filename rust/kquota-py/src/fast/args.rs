@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 
 use super::NAME;
-use crate::errors::to_py;
+use crate::errors::PyQuotaErr;
 use crate::quota_type::QuotaTypeArg;
 
 /// Binds vectorcall arguments to `N` named parameters, the first `required` of them required.
@@ -169,7 +169,7 @@ pub(super) unsafe fn text<'a>(
         return Ok(std::borrow::Cow::Owned(crate::names::replace_surrogates(s)?));
     }
     if len as usize > quota_core::MAX_NAME_BYTES {
-        return Err(to_py(quota_core::budget::name_too_long(name, len as usize)));
+        return Err(PyQuotaErr::from(quota_core::budget::name_too_long(name, len as usize)).into());
     }
     // SAFETY: CPython returns valid UTF-8 cached on the str object, alive while the argument is.
     Ok(std::borrow::Cow::Borrowed(std::str::from_utf8_unchecked(

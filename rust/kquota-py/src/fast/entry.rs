@@ -7,32 +7,32 @@ use pyo3::prelude::*;
 
 use super::args::{bind, check_text, handle_args, now_ms, quota_type, strict_flag, text, value};
 use super::{MUTATIONS_NAME, NAME, REQUEST_NAME};
-use crate::errors::to_py;
+use crate::errors::{PyQuotaErr, PyQuotaResult};
 use crate::handle::PyClientHandle;
 use crate::kernel::PyQuotaKernel;
 use crate::name_cache::Key;
 
-fn finish(py: Python<'_>, r: PyResult<i32>) -> *mut ffi::PyObject {
+fn finish(py: Python<'_>, r: PyQuotaResult<i32>) -> *mut ffi::PyObject {
     match r {
         Ok(ms) => unsafe { ffi::PyLong_FromLong(ms as std::os::raw::c_long) },
         Err(e) => {
-            e.restore(py);
+            PyErr::from(e).restore(py);
             ptr::null_mut()
         }
     }
 }
 
 /// Runs `f` and turns a Rust panic into a Python exception instead of unwinding into CPython.
-fn guarded(f: impl FnOnce(Python<'_>) -> PyResult<i32>) -> *mut ffi::PyObject {
+fn guarded(f: impl FnOnce(Python<'_>) -> PyQuotaResult<i32>) -> *mut ffi::PyObject {
     // SAFETY: CPython calls these functions with the thread attached.
     let py = unsafe { Python::assume_attached() };
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(py))) {
         Ok(r) => finish(py, r),
         Err(_) => finish(
             py,
-            Err(crate::errors::KQuotaError::new_err(
+            Err(PyQuotaErr::Py(crate::errors::KQuotaError::new_err(
                 "internal error in kquota (panic)",
-            )),
+            ))),
         ),
     }
 }
@@ -47,10 +47,7 @@ pub(super) unsafe extern "C" fn handle_record(
         let (t, v, now) = handle_args(py, args, nargsf, kwnames)?;
         // SAFETY: the method descriptor only calls us with instances of the handle class.
         let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyClientHandle>();
-        this.get()
-            .inner
-            .record_and_get_throttle_time_ms(t, v, now)
-            .map_err(to_py)
+        Ok(this.get().inner.record_and_get_throttle_time_ms(t, v, now)?)
     })
 }
 
@@ -86,9 +83,9 @@ pub(super) unsafe extern "C" fn named_record(
             .as_ref()
             .and_then(|k| this.names.with(k, kernel, |s| kernel.record_resolved(t, s, v, now)))
         {
-            return r.map_err(to_py);
+            return Ok(r?);
         }
-        quota_core::check_record_value(v).map_err(to_py)?;
+        quota_core::check_record_value(v)?;
         named_miss(py, this, key, user, client, t, now, |s| {
             kernel.record_resolved(t, s, v, now)
         })
@@ -114,7 +111,7 @@ pub(super) unsafe extern "C" fn handle_request(
         let (v, now) = (value(py, v, "thread_time_nanos")?, now_ms(py, now)?);
         // SAFETY: the method descriptor only calls us with instances of the handle class.
         let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyClientHandle>();
-        this.get().inner.record_request_time(v, now).map_err(to_py)
+        Ok(this.get().inner.record_request_time(v, now)?)
     })
 }
 
@@ -141,10 +138,7 @@ pub(super) unsafe extern "C" fn handle_mutations(
         );
         // SAFETY: the method descriptor only calls us with instances of the handle class.
         let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyClientHandle>();
-        this.get()
-            .inner
-            .record_controller_mutations(v, now, strict)
-            .map_err(to_py)
+        Ok(this.get().inner.record_controller_mutations(v, now, strict)?)
     })
 }
 
@@ -168,7 +162,7 @@ pub(super) unsafe extern "C" fn named_request(
         check_text(py, user, "user")?;
         check_text(py, client, "client_id")?;
         let (v, now) = (value(py, v, "thread_time_nanos")?, now_ms(py, now)?);
-        quota_core::check_nanos(v).map_err(to_py)?;
+        quota_core::check_nanos(v)?;
         // SAFETY: the method descriptor only calls us with instances of the kernel class.
         let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyQuotaKernel>();
         let this = this.get();
@@ -179,7 +173,7 @@ pub(super) unsafe extern "C" fn named_request(
             this.names
                 .with(k, kernel, |s| kernel.record_resolved(t, s, percent, now))
         }) {
-            return r.map_err(to_py);
+            return Ok(r?);
         }
         named_miss(py, this, key, user, client, t, now, |s| {
             kernel.record_resolved(t, s, percent, now)
@@ -211,7 +205,7 @@ pub(super) unsafe extern "C" fn named_mutations(
             now_ms(py, now)?,
             strict_flag(py, strict)?,
         );
-        quota_core::check_mutations(v).map_err(to_py)?;
+        quota_core::check_mutations(v)?;
         // SAFETY: the method descriptor only calls us with instances of the kernel class.
         let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyQuotaKernel>();
         let this = this.get();
@@ -221,7 +215,7 @@ pub(super) unsafe extern "C" fn named_mutations(
             this.names
                 .with(k, kernel, |s| kernel.record_resolved_mutations(s, v, now, strict))
         }) {
-            return r.map_err(to_py);
+            return Ok(r?);
         }
         // The resolution is remembered even when a strict call is rejected: the next call is the
         // same connection asking again.
@@ -246,9 +240,9 @@ unsafe fn named_miss(
     t: quota_core::ClientQuotaType,
     now: Option<i64>,
     record: impl FnOnce(&quota_core::QuotaSensor) -> Result<i32, quota_core::QuotaError>,
-) -> PyResult<i32> {
+) -> PyQuotaResult<i32> {
     let (user_s, client_s) = (text(py, user, "user")?, text(py, client, "client_id")?);
-    let Some((generation, sensor)) = this.kernel.resolution(t, &user_s, &client_s, now).map_err(to_py)? else {
+    let Some((generation, sensor)) = this.kernel.resolution(t, &user_s, &client_s, now)? else {
         // No quota of this type exists: Kafka records nothing.
         return Ok(0);
     };
@@ -256,7 +250,7 @@ unsafe fn named_miss(
     if let Some(key) = key.filter(|_| generation != 0) {
         this.names.put(&key, &this.kernel, generation, sensor);
     }
-    out.map_err(to_py)
+    Ok(out?)
 }
 
 pub(super) unsafe extern "C" fn noop(
