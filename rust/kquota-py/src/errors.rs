@@ -94,7 +94,9 @@ pub fn invalid_argument(msg: impl Into<String>) -> PyQuotaErr {
 /// A `QuotaConfigError` with `msg` (a rejected configuration the kernel never saw, such as an
 /// unknown config key).
 pub fn config_error(msg: impl Into<String>) -> PyQuotaErr {
-    PyQuotaErr::Py(Python::attach(|py| PyErr::from_type(quota_config_error(py).clone(), msg.into())))
+    PyQuotaErr::Py(Python::attach(|py| {
+        PyErr::from_type(quota_config_error(py).clone(), msg.into())
+    }))
 }
 
 /// Maps a kernel error to its Python exception: the one place the variants meet the classes.

@@ -88,7 +88,11 @@ struct Stream {
 }
 
 impl Stream {
-    fn new(snap: PyMetricsSnapshot, extra: Vec<(String, String, f64)>, help: &HashMap<String, String>) -> Self {
+    fn new(
+        snap: PyMetricsSnapshot,
+        extra: Vec<(String, String, f64)>,
+        help: &HashMap<String, String>,
+    ) -> Self {
         let n = snap.flat.len();
         let mut index: HashMap<(&str, &str), usize> = HashMap::new();
         let mut keys: Vec<(String, String)> = Vec::new();

@@ -54,7 +54,12 @@ impl PyClientHandle {
 
     /// Records ``value`` without checking the quota.
     #[pyo3(signature = (quota_type, value, now_ms=None))]
-    fn record_no_throttle(&self, quota_type: QuotaTypeArg, value: Real, now_ms: Option<Int>) -> PyQuotaResult<()> {
+    fn record_no_throttle(
+        &self,
+        quota_type: QuotaTypeArg,
+        value: Real,
+        now_ms: Option<Int>,
+    ) -> PyQuotaResult<()> {
         Ok(self.inner.record_no_throttle(quota_type.0, value.0, ms(now_ms))?)
     }
 
@@ -74,11 +79,16 @@ impl PyClientHandle {
     #[pyo3(signature = (now_ms=None))]
     fn controller_mutation_tokens(&self, now_ms: Option<Int>) -> PyQuotaResult<Option<f64>> {
         let h = &self.inner;
-        Ok(h.kernel().controller_mutation_tokens(h.user(), h.client_id(), ms(now_ms))?)
+        Ok(h.kernel()
+            .controller_mutation_tokens(h.user(), h.client_id(), ms(now_ms))?)
     }
 
     /// The metric tags this connection's requests are recorded under.
-    fn quota_metric_tags<'py>(&self, py: Python<'py>, quota_type: QuotaTypeArg) -> PyResult<Bound<'py, PyDict>> {
+    fn quota_metric_tags<'py>(
+        &self,
+        py: Python<'py>,
+        quota_type: QuotaTypeArg,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let k = self.inner.kernel();
         let tags = k.quota_metric_tags(quota_type.0, self.inner.user(), self.inner.client_id());
         if k.has_callback_hook() {
@@ -100,14 +110,16 @@ impl PyClientHandle {
     /// ``limit * (window_num - 1) * window_size_seconds``; ``math.inf`` when unlimited.
     fn max_value_in_quota_window(&self, quota_type: QuotaTypeArg) -> f64 {
         let h = &self.inner;
-        h.kernel().max_value_in_quota_window(quota_type.0, h.user(), h.client_id())
+        h.kernel()
+            .max_value_in_quota_window(quota_type.0, h.user(), h.client_id())
     }
 
     /// The sensor's current rate (0.0 when there is no sensor).
     #[pyo3(signature = (quota_type, now_ms=None))]
     fn measured_rate(&self, quota_type: QuotaTypeArg, now_ms: Option<Int>) -> PyQuotaResult<f64> {
         let h = &self.inner;
-        Ok(h.kernel().measured_rate(quota_type.0, h.user(), h.client_id(), ms(now_ms))?)
+        Ok(h.kernel()
+            .measured_rate(quota_type.0, h.user(), h.client_id(), ms(now_ms))?)
     }
 
     fn __repr__(&self) -> String {

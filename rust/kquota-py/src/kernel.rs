@@ -45,6 +45,12 @@ impl PyQuotaKernel {
         controller_window_size_seconds=Int(1), sensor_expiry_seconds=Real(3600.0), max_sensors=None,
         expiry_interval_seconds=Some(Real(30.0)), max_name_bytes=None, **python_only
     ))]
+    // The defaults spelled out (PyO3 would show the `Int(..)` wrappers as `...`).
+    #[pyo3(text_signature = "(window_num=11, window_size_seconds=1, num_io_threads=8, \
+        num_network_threads=3, producer_default=None, consumer_default=None, metrics_num_samples=2, \
+        metrics_sample_window_ms=30000, controller_window_num=11, controller_window_size_seconds=1, \
+        sensor_expiry_seconds=3600.0, max_sensors=None, expiry_interval_seconds=30.0, \
+        max_name_bytes=None, **python_only)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         window_num: Int,
@@ -203,7 +209,9 @@ impl PyQuotaKernel {
         value: Real,
         now_ms: Option<Int>,
     ) -> PyQuotaResult<()> {
-        Ok(self.kernel.record_no_throttle(quota_type.0, &user, &client_id, value.0, ms(now_ms))?)
+        Ok(self
+            .kernel
+            .record_no_throttle(quota_type.0, &user, &client_id, value.0, ms(now_ms))?)
     }
 
     /// Takes back ``value`` recorded earlier (Kafka's ``unrecordQuotaSensor``).
@@ -216,7 +224,9 @@ impl PyQuotaKernel {
         value: Real,
         now_ms: Option<Int>,
     ) -> PyQuotaResult<()> {
-        Ok(self.kernel.unrecord(quota_type.0, &user, &client_id, value.0, ms(now_ms))?)
+        Ok(self
+            .kernel
+            .unrecord(quota_type.0, &user, &client_id, value.0, ms(now_ms))?)
     }
 
     /// The metric tags (``{"user": ..., "client-id": ...}``) the request is recorded under.
@@ -236,8 +246,14 @@ impl PyQuotaKernel {
     }
 
     /// ``limit * (window_num - 1) * window_size_seconds``; ``math.inf`` when unlimited.
-    fn max_value_in_quota_window(&self, quota_type: QuotaTypeArg, user: Name<'_>, client_id: Name<'_>) -> f64 {
-        self.kernel.max_value_in_quota_window(quota_type.0, &user, &client_id)
+    fn max_value_in_quota_window(
+        &self,
+        quota_type: QuotaTypeArg,
+        user: Name<'_>,
+        client_id: Name<'_>,
+    ) -> f64 {
+        self.kernel
+            .max_value_in_quota_window(quota_type.0, &user, &client_id)
     }
 
     /// The sensor's current rate as Kafka's metric reports it (0.0 when there is no sensor).
@@ -249,7 +265,9 @@ impl PyQuotaKernel {
         client_id: Name<'_>,
         now_ms: Option<Int>,
     ) -> PyQuotaResult<f64> {
-        Ok(self.kernel.measured_rate(quota_type.0, &user, &client_id, ms(now_ms))?)
+        Ok(self
+            .kernel
+            .measured_rate(quota_type.0, &user, &client_id, ms(now_ms))?)
     }
 
     /// Records network-thread time (KIP-124) without a check; it weighs on later requests.
@@ -261,7 +279,9 @@ impl PyQuotaKernel {
         nanos: Real,
         now_ms: Option<Int>,
     ) -> PyQuotaResult<()> {
-        Ok(self.kernel.record_network_thread_time(&user, &client_id, nanos.0, ms(now_ms))?)
+        Ok(self
+            .kernel
+            .record_network_thread_time(&user, &client_id, nanos.0, ms(now_ms))?)
     }
 
     /// Records the thread time of a request exempt from quotas into the shared
@@ -286,7 +306,9 @@ impl PyQuotaKernel {
         client_id: Name<'_>,
         now_ms: Option<Int>,
     ) -> PyQuotaResult<Option<f64>> {
-        Ok(self.kernel.controller_mutation_tokens(&user, &client_id, ms(now_ms))?)
+        Ok(self
+            .kernel
+            .controller_mutation_tokens(&user, &client_id, ms(now_ms))?)
     }
 
     /// A per-connection handle for ``(user, client_id)``; create it once per connection.
@@ -314,12 +336,12 @@ impl PyQuotaKernel {
     /// behaviour); see ``kquota.callback``.
     #[pyo3(signature = (adapter))]
     fn _set_callback_adapter(&self, adapter: Option<Bound<'_, PyAny>>) -> PyResult<()> {
-        let hook = match adapter {
-            Some(a) => {
-                Some(Box::new(crate::callback::PyCallbackHook::new(a)?) as Box<dyn quota_core::QuotaCallbackHook>)
-            }
-            None => None,
-        };
+        let hook =
+            match adapter {
+                Some(a) => Some(Box::new(crate::callback::PyCallbackHook::new(a)?)
+                    as Box<dyn quota_core::QuotaCallbackHook>),
+                None => None,
+            };
         self.kernel.set_callback_hook(hook);
         Ok(())
     }
@@ -366,14 +388,25 @@ impl PyQuotaKernel {
 
     /// Records a throttle applied to a response into the type's ``throttle-time`` average.
     #[pyo3(signature = (quota_type, throttle_time_ms, now_ms=None))]
-    fn _record_throttle_time(&self, quota_type: QuotaTypeArg, throttle_time_ms: Real, now_ms: Option<Int>) -> PyQuotaResult<()> {
-        Ok(self.kernel.record_throttle_time(quota_type.0, throttle_time_ms.0, ms(now_ms))?)
+    fn _record_throttle_time(
+        &self,
+        quota_type: QuotaTypeArg,
+        throttle_time_ms: Real,
+        now_ms: Option<Int>,
+    ) -> PyQuotaResult<()> {
+        Ok(self
+            .kernel
+            .record_throttle_time(quota_type.0, throttle_time_ms.0, ms(now_ms))?)
     }
 
     /// ``(live sensors, overflowed resolutions, expired sensors)`` of a quota type.
     fn _sensor_stats(&self, quota_type: QuotaTypeArg) -> (usize, u64, u64) {
         let (k, t) = (&self.kernel, quota_type.0);
-        (k.sensor_count(t), k.overflowed_resolutions(t), k.expired_sensors(t))
+        (
+            k.sensor_count(t),
+            k.overflowed_resolutions(t),
+            k.expired_sensors(t),
+        )
     }
 
     /// The kernel's estimate of the callers' clock (ms).
@@ -418,6 +451,8 @@ impl PyQuotaKernel {
         sent_ms: Option<&Bound<'_, PyAny>>,
     ) -> PyQuotaResult<()> {
         let core = Arc::clone(&self.kernel);
-        crate::batch::replay(py, core, ts_ms, types, entity_ids, values, entities, out, closed, sent_ms)
+        crate::batch::replay(
+            py, core, ts_ms, types, entity_ids, values, entities, out, closed, sent_ms,
+        )
     }
 }

@@ -37,7 +37,9 @@ fn thread_count(name: &str, v: i64) -> PyQuotaResult<u32> {
     if (1..=100_000).contains(&v) {
         Ok(v as u32)
     } else {
-        Err(invalid_argument(format!("{name} must be an integer from 1 to 100000, got {v}")))
+        Err(invalid_argument(format!(
+            "{name} must be an integer from 1 to 100000, got {v}"
+        )))
     }
 }
 
@@ -61,16 +63,23 @@ impl KernelArgs {
             consumer_default: self.consumer_default,
             metrics_window: WindowSpec::from_millis(self.metrics_num_samples, self.metrics_sample_window_ms)?,
             // The same rule as the quota window's, reported under the controller's names.
-            controller_window: WindowSpec::new(self.controller_window_num, self.controller_window_size_seconds)
-                .map_err(|e| match e {
-                    QuotaError::InvalidArgument(m) => QuotaError::InvalidArgument(
-                        m.replace("window_num", "controller_window_num")
-                            .replace("window_size_seconds", "controller_window_size_seconds"),
-                    ),
-                    other => other,
-                })?,
+            controller_window: WindowSpec::new(
+                self.controller_window_num,
+                self.controller_window_size_seconds,
+            )
+            .map_err(|e| match e {
+                QuotaError::InvalidArgument(m) => QuotaError::InvalidArgument(
+                    m.replace("window_num", "controller_window_num")
+                        .replace("window_size_seconds", "controller_window_size_seconds"),
+                ),
+                other => other,
+            })?,
             sensor_expiry_ms: lifecycle_ms("sensor_expiry_seconds", self.sensor_expiry_seconds)?,
-            max_sensors: at_least_one("max_sensors", self.max_sensors, quota_core::expiry::DEFAULT_MAX_SENSORS)?,
+            max_sensors: at_least_one(
+                "max_sensors",
+                self.max_sensors,
+                quota_core::expiry::DEFAULT_MAX_SENSORS,
+            )?,
             max_name_bytes: at_least_one(
                 "max_name_bytes",
                 self.max_name_bytes,

@@ -75,7 +75,10 @@ pub(super) unsafe fn bind<const N: usize>(
 /// A member is recognised by identity against the four cached members (no type lookup, no
 /// int read); a name or anything else takes the slow path (see `quota_type.rs`).
 #[inline(always)]
-pub(super) unsafe fn quota_type(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<quota_core::ClientQuotaType> {
+pub(super) unsafe fn quota_type(
+    py: Python<'_>,
+    ob: *mut ffi::PyObject,
+) -> PyResult<quota_core::ClientQuotaType> {
     if let Some(t) = crate::quota_type::by_identity(ob) {
         return Ok(t);
     }
@@ -124,7 +127,9 @@ pub(super) unsafe fn now_ms(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<
         return Ok(Some(v));
     }
     if ffi::PyBool_Check(ob) != 0 {
-        return Err(PyTypeError::new_err("argument 'now_ms': must be an int or None, not bool"));
+        return Err(PyTypeError::new_err(
+            "argument 'now_ms': must be an int or None, not bool",
+        ));
     }
     Borrowed::from_ptr(py, ob)
         .extract::<i64>()
@@ -206,4 +211,3 @@ pub(super) unsafe fn strict_flag(py: Python<'_>, ob: *mut ffi::PyObject) -> PyRe
         .extract::<bool>()
         .map_err(|_| PyTypeError::new_err("argument 'strict': must be a bool"))
 }
-

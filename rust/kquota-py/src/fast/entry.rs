@@ -79,10 +79,10 @@ pub(super) unsafe extern "C" fn named_record(
         }
         let (v, now) = (value(py, v, "value")?, now_ms(py, now)?);
         let kernel = &*this.kernel;
-        if let Some(r) = key
-            .as_ref()
-            .and_then(|k| this.names.with(k, kernel, |s| kernel.record_resolved(t, s, v, now)))
-        {
+        if let Some(r) = key.as_ref().and_then(|k| {
+            this.names
+                .with(k, kernel, |s| kernel.record_resolved(t, s, v, now))
+        }) {
             return Ok(r?);
         }
         quota_core::check_record_value(v)?;

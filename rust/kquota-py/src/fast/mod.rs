@@ -20,7 +20,9 @@ use pyo3::PyTypeInfo;
 
 use crate::handle::PyClientHandle;
 use crate::kernel::PyQuotaKernel;
-use entry::{handle_mutations, handle_record, handle_request, named_mutations, named_record, named_request, noop};
+use entry::{
+    handle_mutations, handle_record, handle_request, named_mutations, named_record, named_request, noop,
+};
 
 /// A `PyMethodDef` that can live in a `static` (CPython never writes to it).
 struct MethodDef(ffi::PyMethodDef);
@@ -127,4 +129,3 @@ pub fn install(py: Python<'_>) -> PyResult<()> {
     }
     Ok(())
 }
-
