@@ -1,12 +1,12 @@
 //! Hand-written METH_FASTCALL entry points for the per-request calls (the method table and its
 //! installation; argument binding in `args`, the entry points in `entry`).
 //!
-//! `h.record_and_get_throttle_time_ms(...)` and `qm.record_and_get_throttle_time_ms(...)` run per
-//! request, so their argument handling is done here directly on the vectorcall arguments (exact
-//! `int` / `float` / `str` / `ClientQuotaType` fast paths, no intermediate objects) and they are
-//! installed as ordinary method descriptors on the two classes, replacing the generic wrappers
-//! `#[pymethods]` generated. Behaviour, names, defaults, errors and `__text_signature__` are the
-//! same as those wrappers'.
+//! `record_and_get_throttle_time_ms`, `record_request_time` and `record_controller_mutations` of
+//! `ClientHandle` and `QuotaKernel` run per request, so their arguments are handled directly on
+//! the vectorcall arguments (exact `int` / `float` / `str` and `ClientQuotaType` member fast
+//! paths, no intermediate objects) and they are installed as ordinary method descriptors on the
+//! two classes (they have no `#[pymethods]` wrappers). Names, defaults, errors and
+//! `__text_signature__` follow the generic methods' conventions.
 
 mod args;
 mod entry;
