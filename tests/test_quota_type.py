@@ -144,3 +144,22 @@ def test_unknown_quota_types_raise_quota_value_error_everywhere():
             call()
         messages.add(str(e.value))
     assert messages == {'unknown quota type "BOGUS"; expected one of PRODUCE, FETCH, REQUEST, CONTROLLER_MUTATION'}
+
+
+def test_first_native_read_of_a_member_loads_the_members_in_a_fresh_interpreter():
+    # Importing kquota does not load the members into the native side; the first per-request
+    # call meets a member before the identity cache is filled and must still take it.
+    import subprocess
+    import sys
+
+    code = (
+        "import kquota\n"
+        "qm = kquota.QuotaManager(expiry_interval_seconds=None)\n"
+        "qm.alter_client_quotas([({'user': 'u'}, {'producer_byte_rate': 10})])\n"
+        "h = qm.client('u', 'c')\n"
+        "print(h.record_and_get_throttle_time_ms(kquota.ClientQuotaType.PRODUCE, 1000, 0),\n"
+        "      qm.record_and_get_throttle_time_ms(kquota.ClientQuotaType.PRODUCE, 'u', 'c', 1000, 0))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    first, second = map(int, out.stdout.split())
+    assert 0 < first < second
