@@ -100,7 +100,7 @@ def main():
     registry = kprom.registry_for(qm, lambda: 1000)
 
     def snapshot():
-        _kquota._metrics_snapshot(qm, 1000)
+        qm._metrics_snapshot(1000)
 
     def metrics():
         qm.metrics(now_ms=1000)

@@ -1,4 +1,4 @@
-"""The batch replay API (`kquota.pipeline.replay`, native `_replay`) against per-request calls."""
+"""The batch replay API (`kquota.pipeline.replay`, native `QuotaKernel._replay`) against per-request calls."""
 
 import heapq
 
@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import kquota
-from kquota._kquota import _replay
 from kquota.pipeline.replay import replay
 
 CONFIG = [
@@ -103,7 +102,7 @@ def test_native_argument_checks():
 
     def call(**kw):
         a = {**ok, **kw}
-        _replay(qm, a["ts"], a["types"], a["ids"], a["values"], ENTITIES, a["out"])
+        qm._replay(a["ts"], a["types"], a["ids"], a["values"], ENTITIES, a["out"])
 
     call()
     with pytest.raises(TypeError, match="ts_ms must be a C-contiguous one-dimensional numpy array of dtype int64"):

@@ -83,7 +83,7 @@ def test_a_stray_timestamp_expires_no_other_sensor():
     qm.alter_client_quotas([({"user": None}, {"producer_byte_rate": 1000})])
     assert throttled(qm, "victim") > 0
     # Another caller passes a timestamp ten years ahead of everyone else's clock.
-    qm.record_no_throttle(Q.PRODUCE, "stray", "c", 1, now_ms=kquota._kquota._estimated_now_ms(qm) + TEN_YEARS_MS)
+    qm.record_no_throttle(Q.PRODUCE, "stray", "c", 1, now_ms=qm._estimated_now_ms() + TEN_YEARS_MS)
     assert qm.expire_sensors() == 0
     assert qm.sensor_count(Q.PRODUCE) == 2
     assert throttled(qm, "victim") > 0
@@ -353,7 +353,7 @@ def test_replay_with_arrays_changed_during_the_call_never_panics():
 
         def run():
             try:
-                kquota._kquota._replay(qm, ts, types, ids, values, [("u", "c")], out)
+                qm._replay(ts, types, ids, values, [("u", "c")], out)
             except (KQuotaError, ValueError):
                 pass  # a refusal is fine
             except BaseException as e:  # PanicException derives from BaseException

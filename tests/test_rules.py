@@ -59,7 +59,7 @@ def test_validate_alter_matches_the_default_manager(ops, message):
 
 
 def test_native_validation_rejects_unknown_kinds_and_keys_with_kquota_errors():
-    with pytest.raises(QuotaValueError, match="unknown entity kind 7"):
+    with pytest.raises(QuotaConfigError, match="unknown entity kind 7"):
         _kquota.validate_quota_changes([(7, "u", 0, "", "producer_byte_rate", 1.0)])
     with pytest.raises(QuotaConfigError, match='key bogus: unknown config key'):
         _kquota.validate_quota_changes([(2, "u", 0, "", "bogus", 1.0)])

@@ -2,30 +2,34 @@
 
 from typing import Any, Final, Optional, Union, final
 
+from typing_extensions import disjoint_base
+
 __version__: Final[str]
+#: ``"release"`` or ``"dev"``: the Cargo profile the extension was built with.
+__build_profile__: Final[str]
+__all__ = [
+    "QuotaKernel",
+    "ClientHandle",
+    "MetricsSnapshot",
+    "PrometheusStream",
+    "_quota_types",
+    "_quota_type_value",
+    "_noop",
+    "KQuotaError",
+    "QuotaConfigError",
+    "QuotaValueError",
+    "ThrottlingQuotaExceededError",
+    "__version__",
+    "__build_profile__",
+]
 
-class ClientQuotaType:
-    """Kafka's ``ClientQuotaType``."""
+from kquota.quota_type import ClientQuotaType, QuotaTypeLike
 
-    PRODUCE: Final[ClientQuotaType]
-    FETCH: Final[ClientQuotaType]
-    REQUEST: Final[ClientQuotaType]
-    CONTROLLER_MUTATION: Final[ClientQuotaType]
-    @property
-    def name(self) -> str: ...
-    @property
-    def config_key(self) -> str: ...
-    @property
-    def metric_group(self) -> str: ...
-    @staticmethod
-    def members() -> list[ClientQuotaType]: ...
-    @staticmethod
-    def from_name(name: str) -> ClientQuotaType: ...
-    def __int__(self) -> int: ...
-    def __eq__(self, other: object) -> bool: ...
-    def __hash__(self) -> int: ...
+def _quota_types() -> list[tuple[str, int, str, str]]:
+    """``(name, value, config key, metric group)`` of every quota type, in value order."""
 
-QuotaTypeLike = Union[ClientQuotaType, str]
+def _quota_type_value(quota_type: QuotaTypeLike) -> int:
+    """The value of a member or of a member's name (``QuotaValueError`` for unknown names)."""
 
 class KQuotaError(Exception): ...
 class QuotaConfigError(KQuotaError, ValueError): ...
@@ -34,6 +38,7 @@ class QuotaValueError(KQuotaError, ValueError): ...
 class ThrottlingQuotaExceededError(KQuotaError):
     throttle_time_ms: int
 
+@final
 class ClientHandle:
     """Per-connection handle; create once per connection with ``QuotaManager.client``."""
 
@@ -55,6 +60,7 @@ class ClientHandle:
     ) -> int: ...
     def controller_mutation_tokens(self, now_ms: Optional[int] = None) -> Optional[float]: ...
 
+@disjoint_base
 class QuotaKernel:
     """The native kernel; use the subclass ``kquota.QuotaManager``."""
 
@@ -139,9 +145,36 @@ class QuotaKernel:
     def _invalidate(self, quota_types: Optional[list[QuotaTypeLike]] = None, tags: bool = True) -> None: ...
     def sensor_count(self, quota_type: QuotaTypeLike) -> int: ...
     def _name_cache_info(self) -> dict[str, int]: ...
+    def _metrics_snapshot(self, now_ms: Optional[int] = None) -> MetricsSnapshot: ...
+    def _prometheus_stream(
+        self,
+        now_ms: Optional[int],
+        extra: list[tuple[str, str, float]],
+        help: dict[str, str],
+    ) -> PrometheusStream: ...
+    def _record_throttle_time(self, quota_type: QuotaTypeLike, throttle_time_ms: float, now_ms: Optional[int] = None) -> None: ...
+    def _sensor_stats(self, quota_type: QuotaTypeLike) -> tuple[int, int, int]: ...
+    def _estimated_now_ms(self) -> int: ...
+    def _expire_sensors(self, now_ms: Optional[int] = None) -> tuple[int, int]: ...
+    def _stop_expiry(self) -> None: ...
+    def _expiry_running(self) -> bool: ...
+    def _replay(
+        self,
+        ts_ms: Any,
+        types: Any,
+        entity_ids: Any,
+        values: Any,
+        entities: list[tuple[str, str]],
+        out: Any,
+        closed: bool = False,
+        sent_ms: Optional[Any] = None,
+    ) -> None:
+        """Batch replay with the GIL released (numpy arrays: ts_ms int64, types int8, entity_ids
+        int32, values float64, out int32, sent_ms int64); see ``kquota.pipeline.replay``."""
 
 def _noop(quota_type: QuotaTypeLike, value: float, now_ms: Optional[int] = None) -> int: ...
 
+@final
 class MetricsSnapshot:
     """A native copy of every quota metric (built with the GIL released)."""
 
@@ -152,42 +185,12 @@ class MetricsSnapshot:
     def __len__(self) -> int: ...
     def rows(self, start: int, stop: int) -> list[tuple[str, str, Optional[str], Optional[str], float]]: ...
 
-def _metrics_snapshot(kernel: QuotaKernel, now_ms: Optional[int] = None) -> MetricsSnapshot: ...
-
+@final
 class PrometheusStream:
     """``bytes`` chunks (about 64 KiB each) of one scrape's Prometheus text exposition."""
 
     def __iter__(self) -> "PrometheusStream": ...
     def __next__(self) -> bytes: ...
-
-def _prometheus_stream(
-    kernel: QuotaKernel,
-    now_ms: Optional[int],
-    extra: list[tuple[str, str, float]],
-    help: dict[str, str],
-) -> PrometheusStream: ...
-def _expire_sensors(kernel: QuotaKernel, now_ms: Optional[int] = None) -> tuple[int, int]: ...
-def _record_throttle_time(
-    kernel: QuotaKernel, quota_type: QuotaTypeLike, throttle_time_ms: float, now_ms: Optional[int] = None
-) -> None: ...
-def _estimated_now_ms(kernel: QuotaKernel) -> int: ...
-def _sensor_stats(kernel: QuotaKernel, quota_type: QuotaTypeLike) -> tuple[int, int, int]: ...
-def _stop_expiry(kernel: QuotaKernel) -> None: ...
-def _expiry_running(kernel: QuotaKernel) -> bool: ...
-
-def _replay(
-    kernel: QuotaKernel,
-    ts_ms: Any,
-    types: Any,
-    entity_ids: Any,
-    values: Any,
-    entities: list[tuple[str, str]],
-    out: Any,
-    closed: bool = False,
-    sent_ms: Optional[Any] = None,
-) -> None:
-    """Batch replay with the GIL released (numpy arrays: ts_ms int64, types int8, entity_ids
-    int32, values float64, out int32, sent_ms int64); see ``kquota.pipeline.replay``."""
 
 # ---- Kafka's rules, exposed once (rules.rs) ----
 

@@ -101,7 +101,7 @@ class ThrottledConnection:
         qt = coerce_quota_type(quota_type)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + throttle_ms / 1000.0
-        _kquota._record_throttle_time(self.qm, qt, float(throttle_ms), loop_now_ms(loop))
+        self.qm._record_throttle_time(qt, float(throttle_ms), loop_now_ms(loop))
         if self._entry is not None and self._entry.pending:
             if deadline <= self._entry.deadline:
                 return

@@ -226,26 +226,26 @@ class QuotaManager(QuotaKernel):
         natively without the GIL and without touching any sensor: a scrape is not a use and
         does not delay expiry.
         """
-        return collect(_kquota._metrics_snapshot(self, now_ms), self.extra_metrics())
+        return collect(self._metrics_snapshot(now_ms), self.extra_metrics())
 
     def expire_sensors(self, now_ms: Optional[int] = None) -> int:
         """Removes sensors unused for more than ``sensor_expiry_seconds`` at ``now_ms`` (Kafka's
         ``now - lastRecordTime > expiry``, strictly) and returns how many; ``None`` uses the
         kernel's estimate of the callers' clock. The background thread does this every
         ``expiry_interval_seconds``."""
-        removed, _now = _kquota._expire_sensors(self, now_ms)
+        removed, _now = self._expire_sensors(now_ms)
         return removed
 
     def sensor_stats(self, quota_type: Any) -> dict[str, int]:
         """``{"live": ..., "overflowed": ..., "expired": ...}`` for a quota type: live sensors,
         resolutions sent to an overflow sensor at the cap, sensors removed by expiry."""
-        live, overflowed, expired = _kquota._sensor_stats(self, quota_type)
+        live, overflowed, expired = self._sensor_stats(quota_type)
         return {"live": live, "overflowed": overflowed, "expired": expired}
 
     @property
     def expiry_running(self) -> bool:
         """Whether the background expiry thread runs."""
-        return _kquota._expiry_running(self)
+        return self._expiry_running()
 
     def delay_queue(self, quota_type: QuotaTypeLike) -> DelayQueue:
         """The quota type's delay queue of throttled channels (``kquota.delay_queue``; Kafka has
@@ -301,7 +301,7 @@ class QuotaManager(QuotaKernel):
     # ------------------------------------------------------------------ lifecycle
 
     def _stop_background(self) -> None:
-        _kquota._stop_expiry(self)
+        self._stop_expiry()
 
     @property
     def closed(self) -> bool:

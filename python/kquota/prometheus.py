@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Tuple
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric as PromMetric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from kquota import _kquota
 from kquota.callback import _ENCODED
 from kquota.exceptions import QuotaValueError
 from kquota.metrics import iter_rows, jmx_name
@@ -91,7 +90,7 @@ class QuotaCollector(Collector):
 
     def collect(self) -> Iterator[PromMetric]:
         now = None if self._now_ms is None else self._now_ms()
-        snapshot = _kquota._metrics_snapshot(self._qm, now)
+        snapshot = self._qm._metrics_snapshot(now)
         families: dict[Tuple[str, str], PromMetric] = {}
 
         def family(group: str, name: str, labelled: bool) -> PromMetric:
@@ -135,7 +134,7 @@ def exposition_chunks(qm: "QuotaManager", now_ms: Optional[int] = None) -> Itera
     64 KiB: one compact native snapshot, each chunk rendered without the GIL. A scrape of 1M
     sensors never holds the whole text (157 MB) in memory."""
     extra = [(m.group, m.name, m.value) for m in qm.extra_metrics()]
-    return iter(_kquota._prometheus_stream(qm, now_ms, extra, _HELP))
+    return iter(qm._prometheus_stream(now_ms, extra, _HELP))
 
 
 def exposition(qm: "QuotaManager", now_ms: Optional[int] = None) -> bytes:

@@ -1,4 +1,4 @@
-"""Batch replay of recorded requests through the kernel (``kquota._kquota._replay``).
+"""Batch replay of recorded requests through the kernel (``QuotaKernel._replay``).
 
 Requests are applied in array order: sort by time first (ties in input order). Two models:
 
@@ -18,7 +18,7 @@ from typing import Sequence, Tuple, Union
 
 import numpy as np
 
-from kquota._kquota import QuotaKernel, _replay
+from kquota._kquota import QuotaKernel
 from kquota.exceptions import QuotaValueError
 from kquota.quota_type import ClientQuotaType
 
@@ -85,5 +85,5 @@ def replay(
     out = np.zeros(len(ts), dtype=np.int32)
     sent = np.zeros(len(ts), dtype=np.int64) if return_sent else None
     pairs = [(str(u), str(c)) for u, c in entities]
-    _replay(qm, ts, types, ids, vals, pairs, out, closed=(model == "closed"), sent_ms=sent)
+    qm._replay(ts, types, ids, vals, pairs, out, closed=(model == "closed"), sent_ms=sent)
     return (out, sent) if return_sent else out

@@ -20,15 +20,15 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use pyo3::buffer::{Element, PyBuffer};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use quota_core::kernel::MAX_ABS_NOW_MS;
 use quota_core::{ClientHandle, ClientQuotaType, QuotaError, QuotaKernel};
 
-use crate::errors::to_py;
-use crate::PyQuotaKernel;
+use crate::errors::{invalid_argument, PyQuotaErr, PyQuotaResult};
 
-/// Quota type codes of the `types` array (the `ClientQuotaType` values).
+/// Quota type codes of the `types` array: these need to match `kquota.ClientQuotaType`'s values
+/// (`kquota/quota_type.py`).
 const PRODUCE: i8 = 0;
 const FETCH: i8 = 1;
 const REQUEST: i8 = 2;
@@ -88,18 +88,17 @@ struct Views {
 // by another Python thread is documented as undefined results, as for any numpy C routine.
 unsafe impl Send for Views {}
 
-/// Replays a batch. See the module documentation and `kquota.pipeline.replay`.
+/// Replays a batch (`QuotaKernel._replay`). See the module documentation and
+/// `kquota.pipeline.replay`.
 ///
 /// `ts_ms` int64, `types` int8 (0 PRODUCE, 1 FETCH, 2 REQUEST; its value is thread-time ns), `entity_ids` int32 indexing
 /// `entities` (a list of `(user, client_id)`), `values` float64, `out` int32 (throttles are
 /// written there); `sent_ms` int64, when given, receives each request's send time (equal to
 /// `ts_ms` in the open model).
-#[pyfunction]
-#[pyo3(signature = (kernel, ts_ms, types, entity_ids, values, entities, out, closed=false, sent_ms=None))]
 #[allow(clippy::too_many_arguments)]
-pub fn _replay(
+pub fn replay(
     py: Python<'_>,
-    kernel: &Bound<'_, PyQuotaKernel>,
+    core: Arc<QuotaKernel>,
     ts_ms: &Bound<'_, PyAny>,
     types: &Bound<'_, PyAny>,
     entity_ids: &Bound<'_, PyAny>,
@@ -108,7 +107,7 @@ pub fn _replay(
     out: &Bound<'_, PyAny>,
     closed: bool,
     sent_ms: Option<&Bound<'_, PyAny>>,
-) -> PyResult<()> {
+) -> PyQuotaResult<()> {
     let ts = Column::<i64>::get("ts_ms", "int64", ts_ms, false)?;
     let ty = Column::<i8>::get("types", "int8", types, false)?;
     let ids = Column::<i32>::get("entity_ids", "int32", entity_ids, false)?;
@@ -127,12 +126,11 @@ pub fn _replay(
         ("sent_ms", sentc.as_ref().map_or(n, |c| c.len())),
     ] {
         if len != n {
-            return Err(PyValueError::new_err(format!(
+            return Err(invalid_argument(format!(
                 "{name} has {len} elements but ts_ms has {n}; all arrays must have the same length"
             )));
         }
     }
-    let core: Arc<QuotaKernel> = Arc::clone(&kernel.get().kernel);
     let views = Views {
         ts: ts.ptr,
         types: ty.ptr,
@@ -143,8 +141,8 @@ pub fn _replay(
     };
     let entity_count = entities.len();
     for (u, c) in &entities {
-        quota_core::check_name("user", u).map_err(to_py)?;
-        quota_core::check_name("client_id", c).map_err(to_py)?;
+        quota_core::check_name("user", u)?;
+        quota_core::check_name("client_id", c)?;
     }
     py.detach(move || -> Result<(), ReplayError> {
         // Capture the struct whole (its Send impl), not its fields one by one.
@@ -183,7 +181,7 @@ pub fn _replay(
             Ok(())
         }
     })
-    .map_err(|e| e.into_py())
+    .map_err(ReplayError::into_py)
 }
 
 enum ReplayError {
@@ -192,15 +190,15 @@ enum ReplayError {
 }
 
 impl ReplayError {
-    fn into_py(self) -> PyErr {
+    fn into_py(self) -> PyQuotaErr {
         match self {
-            ReplayError::Kernel(i, e) => to_py(match e {
+            ReplayError::Kernel(i, e) => PyQuotaErr::Core(match e {
                 QuotaError::InvalidValue(m) => QuotaError::InvalidValue(format!("request {i}: {m}")),
                 QuotaError::InvalidArgument(m) => QuotaError::InvalidArgument(format!("request {i}: {m}")),
                 QuotaError::Unsupported(m) => QuotaError::Unsupported(format!("request {i}: {m}")),
                 other => other,
             }),
-            ReplayError::Argument(m) => PyValueError::new_err(m),
+            ReplayError::Argument(m) => invalid_argument(m),
         }
     }
 }

@@ -9,7 +9,7 @@
 use pyo3::prelude::*;
 use quota_core::{ClientQuotaType, QuotaCallbackHook};
 
-use crate::quota_type::PyClientQuotaType;
+use crate::quota_type;
 
 pub struct PyCallbackHook {
     adapter: Py<PyAny>,
@@ -24,6 +24,13 @@ impl PyCallbackHook {
             polls_reset: adapter.getattr("polls_reset")?.extract()?,
             adapter: adapter.unbind(),
         })
+    }
+
+    /// The `ClientQuotaType` member for `t`; `None` (a failed answer) if it cannot be loaded.
+    fn member<'py>(&self, py: Python<'py>, t: ClientQuotaType) -> Option<Bound<'py, PyAny>> {
+        quota_type::member(py, t)
+            .map_err(|e| e.write_unraisable(py, Some(self.adapter.bind(py))))
+            .ok()
     }
 
     fn call<'py>(
@@ -54,7 +61,7 @@ impl PyCallbackHook {
 impl QuotaCallbackHook for PyCallbackHook {
     fn metric_tags(&self, t: ClientQuotaType, user: &str, client_id: &str) -> Option<(String, String)> {
         Python::attach(|py| {
-            let qt = PyClientQuotaType::from_core(t);
+            let qt = self.member(py, t)?;
             let out = self.call(py, "metric_tags", (qt, user, client_id))?;
             if out.is_none() {
                 return None;
@@ -69,7 +76,7 @@ impl QuotaCallbackHook for PyCallbackHook {
 
     fn limit(&self, t: ClientQuotaType, tag_user: &str, tag_client_id: &str) -> Option<Option<f64>> {
         Python::attach(|py| {
-            let qt = PyClientQuotaType::from_core(t);
+            let qt = self.member(py, t)?;
             let out = self.call(py, "limit", (qt, tag_user, tag_client_id))?;
             if out.is_none() {
                 return None;
@@ -92,8 +99,8 @@ impl QuotaCallbackHook for PyCallbackHook {
 
     fn reset_required(&self, t: ClientQuotaType) -> bool {
         Python::attach(|py| {
-            let qt = PyClientQuotaType::from_core(t);
-            self.call(py, "reset_required", (qt,))
+            self.member(py, t)
+                .and_then(|qt| self.call(py, "reset_required", (qt,)))
                 .and_then(|v| v.is_truthy().ok())
                 .unwrap_or(false)
         })

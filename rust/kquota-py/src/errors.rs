@@ -54,8 +54,53 @@ pub fn quota_value_error(py: Python<'_>) -> &Bound<'_, PyType> {
         .bind(py)
 }
 
-/// Maps a kernel error to its Python exception.
-pub fn to_py(err: QuotaError) -> PyErr {
+/// The binding's error: a kernel error, mapped to the Python hierarchy in one place (the
+/// `From<PyQuotaErr> for PyErr` below), or a Python error met on the way. Functions returning
+/// `PyQuotaResult` use `?` on both kinds, as polars' `PyPolarsErr` lets its bindings do.
+pub enum PyQuotaErr {
+    Core(QuotaError),
+    Py(PyErr),
+}
+
+/// The result type of binding functions that call the kernel.
+pub type PyQuotaResult<T> = Result<T, PyQuotaErr>;
+
+impl From<QuotaError> for PyQuotaErr {
+    fn from(err: QuotaError) -> Self {
+        PyQuotaErr::Core(err)
+    }
+}
+
+impl From<PyErr> for PyQuotaErr {
+    fn from(err: PyErr) -> Self {
+        PyQuotaErr::Py(err)
+    }
+}
+
+impl From<PyQuotaErr> for PyErr {
+    fn from(err: PyQuotaErr) -> PyErr {
+        match err {
+            PyQuotaErr::Core(e) => core_to_py(e),
+            PyQuotaErr::Py(e) => e,
+        }
+    }
+}
+
+/// A `QuotaValueError` with `msg` (a bad argument value that is not configuration).
+pub fn invalid_argument(msg: impl Into<String>) -> PyQuotaErr {
+    PyQuotaErr::Core(QuotaError::InvalidArgument(msg.into()))
+}
+
+/// A `QuotaConfigError` with `msg` (a rejected configuration the kernel never saw, such as an
+/// unknown config key).
+pub fn config_error(msg: impl Into<String>) -> PyQuotaErr {
+    PyQuotaErr::Py(Python::attach(|py| {
+        PyErr::from_type(quota_config_error(py).clone(), msg.into())
+    }))
+}
+
+/// Maps a kernel error to its Python exception: the one place the variants meet the classes.
+fn core_to_py(err: QuotaError) -> PyErr {
     Python::attach(|py| {
         let msg = err.to_string();
         let cls = match err {

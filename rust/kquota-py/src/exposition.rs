@@ -7,14 +7,14 @@
 //! values grouped by family (families in order of first appearance, samples in snapshot order).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use quota_core::QuotaKernel;
 
-use crate::errors::to_py;
-use crate::metrics::PyMetricsSnapshot;
-use crate::PyQuotaKernel;
+use crate::errors::PyQuotaResult;
+use crate::snapshot::PyMetricsSnapshot;
 
 /// Target size of one chunk.
 pub const CHUNK_BYTES: usize = 64 * 1024;
@@ -88,7 +88,11 @@ struct Stream {
 }
 
 impl Stream {
-    fn new(snap: PyMetricsSnapshot, extra: Vec<(String, String, f64)>, help: &HashMap<String, String>) -> Self {
+    fn new(
+        snap: PyMetricsSnapshot,
+        extra: Vec<(String, String, f64)>,
+        help: &HashMap<String, String>,
+    ) -> Self {
         let n = snap.flat.len();
         let mut index: HashMap<(&str, &str), usize> = HashMap::new();
         let mut keys: Vec<(String, String)> = Vec::new();
@@ -218,31 +222,21 @@ impl PyPrometheusStream {
 }
 
 /// The exposition of every metric plus `extra` per-type values (``(group, name, value)``) as a
-/// stream of chunks; ``help`` maps Kafka metric names to HELP texts.
-#[pyfunction]
-#[pyo3(signature = (kernel, now_ms, extra, help))]
-pub fn _prometheus_stream(
+/// stream of chunks; ``help`` maps Kafka metric names to HELP texts. The snapshot is taken and
+/// indexed with the GIL released.
+pub fn stream(
     py: Python<'_>,
-    kernel: PyRef<'_, PyQuotaKernel>,
-    now_ms: Option<crate::args::Int>,
+    kernel: Arc<QuotaKernel>,
+    now_ms: Option<i64>,
     extra: Vec<(String, String, f64)>,
     help: HashMap<String, String>,
-) -> PyResult<PyPrometheusStream> {
-    let k = std::sync::Arc::clone(&kernel.kernel);
-    drop(kernel);
-    let stream = py
-        .detach(move || {
-            k.metrics_snapshot(crate::args::ms(now_ms))
-                .map(|s| Stream::new(PyMetricsSnapshot::compact(s), extra, &help))
-        })
-        .map_err(to_py)?;
+) -> PyQuotaResult<PyPrometheusStream> {
+    let stream = py.detach(move || {
+        kernel
+            .metrics_snapshot(now_ms)
+            .map(|s| Stream::new(PyMetricsSnapshot::compact(s), extra, &help))
+    })?;
     Ok(PyPrometheusStream {
         inner: Mutex::new(stream),
     })
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyPrometheusStream>()?;
-    m.add_function(wrap_pyfunction!(_prometheus_stream, m)?)?;
-    Ok(())
 }

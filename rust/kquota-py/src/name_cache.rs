@@ -61,7 +61,8 @@ unsafe fn str_hash(ob: *mut ffi::PyObject) -> u64 {
 /// Both must be exact `str` objects and the GIL held.
 #[inline(always)]
 unsafe fn same_str(a: *mut ffi::PyObject, b: *mut ffi::PyObject) -> bool {
-    a == b || (ffi::PyUnicode_GET_LENGTH(a) == ffi::PyUnicode_GET_LENGTH(b) && ffi::PyUnicode_Compare(a, b) == 0)
+    a == b
+        || (ffi::PyUnicode_GET_LENGTH(a) == ffi::PyUnicode_GET_LENGTH(b) && ffi::PyUnicode_Compare(a, b) == 0)
 }
 
 #[inline(always)]
@@ -90,7 +91,7 @@ fn prefetch(p: *const u8, len: usize) {
             // SAFETY: a prefetch never faults, whatever the address.
             unsafe {
                 core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                    p.wrapping_add(off) as *const i8,
+                    p.wrapping_add(off) as *const i8
                 )
             };
             off += 64;
@@ -135,7 +136,9 @@ impl Way {
     /// Same type and tag as `key`, and the same strings (identical or equal).
     #[inline(always)]
     unsafe fn holds(&self, key: &Key) -> bool {
-        self.meta & 0xFF_FFFF == key.meta && same_str(self.user, key.user) && same_str(self.client, key.client)
+        self.meta & 0xFF_FFFF == key.meta
+            && same_str(self.user, key.user)
+            && same_str(self.client, key.client)
     }
 
     #[inline(always)]
@@ -219,7 +222,11 @@ impl Table {
                     w.clear();
                     continue;
                 }
-                let hash = mix(str_hash(w.user), str_hash(w.client), ClientQuotaType::ALL[(w.meta & 0xFF) as usize - 1]);
+                let hash = mix(
+                    str_hash(w.user),
+                    str_hash(w.client),
+                    ClientQuotaType::ALL[(w.meta & 0xFF) as usize - 1],
+                );
                 let i = self.set_of(hash);
                 match self.sets[i].ways.iter().position(|x| x.meta == 0) {
                     Some(n) => {
@@ -274,8 +281,15 @@ impl Key {
     /// # Safety
     /// The GIL is held and `user` / `client` are live objects.
     #[inline(always)]
-    pub unsafe fn new(user: *mut ffi::PyObject, client: *mut ffi::PyObject, t: ClientQuotaType) -> Option<Key> {
-        if cfg!(Py_GIL_DISABLED) || ffi::PyUnicode_CheckExact(user) == 0 || ffi::PyUnicode_CheckExact(client) == 0 {
+    pub unsafe fn new(
+        user: *mut ffi::PyObject,
+        client: *mut ffi::PyObject,
+        t: ClientQuotaType,
+    ) -> Option<Key> {
+        if cfg!(Py_GIL_DISABLED)
+            || ffi::PyUnicode_CheckExact(user) == 0
+            || ffi::PyUnicode_CheckExact(client) == 0
+        {
             return None;
         }
         let hash = mix(str_hash(user), str_hash(client), t);
@@ -313,7 +327,12 @@ impl NameCache {
     /// # Safety
     /// The GIL is held and the key's objects are alive.
     #[inline(always)]
-    pub unsafe fn with<R>(&self, key: &Key, kernel: &QuotaKernel, f: impl FnOnce(&QuotaSensor) -> R) -> Option<R> {
+    pub unsafe fn with<R>(
+        &self,
+        key: &Key,
+        kernel: &QuotaKernel,
+        f: impl FnOnce(&QuotaSensor) -> R,
+    ) -> Option<R> {
         #[cfg(not(Py_GIL_DISABLED))]
         {
             if self.busy.get() {

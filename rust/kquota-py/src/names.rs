@@ -32,10 +32,8 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Name<'a> {
         };
         // Longer than Kafka's wire limit: refused before any of it is kept.
         if name.len() > quota_core::MAX_NAME_BYTES {
-            return Err(crate::errors::to_py(quota_core::budget::name_too_long(
-                "user/client_id",
-                name.len(),
-            )));
+            let err = quota_core::budget::name_too_long("user/client_id", name.len());
+            return Err(crate::errors::PyQuotaErr::from(err).into());
         }
         Ok(name)
     }

@@ -9,65 +9,14 @@ use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 use quota_core::entity::{CLIENT_ID_QUOTAS, USER_CLIENT_ID_QUOTAS, USER_QUOTAS};
 use quota_core::precedence::TypeConfig;
-use quota_core::{
-    ClientQuotaType as CoreType, EntityName, KernelConfig, QuotaChange, QuotaEntity, QuotaError,
-};
+use quota_core::{ClientQuotaType as CoreType, KernelConfig, QuotaEntity};
 
-use crate::errors::to_py;
+use crate::entity::{
+    config_keys, entity_name, quota_changes, ChangeTuple, ENTITY_ABSENT, ENTITY_DEFAULT, ENTITY_NAMED,
+};
+use crate::errors::PyQuotaResult;
 use crate::names::{replace_surrogates, Name};
 use crate::quota_type::QuotaTypeArg;
-
-/// Entity-side codes of the Python layer's change tuples: absent, `<default>`, named.
-pub const ENTITY_ABSENT: u8 = 0;
-pub const ENTITY_DEFAULT: u8 = 1;
-pub const ENTITY_NAMED: u8 = 2;
-
-/// One side of an entity from its code and name; an unknown code is a `QuotaValueError`.
-pub fn entity_name(kind: u8, name: String) -> PyResult<Option<EntityName>> {
-    match kind {
-        ENTITY_ABSENT => Ok(None),
-        ENTITY_DEFAULT => Ok(Some(EntityName::Default)),
-        ENTITY_NAMED => Ok(Some(EntityName::Name(name))),
-        k => Err(to_py(QuotaError::InvalidArgument(format!(
-            "unknown entity kind {k} (expected {ENTITY_ABSENT} absent, {ENTITY_DEFAULT} <default> or {ENTITY_NAMED} named)"
-        )))),
-    }
-}
-
-/// A change tuple `(user_kind, user, client_kind, client, config_key, value)` as a core change.
-pub type ChangeTuple = (u8, String, u8, String, String, Option<f64>);
-
-/// Core changes from the Python layer's tuples; an unknown config key is a `QuotaConfigError`.
-pub fn quota_changes(changes: Vec<ChangeTuple>) -> PyResult<Vec<QuotaChange>> {
-    changes
-        .into_iter()
-        .map(|(uk, u, ck, c, key, value)| {
-            let entity = QuotaEntity {
-                user: entity_name(uk, u)?,
-                client_id: entity_name(ck, c)?,
-            };
-            let quota_type = CoreType::from_config_key(&key).ok_or_else(|| {
-                to_py(QuotaError::InvalidConfig {
-                    entity: entity.to_string(),
-                    key: key.clone(),
-                    reason: format!(
-                        "unknown config key (expected one of {})",
-                        config_keys().join(", ")
-                    ),
-                })
-            })?;
-            Ok(QuotaChange {
-                entity,
-                quota_type,
-                value,
-            })
-        })
-        .collect()
-}
-
-fn config_keys() -> Vec<&'static str> {
-    CoreType::ALL.iter().map(|t| t.config_key()).collect()
-}
 
 /// Kafka's ``Sanitizer.sanitize``: a principal's user tag and ZooKeeper node name. A lone
 /// surrogate (no UTF-8 form) becomes ``?`` first, as Java's encoder writes it.
@@ -84,10 +33,10 @@ fn sanitize(name: &Bound<'_, PyString>) -> PyResult<String> {
 /// ``request_percentage`` (``None``: the default kernel's ``(8 + 3) * 100``).
 #[pyfunction]
 #[pyo3(signature = (changes, capacity_percent=None))]
-fn validate_quota_changes(changes: Vec<ChangeTuple>, capacity_percent: Option<f64>) -> PyResult<()> {
+fn validate_quota_changes(changes: Vec<ChangeTuple>, capacity_percent: Option<f64>) -> PyQuotaResult<()> {
     let changes = quota_changes(changes)?;
     let capacity = capacity_percent.unwrap_or_else(|| KernelConfig::default().capacity_percent());
-    quota_core::validate_changes(&changes, capacity).map_err(to_py)
+    Ok(quota_core::validate_changes(&changes, capacity)?)
 }
 
 /// Quotas per (type, entity) with Kafka's precedence, for plugins that honour the quotas the
@@ -124,7 +73,7 @@ impl PyQuotaConfig {
         client_kind: u8,
         client: String,
         value: Option<f64>,
-    ) -> PyResult<()> {
+    ) -> PyQuotaResult<()> {
         let entity = QuotaEntity {
             user: entity_name(user_kind, user)?,
             client_id: entity_name(client_kind, client)?,

@@ -1,19 +1,11 @@
-//! Metrics snapshots, sensor expiry and throttle-time recording for the Python layer
-//! (`kquota.metrics`, `kquota.aio`). Module-level functions taking the kernel, so this stays
-//! apart from the kernel's own method table.
+//! The native metrics snapshot (`QuotaKernel._metrics_snapshot`, read by `kquota.metrics`).
 //!
 //! A snapshot is built with the GIL released and kept native; Python converts it in batches
 //! (`rows(start, stop)`), so threads recording from Python are not held up for a whole scrape.
 
-use std::time::Duration;
-
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
-use quota_core::{ExpiryTask, MetricsSnapshot};
-
-use crate::errors::to_py;
-use crate::quota_type::QuotaTypeArg;
-use crate::PyQuotaKernel;
+use quota_core::MetricsSnapshot;
 
 /// One flattened value: `(group, name, sensor row or none, value)`.
 pub(crate) struct Flat {
@@ -145,109 +137,4 @@ impl PyMetricsSnapshot {
         }
         Ok(out)
     }
-}
-
-/// Builds a metrics snapshot with the GIL released.
-#[pyfunction]
-#[pyo3(signature = (kernel, now_ms=None))]
-pub fn _metrics_snapshot(
-    py: Python<'_>,
-    kernel: PyRef<'_, PyQuotaKernel>,
-    now_ms: Option<crate::args::Int>,
-) -> PyResult<PyMetricsSnapshot> {
-    let k = std::sync::Arc::clone(&kernel.kernel);
-    drop(kernel);
-    py.detach(move || k.metrics_snapshot(crate::args::ms(now_ms)).map(PyMetricsSnapshot::compact))
-        .map_err(to_py)
-}
-
-/// Removes idle sensors now; returns ``(removed, now_ms)``.
-#[pyfunction]
-#[pyo3(signature = (kernel, now_ms=None))]
-pub fn _expire_sensors(
-    py: Python<'_>,
-    kernel: PyRef<'_, PyQuotaKernel>,
-    now_ms: Option<crate::args::Int>,
-) -> PyResult<(usize, i64)> {
-    let k = std::sync::Arc::clone(&kernel.kernel);
-    drop(kernel);
-    py.detach(move || k.expire_sensors(crate::args::ms(now_ms)))
-        .map(|r| (r.removed, r.now_ms))
-        .map_err(to_py)
-}
-
-/// Records a throttle applied to a response into the type's ``throttle-time`` average.
-#[pyfunction]
-#[pyo3(signature = (kernel, quota_type, throttle_time_ms, now_ms=None))]
-pub fn _record_throttle_time(
-    kernel: PyRef<'_, PyQuotaKernel>,
-    quota_type: QuotaTypeArg,
-    throttle_time_ms: crate::args::Real,
-    now_ms: Option<crate::args::Int>,
-) -> PyResult<()> {
-    kernel
-        .kernel
-        .record_throttle_time(quota_type.0, throttle_time_ms.0, crate::args::ms(now_ms))
-        .map_err(to_py)
-}
-
-/// The kernel's estimate of the callers' clock (ms).
-#[pyfunction]
-pub fn _estimated_now_ms(py: Python<'_>, kernel: PyRef<'_, PyQuotaKernel>) -> i64 {
-    let k = std::sync::Arc::clone(&kernel.kernel);
-    drop(kernel);
-    py.detach(move || k.estimated_now_ms())
-}
-
-/// ``(live sensors, overflowed resolutions, expired sensors)`` of a quota type.
-#[pyfunction]
-pub fn _sensor_stats(kernel: PyRef<'_, PyQuotaKernel>, quota_type: QuotaTypeArg) -> (usize, u64, u64) {
-    let k = &kernel.kernel;
-    (
-        k.sensor_count(quota_type.0),
-        k.overflowed_resolutions(quota_type.0),
-        k.expired_sensors(quota_type.0),
-    )
-}
-
-/// Starts the background expiry thread (replacing a running one); `interval_s` seconds apart.
-pub(crate) fn start_expiry(kernel: &PyQuotaKernel, interval_s: f64) -> PyResult<()> {
-    let task = ExpiryTask::start(&kernel.kernel, Duration::from_secs_f64(interval_s)).map_err(|e| {
-        pyo3::exceptions::PyOSError::new_err(format!("cannot start the sensor expiry thread: {e}"))
-    })?;
-    *kernel.expiry.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
-    Ok(())
-}
-
-/// Stops the background expiry thread (waits for a pass in progress); no-op if none runs.
-#[pyfunction]
-pub fn _stop_expiry(py: Python<'_>, kernel: PyRef<'_, PyQuotaKernel>) {
-    let task = kernel.expiry.lock().unwrap_or_else(|e| e.into_inner()).take();
-    drop(kernel);
-    if let Some(mut t) = task {
-        py.detach(move || t.stop());
-    }
-}
-
-/// Whether the background expiry thread runs.
-#[pyfunction]
-pub fn _expiry_running(kernel: PyRef<'_, PyQuotaKernel>) -> bool {
-    kernel
-        .expiry
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .is_some_and(ExpiryTask::is_running)
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyMetricsSnapshot>()?;
-    m.add_function(wrap_pyfunction!(_metrics_snapshot, m)?)?;
-    m.add_function(wrap_pyfunction!(_expire_sensors, m)?)?;
-    m.add_function(wrap_pyfunction!(_record_throttle_time, m)?)?;
-    m.add_function(wrap_pyfunction!(_estimated_now_ms, m)?)?;
-    m.add_function(wrap_pyfunction!(_sensor_stats, m)?)?;
-    m.add_function(wrap_pyfunction!(_stop_expiry, m)?)?;
-    m.add_function(wrap_pyfunction!(_expiry_running, m)?)?;
-    Ok(())
 }
