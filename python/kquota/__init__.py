@@ -15,7 +15,6 @@ from kquota.exceptions import KQuotaError, QuotaConfigError, QuotaValueError, Th
 from kquota.manager import CONFIG_KEYS, QuotaManager
 from kquota.response import ResponseThrottle, response_throttle
 from kquota.metrics import Metric
-from kquota.quota_type import ClientQuotaType
 
 __all__ = [
     "CONFIG_KEYS",

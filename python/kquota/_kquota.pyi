@@ -1,6 +1,6 @@
 """Type stubs for the native module ``kquota._kquota`` (hand-written)."""
 
-from typing import Any, Final, Optional, Union, final
+from typing import Any, Final, Optional, final
 
 from typing_extensions import disjoint_base
 
@@ -23,7 +23,7 @@ __all__ = [
     "__build_profile__",
 ]
 
-from kquota.quota_type import ClientQuotaType, QuotaTypeLike
+from kquota.quota_type import QuotaTypeLike
 
 def _quota_types() -> list[tuple[str, int, str, str]]:
     """``(name, value, config key, metric group)`` of every quota type, in value order."""

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Optional
 
-from kquota import _kquota
 from kquota.delay_queue import DelayEntry, DelayQueue, check_ms
 from kquota.quota_type import ClientQuotaType, QuotaTypeLike, coerce_quota_type
 

@@ -6,7 +6,6 @@ import logging
 import numbers
 from typing import Any, Iterable, Mapping, Optional, Tuple
 
-from kquota import _kquota
 from kquota._kquota import QuotaKernel
 from kquota.callback import ClusterMetadata, _CallbackAdapter, decode_tags, load_callback
 from kquota.delay_queue import DelayQueue

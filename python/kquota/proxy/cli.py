@@ -80,8 +80,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    "--listen host)")
     p.add_argument("--store", metavar="URL", help="quota store followed live (sqlite:///path or "
                    "zookeeper://host:port[/chroot]; default: $KQUOTA_STORE, else the user's default store)")
-    p.add_argument("--quota-window-num", type=int, metavar="N", help="quota.window.num (default: 11, or the --config file's)")
-    p.add_argument("--quota-window-size-seconds", type=int, metavar="S", help="quota.window.size.seconds (default: 1, or the --config file's)")
+    p.add_argument("--quota-window-num", type=int, metavar="N",
+                   help="quota.window.num (default: 11, or the --config file's)")
+    p.add_argument("--quota-window-size-seconds", type=int, metavar="S",
+                   help="quota.window.size.seconds (default: 1, or the --config file's)")
     p.add_argument("--config", metavar="FILE", help="broker-style properties: " + ", ".join(KNOWN_PROPERTIES))
     p.add_argument("--metrics-port", type=int, metavar="P", help="serve Prometheus metrics on 127.0.0.1:P")
     p.add_argument("--request-log", metavar="DIR", help="write every recorded request to rotated Parquet files "
