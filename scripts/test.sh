@@ -9,7 +9,9 @@
 # 3. a private ZooKeeper server on 127.0.0.1:$KQUOTA_ZK_PORT (default 21810; an existing value is
 #    honoured) runs for the duration of the tests (with CI=true the ZooKeeper tests fail, not
 #    skip, without it);
-# 4. the Rust kernel's own tests, then the Python suite.
+# 4. static checks: ruff, cargo clippy (warnings are errors) and mypy's stubtest of the
+#    hand-written stub of the native module;
+# 5. the Rust kernel's own tests, then the Python suite.
 # Extra pytest arguments are passed on: `bash scripts/test.sh tests/test_cli.py -x`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,7 +59,14 @@ export KQUOTA_TEST_ZK="127.0.0.1:${KQUOTA_ZK_PORT}"
 trap 'bash scripts/zookeeper.sh stop' EXIT
 bash scripts/zookeeper.sh start
 
-# ------------------------------------------------------------------ 4. tests
+# ------------------------------------------------------------------ 4. static checks
+section "static checks: ruff, clippy, stubtest"
+"$PWD/$VENV/bin/ruff" check python tests benches examples scripts
+cargo clippy --manifest-path rust/Cargo.toml --workspace --all-targets -q -- -D warnings
+# The hand-written stub of the native module against the module itself.
+"$PY" -m mypy.stubtest kquota._kquota
+
+# ------------------------------------------------------------------ 5. tests
 section "Rust tests"
 cargo test --manifest-path rust/Cargo.toml
 
