@@ -21,6 +21,13 @@ __all__ = [
     "ThrottlingQuotaExceededError",
     "__version__",
     "__build_profile__",
+    "CONFIG_KEYS",
+    "ENTITY_ABSENT",
+    "ENTITY_DEFAULT",
+    "ENTITY_NAMED",
+    "QuotaConfig",
+    "sanitize",
+    "validate_quota_changes",
 ]
 
 from kquota.quota_type import QuotaTypeLike
