@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Awaitable
 from typing import Any, Callable, Optional
 
-from kquota._kquota import ClientQuotaType
+from kquota.quota_type import ClientQuotaType
 from kquota.proxy import apis, sasl
 from kquota.proxy.codec import CodecError
 from kquota.proxy.frames import (

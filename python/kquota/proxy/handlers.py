@@ -11,7 +11,7 @@ import struct
 import time
 from typing import Optional
 
-from kquota._kquota import ClientQuotaType
+from kquota.quota_type import ClientQuotaType
 from kquota.proxy import addresses, apis, mutations, sasl
 from kquota.proxy.codec import (
     CodecError,
