@@ -16,9 +16,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 MAX_RUST_MODULE_LINES = 500
 RUST_CRATES = sorted((ROOT / "rust").glob("*/src"))
-# Crates still being split by another change: their size check is expected to fail until then
-# (strict, so the marker must go once the split lands).
-RUST_CRATES_BEING_SPLIT = {"kquota-py"}
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 
@@ -172,19 +169,7 @@ def test_rust_modules_use_each_other_without_a_cycle(src: Path) -> None:
     assert cycle is None, "module cycle: " + " -> ".join(cycle or [])
 
 
-@pytest.mark.parametrize(
-    "src",
-    [
-        pytest.param(
-            p,
-            marks=pytest.mark.xfail(strict=True, reason="being split into smaller modules (issue 14)"),
-        )
-        if p.parent.name in RUST_CRATES_BEING_SPLIT
-        else p
-        for p in RUST_CRATES
-    ],
-    ids=lambda p: p.parent.name,
-)
+@pytest.mark.parametrize("src", RUST_CRATES, ids=lambda p: p.parent.name)
 def test_rust_modules_are_small(src: Path) -> None:
     """One file per concept: no Rust module over the limit (tests included)."""
     sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in src.rglob("*.rs")}
