@@ -273,13 +273,20 @@ def skip_struct(fields: tuple, v: int, flex: bool, buf: Any, pos: int) -> int:
     for t, f, size, elem_size in _plan(fields, v, flex):
         pos = _skip_value(t, f, size, elem_size, v, flex, buf, pos)
     if flex:
-        count, pos = read_uvarint(buf, pos)
-        for _ in range(count):
-            _, pos = read_uvarint(buf, pos)
-            n, pos = read_uvarint(buf, pos)
-            pos += n
-        if pos > len(buf):
-            raise CodecError("truncated tagged field")
+        pos = skip_tagged_fields(buf, pos, "tagged field")
+    return pos
+
+
+def skip_tagged_fields(buf: Any, pos: int, what: str) -> int:
+    """The position after a tagged-field section (count, then tag, size, bytes per field);
+    ``CodecError`` naming ``what`` if it runs past the end of ``buf``."""
+    count, pos = read_uvarint(buf, pos)
+    for _ in range(count):
+        _, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+    if pos > len(buf):
+        raise CodecError(f"truncated {what}")
     return pos
 
 

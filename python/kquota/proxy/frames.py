@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass
 from typing import Optional
 
-from kquota.proxy.codec import CodecError, is_flexible, read_uvarint, write_uvarint
+from kquota.proxy.codec import CodecError, is_flexible, skip_tagged_fields, write_uvarint
 
 API_VERSIONS = 18
 CONTROLLED_SHUTDOWN = 7
@@ -72,13 +72,7 @@ def parse_request_header(frame: bytes) -> RequestHeader:
     elif n != -1:
         raise CodecError("negative client id length")
     if api_key >= 0 and is_flexible(api_key, version):
-        count, pos = read_uvarint(frame, pos)
-        for _ in range(count):
-            _, pos = read_uvarint(frame, pos)
-            size, pos = read_uvarint(frame, pos)
-            pos += size
-        if pos > len(frame):
-            raise CodecError("truncated header tagged fields")
+        pos = skip_tagged_fields(frame, pos, "header tagged fields")
     return RequestHeader(api_key, version, corr, client_id, pos)
 
 
@@ -93,13 +87,7 @@ def response_body_offset(frame: bytes, api_key: int, version: int) -> int:
         raise CodecError("response shorter than its header")
     pos = 4
     if response_header_flexible(api_key, version):
-        count, pos = read_uvarint(frame, pos)
-        for _ in range(count):
-            _, pos = read_uvarint(frame, pos)
-            size, pos = read_uvarint(frame, pos)
-            pos += size
-        if pos > len(frame):
-            raise CodecError("truncated response header")
+        pos = skip_tagged_fields(frame, pos, "response header")
     return pos
 
 
