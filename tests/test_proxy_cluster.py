@@ -44,9 +44,23 @@ def auto_topic(address: str, prefix: str) -> tuple[str, int]:
     raise TimeoutError(topic)
 
 
+def spread_topic(address: str, attempts: int = 20) -> tuple[str, int]:
+    """An auto-created topic whose partition leaders sit on more than one broker.
+
+    The mock cluster picks each partition's leader at random (4 partitions over 3 brokers all land
+    on one broker about 1 time in 27), so a single topic does not always exercise the routing."""
+    admin = AdminClient({"bootstrap.servers": address})
+    for _ in range(attempts):
+        topic, n = auto_topic(address, "spread-")
+        parts = admin.list_topics(topic, timeout=10).topics[topic].partitions.values()
+        if len({p.leader for p in parts}) > 1:
+            return topic, n
+    raise AssertionError(f"{attempts} auto-created topics all had a single leader")
+
+
 def test_every_broker_proxied_and_data_intact(cluster, proxy):
     admin = AdminClient({"bootstrap.servers": proxy.address})
-    topic, n = auto_topic(proxy.address, "spread-")
+    topic, n = spread_topic(proxy.address)
     md = admin.list_topics(timeout=10)
     assert len(md.brokers) == 3
     addresses = {b.id: (b.host, b.port) for b in md.brokers.values()}
