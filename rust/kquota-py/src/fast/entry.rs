@@ -78,6 +78,7 @@ pub(super) unsafe extern "C" fn named_record(
             this.names.prefetch(k);
         }
         let (v, now) = (value(py, v, "value")?, now_ms(py, now)?);
+        let now = Some(now.unwrap_or_else(quota_core::clock::monotonic_ms));
         let kernel = &*this.kernel;
         if let Some(r) = key.as_ref().and_then(|k| {
             this.names
