@@ -7,7 +7,7 @@
 //! set and an identity (or, for equal but distinct objects, a length + memcmp) check: no UTF-8
 //! conversion, no re-hash, no registry probe. It is an implicit per-connection handle.
 //!
-//! The table (`name_table`) is set-associative with two candidate sets per key, and grows by
+//! The table (`name_table`) is a compact index over a dense arena of entries, and grows by
 //! doubling up to room for twice the kernel's `max_sensors` (at most 262,144 entries), so it is
 //! sized to the live clients it has seen and never unbounded (each entry holds two `str`
 //! references and one sensor reference; a flood of distinct names beyond the sensor cap can pin
@@ -30,7 +30,7 @@ use pyo3::Python;
 use quota_core::{ClientQuotaType, QuotaKernel, QuotaSensor};
 
 pub use crate::name_table::Key;
-use crate::name_table::{mix, str_hash, Set, Table, MIN_SETS, WAYS};
+use crate::name_table::{mix, str_hash, Bucket, Table, MIN_ENTRIES};
 
 /// Generations at or past this are never cached (they cannot be packed in `meta`); a kernel
 /// would need 2^40 configuration changes to get there.
@@ -75,7 +75,7 @@ impl Default for NameCache {
     fn default() -> Self {
         NameCache {
             #[cfg(not(Py_GIL_DISABLED))]
-            table: UnsafeCell::new(Table::new(MIN_SETS)),
+            table: UnsafeCell::new(Table::new(MIN_ENTRIES)),
             busy: Cell::new(false),
             hits: Cell::new(0),
         }
@@ -118,10 +118,7 @@ impl NameCache {
         #[cfg(not(Py_GIL_DISABLED))]
         {
             let table = &*self.table.get();
-            prefetch(
-                table.sets.as_ptr().wrapping_add(table.home(key.hash)) as *const u8,
-                std::mem::size_of::<Set>(),
-            );
+            prefetch(table.home_bucket(key.hash), std::mem::size_of::<Bucket>());
         }
         #[cfg(Py_GIL_DISABLED)]
         let _ = key;
@@ -170,7 +167,7 @@ impl NameCache {
         {
             // SAFETY: the GIL is held (`_py`) and no lookup is running on this thread.
             let table = unsafe { &*self.table.get() };
-            (table.filled, table.sets.len() * WAYS, self.hits.get())
+            (table.filled, table.capacity(), self.hits.get())
         }
         #[cfg(Py_GIL_DISABLED)]
         (0, 0, 0)

@@ -1,13 +1,21 @@
-//! The table behind the named-call cache (`name_cache`): set-associative, two choices per key.
+//! The table behind the named-call cache (`name_cache`): a compact index over a dense arena of
+//! entries, the layout of CPython's own dict.
 //!
-//! A key may live in one of two sets of `WAYS` entries: its home set, where it is placed
-//! whenever that has room (and where a lookup looks first, and the caller prefetches), or its
-//! second set. With one choice, a table at a third of its capacity already had sets with more
-//! keys than ways (about 2% of 100k live clients, each of them a slow-path call on every
-//! request); with two, a key finds no room only when both sets are full.
+//! The index is what every call probes at a random place, so it is small: 4-byte slots (a
+//! 12-bit fingerprint of the key's hash and the entry's arena position) in 64-byte buckets of
+//! 16, twice as many slots as entries. At 100k live clients it is 1 MiB, where a table of
+//! 32-byte entries was 8 MiB; a probe of a cache-resident index costs a few ns, a probe of
+//! memory ~100 ns (measured with perf: it was a third of a named call's cost). Each key has two
+//! candidate buckets (its home bucket, where it goes when that has room, and a second one), so
+//! a key finds no slot only when both are full.
 //!
-//! The table grows by doubling from `MIN_SETS` sets up to `max_sets` (room for twice the
-//! kernel's `max_sensors`, at most `MAX_SETS`). Its storage is a `ZeroedArray` (huge pages).
+//! The entries (user str, client str, sensor, generation) sit in the arena in the order they
+//! were cached, and growth keeps that order. The arena grows by doubling from `MIN_ENTRIES` up
+//! to room for twice the kernel's `max_sensors` (at most `MAX_ENTRIES`). When it is full, stale
+//! entries (an older tags generation) are swept out, once per generation change; at full size
+//! with every entry live, one miss in `REPLACE_EVERY` replaces an entry of its home bucket (more
+//! live names than the table holds must not turn every miss into an eviction; the table still
+//! follows a changing population). Storage comes from `ZeroedArray` (huge pages).
 
 use std::sync::Arc;
 
@@ -16,15 +24,16 @@ use quota_core::{ClientQuotaType, QuotaKernel, QuotaSensor};
 
 use crate::zeroed_array::ZeroedArray;
 
-/// Entries per set: a set is one 128-byte aligned block (four 32-byte `Way`s), so a probe reads
-/// one place in memory.
-pub(crate) const WAYS: usize = 4;
-/// 64 entries before the first growth: a process with a handful of clients stays small.
-pub(crate) const MIN_SETS: usize = 16;
-/// 262,144 entries at most (8 MB of table): room for 100k live clients at a low load.
-const MAX_SETS: usize = 1 << 16;
-
-/// At full size, one miss in this many on sets of live entries replaces one of them.
+/// Entries before the first growth: a process with a handful of clients stays small.
+pub(crate) const MIN_ENTRIES: usize = 64;
+/// 262,144 entries at most: room for 100k live clients and more.
+const MAX_ENTRIES: usize = 1 << 18;
+/// Slots per bucket: one 64-byte line.
+const SLOTS: usize = 16;
+/// A slot: `fingerprint << IDX_BITS | (arena position + 1)`; 0 = empty.
+const IDX_BITS: u32 = 20;
+const IDX_MASK: u32 = (1 << IDX_BITS) - 1;
+/// At full size, one miss in this many replaces a live entry.
 const REPLACE_EVERY: usize = 8;
 
 /// An exact `str`'s hash as CPython caches it in the object, computed (once per object) when
@@ -60,11 +69,14 @@ pub(crate) fn mix(user: u64, client: u64, t: ClientQuotaType) -> u64 {
     k ^ (k >> 29)
 }
 
-/// The most sets for `kernel`: ways for twice its per-type sensor cap (names beyond it share
-/// overflow sensors, so caching more of them buys little), within `MIN_SETS..=MAX_SETS`.
-fn max_sets(kernel: &QuotaKernel) -> usize {
-    (kernel.settings().max_sensors.saturating_mul(2) / WAYS)
-        .clamp(MIN_SETS, MAX_SETS)
+/// The most entries for `kernel`: twice its per-type sensor cap (names beyond it share
+/// overflow sensors, so caching more of them buys little), within `MIN_ENTRIES..=MAX_ENTRIES`.
+fn max_entries(kernel: &QuotaKernel) -> usize {
+    kernel
+        .settings()
+        .max_sensors
+        .saturating_mul(2)
+        .clamp(MIN_ENTRIES, MAX_ENTRIES)
         .next_power_of_two()
 }
 
@@ -79,8 +91,15 @@ pub struct Key {
     pub(crate) quota_type: ClientQuotaType,
 }
 
-/// One cached resolution, 32 bytes: a set of four fills one 128-byte aligned pair of lines, so
-/// a lookup reads one place in memory (the adjacent-line prefetch brings the pair).
+impl Key {
+    /// The fingerprint its slots carry (hash bits the bucket choice does not use).
+    #[inline(always)]
+    fn fingerprint(&self) -> u32 {
+        (self.hash >> 8) as u32 & 0xFFF
+    }
+}
+
+/// One cached resolution, 32 bytes.
 #[repr(C)]
 pub(crate) struct Way {
     user: *mut ffi::PyObject,
@@ -104,6 +123,11 @@ impl Way {
         self.meta >> 24
     }
 
+    #[inline(always)]
+    fn quota_type(&self) -> ClientQuotaType {
+        ClientQuotaType::ALL[(self.meta & 0xFF) as usize - 1]
+    }
+
     /// Same type and tag as `key`, and the same strings (identical or equal).
     #[inline(always)]
     unsafe fn holds(&self, key: &Key) -> bool {
@@ -112,16 +136,14 @@ impl Way {
             && same_str(self.client, key.client)
     }
 
-    #[inline(always)]
     fn is_stale(&self, kernel: &QuotaKernel) -> bool {
-        let t = ClientQuotaType::ALL[(self.meta & 0xFF) as usize - 1];
-        !kernel.is_current(t, self.generation())
+        !kernel.is_current(self.quota_type(), self.generation())
     }
 
     /// Drops the entry's references at once: these entry points run outside PyO3's GIL
     /// accounting, where a `Py` drop would only be queued (and a stream of distinct names would
     /// keep every evicted str alive). An exact str's deallocation runs no Python code.
-    pub(crate) unsafe fn clear(&mut self) {
+    unsafe fn clear(&mut self) {
         if self.meta == 0 {
             return;
         }
@@ -132,113 +154,149 @@ impl Way {
     }
 }
 
-#[repr(C, align(128))]
-pub(crate) struct Set {
-    pub(crate) ways: [Way; WAYS],
+#[repr(C, align(64))]
+pub(crate) struct Bucket {
+    slots: [u32; SLOTS],
 }
 
 pub(crate) struct Table {
+    /// All-zero is an empty slot.
+    index: ZeroedArray<Bucket>,
     /// All-zero is an empty `Way` (null pointers, `meta` 0).
-    pub(crate) sets: ZeroedArray<Set>,
-    /// Ways in use.
+    entries: ZeroedArray<Way>,
+    /// Arena positions handed out so far (`entries[..used]`); freed ones are in `free`.
+    used: usize,
+    free: Vec<u32>,
+    /// Entries in use.
     pub(crate) filled: usize,
+    /// Tags generation of each type when stale entries were last swept out.
+    swept: [u64; 4],
     /// Round-robin victim counter.
     clock: usize,
 }
 
 impl Table {
-    pub(crate) fn new(sets: usize) -> Self {
+    pub(crate) fn new(entries: usize) -> Self {
+        // SAFETY: all-zero bytes are an empty slot and an empty `Way`; neither has a drop
+        // (entries are released by `Way::clear`).
+        let (index, entries) = unsafe { (ZeroedArray::new(entries * 2 / SLOTS), ZeroedArray::new(entries)) };
         Table {
-            // SAFETY: all-zero bytes are `Way::EMPTY` in every way, and a `Set` has no drop
-            // (entries are released by `Way::clear`).
-            sets: unsafe { ZeroedArray::new(sets) },
+            index,
+            entries,
+            used: 0,
+            free: Vec::new(),
             filled: 0,
+            swept: [0; 4],
             clock: 0,
         }
     }
 
-    /// The key's home set: the high bits of its hash (the tag uses bits 8..24).
-    #[inline(always)]
-    pub(crate) fn home(&self, hash: u64) -> usize {
-        (hash >> 32) as usize & (self.sets.len() - 1)
+    /// Entries the arena holds.
+    pub(crate) fn capacity(&self) -> usize {
+        self.entries.len()
     }
 
-    /// The key's second set: the home set with other hash bits flipped (never the home set).
+    /// The key's home bucket: the high bits of its hash (the tag uses bits 8..24).
+    #[inline(always)]
+    fn home(&self, hash: u64) -> usize {
+        (hash >> 32) as usize & (self.index.len() - 1)
+    }
+
+    /// The key's second bucket: the home bucket with other hash bits flipped (never the home).
     #[inline(always)]
     fn second(&self, hash: u64) -> usize {
-        (self.home(hash) ^ ((hash >> 24) as usize | 1)) & (self.sets.len() - 1)
+        (self.home(hash) ^ ((hash >> 24) as usize | 1)) & (self.index.len() - 1)
     }
 
-    /// The entry for `key` (current or not), looking in its home set first.
-    ///
-    /// # Safety
-    /// The GIL is held and the key's objects are alive.
+    /// Where the key's home bucket is (to prefetch it).
     #[inline(always)]
-    pub(crate) unsafe fn find(&self, key: &Key) -> Option<&Way> {
-        let home = &self.sets[self.home(key.hash)];
-        if let Some(w) = home.ways.iter().find(|w| w.holds(key)) {
-            return Some(w);
-        }
-        self.find_second(key)
+    pub(crate) fn home_bucket(&self, hash: u64) -> *const u8 {
+        self.index.as_ptr().wrapping_add(self.home(hash)) as *const u8
     }
 
-    #[inline(never)]
-    unsafe fn find_second(&self, key: &Key) -> Option<&Way> {
-        self.sets[self.second(key.hash)].ways.iter().find(|w| w.holds(key))
-    }
-
-    /// The way to overwrite for `key` without evicting a live entry: the key's own (stale)
-    /// entry in either set, else an empty way (home set first), else a stale one.
-    unsafe fn free_or_victim(&self, key: &Key, kernel: &QuotaKernel) -> Option<(usize, usize)> {
-        let sets = [self.home(key.hash), self.second(key.hash)];
-        for &i in &sets {
-            if let Some(n) = self.sets[i].ways.iter().position(|w| w.holds(key)) {
-                return Some((i, n));
-            }
-        }
-        for &i in &sets {
-            if let Some(n) = self.sets[i].ways.iter().position(|w| w.meta == 0) {
-                return Some((i, n));
-            }
-        }
-        for &i in &sets {
-            if let Some(n) = self.sets[i].ways.iter().position(|w| w.is_stale(kernel)) {
-                return Some((i, n));
+    /// `(slot, arena position)` of the key's entry in bucket `b`.
+    #[inline(always)]
+    unsafe fn find_in(&self, b: usize, key: &Key) -> Option<(usize, usize)> {
+        let fp = key.fingerprint();
+        for (n, &s) in self.index[b].slots.iter().enumerate() {
+            if s != 0 && s >> IDX_BITS == fp {
+                let e = (s & IDX_MASK) as usize - 1;
+                if self.entries[e].holds(key) {
+                    return Some((n, e));
+                }
             }
         }
         None
     }
 
-    /// Remembers `sensor`, resolved under `generation`, for `key`: in a free or stale way, else
-    /// (sets full) by growing the table once it is half in use, else at full size by replacing
-    /// a live entry on one miss in `REPLACE_EVERY` (more live names than the table holds must
-    /// not turn every miss into an eviction; the table still follows a changing population).
+    /// The entry for `key` (current or not), looking in its home bucket first.
+    ///
+    /// # Safety
+    /// The GIL is held and the key's objects are alive.
+    #[inline(always)]
+    pub(crate) unsafe fn find(&self, key: &Key) -> Option<&Way> {
+        match self.find_in(self.home(key.hash), key) {
+            Some((_, e)) => Some(&self.entries[e]),
+            None => self.find_second(key),
+        }
+    }
+
+    #[inline(never)]
+    unsafe fn find_second(&self, key: &Key) -> Option<&Way> {
+        self.find_in(self.second(key.hash), key).map(|(_, e)| &self.entries[e])
+    }
+
+    /// Remembers `sensor`, resolved under `generation`, for `key` (see the module docs).
     ///
     /// # Safety
     /// The GIL is held, the key's objects are alive, and nothing borrows the table.
     pub(crate) unsafe fn put(&mut self, key: &Key, kernel: &QuotaKernel, generation: u64, sensor: Arc<QuotaSensor>) {
-        let mut way = self.free_or_victim(key, kernel);
-        let full_size = max_sets(kernel);
-        if way.is_none() && self.sets.len() < full_size && self.filled * 2 >= self.sets.len() * WAYS {
-            self.grow(kernel);
-            way = self.free_or_victim(key, kernel);
+        let buckets = [self.home(key.hash), self.second(key.hash)];
+        // The key's own (stale) entry: refreshed in place.
+        for b in buckets {
+            if let Some((_, e)) = self.find_in(b, key) {
+                let w = &mut self.entries[e];
+                w.clear();
+                Self::fill(w, key, generation, sensor);
+                return;
+            }
         }
-        let (i, n) = match way {
-            Some(at) => at,
+        if !self.has_room(key) {
+            self.make_room(kernel);
+        }
+        if !self.has_room(key) {
+            self.clock = self.clock.wrapping_add(1);
+            if self.clock % REPLACE_EVERY != 0 {
+                return;
+            }
+            // Replace a live entry of the home bucket (or of the second, if the home is empty).
+            let Some((b, n)) = buckets.into_iter().find_map(|b| {
+                let slots = &self.index[b].slots;
+                (0..SLOTS)
+                    .map(|k| (self.clock / REPLACE_EVERY + k) % SLOTS)
+                    .find(|&n| slots[n] != 0)
+                    .map(|n| (b, n))
+            }) else {
+                return;
+            };
+            self.remove(b, n);
+        }
+        let Some((b, n)) = self.free_slot(key) else {
+            return;
+        };
+        let e = match self.free.pop() {
+            Some(e) => e as usize,
             None => {
-                self.clock = self.clock.wrapping_add(1);
-                if self.sets.len() >= full_size && self.clock % REPLACE_EVERY != 0 {
-                    return;
-                }
-                (self.home(key.hash), (self.clock / REPLACE_EVERY) % WAYS)
+                self.used += 1;
+                self.used - 1
             }
         };
-        let w = &mut self.sets[i].ways[n];
-        if w.meta == 0 {
-            self.filled += 1;
-        } else {
-            w.clear();
-        }
+        Self::fill(&mut self.entries[e], key, generation, sensor);
+        self.index[b].slots[n] = key.fingerprint() << IDX_BITS | (e as u32 + 1);
+        self.filled += 1;
+    }
+
+    unsafe fn fill(w: &mut Way, key: &Key, generation: u64, sensor: Arc<QuotaSensor>) {
         ffi::Py_INCREF(key.user);
         ffi::Py_INCREF(key.client);
         *w = Way {
@@ -249,34 +307,81 @@ impl Table {
         };
     }
 
-    /// Doubles the table, dropping stale entries on the way.
+    /// An empty slot in the key's home or second bucket.
+    fn free_slot(&self, key: &Key) -> Option<(usize, usize)> {
+        [self.home(key.hash), self.second(key.hash)]
+            .into_iter()
+            .find_map(|b| self.index[b].slots.iter().position(|&s| s == 0).map(|n| (b, n)))
+    }
+
+    /// A free arena position and a free slot for `key`.
+    fn has_room(&self, key: &Key) -> bool {
+        (!self.free.is_empty() || self.used < self.entries.len()) && self.free_slot(key).is_some()
+    }
+
+    /// Sweeps out stale entries if a generation changed since the last sweep, else grows the
+    /// table if it is below its full size.
+    #[cold]
+    unsafe fn make_room(&mut self, kernel: &QuotaKernel) {
+        let now: [u64; 4] = std::array::from_fn(|i| kernel.tags_generation(ClientQuotaType::ALL[i]));
+        if now != self.swept {
+            self.swept = now;
+            for b in 0..self.index.len() {
+                for n in 0..SLOTS {
+                    let s = self.index[b].slots[n];
+                    if s != 0 && self.entries[(s & IDX_MASK) as usize - 1].is_stale(kernel) {
+                        self.remove(b, n);
+                    }
+                }
+            }
+            if self.filled * 2 <= self.entries.len() {
+                return;
+            }
+        }
+        if self.entries.len() < max_entries(kernel) {
+            self.grow(kernel);
+        }
+    }
+
+    /// Frees slot `n` of bucket `b` and its entry.
+    unsafe fn remove(&mut self, b: usize, n: usize) {
+        let e = self.index[b].slots[n] & IDX_MASK;
+        self.index[b].slots[n] = 0;
+        self.entries[e as usize - 1].clear();
+        self.free.push(e - 1);
+        self.filled -= 1;
+    }
+
+    /// Doubles the table, dropping stale entries and keeping the others in arena order.
     #[cold]
     unsafe fn grow(&mut self, kernel: &QuotaKernel) {
-        let mut old = std::mem::replace(self, Table::new(self.sets.len() * 2));
-        for set in old.sets.iter_mut() {
-            for w in set.ways.iter_mut() {
-                if w.meta == 0 {
-                    continue;
+        let mut old = std::mem::replace(self, Table::new(self.entries.len() * 2));
+        self.swept = old.swept;
+        self.clock = old.clock;
+        for w in old.entries[..old.used].iter_mut() {
+            if w.meta == 0 {
+                continue;
+            }
+            if w.is_stale(kernel) {
+                w.clear();
+                continue;
+            }
+            let key = Key {
+                user: w.user,
+                client: w.client,
+                hash: mix(str_hash(w.user), str_hash(w.client), w.quota_type()),
+                meta: w.meta & 0xFF_FFFF,
+                quota_type: w.quota_type(),
+            };
+            match self.free_slot(&key) {
+                Some((b, n)) => {
+                    let e = self.used;
+                    self.entries[e] = std::mem::replace(w, Way::EMPTY);
+                    self.index[b].slots[n] = key.fingerprint() << IDX_BITS | (e as u32 + 1);
+                    self.used += 1;
+                    self.filled += 1;
                 }
-                if w.is_stale(kernel) {
-                    w.clear();
-                    continue;
-                }
-                let hash = mix(
-                    str_hash(w.user),
-                    str_hash(w.client),
-                    ClientQuotaType::ALL[(w.meta & 0xFF) as usize - 1],
-                );
-                let free = [self.home(hash), self.second(hash)].into_iter().find_map(|i| {
-                    self.sets[i].ways.iter().position(|x| x.meta == 0).map(|n| (i, n))
-                });
-                match free {
-                    Some((i, n)) => {
-                        self.sets[i].ways[n] = std::mem::replace(w, Way::EMPTY);
-                        self.filled += 1;
-                    }
-                    None => w.clear(),
-                }
+                None => w.clear(),
             }
         }
     }
@@ -286,10 +391,8 @@ impl Table {
     /// # Safety
     /// The GIL is held.
     pub(crate) unsafe fn clear(&mut self) {
-        for set in self.sets.iter_mut() {
-            for w in set.ways.iter_mut() {
-                w.clear();
-            }
+        for w in self.entries[..self.used].iter_mut() {
+            w.clear();
         }
         self.filled = 0;
     }

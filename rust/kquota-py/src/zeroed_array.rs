@@ -1,5 +1,5 @@
 //! A fixed-length array whose initial value is all-zero bytes, mapped straight from the kernel
-//! (zero pages, nothing written up front) and, when it spans several huge pages, asked to be
+//! (zero pages, nothing written up front) and, from a quarter of a huge page up, asked to be
 //! backed by transparent huge pages.
 //!
 //! Why: the named-call cache (`name_cache`) is probed at a random set on every call. At 100k
@@ -32,9 +32,12 @@ impl<T> ZeroedArray<T> {
     /// unmapped).
     pub unsafe fn new(len: usize) -> Self {
         let bytes = len.checked_mul(std::mem::size_of::<T>()).expect("array size overflows");
-        let huge = bytes >= 2 * HUGE_PAGE;
+        // From a quarter of a huge page up, a whole huge page is worth its unused part: one TLB
+        // entry for the array instead of hundreds.
+        let huge = bytes >= HUGE_PAGE / 4;
+        let huge_len = bytes.div_ceil(HUGE_PAGE) * HUGE_PAGE;
         // Room to place a huge-page aligned array inside the mapping.
-        let map_len = (bytes + if huge { HUGE_PAGE } else { 0 }).max(1);
+        let map_len = if huge { huge_len + HUGE_PAGE } else { bytes.max(1) };
         let map = libc::mmap(
             std::ptr::null_mut(),
             map_len,
@@ -50,7 +53,7 @@ impl<T> ZeroedArray<T> {
         let start = if huge {
             let aligned = map.add(map.align_offset(HUGE_PAGE));
             // Advice only: without THP the array is simply backed by small pages.
-            libc::madvise(aligned as *mut libc::c_void, bytes, libc::MADV_HUGEPAGE);
+            libc::madvise(aligned as *mut libc::c_void, huge_len, libc::MADV_HUGEPAGE);
             aligned
         } else {
             map
@@ -96,7 +99,7 @@ mod tests {
 
     #[test]
     fn small_and_huge_arrays_start_zeroed_and_are_writable() {
-        for len in [1usize, 1000, 3 << 20] {
+        for len in [1usize, 1000, 100_000, 3 << 20] {
             // SAFETY: all-zero is a valid u64, which needs no drop.
             let mut a = unsafe { ZeroedArray::<u64>::new(len) };
             assert_eq!(a.len(), len);
