@@ -162,6 +162,10 @@ pub(crate) struct Bucket {
 pub(crate) struct Table {
     /// All-zero is an empty slot.
     index: ZeroedArray<Bucket>,
+    /// One bit per bucket: some key whose home it is went to its second bucket. Without it a
+    /// lookup that misses its home bucket is a miss (no second probe: at a full table most calls
+    /// miss, and the bitset stays in cache where a second bucket would not).
+    spilled: Vec<u64>,
     /// All-zero is an empty `Way` (null pointers, `meta` 0).
     entries: ZeroedArray<Way>,
     /// Arena positions handed out so far (`entries[..used]`); freed ones are in `free`.
@@ -181,6 +185,7 @@ impl Table {
         // (entries are released by `Way::clear`).
         let (index, entries) = unsafe { (ZeroedArray::new(entries * 2 / SLOTS), ZeroedArray::new(entries)) };
         Table {
+            spilled: vec![0; index.len().div_ceil(64)],
             index,
             entries,
             used: 0,
@@ -235,15 +240,38 @@ impl Table {
     /// The GIL is held and the key's objects are alive.
     #[inline(always)]
     pub(crate) unsafe fn find(&self, key: &Key) -> Option<&Way> {
+        self.position(key).map(|e| &self.entries[e])
+    }
+
+    /// The arena position of the key's entry.
+    #[inline(always)]
+    unsafe fn position(&self, key: &Key) -> Option<usize> {
         match self.find_in(self.home(key.hash), key) {
-            Some((_, e)) => Some(&self.entries[e]),
-            None => self.find_second(key),
+            Some((_, e)) => Some(e),
+            None => self.position_second(key),
         }
     }
 
     #[inline(never)]
-    unsafe fn find_second(&self, key: &Key) -> Option<&Way> {
-        self.find_in(self.second(key.hash), key).map(|(_, e)| &self.entries[e])
+    unsafe fn position_second(&self, key: &Key) -> Option<usize> {
+        if !self.spilled_from(self.home(key.hash)) {
+            return None;
+        }
+        self.find_in(self.second(key.hash), key).map(|(_, e)| e)
+    }
+
+    #[inline(always)]
+    fn spilled_from(&self, home: usize) -> bool {
+        self.spilled[home / 64] >> (home % 64) & 1 != 0
+    }
+
+    /// Puts arena position `e` for `key` in slot `n` of bucket `b` (its home or second bucket).
+    fn link(&mut self, key: &Key, b: usize, n: usize, e: usize) {
+        let home = self.home(key.hash);
+        if b != home {
+            self.spilled[home / 64] |= 1 << (home % 64);
+        }
+        self.index[b].slots[n] = key.fingerprint() << IDX_BITS | (e as u32 + 1);
     }
 
     /// Remembers `sensor`, resolved under `generation`, for `key` (see the module docs).
@@ -253,13 +281,11 @@ impl Table {
     pub(crate) unsafe fn put(&mut self, key: &Key, kernel: &QuotaKernel, generation: u64, sensor: Arc<QuotaSensor>) {
         let buckets = [self.home(key.hash), self.second(key.hash)];
         // The key's own (stale) entry: refreshed in place.
-        for b in buckets {
-            if let Some((_, e)) = self.find_in(b, key) {
-                let w = &mut self.entries[e];
-                w.clear();
-                Self::fill(w, key, generation, sensor);
-                return;
-            }
+        if let Some(e) = self.position(key) {
+            let w = &mut self.entries[e];
+            w.clear();
+            Self::fill(w, key, generation, sensor);
+            return;
         }
         if !self.has_room(key) {
             self.make_room(kernel);
@@ -292,7 +318,7 @@ impl Table {
             }
         };
         Self::fill(&mut self.entries[e], key, generation, sensor);
-        self.index[b].slots[n] = key.fingerprint() << IDX_BITS | (e as u32 + 1);
+        self.link(key, b, n, e);
         self.filled += 1;
     }
 
@@ -377,7 +403,7 @@ impl Table {
                 Some((b, n)) => {
                     let e = self.used;
                     self.entries[e] = std::mem::replace(w, Way::EMPTY);
-                    self.index[b].slots[n] = key.fingerprint() << IDX_BITS | (e as u32 + 1);
+                    self.link(&key, b, n, e);
                     self.used += 1;
                     self.filled += 1;
                 }
