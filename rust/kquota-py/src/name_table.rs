@@ -3,11 +3,11 @@
 //!
 //! The index is what every call probes at a random place, so it is small: 4-byte slots (a
 //! 12-bit fingerprint of the key's hash and the entry's arena position) in 64-byte buckets of
-//! 16, twice as many slots as entries. At 100k live clients it is 1 MiB, where a table of
-//! 32-byte entries was 8 MiB; a probe of a cache-resident index costs a few ns, a probe of
-//! memory ~100 ns (measured with perf: it was a third of a named call's cost). Each key has two
-//! candidate buckets (its home bucket, where it goes when that has room, and a second one), so
-//! a key finds no slot only when both are full.
+//! 16, as many slots as the arena has entries. At 100k live clients it is 512 KiB, where a
+//! table of 32-byte entries was 8 MiB; a probe of a cache-resident index costs a few ns, a
+//! probe of memory ~100 ns (measured with perf: it was a third of a named call's cost). Each
+//! key has two candidate buckets (its home bucket, where it goes when that has room, and a
+//! second one), and a full pair makes room by moving one entry to its other bucket.
 //!
 //! The entries (user str, client str, sensor, generation) sit in the arena in the order they
 //! were cached, and growth keeps that order. The arena grows by doubling from `MIN_ENTRIES` up
@@ -136,6 +136,20 @@ impl Way {
             && same_str(self.client, key.client)
     }
 
+    /// The key this (non-empty) entry is for.
+    ///
+    /// # Safety
+    /// The GIL is held.
+    unsafe fn key(&self) -> Key {
+        Key {
+            user: self.user,
+            client: self.client,
+            hash: mix(str_hash(self.user), str_hash(self.client), self.quota_type()),
+            meta: self.meta & 0xFF_FFFF,
+            quota_type: self.quota_type(),
+        }
+    }
+
     fn is_stale(&self, kernel: &QuotaKernel) -> bool {
         !kernel.is_current(self.quota_type(), self.generation())
     }
@@ -183,7 +197,7 @@ impl Table {
     pub(crate) fn new(entries: usize) -> Self {
         // SAFETY: all-zero bytes are an empty slot and an empty `Way`; neither has a drop
         // (entries are released by `Way::clear`).
-        let (index, entries) = unsafe { (ZeroedArray::new(entries * 2 / SLOTS), ZeroedArray::new(entries)) };
+        let (index, entries) = unsafe { (ZeroedArray::new(entries / SLOTS), ZeroedArray::new(entries)) };
         Table {
             spilled: vec![0; index.len().div_ceil(64)],
             index,
@@ -333,15 +347,36 @@ impl Table {
         };
     }
 
-    /// An empty slot in the key's home or second bucket.
-    fn free_slot(&self, key: &Key) -> Option<(usize, usize)> {
-        [self.home(key.hash), self.second(key.hash)]
-            .into_iter()
-            .find_map(|b| self.index[b].slots.iter().position(|&s| s == 0).map(|n| (b, n)))
+    fn empty_in(&self, b: usize) -> Option<usize> {
+        self.index[b].slots.iter().position(|&s| s == 0)
+    }
+
+    /// An empty slot in the key's home or second bucket. When both are full, one is made by
+    /// moving an entry of either to its own other bucket (one cuckoo step: the index then
+    /// fills to most of its slots before a key finds no place).
+    unsafe fn free_slot(&mut self, key: &Key) -> Option<(usize, usize)> {
+        let buckets = [self.home(key.hash), self.second(key.hash)];
+        if let Some(at) = buckets.into_iter().find_map(|b| self.empty_in(b).map(|n| (b, n))) {
+            return Some(at);
+        }
+        for b in buckets {
+            for n in 0..SLOTS {
+                let e = (self.index[b].slots[n] & IDX_MASK) as usize - 1;
+                let other = self.entries[e].key();
+                let home = self.home(other.hash);
+                let alt = if b == home { self.second(other.hash) } else { home };
+                if let Some(m) = self.empty_in(alt) {
+                    self.index[b].slots[n] = 0;
+                    self.link(&other, alt, m, e);
+                    return Some((b, n));
+                }
+            }
+        }
+        None
     }
 
     /// A free arena position and a free slot for `key`.
-    fn has_room(&self, key: &Key) -> bool {
+    unsafe fn has_room(&mut self, key: &Key) -> bool {
         (!self.free.is_empty() || self.used < self.entries.len()) && self.free_slot(key).is_some()
     }
 
@@ -392,13 +427,7 @@ impl Table {
                 w.clear();
                 continue;
             }
-            let key = Key {
-                user: w.user,
-                client: w.client,
-                hash: mix(str_hash(w.user), str_hash(w.client), w.quota_type()),
-                meta: w.meta & 0xFF_FFFF,
-                quota_type: w.quota_type(),
-            };
+            let key = w.key();
             match self.free_slot(&key) {
                 Some((b, n)) => {
                     let e = self.used;
