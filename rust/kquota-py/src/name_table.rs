@@ -11,11 +11,12 @@
 //!
 //! The entries (user str, client str, sensor, generation) sit in the arena in the order they
 //! were cached, and growth keeps that order. The arena grows by doubling from `MIN_ENTRIES` up
-//! to room for twice the kernel's `max_sensors` (at most `MAX_ENTRIES`). When it is full, stale
-//! entries (an older tags generation) are swept out, once per generation change; at full size
-//! with every entry live, one miss in `REPLACE_EVERY` replaces an entry of its home bucket (more
-//! live names than the table holds must not turn every miss into an eviction; the table still
-//! follows a changing population). Storage comes from `ZeroedArray` (huge pages).
+//! to room for twice the kernel's `max_sensors` (at most `MAX_ENTRIES`). When a key finds no
+//! room, stale entries (an older tags generation) are swept out, once per generation change,
+//! else the table grows; at full size with every entry live, one miss in `REPLACE_EVERY`
+//! replaces an entry of its home bucket (more live names than the table holds must not turn
+//! every miss into an eviction; the table still follows a changing population). Storage comes
+//! from `ZeroedArray` (huge pages).
 
 use std::sync::Arc;
 
