@@ -189,3 +189,54 @@ def test_a_callback_that_calls_back_into_the_kernel_takes_the_slow_path():
     assert qm.measured_rate(P, user, client, now_ms=0) == 40.0
     assert qm._name_cache_info()["hits"] >= 3
     qm.close()
+
+
+def test_same_throttle_when_names_outnumber_the_cache_across_alters_and_expiry():
+    """A cache far smaller than the live names (max_sensors=40: room for 128 entries, names
+    beyond the sensor cap share overflow sensors): entries are replaced, swept out after alters
+    and expiry, and regrown, and every call still answers exactly as the uncached path."""
+    trio = Trio(max_sensors=40, sensor_expiry_seconds=5.0, expiry_interval_seconds=None)
+    try:
+        rng = random.Random(1616)
+        now = 1_000
+        for entries in ALTERS:
+            trio.alter(entries)
+            now = _round(trio, rng, now, calls=1_500)
+            now += 6_000
+            trio.expire(now)
+            now = _round(trio, rng, now, calls=500)
+        same, distinct, slow = (qm._name_cache_info() for qm in trio.all)
+        assert same["capacity"] == distinct["capacity"] == 128
+        assert same["hits"] > 0 and distinct["hits"] > 0 and slow["hits"] == 0
+    finally:
+        trio.close()
+
+
+def test_every_live_name_is_cached_below_the_cap():
+    """With fewer live names than the cache holds, each of them is answered from the cache on
+    its next call: none is left to the slow path for lack of a place (two candidate buckets,
+    growth when both are full)."""
+    qm = kquota.QuotaManager(max_sensors=5_000, expiry_interval_seconds=None)
+    try:
+        qm.alter_client_quotas([({"user": None}, {"producer_byte_rate": 1e9})])
+        names = [(f"user-{i}", f"client-{i}") for i in range(5_000)]
+        for u, c in names:
+            qm.record_and_get_throttle_time_ms(P, u, c, 1, 0)
+        before = qm._name_cache_info()
+        assert before["entries"] == len(names)
+        for u, c in names:
+            qm.record_and_get_throttle_time_ms(P, u, c, 1, 0)
+        assert qm._name_cache_info()["hits"] - before["hits"] == len(names)
+        # An alter makes every entry stale: each name resolves once more, then hits again.
+        qm.alter_client_quotas([({"user": "user-7"}, {"producer_byte_rate": 5})])
+        for u, c in names:
+            qm.record_and_get_throttle_time_ms(P, u, c, 1, 0)
+        mid = qm._name_cache_info()
+        for u, c in names:
+            qm.record_and_get_throttle_time_ms(P, u, c, 1, 0)
+        after = qm._name_cache_info()
+        assert after["hits"] - mid["hits"] == len(names)
+        assert after["entries"] == len(names) <= after["capacity"]
+        assert qm.record_and_get_throttle_time_ms(P, "user-7", "client-7", 100, 0) > 0
+    finally:
+        qm.close()

@@ -17,12 +17,14 @@ mod fast;
 mod handle;
 mod kernel;
 mod name_cache;
+mod name_table;
 mod names;
 mod pending;
 mod quota_type;
 mod rules;
 mod settings;
 mod snapshot;
+mod zeroed_array;
 
 use pyo3::prelude::*;
 

@@ -6,7 +6,7 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 /// `generation` while a writer updates `limit`.
 const WRITING: u64 = u64::MAX;
 
-// `repr(C)`: the two words stay together at the sensor's cold end (see `RateSensor`).
+// `repr(C)`: the two words stay together in the sensor's hot head (see `RateSensor`).
 #[repr(C)]
 pub(crate) struct LimitCache {
     /// Cached quota bound (f64 bits; +inf = unlimited), read under `generation`.

@@ -198,6 +198,12 @@ impl QuotaKernel {
     /// Whether a resolution made under `generation` still holds.
     #[inline]
     pub fn is_current(&self, t: ClientQuotaType, generation: u64) -> bool {
-        self.types[t.index()].tags_generation.load(Ordering::Acquire) == generation
+        self.tags_generation(t) == generation
+    }
+
+    /// The tags generation resolutions of type `t` are made under now (see `is_current`).
+    #[inline]
+    pub fn tags_generation(&self, t: ClientQuotaType) -> u64 {
+        self.types[t.index()].tags_generation.load(Ordering::Acquire)
     }
 }

@@ -108,11 +108,10 @@ impl Slots {
     }
 }
 
-/// The ring and its clock. `repr(C)`: the fields written on every record sit in the middle of
-/// the sensor (see `RateSensor`).
+/// The ring and its clock. `repr(C)`: the clock words, read on every record, come first (they
+/// join the sensor's hot head, see `RateSensor`), then the slots.
 #[repr(C)]
 pub(crate) struct SampleRing {
-    pub(crate) slots: Slots,
     /// Latest time this sensor has been told about; earlier times are read as this one.
     latest: AtomicI64,
     /// Sequence number of the current sample; its slot is `head % ring_len`.
@@ -121,17 +120,18 @@ pub(crate) struct SampleRing {
     purge_floor: AtomicI64,
     /// Bumped by every change to a sample other than the current one.
     version: AtomicU64,
+    pub(crate) slots: Slots,
 }
 
 impl SampleRing {
     /// A ring whose first sample starts at `now` (Kafka creates the sensor on the first record).
     pub(crate) fn new(spec: &WindowSpec, now: i64) -> Self {
         SampleRing {
-            slots: Slots::new(spec.ring_len(), now),
             latest: AtomicI64::new(now),
             head: AtomicU64::new(0),
             purge_floor: AtomicI64::new(now),
             version: AtomicU64::new(1),
+            slots: Slots::new(spec.ring_len(), now),
         }
     }
 
