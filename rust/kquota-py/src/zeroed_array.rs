@@ -38,22 +38,11 @@ impl<T> ZeroedArray<T> {
         let huge_len = bytes.div_ceil(HUGE_PAGE) * HUGE_PAGE;
         // Room to place a huge-page aligned array inside the mapping.
         let map_len = if huge { huge_len + HUGE_PAGE } else { bytes.max(1) };
-        let map = libc::mmap(
-            std::ptr::null_mut(),
-            map_len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        if map == libc::MAP_FAILED {
-            std::alloc::handle_alloc_error(std::alloc::Layout::from_size_align_unchecked(map_len, 4096));
-        }
-        let map = map as *mut u8;
+        let map = map_zeroed(map_len);
         let start = if huge {
             let aligned = map.add(map.align_offset(HUGE_PAGE));
             // Advice only: without THP the array is simply backed by small pages.
-            libc::madvise(aligned as *mut libc::c_void, huge_len, libc::MADV_HUGEPAGE);
+            advise_huge_pages(aligned, huge_len);
             aligned
         } else {
             map
@@ -89,9 +78,59 @@ impl<T> DerefMut for ZeroedArray<T> {
 impl<T> Drop for ZeroedArray<T> {
     fn drop(&mut self) {
         // SAFETY: the mapping was made in `new` and nothing refers to it any more.
-        unsafe { libc::munmap(self.map.as_ptr() as *mut libc::c_void, self.map_len) };
+        unsafe { unmap(self.map.as_ptr(), self.map_len) };
     }
 }
+
+/// `len` bytes of zero pages straight from the kernel (nothing is written up front).
+#[cfg(unix)]
+unsafe fn map_zeroed(len: usize) -> *mut u8 {
+    let map = libc::mmap(
+        std::ptr::null_mut(),
+        len,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+        -1,
+        0,
+    );
+    if map == libc::MAP_FAILED {
+        std::alloc::handle_alloc_error(page_layout(len));
+    }
+    map as *mut u8
+}
+
+#[cfg(unix)]
+unsafe fn unmap(map: *mut u8, len: usize) {
+    libc::munmap(map as *mut libc::c_void, len);
+}
+
+/// Elsewhere the allocator's zeroed memory (large zeroed allocations are fresh pages there too).
+#[cfg(not(unix))]
+unsafe fn map_zeroed(len: usize) -> *mut u8 {
+    let map = std::alloc::alloc_zeroed(page_layout(len));
+    if map.is_null() {
+        std::alloc::handle_alloc_error(page_layout(len));
+    }
+    map
+}
+
+#[cfg(not(unix))]
+unsafe fn unmap(map: *mut u8, len: usize) {
+    std::alloc::dealloc(map, page_layout(len));
+}
+
+fn page_layout(len: usize) -> std::alloc::Layout {
+    std::alloc::Layout::from_size_align(len, 4096).expect("array size overflows")
+}
+
+/// Transparent huge pages are a Linux feature; elsewhere the array keeps small pages.
+#[cfg(target_os = "linux")]
+unsafe fn advise_huge_pages(start: *mut u8, len: usize) {
+    libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+}
+
+#[cfg(not(target_os = "linux"))]
+unsafe fn advise_huge_pages(_start: *mut u8, _len: usize) {}
 
 #[cfg(test)]
 mod tests {
