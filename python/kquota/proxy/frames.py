@@ -24,8 +24,8 @@ class FrameTooLarge(CodecError):
     """A frame longer than ``socket.request.max.bytes``."""
 
 
-async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> Optional[bytes]:
-    """The next frame without its size prefix; ``None`` at a clean end of stream."""
+async def read_size(reader: asyncio.StreamReader, max_bytes: int) -> Optional[int]:
+    """The next frame's size prefix; ``None`` at a clean end of stream."""
     try:
         prefix = await reader.readexactly(4)
     except asyncio.IncompleteReadError as e:
@@ -35,8 +35,13 @@ async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> Optional[b
     size = _I32.unpack(prefix)[0]
     if size < 0 or size > max_bytes:
         raise FrameTooLarge(f"frame of {size} bytes (limit {max_bytes})")
+    return size
+
+
+async def read_exactly(reader: asyncio.StreamReader, n: int) -> bytes:
+    """``n`` bytes of a frame; ``CodecError`` if the stream ends first."""
     try:
-        return await reader.readexactly(size)
+        return await reader.readexactly(n)
     except asyncio.IncompleteReadError:
         raise CodecError("connection closed inside a frame") from None
 
