@@ -12,13 +12,8 @@ request until the throttle has passed. At most ``max_inflight`` requests wait fo
 each side's reader waits (``drain``) while its peer is not reading: memory per connection stays
 bounded both ways.
 
-Cut-through: a frame of at least ``STREAM_MIN`` bytes is not stored before it is forwarded when
-its API allows. A Produce request's head (header, transactional id, acks) is read, the request
-forwarded and the rest pumped from client to broker as it arrives; a Fetch response's head is
-read, the quota decided from its size, and the head (throttle patched) is sent and the rest
-pumped broker to client — or, when Kafka would answer an empty throttled response, the rest is
-discarded. Fetch v16+ may end with NodeEndpoints: the last ``TAIL_HOLD`` bytes are held back and
-rewritten to the same length (:func:`kquota.proxy.addresses.fit_streamed_tail`).
+Large Produce requests and Fetch responses are streamed (cut-through): see
+:mod:`kquota.proxy.streaming`.
 """
 
 from __future__ import annotations
@@ -32,7 +27,7 @@ from collections.abc import Awaitable
 from typing import Any, Callable, Optional
 
 from kquota.quota_type import ClientQuotaType
-from kquota.proxy import apis, sasl
+from kquota.proxy import apis, sasl, streaming
 from kquota.proxy.codec import CodecError
 from kquota.proxy.frames import (
     RequestHeader,
@@ -42,27 +37,16 @@ from kquota.proxy.frames import (
     response_body_offset,
     response_correlation_id,
 )
+from kquota.proxy.streaming import StreamPlan
 from kquota.proxy.throttle import patch_throttle
 
 log = logging.getLogger("kquota.proxy")
 _I32 = struct.Struct(">i")
 #: acks=0 correlation ids remembered per connection (in case the broker answers them anyway).
 _MAX_UNANSWERED = 4096
-#: Frames at least this long are streamed (cut-through) when their API allows it.
-STREAM_MIN = 65536
-#: The head of a streamed frame read before deciding (longer headers fall back to whole frames).
-HEAD = 8192
-#: The end of a streamed Fetch v16+ response held back to rewrite NodeEndpoints in place.
-TAIL_HOLD = 65536
-#: Largest chunk pumped per write.
-_CHUNK = 1 << 20
-
 #: (bytes to send or None, throttle in ms to mute for after sending).
 Answer = tuple[Any, int]
 ResponseHandler = Callable[["Pending", bytes], Awaitable[Answer]]
-#: A streamed response's plan: (prefixed head to send, or the whole answer if ``replace``;
-#: throttle; replace; a coroutine function fitting the held tail, or None).
-StreamPlan = tuple[bytes, int, bool, Optional[Callable[[list, int], Awaitable[bytes]]]]
 StreamHandler = Callable[["Pending", bytes, int], Optional[StreamPlan]]
 
 
@@ -276,7 +260,7 @@ class ClientConnection:
                 size = await read_size(reader, self.server.max_frame_bytes)
                 if size is None:
                     return
-                frame = await read_exactly(reader, min(size, HEAD) if size >= STREAM_MIN else size)
+                frame = await read_exactly(reader, min(size, streaming.HEAD) if size >= streaming.STREAM_MIN else size)
                 self._rest = size - len(frame)
                 # A throttled answer may have gone out while this frame was being read: the mute
                 # covers it too (Kafka reads nothing from a muted channel).
@@ -332,15 +316,15 @@ class ClientConnection:
             if size is None:
                 raise ConnectionError(f"broker {self.upstream[0]}:{self.upstream[1]} closed the connection")
             nxt = self._forwarded[0] if self._forwarded else None
-            streamed = size >= STREAM_MIN and nxt is not None and nxt.on_stream is not None
-            frame = await read_exactly(up, min(size, HEAD) if streamed else size)
+            streamed = size >= streaming.STREAM_MIN and nxt is not None and nxt.on_stream is not None
+            frame = await read_exactly(up, min(size, streaming.HEAD) if streamed else size)
             t0 = time.perf_counter_ns()
             corr = response_correlation_id(frame)
             if corr in self._unanswered and (nxt is None or corr != nxt.header.correlation_id):
                 # Some brokers (tansu) answer acks=0 produce requests, which Kafka never does:
                 # the client expects nothing, so the answer is dropped.
                 self._unanswered.discard(corr)
-                await self._skip(size - len(frame))
+                await streaming.skip(up, size - len(frame))
                 continue
             if nxt is None:
                 raise CodecError("the broker sent a response nobody asked for")
@@ -359,45 +343,31 @@ class ClientConnection:
             data, throttle = await p.on_response(p, frame)
             self._settle(p, data, throttle)
 
-    async def _skip(self, n: int) -> None:
-        """Reads and drops ``n`` bytes from the broker."""
-        assert self._up_reader is not None
-        while n > 0:
-            chunk = await self._up_reader.read(min(n, _CHUNK))
-            if not chunk:
-                raise ConnectionError("broker closed the connection inside a frame")
-            n -= len(chunk)
-
     async def _stream_response(self, p: Pending, head: bytes, size: int, plan: StreamPlan) -> None:
         """Sends a large response as it arrives (or its replacement, dropping the rest)."""
         data, throttle, replace, tail = plan
         rest = size - len(head)
+        assert self._up_reader is not None
+        up, w = self._up_reader, self.writer
+        self.server.streamed_responses += 1
         if replace:
-            await self._skip(rest)
+            await streaming.skip(up, rest)
             self._settle(p, data, throttle)
             return
         if not self._slots or self._slots[0] is not p:
             # Every earlier request has been answered by now (local answers at once, the
             # broker's in order, by this loop), so the response is at the head.
             raise RuntimeError("a streamed response is not the next answer")
-        assert self._up_reader is not None
-        up, w = self._up_reader, self.writer
         self._out.append(data)
         self._flush()
-        kept = [head] if tail is not None else None
-        hold = min(rest, TAIL_HOLD) if tail is not None else 0
-        while rest > hold:
-            chunk = await up.read(min(rest - hold, _CHUNK))
-            if not chunk:
-                raise ConnectionError("broker closed the connection inside a frame")
-            rest -= len(chunk)
-            if kept is not None:
-                kept.append(chunk)
-            w.write(chunk)
-            await w.drain()
-        if tail is not None and kept is not None:
-            kept.append(await read_exactly(up, rest))
-            w.write(await tail(kept, size - rest))
+        if tail is None:
+            await streaming.pump(up, w, rest)
+        else:
+            kept = [head]
+            hold = min(rest, streaming.TAIL_HOLD)
+            await streaming.pump(up, w, rest - hold, kept)
+            kept.append(await read_exactly(up, hold))
+            w.write(await tail(kept, size - hold))
         self._settle(p, None, throttle)
 
     # ------------------------------------------------------------------ requests
@@ -432,18 +402,12 @@ class ClientConnection:
             return
         self._flush()
         assert self._up_writer is not None
-        up = self._up_writer
+        self.server.streamed_requests += 1
         self._in_request = True
         try:
-            while rest > 0:
-                chunk = await self.reader.read(min(rest, _CHUNK))
-                if not chunk:
-                    raise CodecError("connection closed inside a frame")
-                rest -= len(chunk)
-                self._rest = rest
-                up.write(chunk)
-                await up.drain()
+            await streaming.pump(self.reader, self._up_writer, rest)
         finally:
+            self._rest = 0
             self._in_request = False
 
     async def answer(self, p: Pending, data: Optional[bytes], throttle_ms: int) -> None:

@@ -21,8 +21,9 @@ from kquota.proxy.codec import (
     read_uvarint,
     top_level_tags,
 )
-from kquota.proxy.connection import Answer, ClientConnection, Pending, StreamPlan, register
+from kquota.proxy.connection import Answer, ClientConnection, Pending, register
 from kquota.proxy.frames import response_body_offset, response_frame
+from kquota.proxy.streaming import StreamPlan
 from kquota.proxy.throttle import patch_throttle, patch_throttle_head
 from kquota.proxy.versions import clamp_api_versions
 

@@ -84,6 +84,9 @@ class ProxyServer:
         self.broker_ports: dict[int, int] = {}
         self.connections: set[ClientConnection] = set()
         self.refused_connections = 0
+        #: Large frames relayed cut-through (see :mod:`kquota.proxy.streaming`).
+        self.streamed_requests = 0
+        self.streamed_responses = 0
         #: node id (``None`` = bootstrap) -> connections accepted.
         self.accepted: dict[Optional[int], int] = {}
         self._servers: list[asyncio.Server] = []
