@@ -32,8 +32,8 @@ from kquota.proxy.codec import CodecError
 from kquota.proxy.frames import (
     RequestHeader,
     parse_request_header,
+    frame_size,
     read_exactly,
-    read_size,
     response_body_offset,
     response_correlation_id,
 )
@@ -248,18 +248,25 @@ class ClientConnection:
         reader = self.reader
         assert self._up_writer is not None
         up = self._up_writer
+        up_transport = up.transport
+        max_bytes = self.server.max_frame_bytes
         try:
             while not self._stopping:
-                await up.drain()
+                if up_transport.get_write_buffer_size():
+                    await up.drain()  # the broker is not keeping up: stop reading the client
                 delay = self._muted_until - time.monotonic()
                 if delay > 0:
                     await asyncio.sleep(delay)
                     continue
                 if len(self._slots) >= self.server.max_inflight:
                     await self._wait_slots(self.server.max_inflight - 1)
-                size = await read_size(reader, self.server.max_frame_bytes)
-                if size is None:
+                try:
+                    prefix = await reader.readexactly(4)
+                except asyncio.IncompleteReadError as e:
+                    if e.partial:
+                        raise CodecError("connection closed inside a size prefix") from None
                     return
+                size = frame_size(prefix, max_bytes)
                 frame = await read_exactly(reader, min(size, streaming.HEAD) if size >= streaming.STREAM_MIN else size)
                 self._rest = size - len(frame)
                 # A throttled answer may have gone out while this frame was being read: the mute
@@ -268,10 +275,15 @@ class ClientConnection:
                 if delay > 0:
                     await asyncio.sleep(delay)
                 t0 = time.perf_counter_ns()
-                header = await self._header(frame)
+                try:
+                    header = parse_request_header(frame)
+                except CodecError:
+                    if not self._rest:
+                        raise
+                    frame = await self.read_rest(frame)  # a header longer than the head
+                    header = parse_request_header(frame)
                 if self._rest and header.api_key not in _STREAMED:
                     frame = await self.read_rest(frame)
-                    header = parse_request_header(frame)
                 p = Pending(header, size, 0)
                 handler = _DISPATCH.get(header.api_key)
                 if handler is not None:
@@ -281,7 +293,7 @@ class ClientConnection:
                     await self.forward(p, frame, self.plain_response)
                 if self._rest:
                     raise RuntimeError("a streamed request was not forwarded whole")
-                if time.monotonic() < self._serial_until:
+                if self._serial_until and time.monotonic() < self._serial_until:
                     # Kafka reads a connection's next request only once the previous answer has
                     # been sent (SocketServer mutes the channel meanwhile); pipelined requests
                     # would slip past a throttle. So a connection throttled within the last
@@ -289,14 +301,6 @@ class ClientConnection:
                     await self._wait_slots(0)
         except asyncio.CancelledError:
             return
-
-    async def _header(self, frame: bytes) -> RequestHeader:
-        try:
-            return parse_request_header(frame)
-        except CodecError:
-            if not self._rest:
-                raise
-        return parse_request_header(await self.read_rest(frame))  # a header longer than HEAD
 
     async def read_rest(self, head: bytes) -> bytes:
         """The whole current request, given its head (for a handler that cannot stream it)."""
@@ -310,11 +314,15 @@ class ClientConnection:
         assert self._up_reader is not None
         up = self._up_reader
         w = self.writer
+        transport = w.transport
         while True:
-            await w.drain()
-            size = await read_size(up, 1 << 31)
-            if size is None:
-                raise ConnectionError(f"broker {self.upstream[0]}:{self.upstream[1]} closed the connection")
+            if transport.get_write_buffer_size():
+                await w.drain()  # the client is not reading: stop reading the broker
+            try:
+                prefix = await up.readexactly(4)
+            except asyncio.IncompleteReadError:
+                raise ConnectionError(f"broker {self.upstream[0]}:{self.upstream[1]} closed the connection") from None
+            size = frame_size(prefix, 1 << 31)
             nxt = self._forwarded[0] if self._forwarded else None
             streamed = size >= streaming.STREAM_MIN and nxt is not None and nxt.on_stream is not None
             frame = await read_exactly(up, min(size, streaming.HEAD) if streamed else size)
