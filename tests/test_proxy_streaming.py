@@ -305,3 +305,77 @@ def test_throttled_large_fetch_answered_empty_and_muted(broker):
     finally:
         px.stop()
         qm.close()
+
+
+# ---------------------------------------------------------------------------- NodeEndpoints in flight
+
+
+class _OneFetchBroker:
+    """Answers every request on its port with a crafted Fetch v16 response (same correlation id):
+    no Kafka broker at hand sends NodeEndpoints, so this drives the proxy's held-tail path."""
+
+    def __init__(self, body: dict) -> None:
+        self.body = body
+        self.server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self.server.sockets[0].getsockname()[1]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from kquota.proxy.frames import response_frame
+
+        try:
+            while True:
+                size = int.from_bytes(await reader.readexactly(4), "big")
+                corr = int.from_bytes((await reader.readexactly(size))[4:8], "big")
+                frame = response_frame(corr, apis.FETCH, 16, encode_body("FetchResponse", 16, self.body))
+                for i in range(0, len(frame), 50_000):  # in pieces, as a network would
+                    writer.write(frame[i:i + 50_000])
+                    await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+
+@pytest.mark.parametrize("host", ["broker-5.cluster.internal", "b"])
+def test_streamed_fetch_node_endpoints_rewritten_in_flight(host):
+    """A 300 KB Fetch v16 response naming a broker: streamed to the client with its length kept,
+    records intact, NodeEndpoints naming the proxy's port for that broker (or, when the proxy's
+    address is the longer one, absent) — never the broker's."""
+    records = os.urandom(300_000)
+    body = _fetch_body([host], records=records)
+    body["NodeEndpoints"][0]["NodeId"] = 5
+    fake = _OneFetchBroker(body)
+    loop = asyncio.new_event_loop()
+    port = loop.run_until_complete(fake.start())
+    import threading
+
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    px = ProxyThread(("127.0.0.1", port))
+    try:
+        w = Wire(px.proxy.bootstrap_address, client_id="c")
+        request = {"MaxWaitMs": 100, "MinBytes": 1, "MaxBytes": 50_000_000, "IsolationLevel": 0,
+                   "SessionId": 0, "SessionEpoch": -1, "ForgottenTopicsData": [], "RackId": "",
+                   "Topics": [{"TopicId": bytes(range(16)), "Partitions": [{
+                       "Partition": 0, "CurrentLeaderEpoch": -1, "FetchOffset": 0, "LastFetchedEpoch": -1,
+                       "LogStartOffset": -1, "PartitionMaxBytes": 10_000_000}]}]}
+        w.send_raw(w.frame(apis.FETCH, 16, bytes(encode_body("FetchRequest", 16, request))))
+        frame = w.read_frame()
+        expected = len(encode_body("FetchResponse", 16, body)) + 5  # correlation id + header tags
+        assert len(frame) == expected
+        assert px.proxy.streamed_responses == 1
+        decoded = decode_body("FetchResponse", 16, frame, 5)
+        assert bytes(decoded["Responses"][0]["Partitions"][0]["Records"]) == records
+        section = frame[tagged_section_offset("FetchResponse", 16, frame, 5):]
+        assert host.encode() not in section
+        if len(host) >= len(PROXY_HOST):
+            assert [(n["NodeId"], n["Host"], n["Port"]) for n in decoded["NodeEndpoints"]] == [
+                (5, PROXY_HOST, px.proxy.broker_ports[5])]
+        else:
+            assert "NodeEndpoints" not in decoded
+        w.close()
+    finally:
+        px.stop()
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(5)
