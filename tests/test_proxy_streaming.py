@@ -14,8 +14,9 @@ import uuid
 import kquota
 import pytest
 from kquota.proxy import addresses, apis
-from kquota.proxy.addresses import fit_streamed_tail, fit_tagged_section
-from kquota.proxy.codec import Chunks, CodecError, decode_body, encode_body, tagged_section_offset, top_level_tags
+from kquota.proxy.addresses import StreamedTail, fit_tagged_section
+from kquota.proxy.codec import CodecError, decode_body, encode_body, tagged_section_offset, top_level_tags
+from kquota.proxy.streaming import NotYet, StreamedView
 from proxy_support import ProxyThread, Tansu
 from proxy_wire import Wire
 
@@ -102,13 +103,21 @@ def _chunked(frame: bytes, seed: int) -> list[bytes]:
     return out
 
 
+def _stream_tail(frame: bytes, chunks: list[bytes], held_from: int) -> bytes:
+    tail = StreamedTail(apis.FETCH, 16, 0, len(frame), _resolve)
+    for c in chunks:
+        tail.feed(c)
+    return asyncio.run(tail.finish(frame[held_from:], held_from))
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_streamed_tail_rewritten_in_place(seed):
     hosts = ["broker-a.internal", "b"]
-    frame = bytes(encode_body("FetchResponse", 16, _fetch_body(hosts, records=os.urandom(300_000))))
+    body = _fetch_body(hosts, records=os.urandom(300_000))
+    body["Responses"][0]["Partitions"] *= 3  # several partitions, their records spanning chunks
+    frame = bytes(encode_body("FetchResponse", 16, body))
     held_from = len(frame) - 65536
-    chunks = _chunked(frame[:held_from], seed) + [frame[held_from:]]
-    tail = asyncio.run(fit_streamed_tail(chunks, apis.FETCH, 16, 0, held_from, _resolve))
+    tail = _stream_tail(frame, _chunked(frame[:held_from], seed), held_from)
     assert len(tail) == 65536
     out = frame[:held_from] + tail
     assert out == _fit(frame)
@@ -122,26 +131,26 @@ def test_node_endpoints_beyond_the_held_tail_refused():
     frame = bytes(encode_body("FetchResponse", 16, _fetch_body(hosts, records=os.urandom(100_000))))
     held_from = len(frame) - 65536
     with pytest.raises(CodecError, match="held tail"):
-        asyncio.run(fit_streamed_tail([frame[:held_from], frame[held_from:]], apis.FETCH, 16, 0, held_from, _resolve))
+        _stream_tail(frame, _chunked(frame[:held_from], 0), held_from)
     # Unknown tags only, beginning before the held tail: nothing to hide, passed as is.
     body = _fetch_body([], tags={3: b"z" * 100})
     del body["NodeEndpoints"]
     frame = bytes(encode_body("FetchResponse", 16, body))
     held_from = len(frame) - 10
-    tail = asyncio.run(fit_streamed_tail([frame[:held_from], frame[held_from:]], apis.FETCH, 16, 0, held_from, _resolve))
-    assert tail == frame[held_from:]
+    assert _stream_tail(frame, [frame[:held_from]], held_from) == frame[held_from:]
 
 
-def test_chunks_index_and_slice():
+def test_streamed_view_remembers_only_what_was_read():
     data = os.urandom(5000)
-    c = Chunks(_chunked(data, 1) if len(_chunked(data, 1)) > 1 else [data[:10], data[10:]])
-    assert len(c) == len(data)
-    for i in (0, 1, 9, 10, 2500, 4999):
-        assert c[i] == data[i]
-    for a, b in ((0, 5000), (3, 17), (2000, 4999), (4999, 5000), (7, 7)):
-        assert c.slice(a, b) == data[a:b]
+    v = StreamedView(len(data))
+    v.add(data[:100])
+    assert len(v) == 5000 and v[3] == data[3] and v[99] == data[99]
+    with pytest.raises(NotYet):
+        v[100]
+    v.add(data[100:200])
+    assert v[3] == data[3] and v[150] == data[150]  # remembered, and the new chunk
     with pytest.raises(IndexError):
-        c[5000]
+        v[50]  # passed unread: gone
 
 
 def test_tag_walk_reused_only_for_the_same_shape():
@@ -208,11 +217,12 @@ def test_large_batches_streamed_intact_each_compression(proxy, codec, monkeypatc
     Fetch responses (librdkafka: v16, tail held for NodeEndpoints) streamed back, all intact."""
     tails = []
 
-    async def counted(*args):
-        tails.append(args[2])  # the Fetch version
-        return await fit_streamed_tail(*args)
+    class Counted(StreamedTail):
+        def __init__(self, *args):
+            tails.append(args[1])  # the Fetch version
+            super().__init__(*args)
 
-    monkeypatch.setattr(addresses, "fit_streamed_tail", counted)
+    monkeypatch.setattr(addresses, "StreamedTail", Counted)
     topic = make_topic(proxy.address)
     requests, responses = proxy.proxy.streamed_requests, proxy.proxy.streamed_responses
     p = Producer({"bootstrap.servers": proxy.address, "compression.type": codec, "linger.ms": 200,

@@ -21,7 +21,6 @@ from typing import Callable, Optional
 from kquota.proxy import apis
 from kquota.proxy.codec import (
     SCHEMAS,
-    Chunks,
     CodecError,
     decode_body,
     decode_tagged_section,
@@ -32,6 +31,7 @@ from kquota.proxy.codec import (
     write_uvarint,
 )
 from kquota.proxy.frames import response_frame
+from kquota.proxy.streaming import NotYet, StreamedView
 
 #: ``(node id, broker host, broker port) -> (proxy host, proxy port)``; opens the broker's
 #: listener on first use.
@@ -141,23 +141,48 @@ async def fit_tagged_section(api_key: int, version: int, section: bytes, resolve
     return out + section[end:]
 
 
-async def fit_streamed_tail(chunks: list, api_key: int, version: int, body_offset: int, held_from: int,
-                            resolve: Resolve) -> bytes:
-    """The held tail (bytes ``held_from:``) of a streamed response, whose earlier bytes are in
-    ``chunks`` too (already sent), with NodeEndpoints fitted as :func:`fit_tagged_section`.
+class StreamedTail:
+    """Finds and rewrites the NodeEndpoints of a response streamed in chunks: ``feed`` each chunk
+    as it passes (the first holding the header), then ``finish`` with the held tail — the
+    response's last bytes, from ``held_from`` — for the tail to send instead, of the same length
+    with NodeEndpoints fitted as :func:`fit_tagged_section`.
 
-    ``CodecError`` if NodeEndpoints began before the held tail: the connection is closed rather
-    than an address leaked."""
-    frame = Chunks(chunks)
-    name = _ADDRESSED[api_key][0]
-    start = tagged_section_offset(name, version, frame, body_offset)
-    if start < held_from:
-        if NODE_ENDPOINTS in section_tags(frame, start):
-            raise CodecError(f"{name} v{version}: NodeEndpoints longer than the held tail")
-        return frame.slice(held_from, len(frame))
-    tail = frame.slice(held_from, len(frame))
-    cut = start - held_from
-    return tail[:cut] + await fit_tagged_section(api_key, version, tail[cut:], resolve)
+    The tagged-field section is found by walking the chunks as they pass
+    (:class:`kquota.proxy.streaming.StreamedView`: nothing but the bytes read is kept), so a
+    response of any size costs a few bytes per partition. ``finish`` raises ``CodecError`` if
+    NodeEndpoints began before the held tail: the connection is closed rather than an address
+    leaked."""
+
+    def __init__(self, api_key: int, version: int, body_offset: int, size: int, resolve: Resolve) -> None:
+        self._api_key = api_key
+        self._version = version
+        self._name = _ADDRESSED[api_key][0]
+        self._body_offset = body_offset
+        self._resolve = resolve
+        self._view = StreamedView(size)
+        #: (where the section starts, its tags), once the walk has reached them.
+        self._found: Optional[tuple[int, list[int]]] = None
+
+    def feed(self, chunk: bytes) -> None:
+        self._view.add(chunk)
+        if self._found is None:
+            try:
+                start = tagged_section_offset(self._name, self._version, self._view, self._body_offset)
+                self._found = start, section_tags(self._view, start)
+            except NotYet:
+                pass
+
+    async def finish(self, tail: bytes, held_from: int) -> bytes:
+        self.feed(tail)
+        if self._found is None:
+            raise CodecError(f"{self._name} v{self._version}: no tagged fields at the end")
+        start, tags = self._found
+        if start < held_from:
+            if NODE_ENDPOINTS in tags:
+                raise CodecError(f"{self._name} v{self._version}: NodeEndpoints longer than the held tail")
+            return tail
+        cut = start - held_from
+        return tail[:cut] + await fit_tagged_section(self._api_key, self._version, tail[cut:], self._resolve)
 
 
 #: The tag of NodeEndpoints in Produce v10+ / Fetch v16+ responses.

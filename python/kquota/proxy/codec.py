@@ -9,7 +9,6 @@ Tagged fields appear in the dict only when present on the wire, unknown tags are
 from __future__ import annotations
 
 import struct
-from bisect import bisect_right
 from operator import itemgetter
 from typing import Any, Optional
 
@@ -318,7 +317,7 @@ def skip_tagged_fields(buf: Any, pos: int, what: str) -> int:
 def tagged_section_offset(name: str, v: int, buf: Any, pos: int) -> int:
     """Where a flexible message body's top-level tagged-field section starts (the body's other
     fields are skipped, nothing is built). ``buf`` needs only ``len`` and integer indexing, so a
-    :class:`Chunks` of a streamed frame serves as well as bytes."""
+    :class:`kquota.proxy.streaming.StreamedView` of a frame still arriving serves as well as bytes."""
     spec = SCHEMAS[name]
     if not _in(spec["flexible"], v):
         raise CodecError(f"{name} v{v} has no tagged fields")
@@ -400,41 +399,6 @@ def encode_tagged_section(name: str, v: int, obj: dict) -> bytearray:
     out = bytearray()
     _encode_tags(SCHEMAS[name]["fields"], v, obj, out, [])
     return out
-
-
-class Chunks:
-    """A frame held as the list of chunks it arrived in, read in place (no join): ``len`` and
-    integer indexing for :func:`tagged_section_offset`, and :meth:`slice` to copy a range."""
-
-    __slots__ = ("_chunks", "_starts", "_len")
-
-    def __init__(self, chunks: list) -> None:
-        self._chunks = chunks
-        self._starts = []
-        total = 0
-        for c in chunks:
-            self._starts.append(total)
-            total += len(c)
-        self._len = total
-
-    def __len__(self) -> int:
-        return self._len
-
-    def __getitem__(self, i: int) -> int:
-        if not 0 <= i < self._len:
-            raise IndexError(i)
-        k = bisect_right(self._starts, i) - 1
-        return self._chunks[k][i - self._starts[k]]
-
-    def slice(self, start: int, end: int) -> bytes:
-        """A copy of bytes ``start:end``."""
-        out = bytearray()
-        k = max(bisect_right(self._starts, start) - 1, 0)
-        while k < len(self._chunks) and self._starts[k] < end:
-            c, s = self._chunks[k], self._starts[k]
-            out += memoryview(c)[max(start - s, 0):max(min(end - s, len(c)), 0)]
-            k += 1
-        return bytes(out)
 
 
 def encode_struct(fields: tuple, v: int, flex: bool, obj: dict, out: bytearray) -> None:

@@ -371,11 +371,10 @@ class ClientConnection:
         if tail is None:
             await streaming.pump(up, w, rest)
         else:
-            kept = [head]
+            tail.feed(head)
             hold = min(rest, streaming.TAIL_HOLD)
-            await streaming.pump(up, w, rest - hold, kept)
-            kept.append(await read_exactly(up, hold))
-            w.write(await tail(kept, size - hold))
+            await streaming.pump(up, w, rest - hold, tail.feed)
+            w.write(await tail.finish(await read_exactly(up, hold), size - hold))
         self._settle(p, None, throttle)
 
     # ------------------------------------------------------------------ requests

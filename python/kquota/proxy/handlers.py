@@ -266,11 +266,7 @@ async def fetch(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> No
         out = patch_throttle_head(head, size, h.api_key, v, offset, throttle)
         if v < 16:
             return out, throttle, False, None
-
-        async def tail(chunks: list, held_from: int) -> bytes:
-            return await addresses.fit_streamed_tail(chunks, apis.FETCH, v, offset, held_from, conn.resolve)
-
-        return out, throttle, False, tail
+        return out, throttle, False, addresses.StreamedTail(apis.FETCH, v, offset, size, conn.resolve)
 
     _elapsed(p, t0)
     await conn.forward(p, frame, on_response, on_stream)

@@ -12,18 +12,17 @@ frame stays bounded by the chunk size, not the frame size.
 - Fetch responses: the quota is decided from the size prefix and the head (throttle patched
   into ``ThrottleTimeMs``, the body's first field); a response Kafka would answer empty and
   throttled has its rest discarded. Fetch v16+ may end with NodeEndpoints (top-level tag 0):
-  the last ``TAIL_HOLD`` bytes are held back and the frame's chunks kept, so that the
-  tagged-field section can be found (the codec's own skip logic, walking the chunks in place)
-  and rewritten to exactly its old length (:func:`kquota.proxy.addresses.fit_streamed_tail`).
-  If the section begins before the held tail, the connection is closed rather than an address
-  leaked.
+  the last ``TAIL_HOLD`` bytes are held back; the codec's own skip logic walks the chunks as
+  they pass (:class:`StreamedView`: only the few bytes the walk reads — counts, lengths — are
+  remembered, not the chunks) to find the top-level tagged-field section, which is rewritten to
+  exactly its old length (:class:`kquota.proxy.addresses.StreamedTail`). If NodeEndpoints
+  begins before the held tail, the connection is closed rather than an address leaked.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 #: Frames at least this long are streamed (cut-through) when their API allows it.
 STREAM_MIN = 65536
@@ -35,15 +34,53 @@ TAIL_HOLD = 65536
 CHUNK = 1 << 20
 
 #: A streamed response's plan: (prefixed head to send — or the whole answer if ``replace``;
-#: throttle; replace; a coroutine function ``(chunks, held_from) -> tail`` fitting the held
-#: tail, or ``None``).
-StreamPlan = tuple[bytes, int, bool, Optional[Callable[[list, int], Awaitable[bytes]]]]
+#: throttle; replace; the held tail's rewriter — ``feed(chunk)`` for each chunk passing,
+#: ``await finish(tail, held_from)`` for the tail to send — or ``None``).
+StreamPlan = tuple[bytes, int, bool, Optional[Any]]
+
+
+class NotYet(Exception):
+    """A walk over a :class:`StreamedView` reached bytes that have not arrived."""
+
+
+class StreamedView:
+    """A frame of ``size`` bytes arriving in chunks, for the codec's forward walks: ``len`` and
+    integer indexing. A walk is rerun from the start as each chunk arrives (:class:`NotYet` when
+    it runs ahead of the data); every byte it read is remembered, so the chunks themselves are
+    let go — a walk reads the same positions each time, in increasing order."""
+
+    __slots__ = ("_base", "_chunk", "_known", "_size")
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._known: dict[int, int] = {}
+        self._chunk = b""
+        self._base = 0
+
+    def add(self, chunk: bytes) -> None:
+        """The next chunk (the previous one is released)."""
+        self._base += len(self._chunk)
+        self._chunk = chunk
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, i: int) -> int:
+        value = self._known.get(i)
+        if value is None:
+            j = i - self._base
+            if j >= len(self._chunk):
+                raise NotYet(i)
+            if j < 0:
+                raise IndexError(f"byte {i} has passed unread")
+            value = self._known[i] = self._chunk[j]
+        return value
 
 
 async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int,
-               kept: Optional[list] = None) -> None:
+               on_chunk: Optional[Callable[[bytes], None]] = None) -> None:
     """Copies ``n`` bytes from ``reader`` to ``writer`` in chunks of ``CHUNK`` bytes, waiting
-    while the writer's peer is not reading; chunks are appended to ``kept`` if given.
+    while the writer's peer is not reading; ``on_chunk`` sees each chunk first.
 
     Whole chunks, not whatever each socket read returned: on loopback the transfer is a copy,
     and writing each 64 KiB as it arrives cost ~50% more CPU (sends, and the client's wakeups)
@@ -55,8 +92,8 @@ async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: in
         except asyncio.IncompleteReadError:
             raise ConnectionError("connection closed inside a frame") from None
         n -= len(chunk)
-        if kept is not None:
-            kept.append(chunk)
+        if on_chunk is not None:
+            on_chunk(chunk)
         writer.write(chunk)
         await writer.drain()
 
