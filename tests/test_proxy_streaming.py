@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import socket
+import struct
 import time
 import uuid
 
@@ -389,3 +391,39 @@ def test_streamed_fetch_node_endpoints_rewritten_in_flight(host):
         px.stop()
         loop.call_soon_threadsafe(loop.stop)
         t.join(5)
+
+
+# ---------------------------------------------------------------------------- malformed streamed frames
+
+
+def _produce_head(topic: str, total: int, transactional_id: bytes = b"") -> bytes:
+    """The beginning of a Produce v9 frame announcing ``total`` bytes (records cut short)."""
+    head = struct.pack(">hhih", 0, 9, 1, 1) + b"c" + b"\x00"
+    body = bytes([len(transactional_id) + 1]) + transactional_id + struct.pack(">hi", 1, 30000)
+    body += b"\x02" + bytes([len(topic) + 1]) + topic.encode() + b"\x02" + struct.pack(">i", 0)
+    return struct.pack(">i", total) + head + body + b"\x00" * 1000
+
+
+@pytest.mark.parametrize("case", ["closed mid-frame", "header past the head", "garbage head"])
+def test_malformed_streamed_request_closes_only_its_connection(proxy, broker, case):
+    topic = make_topic(broker.address)
+    good = Wire(proxy.proxy.bootstrap_address)
+    assert good.call(apis.METADATA, 1, "Metadata", {"Topics": None})["Brokers"]
+    bad = Wire(proxy.proxy.bootstrap_address)
+    if case == "closed mid-frame":
+        bad.send_raw(_produce_head(topic, 500_000))  # streamed: head forwarded, then the client goes
+        bad.sock.shutdown(socket.SHUT_WR)
+    elif case == "header past the head":
+        # A client id longer than the head read first: the whole frame is read, then rejected
+        # as the truncated Produce it is.
+        client_id = b"x" * 20_000
+        frame = struct.pack(">hhih", 0, 9, 1, len(client_id)) + client_id + b"\x00\x01"
+        bad.send_raw(struct.pack(">i", len(frame) + 70_000) + frame + b"\xff" * 70_000)
+    else:
+        bad.send_raw(struct.pack(">i", 100_000) + b"\xff" * 100_000)
+    assert bad.closed_by_peer()
+    assert good.call(apis.METADATA, 1, "Metadata", {"Topics": None})["Brokers"]
+    again = Wire(proxy.proxy.bootstrap_address)
+    assert again.call(apis.METADATA, 1, "Metadata", {"Topics": None})["Brokers"]
+    for w in (good, bad, again):
+        w.close()
