@@ -366,14 +366,13 @@ class ClientConnection:
             # Every earlier request has been answered by now (local answers at once, the
             # broker's in order, by this loop), so the response is at the head.
             raise RuntimeError("a streamed response is not the next answer")
-        self._out.append(data)
         self._flush()
         if tail is None:
-            await streaming.pump(up, w, rest)
+            await streaming.pump(up, w, rest, first=[data])
         else:
             tail.feed(head)
             hold = min(rest, streaming.TAIL_HOLD)
-            await streaming.pump(up, w, rest - hold, tail.feed)
+            await streaming.pump(up, w, rest - hold, tail.feed, first=[data])
             w.write(await tail.finish(await read_exactly(up, hold), size - hold))
         self._settle(p, None, throttle)
 
@@ -402,9 +401,9 @@ class ClientConnection:
     async def _send_upstream(self, frame: bytes) -> None:
         """Queues the request (its rest pumped from the client if it is being streamed)."""
         rest = self._rest
-        self._up_out.append(_I32.pack(len(frame) + rest))
-        self._up_out.append(frame)
         if not rest:
+            self._up_out.append(_I32.pack(len(frame)))
+            self._up_out.append(frame)
             self._schedule_flush()
             return
         self._flush()
@@ -412,7 +411,7 @@ class ClientConnection:
         self.server.streamed_requests += 1
         self._in_request = True
         try:
-            await streaming.pump(self.reader, self._up_writer, rest)
+            await streaming.pump(self.reader, self._up_writer, rest, first=[_I32.pack(len(frame) + rest), frame])
         finally:
             self._rest = 0
             self._in_request = False

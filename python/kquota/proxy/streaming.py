@@ -78,14 +78,15 @@ class StreamedView:
 
 
 async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int,
-               on_chunk: Optional[Callable[[bytes], None]] = None) -> None:
+               on_chunk: Optional[Callable[[bytes], None]] = None, first: Optional[list] = None) -> None:
     """Copies ``n`` bytes from ``reader`` to ``writer`` in chunks of ``CHUNK`` bytes, waiting
     while the writer's peer is not reading; ``on_chunk`` sees each chunk first.
 
     Whole chunks, not whatever each socket read returned: on loopback the transfer is a copy,
     and writing each 64 KiB as it arrives cost ~50% more CPU (sends, and the client's wakeups)
     than store-and-forward for no gain in throughput; 1 MiB chunks cost the same as it while
-    keeping the memory per frame bounded and the transfers overlapped."""
+    keeping the memory per frame bounded and the transfers overlapped. ``first`` (bytes already
+    due to ``writer``, e.g. the frame's head) leaves with the first chunk, in one send."""
     while n > 0:
         try:
             chunk = await reader.readexactly(min(n, CHUNK))
@@ -94,8 +95,15 @@ async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: in
         n -= len(chunk)
         if on_chunk is not None:
             on_chunk(chunk)
-        writer.write(chunk)
+        if first:
+            first.append(chunk)
+            writer.writelines(first)
+            first = None
+        else:
+            writer.write(chunk)
         await writer.drain()
+    if first:
+        writer.writelines(first)
 
 
 async def skip(reader: asyncio.StreamReader, n: int) -> None:
