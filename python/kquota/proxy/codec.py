@@ -9,6 +9,7 @@ Tagged fields appear in the dict only when present on the wire, unknown tags are
 from __future__ import annotations
 
 import struct
+from operator import itemgetter
 from typing import Any, Optional
 
 from kquota.proxy.schemas import FLEXIBLE_FIRST
@@ -195,22 +196,33 @@ def decode_struct(fields: tuple, v: int, flex: bool, buf: Any, pos: int) -> tupl
             continue
         obj[f[0]], pos = _read_value(f[1], f, v, flex, buf, pos)
     if flex:
-        count, pos = read_uvarint(buf, pos)
-        for _ in range(count):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            end = pos + size
-            if end > len(buf):
-                raise CodecError("truncated tagged field")
-            f = tagged.get(tag) if tagged else None
-            if f is None:
-                obj.setdefault("_tags", {})[tag] = bytes(buf[pos:end])
-            else:
-                obj[f[0]], used = _read_value(f[1], f, v, True, buf[:end], pos)
-                if used != end:
-                    raise CodecError(f"tagged field {f[0]} has {end - used} extra bytes")
-            pos = end
+        pos = _decode_tags(tagged, v, buf, pos, obj)
     return obj, pos
+
+
+def _decode_tags(tagged: Optional[dict], v: int, buf: Any, pos: int, obj: dict) -> int:
+    """Reads a tagged-field section into ``obj`` (known tags by name, others raw in ``_tags``)."""
+    count, pos = read_uvarint(buf, pos)
+    for _ in range(count):
+        tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        end = pos + size
+        if end > len(buf):
+            raise CodecError("truncated tagged field")
+        f = tagged.get(tag) if tagged else None
+        if f is None:
+            obj.setdefault("_tags", {})[tag] = bytes(buf[pos:end])
+        else:
+            obj[f[0]], used = _read_value(f[1], f, v, True, buf[:end], pos)
+            if used != end:
+                raise CodecError(f"tagged field {f[0]} has {end - used} extra bytes")
+        pos = end
+    return pos
+
+
+def _tagged_fields(fields: tuple, v: int) -> dict:
+    """tag -> field, of the tagged fields active at version ``v``."""
+    return {f[5]: f for f in fields if _in(f[3], v) and _in(f[6], v)}
 
 
 # ------------------------------------------------------------------------------- skipping
@@ -230,11 +242,23 @@ def _plan(fields: tuple, v: int, flex: bool) -> list:
         for f in fields:
             if not _in(f[3], v) or (flex and _in(f[6], v)):
                 continue
-            fixed = _FIXED.get(f[1])
-            elem_fixed = _FIXED.get(f[2]) if f[1] == "array" else None
-            plan.append((f[1], f, fixed.size if fixed else 0, elem_fixed.size if elem_fixed else 0))
+            size = _fixed_size(f[1])
+            if size and plan and plan[-1][2]:
+                # Consecutive fixed-size fields are skipped as one step (e.g. the five numbers
+                # that open a Produce partition response).
+                t, first, before, _ = plan[-1]
+                plan[-1] = (t, first, before + size, 0)
+                continue
+            plan.append((f[1], f, size, _fixed_size(f[2]) if f[1] == "array" else 0))
         _PLANS[key] = plan
     return plan
+
+
+def _fixed_size(t: str) -> int:
+    fixed = _FIXED.get(t)
+    if fixed is not None:
+        return fixed.size
+    return 1 if t == "bool" else 16 if t == "uuid" else 0
 
 
 def _skip_value(t: str, f: tuple, size: int, elem_size: int, v: int, flex: bool, buf: Any, pos: int) -> int:
@@ -290,50 +314,120 @@ def skip_tagged_fields(buf: Any, pos: int, what: str) -> int:
     return pos
 
 
-def top_level_tags(name: str, v: int, buf: Any, pos: int) -> set[int]:
-    """The tags present in a message body's top-level tagged fields (empty if not flexible)."""
+def tagged_section_offset(name: str, v: int, buf: Any, pos: int) -> int:
+    """Where a flexible message body's top-level tagged-field section starts (the body's other
+    fields are skipped, nothing is built). ``buf`` needs only ``len`` and integer indexing, so a
+    :class:`kquota.proxy.streaming.StreamedView` of a frame still arriving serves as well as bytes."""
     spec = SCHEMAS[name]
     if not _in(spec["flexible"], v):
-        return set()
-    if not isinstance(buf, memoryview):
-        buf = memoryview(buf)
+        raise CodecError(f"{name} v{v} has no tagged fields")
     for t, f, size, elem_size in _plan(spec["fields"], v, True):
         pos = _skip_value(t, f, size, elem_size, v, True, buf, pos)
+    return pos
+
+
+def section_tags(buf: Any, pos: int, what: str = "tagged fields") -> list[int]:
+    """The tags of the tagged-field section at ``pos``, in wire order."""
     count, pos = read_uvarint(buf, pos)
-    tags = set()
+    tags = []
     for _ in range(count):
         tag, pos = read_uvarint(buf, pos)
         n, pos = read_uvarint(buf, pos)
         pos += n
-        tags.add(tag)
+        tags.append(tag)
     if pos > len(buf):
-        raise CodecError(f"{name} v{v}: truncated tagged fields")
+        raise CodecError(f"truncated {what}")
     return tags
+
+
+class _Recorder:
+    """A buffer that notes which bytes a walk read."""
+
+    __slots__ = ("buf", "reads")
+
+    def __init__(self, buf: Any) -> None:
+        self.buf = buf
+        self.reads: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.buf)
+
+    def __getitem__(self, i: int) -> int:
+        self.reads.append(i)
+        return self.buf[i]
+
+
+#: (message, version, position, frame length) -> (getter of the bytes the walk read, their
+#: values, the tags found): the last walk of each shape.
+_TAG_MEMO: dict[tuple, tuple] = {}
+_TAG_MEMO_MAX = 512
+
+
+def top_level_tags(name: str, v: int, buf: Any, pos: int) -> frozenset[int]:
+    """The tags present in a message body's top-level tagged fields (empty if not flexible).
+
+    A walk depends only on the frame's length and the bytes it reads (lengths, counts, tags),
+    so when those bytes equal the last walk's of the same shape — successive Produce responses
+    on a connection differ only in offsets and timestamps — its answer is reused unwalked."""
+    if not _in(SCHEMAS[name]["flexible"], v):
+        return frozenset()
+    key = (name, v, pos, len(buf))
+    memo = _TAG_MEMO.get(key)
+    if memo is not None and memo[0](buf) == memo[1]:
+        return memo[2]
+    rec = _Recorder(buf)
+    tags = frozenset(section_tags(rec, tagged_section_offset(name, v, rec, pos), f"{name} v{v}: tagged fields"))
+    getter = itemgetter(*sorted(set(rec.reads)))
+    if len(_TAG_MEMO) >= _TAG_MEMO_MAX:
+        _TAG_MEMO.clear()
+    _TAG_MEMO[key] = (getter, getter(buf), tags)
+    return tags
+
+
+def decode_tagged_section(name: str, v: int, buf: Any, pos: int) -> tuple[dict, int]:
+    """Decodes the top-level tagged-field section at ``pos`` (see :func:`tagged_section_offset`)
+    into a dict as :func:`decode_body` would hold those fields; returns it and the end."""
+    obj: dict[str, Any] = {}
+    if not isinstance(buf, memoryview):
+        buf = memoryview(buf)
+    end = _decode_tags(_tagged_fields(SCHEMAS[name]["fields"], v), v, buf, pos, obj)
+    return obj, end
+
+
+def encode_tagged_section(name: str, v: int, obj: dict) -> bytearray:
+    """Encodes the top-level tagged fields of ``obj`` (the inverse of :func:`decode_tagged_section`)."""
+    out = bytearray()
+    _encode_tags(SCHEMAS[name]["fields"], v, obj, out, [])
+    return out
 
 
 def encode_struct(fields: tuple, v: int, flex: bool, obj: dict, out: bytearray) -> None:
     """Appends ``obj`` encoded as ``fields`` at version ``v``; missing fields take their default."""
-    tags: list[tuple[int, bytes]] = []
     for f in fields:
-        if not _in(f[3], v):
+        if not _in(f[3], v) or (flex and _in(f[6], v)):
             continue
-        if flex and _in(f[6], v):
+        value = obj[f[0]] if f[0] in obj else _default(f)
+        _write_value(f[1], f, v, flex, value, out)
+    if flex:
+        _encode_tags(fields, v, obj, out, [])
+
+
+def _encode_tags(fields: tuple, v: int, obj: dict, out: bytearray, tags: list) -> None:
+    """Appends the tagged-field section of ``obj`` (known tags present, then raw ``_tags``)."""
+    for f in fields:
+        if _in(f[3], v) and _in(f[6], v):
             value = obj.get(f[0])
             if value is not None:
                 part = bytearray()
                 _write_value(f[1], f, v, True, value, part)
                 tags.append((f[5], bytes(part)))
-            continue
-        value = obj[f[0]] if f[0] in obj else _default(f)
-        _write_value(f[1], f, v, flex, value, out)
-    if flex:
-        tags.extend(obj.get("_tags", {}).items())
-        tags.sort()
-        write_uvarint(out, len(tags))
-        for tag, data in tags:
-            write_uvarint(out, tag)
-            write_uvarint(out, len(data))
-            out += data
+    tags.extend(obj.get("_tags", {}).items())
+    tags.sort()
+    write_uvarint(out, len(tags))
+    for tag, data in tags:
+        write_uvarint(out, tag)
+        write_uvarint(out, len(data))
+        out += data
 
 
 def decode_body(name: str, v: int, buf: Any, pos: int) -> dict:

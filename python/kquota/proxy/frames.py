@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import struct
 from dataclasses import dataclass
-from typing import Optional
 
 from kquota.proxy.codec import CodecError, is_flexible, skip_tagged_fields, write_uvarint
 
@@ -24,19 +23,18 @@ class FrameTooLarge(CodecError):
     """A frame longer than ``socket.request.max.bytes``."""
 
 
-async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> Optional[bytes]:
-    """The next frame without its size prefix; ``None`` at a clean end of stream."""
-    try:
-        prefix = await reader.readexactly(4)
-    except asyncio.IncompleteReadError as e:
-        if e.partial:
-            raise CodecError("connection closed inside a size prefix") from None
-        return None
+def frame_size(prefix: bytes, max_bytes: int) -> int:
+    """The size a 4-byte prefix announces; ``FrameTooLarge`` above ``max_bytes`` (or negative)."""
     size = _I32.unpack(prefix)[0]
     if size < 0 or size > max_bytes:
         raise FrameTooLarge(f"frame of {size} bytes (limit {max_bytes})")
+    return size
+
+
+async def read_exactly(reader: asyncio.StreamReader, n: int) -> bytes:
+    """``n`` bytes of a frame; ``CodecError`` if the stream ends first."""
     try:
-        return await reader.readexactly(size)
+        return await reader.readexactly(n)
     except asyncio.IncompleteReadError:
         raise CodecError("connection closed inside a frame") from None
 

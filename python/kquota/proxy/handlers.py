@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import struct
 import time
-from typing import Optional
+from typing import Any, Optional
 
 from kquota.quota_type import ClientQuotaType
 from kquota.proxy import addresses, apis, mutations, sasl
@@ -23,7 +23,8 @@ from kquota.proxy.codec import (
 )
 from kquota.proxy.connection import Answer, ClientConnection, Pending, register
 from kquota.proxy.frames import response_body_offset, response_frame
-from kquota.proxy.throttle import patch_throttle
+from kquota.proxy.streaming import StreamPlan
+from kquota.proxy.throttle import patch_throttle, patch_throttle_head
 from kquota.proxy.versions import clamp_api_versions
 
 log = logging.getLogger("kquota.proxy")
@@ -106,13 +107,22 @@ def produce_acks(frame: bytes, offset: int, version: int) -> int:
     return _I16.unpack_from(frame, pos)[0]
 
 
-@register(apis.PRODUCE)
+@register(apis.PRODUCE, streamed=True)
 async def produce(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> None:
     """KafkaApis.handleProduceRequest: the request size (header + body) is recorded when the
-    broker answers; throttle = max(bandwidth, request); acks=0 has no answer but is muted."""
+    broker answers; throttle = max(bandwidth, request); acks=0 has no answer but is muted.
+
+    ``frame`` may be only the head of a large request (the rest is streamed to the broker)."""
     h = p.header
-    acks = produce_acks(frame, h.body_offset, h.api_version)
-    size = len(frame)
+    try:
+        acks = produce_acks(frame, h.body_offset, h.api_version)
+    except CodecError:
+        whole = await conn.read_rest(frame)
+        if whole is frame:
+            raise
+        frame = whole  # a transactional id longer than the head
+        acks = produce_acks(frame, h.body_offset, h.api_version)
+    size = p.size
     if acks == 0:
         throttle = int(conn.handle(h.client_id).record_and_get_throttle_time_ms(PRODUCE, size))
         conn.server.log_request(conn, h.client_id, PRODUCE, size)
@@ -127,7 +137,7 @@ async def produce(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> 
         conn.server.log_request(conn, h.client_id, PRODUCE, size)
         _elapsed(p, t1)
         throttle = max(bandwidth, conn.request_throttle(p))
-        if h.api_version >= 10 and (throttle > 0 or _NODE_ENDPOINTS in top_level_tags(
+        if h.api_version >= 10 and (throttle > 0 or addresses.NODE_ENDPOINTS in top_level_tags(
                 "ProduceResponse", h.api_version, frame, response_body_offset(frame, h.api_key, h.api_version))):
             offset = response_body_offset(frame, h.api_key, h.api_version)
             body = decode_body("ProduceResponse", h.api_version, frame, offset)
@@ -148,7 +158,6 @@ async def produce(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> 
 # ---------------------------------------------------------------------------- Fetch
 
 
-_NODE_ENDPOINTS = 0  # the tag of NodeEndpoints in Produce v10+ / Fetch v16+ responses
 _FETCH_FIXED = struct.Struct(">iiibii")  # MaxWaitMs MinBytes MaxBytes IsolationLevel SessionId SessionEpoch
 
 
@@ -203,13 +212,14 @@ async def fetch(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> No
         _I32.pack_into(buf, at + 8, max_bytes)
         frame = bytes(buf)
 
-    async def on_response(p: Pending, frame: bytes) -> Answer:
+    def decide(p: Pending, frame: bytes, offset: int, size: int) -> tuple[str, Any, int]:
+        """(how, data, throttle) for a response of ``size`` bytes (``frame``: all or its head):
+        "patch" (throttle patched in), "empty" (the throttled empty answer in ``data``),
+        "pass" (unchanged, NodeEndpoints aside)."""
         t1 = time.perf_counter_ns()
-        size = len(frame)
         bandwidth = int(handle.record_and_get_throttle_time_ms(FETCH, size))
         _elapsed(p, t1)
         throttle = max(bandwidth, conn.request_throttle(p))
-        offset = response_body_offset(frame, h.api_key, v)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("fetch v%d by %r: %d bytes, max bytes %d, throttle %d ms", v, h.client_id, size,
                       max_bytes, throttle)
@@ -219,22 +229,47 @@ async def fetch(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> No
             # max bytes, or a broker that overshoots max bytes). Deliver it, keep it recorded
             # and mute: the long-run rate still tracks the quota.
             conn.server.log_request(conn, h.client_id, FETCH, size)
-            return patch_throttle(frame, h.api_key, v, offset, throttle), throttle
+            return "patch", None, throttle
         if throttle > 0:
             handle.unrecord(FETCH, size)
             error = _I16.unpack_from(frame, offset + 4)[0] if v >= 7 else 0
             if error == 0:
-                return throttled_fetch_response(h.correlation_id, v, frame, offset, req, throttle), throttle
-            return patch_throttle(frame, h.api_key, v, offset, throttle), throttle
+                return "empty", throttled_fetch_response(h.correlation_id, v, frame, offset, req, throttle), throttle
+            return "patch", None, throttle
         conn.server.log_request(conn, h.client_id, FETCH, size)
-        if v >= 16 and _NODE_ENDPOINTS in top_level_tags("FetchResponse", v, frame, offset):
+        return "pass", None, 0
+
+    async def on_response(p: Pending, frame: bytes) -> Answer:
+        offset = response_body_offset(frame, h.api_key, v)
+        how, data, throttle = decide(p, frame, offset, len(frame))
+        if how == "empty":
+            return data, throttle
+        if how == "patch":
+            return patch_throttle(frame, h.api_key, v, offset, throttle), throttle
+        if v >= 16 and addresses.NODE_ENDPOINTS in top_level_tags("FetchResponse", v, frame, offset):
             rewritten = await addresses.rewrite_addresses(frame, apis.FETCH, v, offset, conn.resolve)
             if rewritten is not None:
                 return rewritten, 0
         return (_I32.pack(len(frame)), frame), 0
 
+    def on_stream(p: Pending, head: bytes, size: int) -> Optional[StreamPlan]:
+        """The plan for a large response, from its head (``None``: the head is too short)."""
+        try:
+            offset = response_body_offset(head, h.api_key, v)
+        except CodecError:
+            return None
+        if offset + 10 > len(head):
+            return None
+        how, data, throttle = decide(p, head, offset, size)
+        if how == "empty":
+            return data, throttle, True, None
+        out = patch_throttle_head(head, size, h.api_key, v, offset, throttle)
+        if v < 16:
+            return out, throttle, False, None
+        return out, throttle, False, addresses.StreamedTail(apis.FETCH, v, offset, size, conn.resolve)
+
     _elapsed(p, t0)
-    await conn.forward(p, frame, on_response)
+    await conn.forward(p, frame, on_response, on_stream)
 
 
 def throttled_fetch_response(corr: int, version: int, frame: bytes, offset: int, req: dict, throttle: int) -> bytes:

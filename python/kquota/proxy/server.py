@@ -72,7 +72,10 @@ class ProxyServer:
         self.request_log = request_log
         self.default_partitions = default_partitions
         self.drain_seconds = drain_seconds
-        self.stream_limit = 1 << 20
+        #: Read-ahead per socket: a stream stops reading its socket beyond twice this. 4 MiB lets
+        #: a whole ~6 MB Fetch response or 1 MB Produce batch arrive without pausing the socket
+        #: (pausing and resuming a socket per 2 MiB cost ~30% more proxy CPU when streaming).
+        self.stream_limit = 4 << 20
         #: A connection throttled within this long is read one request at a time (the quota
         #: window: quota.window.num x quota.window.size.seconds).
         self.quota_window_seconds = float(getattr(qm, "window_num", 11) * getattr(qm, "window_size_seconds", 1))
@@ -84,6 +87,9 @@ class ProxyServer:
         self.broker_ports: dict[int, int] = {}
         self.connections: set[ClientConnection] = set()
         self.refused_connections = 0
+        #: Large frames relayed cut-through (see :mod:`kquota.proxy.streaming`).
+        self.streamed_requests = 0
+        self.streamed_responses = 0
         #: node id (``None`` = bootstrap) -> connections accepted.
         self.accepted: dict[Optional[int], int] = {}
         self._servers: list[asyncio.Server] = []

@@ -46,9 +46,18 @@ def patch_throttle(frame: bytes, api_key: int, version: int, body_offset: int, t
         return response_frame(corr, api_key, version, encode_body("ProduceResponse", version, body))
     if api_key == apis.API_VERSIONS:
         return with_prefix(frame)  # answered before any quota applies; clamped separately
-    out = bytearray(with_prefix(frame))
-    at = 4 + body_offset
-    current = _I32.unpack_from(out, at)[0]
-    if throttle_ms > current:
-        _I32.pack_into(out, at, throttle_ms)
+    return patch_throttle_head(frame, len(frame), api_key, version, body_offset, throttle_ms)
+
+
+def patch_throttle_head(head: bytes, size: int, api_key: int, version: int, body_offset: int,
+                        throttle_ms: int) -> bytes:
+    """The beginning ``head`` of a response of ``size`` bytes, prefixed with that size, with
+    throttle = max(broker's, ``throttle_ms``): for a streamed response (its ``ThrottleTimeMs``
+    comes first, so the head holds it; Produce and ApiVersions are never streamed)."""
+    out = bytearray(_I32.pack(size))
+    out += head
+    if throttle_ms > 0 and has_throttle_field(api_key, version) and api_key in THROTTLE_FIRST:
+        at = 4 + body_offset
+        if _I32.unpack_from(out, at)[0] < throttle_ms:
+            _I32.pack_into(out, at, throttle_ms)
     return bytes(out)

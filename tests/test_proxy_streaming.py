@@ -1,0 +1,429 @@
+"""Cut-through streaming of large frames (kquota.proxy.streaming): NodeEndpoints fitted into a
+streamed Fetch response's held tail (unit), and, against tansu with real clients, large Produce
+batches of every compression type and large Fetch responses relayed intact, and a throttled
+large fetch still answered empty and muted."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import socket
+import struct
+import time
+import uuid
+
+import kquota
+import pytest
+from kquota.proxy import addresses, apis
+from kquota.proxy.addresses import StreamedTail, fit_tagged_section
+from kquota.proxy.codec import CodecError, decode_body, encode_body, tagged_section_offset, top_level_tags
+from kquota.proxy.streaming import NotYet, StreamedView
+from proxy_support import ProxyThread, Tansu
+from proxy_wire import Wire
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+PROXY_HOST = "127.0.0.1"
+
+
+async def _resolve(node_id: int, host: str, port: int) -> tuple[str, int]:
+    return PROXY_HOST, 30000 + node_id
+
+
+def _fetch_body(hosts: list[str], records: bytes = b"r" * 100, tags: dict | None = None) -> dict:
+    body = {"ThrottleTimeMs": 0, "ErrorCode": 0, "SessionId": 7,
+            "Responses": [{"TopicId": bytes(range(16)), "Partitions": [{
+                "PartitionIndex": 0, "ErrorCode": 0, "HighWatermark": 1, "LastStableOffset": 1,
+                "LogStartOffset": 0, "AbortedTransactions": None, "PreferredReadReplica": -1,
+                "Records": records}]}],
+            "NodeEndpoints": [{"NodeId": i, "Host": h, "Port": 9092 + i, "Rack": None} for i, h in enumerate(hosts)]}
+    if tags:
+        body["_tags"] = tags
+    return body
+
+
+def _fit(frame: bytes) -> bytes:
+    start = tagged_section_offset("FetchResponse", 16, frame, 0)
+    fitted = asyncio.run(fit_tagged_section(apis.FETCH, 16, frame[start:], _resolve))
+    assert len(fitted) == len(frame) - start
+    return frame[:start] + fitted
+
+
+def _assert_proxied(decoded: dict, hosts: list[str]) -> None:
+    for i, node in enumerate(decoded.get("NodeEndpoints") or ()):
+        assert (node["NodeId"], node["Host"], node["Port"]) == (i, PROXY_HOST, 30000 + i)
+    assert not any(h in (node["Host"] for node in decoded.get("NodeEndpoints") or ()) for h in hosts)
+
+
+# Broker host lengths around the proxy host's (9 bytes): equal, longer by 1, 2, 127-131 (the
+# one-byte varint limit), 16381-16386 (the two-byte limit), and shorter (rewrite longer).
+@pytest.mark.parametrize("length", [1, 5, 8, 9, 10, 11, 12, 40, 135, 136, 137, 138, 139, 140,
+                                    9 + 16380, 9 + 16381, 9 + 16382, 9 + 16383, 9 + 16384, 9 + 16385])
+def test_node_endpoints_fitted_to_the_same_length(length):
+    host = "b" * length
+    frame = bytes(encode_body("FetchResponse", 16, _fetch_body([host])))
+    out = _fit(frame)
+    assert len(out) == len(frame)
+    decoded = decode_body("FetchResponse", 16, out, 0)
+    assert bytes(decoded["Responses"][0]["Partitions"][0]["Records"]) == b"r" * 100
+    _assert_proxied(decoded, [host])
+    if length == 9 or length >= 11:
+        # Equal length, or room for a padding tag: rewritten, not dropped.
+        assert [n["Host"] for n in decoded["NodeEndpoints"]] == [PROXY_HOST]
+    if length < 9:
+        assert "NodeEndpoints" not in decoded  # the rewrite is longer: dropped
+    if length > 9 and "NodeEndpoints" in decoded:
+        assert len(decoded["_tags"]) == 1  # the padding tag, which clients skip
+
+
+def test_unknown_tags_kept_and_padding_tag_above_them():
+    hosts = ["broker-%d.example.internal" % i for i in range(5)]
+    frame = bytes(encode_body("FetchResponse", 16, _fetch_body(hosts, tags={5: b"abc"})))
+    decoded = decode_body("FetchResponse", 16, _fit(frame), 0)
+    _assert_proxied(decoded, hosts)
+    assert len(decoded["NodeEndpoints"]) == 5
+    assert decoded["_tags"][5] == b"abc"
+    assert min(decoded["_tags"]) == 5 and len(decoded["_tags"]) == 2
+
+
+def test_section_without_node_endpoints_unchanged():
+    body = _fetch_body([])
+    del body["NodeEndpoints"]
+    frame = bytes(encode_body("FetchResponse", 16, body))
+    assert _fit(frame) == frame
+
+
+def _chunked(frame: bytes, seed: int) -> list[bytes]:
+    rnd = random.Random(seed)
+    out, pos = [], 0
+    while pos < len(frame):
+        n = rnd.randint(1, 40000)
+        out.append(frame[pos:pos + n])
+        pos += n
+    return out
+
+
+def _stream_tail(frame: bytes, chunks: list[bytes], held_from: int) -> bytes:
+    tail = StreamedTail(apis.FETCH, 16, 0, len(frame), _resolve)
+    for c in chunks:
+        tail.feed(c)
+    return asyncio.run(tail.finish(frame[held_from:], held_from))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_streamed_tail_rewritten_in_place(seed):
+    hosts = ["broker-a.internal", "b"]
+    body = _fetch_body(hosts, records=os.urandom(300_000))
+    body["Responses"][0]["Partitions"] *= 3  # several partitions, their records spanning chunks
+    frame = bytes(encode_body("FetchResponse", 16, body))
+    held_from = len(frame) - 65536
+    tail = _stream_tail(frame, _chunked(frame[:held_from], seed), held_from)
+    assert len(tail) == 65536
+    out = frame[:held_from] + tail
+    assert out == _fit(frame)
+    decoded = decode_body("FetchResponse", 16, out, 0)
+    _assert_proxied(decoded, hosts)
+    assert len(decoded["NodeEndpoints"]) == 2
+
+
+def test_node_endpoints_beyond_the_held_tail_refused():
+    hosts = ["h%d-" % i + "x" * 3000 for i in range(30)]  # ~90 KB of NodeEndpoints
+    frame = bytes(encode_body("FetchResponse", 16, _fetch_body(hosts, records=os.urandom(100_000))))
+    held_from = len(frame) - 65536
+    with pytest.raises(CodecError, match="held tail"):
+        _stream_tail(frame, _chunked(frame[:held_from], 0), held_from)
+    # Unknown tags only, beginning before the held tail: nothing to hide, passed as is.
+    body = _fetch_body([], tags={3: b"z" * 100})
+    del body["NodeEndpoints"]
+    frame = bytes(encode_body("FetchResponse", 16, body))
+    held_from = len(frame) - 10
+    assert _stream_tail(frame, [frame[:held_from]], held_from) == frame[held_from:]
+
+
+def test_streamed_view_remembers_only_what_was_read():
+    data = os.urandom(5000)
+    v = StreamedView(len(data))
+    v.add(data[:100])
+    assert len(v) == 5000 and v[3] == data[3] and v[99] == data[99]
+    with pytest.raises(NotYet):
+        v[100]
+    v.add(data[100:200])
+    assert v[3] == data[3] and v[150] == data[150]  # remembered, and the new chunk
+    with pytest.raises(IndexError):
+        v[50]  # passed unread: gone
+
+
+def test_tag_walk_reused_only_for_the_same_shape():
+    """The memoised walk must notice a response of the same length whose structure differs."""
+    def produce_response(name: str, endpoints: bool) -> bytes:
+        body = {"Responses": [{"Name": name, "PartitionResponses": [{
+            "Index": 0, "ErrorCode": 0, "BaseOffset": 5, "LogAppendTimeMs": -1, "LogStartOffset": 0,
+            "RecordErrors": [], "ErrorMessage": None}]}], "ThrottleTimeMs": 0}
+        if endpoints:
+            body["NodeEndpoints"] = [{"NodeId": 1, "Host": "h", "Port": 1, "Rack": None}]
+        return bytes(encode_body("ProduceResponse", 11, body))
+
+    with_tag = produce_response("t", True)
+    plain = next(r for r in (produce_response("t" * n, False) for n in range(1, 60)) if len(r) == len(with_tag))
+    assert top_level_tags("ProduceResponse", 11, plain, 0) == set()
+    assert top_level_tags("ProduceResponse", 11, with_tag, 0) == {0}
+    assert top_level_tags("ProduceResponse", 11, plain, 0) == set()
+    assert top_level_tags("ProduceResponse", 11, plain[:-3] + b"\x00\x00\x00", 0) == set()  # offsets differ
+
+
+# ---------------------------------------------------------------------------- with tansu
+
+
+@pytest.fixture(scope="module")
+def broker():
+    t = Tansu()
+    yield t
+    t.stop()
+
+
+@pytest.fixture(scope="module")
+def proxy(broker):
+    p = ProxyThread(("127.0.0.1", broker.port))
+    yield p
+    p.stop()
+
+
+def make_topic(address: str) -> str:
+    name = "s-" + uuid.uuid4().hex[:10]
+    admin = AdminClient({"bootstrap.servers": address})
+    for f in admin.create_topics([NewTopic(name, 1, 1)]).values():
+        f.result(10)
+    return name
+
+
+def consume(address: str, topic: str, count: int, timeout: float = 30.0) -> list:
+    c = Consumer({"bootstrap.servers": address, "group.id": "unused", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < count and time.monotonic() < deadline:
+            for m in c.consume(1000, 0.5):
+                assert not m.error(), m.error()
+                out.append((m.key(), m.value()))
+    finally:
+        c.close()
+    return out
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_large_batches_streamed_intact_each_compression(proxy, codec, monkeypatch):
+    """~1 MB batches of incompressible values: requests streamed to the broker, the large
+    Fetch responses (librdkafka: v16, tail held for NodeEndpoints) streamed back, all intact."""
+    tails = []
+
+    class Counted(StreamedTail):
+        def __init__(self, *args):
+            tails.append(args[1])  # the Fetch version
+            super().__init__(*args)
+
+    monkeypatch.setattr(addresses, "StreamedTail", Counted)
+    topic = make_topic(proxy.address)
+    requests, responses = proxy.proxy.streamed_requests, proxy.proxy.streamed_responses
+    p = Producer({"bootstrap.servers": proxy.address, "compression.type": codec, "linger.ms": 200,
+                  "batch.size": 1_000_000, "batch.num.messages": 100_000})
+    sent = [(b"k%d" % i, os.urandom(1000 + i % 500)) for i in range(3000)]
+    for key, value in sent:
+        p.produce(topic, key=key, value=value)
+    assert p.flush(30) == 0
+    assert proxy.proxy.streamed_requests > requests
+    assert consume(proxy.address, topic, len(sent)) == sent
+    assert proxy.proxy.streamed_responses > responses
+    assert tails and min(tails) >= 16  # librdkafka's Fetch v16+: the held-tail path ran
+
+
+def test_aiokafka_consumes_streamed_fetches(proxy, broker):
+    aiokafka = pytest.importorskip("aiokafka")
+    topic = make_topic(broker.address)
+    p = Producer({"bootstrap.servers": broker.address, "linger.ms": 50, "compression.type": "lz4"})
+    sent = [os.urandom(1000) for _ in range(2000)]
+    for v in sent:
+        p.produce(topic, value=v)
+    assert p.flush(20) == 0
+    responses = proxy.proxy.streamed_responses
+
+    async def run() -> list:
+        c = aiokafka.AIOKafkaConsumer(bootstrap_servers=proxy.address, enable_auto_commit=False)
+        await c.start()
+        try:
+            tp = aiokafka.TopicPartition(topic, 0)
+            c.assign([tp])
+            await c.seek_to_beginning(tp)
+            got: list = []
+            deadline = time.monotonic() + 30
+            while len(got) < len(sent) and time.monotonic() < deadline:
+                for msgs in (await c.getmany(timeout_ms=500)).values():
+                    got.extend(m.value for m in msgs)
+            return got
+        finally:
+            await c.stop()
+
+    assert asyncio.run(run()) == sent
+    assert proxy.proxy.streamed_responses > responses
+
+
+def _fetch_v12(w: Wire, topic: str) -> tuple[dict, float]:
+    t0 = time.monotonic()
+    resp = w.call(apis.FETCH, 12, "Fetch", {
+        "ReplicaId": -1, "MaxWaitMs": 500, "MinBytes": 1, "MaxBytes": 50_000_000, "IsolationLevel": 0,
+        "SessionId": 0, "SessionEpoch": -1, "ForgottenTopicsData": [], "RackId": "",
+        "Topics": [{"Topic": topic, "Partitions": [{
+            "Partition": 0, "CurrentLeaderEpoch": -1, "FetchOffset": 0, "LastFetchedEpoch": -1,
+            "LogStartOffset": -1, "PartitionMaxBytes": 10_000_000}]}]})
+    return resp, time.monotonic() - t0
+
+
+def test_throttled_large_fetch_answered_empty_and_muted(broker):
+    """A streamed (large) Fetch response over the quota, yet within the quota window's bytes, is
+    answered as Kafka does: empty, with the throttle, its bytes unrecorded; the connection is
+    muted, and stays in step with the broker (the rest of the response was discarded)."""
+    topic = make_topic(broker.address)
+    p = Producer({"bootstrap.servers": broker.address, "linger.ms": 20})
+    for _ in range(150):
+        p.produce(topic, value=os.urandom(1000))
+    assert p.flush(20) == 0
+    qm = kquota.QuotaManager()
+    qm.alter_client_quotas([({"client-id": "slow"}, {"consumer_byte_rate": 20_000})])  # window: 200 KB
+    px = ProxyThread(("127.0.0.1", broker.port), qm=qm)
+    try:
+        fast = Wire(px.proxy.bootstrap_address, client_id="fast")
+        resp, _ = _fetch_v12(fast, topic)
+        records = bytes(resp["Responses"][0]["Partitions"][0]["Records"])
+        assert len(records) > 140_000 and resp["ThrottleTimeMs"] == 0
+        assert px.proxy.streamed_responses == 1
+
+        slow = Wire(px.proxy.bootstrap_address, client_id="slow")
+        # The first ~150 KB fit the quota (a rate over the 10 s window: ~15 KB/s); the second
+        # would make it ~30 KB/s.
+        resp, _ = _fetch_v12(slow, topic)
+        assert resp["Responses"] and resp["ThrottleTimeMs"] == 0
+        resp, _ = _fetch_v12(slow, topic)
+        assert px.proxy.streamed_responses == 3
+        assert resp["Responses"] == [] and resp["ThrottleTimeMs"] > 0
+        assert qm.measured_rate(kquota.ClientQuotaType.FETCH, "ANONYMOUS", "slow") < 20_000  # unrecorded
+        t0 = time.monotonic()
+        md = slow.call(apis.METADATA, 4, "Metadata", {"Topics": None, "AllowAutoTopicCreation": False})
+        assert time.monotonic() - t0 >= 0.8 * resp["ThrottleTimeMs"] / 1000  # muted meanwhile
+        assert md["Brokers"]
+        fast.close()
+        slow.close()
+    finally:
+        px.stop()
+        qm.close()
+
+
+# ---------------------------------------------------------------------------- NodeEndpoints in flight
+
+
+class _OneFetchBroker:
+    """Answers every request on its port with a crafted Fetch v16 response (same correlation id):
+    no Kafka broker at hand sends NodeEndpoints, so this drives the proxy's held-tail path."""
+
+    def __init__(self, body: dict) -> None:
+        self.body = body
+        self.server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self.server.sockets[0].getsockname()[1]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from kquota.proxy.frames import response_frame
+
+        try:
+            while True:
+                size = int.from_bytes(await reader.readexactly(4), "big")
+                corr = int.from_bytes((await reader.readexactly(size))[4:8], "big")
+                frame = response_frame(corr, apis.FETCH, 16, encode_body("FetchResponse", 16, self.body))
+                for i in range(0, len(frame), 50_000):  # in pieces, as a network would
+                    writer.write(frame[i:i + 50_000])
+                    await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+
+@pytest.mark.parametrize("host", ["broker-5.cluster.internal", "b"])
+def test_streamed_fetch_node_endpoints_rewritten_in_flight(host):
+    """A 300 KB Fetch v16 response naming a broker: streamed to the client with its length kept,
+    records intact, NodeEndpoints naming the proxy's port for that broker (or, when the proxy's
+    address is the longer one, absent) — never the broker's."""
+    records = os.urandom(300_000)
+    body = _fetch_body([host], records=records)
+    body["NodeEndpoints"][0]["NodeId"] = 5
+    fake = _OneFetchBroker(body)
+    loop = asyncio.new_event_loop()
+    port = loop.run_until_complete(fake.start())
+    import threading
+
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    px = ProxyThread(("127.0.0.1", port))
+    try:
+        w = Wire(px.proxy.bootstrap_address, client_id="c")
+        request = {"MaxWaitMs": 100, "MinBytes": 1, "MaxBytes": 50_000_000, "IsolationLevel": 0,
+                   "SessionId": 0, "SessionEpoch": -1, "ForgottenTopicsData": [], "RackId": "",
+                   "Topics": [{"TopicId": bytes(range(16)), "Partitions": [{
+                       "Partition": 0, "CurrentLeaderEpoch": -1, "FetchOffset": 0, "LastFetchedEpoch": -1,
+                       "LogStartOffset": -1, "PartitionMaxBytes": 10_000_000}]}]}
+        w.send_raw(w.frame(apis.FETCH, 16, bytes(encode_body("FetchRequest", 16, request))))
+        frame = w.read_frame()
+        expected = len(encode_body("FetchResponse", 16, body)) + 5  # correlation id + header tags
+        assert len(frame) == expected
+        assert px.proxy.streamed_responses == 1
+        decoded = decode_body("FetchResponse", 16, frame, 5)
+        assert bytes(decoded["Responses"][0]["Partitions"][0]["Records"]) == records
+        section = frame[tagged_section_offset("FetchResponse", 16, frame, 5):]
+        assert host.encode() not in section
+        if len(host) >= len(PROXY_HOST):
+            assert [(n["NodeId"], n["Host"], n["Port"]) for n in decoded["NodeEndpoints"]] == [
+                (5, PROXY_HOST, px.proxy.broker_ports[5])]
+        else:
+            assert "NodeEndpoints" not in decoded
+        w.close()
+    finally:
+        px.stop()
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(5)
+
+
+# ---------------------------------------------------------------------------- malformed streamed frames
+
+
+def _produce_head(topic: str, total: int, transactional_id: bytes = b"") -> bytes:
+    """The beginning of a Produce v9 frame announcing ``total`` bytes (records cut short)."""
+    head = struct.pack(">hhih", 0, 9, 1, 1) + b"c" + b"\x00"
+    body = bytes([len(transactional_id) + 1]) + transactional_id + struct.pack(">hi", 1, 30000)
+    body += b"\x02" + bytes([len(topic) + 1]) + topic.encode() + b"\x02" + struct.pack(">i", 0)
+    return struct.pack(">i", total) + head + body + b"\x00" * 1000
+
+
+@pytest.mark.parametrize("case", ["closed mid-frame", "header past the head", "garbage head"])
+def test_malformed_streamed_request_closes_only_its_connection(proxy, broker, case):
+    topic = make_topic(broker.address)
+    good = Wire(proxy.proxy.bootstrap_address)
+    assert good.call(apis.METADATA, 1, "Metadata", {"Topics": None})["Brokers"]
+    bad = Wire(proxy.proxy.bootstrap_address)
+    if case == "closed mid-frame":
+        bad.send_raw(_produce_head(topic, 500_000))  # streamed: head forwarded, then the client goes
+        bad.sock.shutdown(socket.SHUT_WR)
+    elif case == "header past the head":
+        # A client id longer than the head read first: the whole frame is read, then rejected
+        # as the truncated Produce it is.
+        client_id = b"x" * 20_000
+        frame = struct.pack(">hhih", 0, 9, 1, len(client_id)) + client_id + b"\x00\x01"
+        bad.send_raw(struct.pack(">i", len(frame) + 70_000) + frame + b"\xff" * 70_000)
+    else:
+        bad.send_raw(struct.pack(">i", 100_000) + b"\xff" * 100_000)
+    assert bad.closed_by_peer()
+    assert good.call(apis.METADATA, 1, "Metadata", {"Topics": None})["Brokers"]
+    again = Wire(proxy.proxy.bootstrap_address)
+    assert again.call(apis.METADATA, 1, "Metadata", {"Topics": None})["Brokers"]
+    for w in (good, bad, again):
+        w.close()
