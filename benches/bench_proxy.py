@@ -30,14 +30,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402 (after sys.path)
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-from proxy_support import Tansu, free_port, wait_port  # noqa: E402
+from proxy_support import Tansu, make_topic, free_port, wait_port  # noqa: E402
 
 VALUE = b"x" * 1024
 CLK = os.sysconf("SC_CLK_TCK")
@@ -114,14 +112,6 @@ class ProxyProcess:
         self.proc.terminate()
         self.proc.wait(30)
         return self.proc.returncode
-
-
-def make_topic(address: str) -> str:
-    name = "b-" + uuid.uuid4().hex[:10]
-    admin = AdminClient({"bootstrap.servers": address})
-    for f in admin.create_topics([NewTopic(name, 1, 1)]).values():
-        f.result(10)
-    return name
 
 
 def produce_throughput(address: str, topic: str, n: int, client_id: str) -> float:

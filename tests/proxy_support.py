@@ -13,6 +13,7 @@ import socket
 import subprocess
 import threading
 import time
+import uuid
 from typing import Any, Optional
 
 import kquota
@@ -125,3 +126,14 @@ class ProxyThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
+
+
+def make_topic(address: str, partitions: int = 1, prefix: str = "t-") -> str:
+    """A new topic with ``partitions`` partitions, created through ``address`` (CreateTopics)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = prefix + uuid.uuid4().hex[:10]
+    admin = AdminClient({"bootstrap.servers": address})  # kept alive until the result arrives
+    for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        f.result(10)
+    return name

@@ -7,13 +7,12 @@ import asyncio
 import socket
 import struct
 import time
-import uuid
 
 import pytest
-from proxy_support import ProxyThread, Tansu
+from proxy_support import ProxyThread, Tansu, make_topic
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 
 @pytest.fixture(scope="module")
@@ -28,14 +27,6 @@ def proxy(broker):
     p = ProxyThread(("127.0.0.1", broker.port))
     yield p
     p.stop()
-
-
-def make_topic(address: str, partitions: int = 1) -> str:
-    name = "t-" + uuid.uuid4().hex[:10]
-    admin = AdminClient({"bootstrap.servers": address})  # kept alive until the result arrives
-    for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-        f.result(10)
-    return name
 
 
 def consume_assigned(address: str, topic: str, count: int, partitions: int = 1, timeout: float = 20.0) -> list:

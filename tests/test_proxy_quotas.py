@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 
 import kquota
 import pytest
 from kquota.stores.sqlite import SQLiteConfigStore
 from kquota.watcher import QuotaConfigWatcher
-from proxy_support import ProxyThread, Tansu
+from proxy_support import ProxyThread, Tansu, make_topic
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 VALUE = b"v" * 1000
 WINDOW_NUM = 2  # quota.window.num: a short burst allowance (1 s) keeps the test short and steady
@@ -26,14 +24,6 @@ def broker():
     t = Tansu()
     yield t
     t.stop()
-
-
-def make_topic(address: str) -> str:
-    name = "q-" + uuid.uuid4().hex[:10]
-    admin = AdminClient({"bootstrap.servers": address})
-    for f in admin.create_topics([NewTopic(name, 1, 1)]).values():
-        f.result(10)
-    return name
 
 
 class Meter:

@@ -11,7 +11,6 @@ import random
 import socket
 import struct
 import time
-import uuid
 
 import kquota
 import pytest
@@ -19,11 +18,10 @@ from kquota.proxy import addresses, apis
 from kquota.proxy.addresses import StreamedTail, fit_tagged_section
 from kquota.proxy.codec import CodecError, decode_body, encode_body, tagged_section_offset, top_level_tags
 from kquota.proxy.streaming import NotYet, StreamedView
-from proxy_support import ProxyThread, Tansu
+from proxy_support import ProxyThread, Tansu, make_topic
 from proxy_wire import Wire
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 PROXY_HOST = "127.0.0.1"
 
@@ -188,14 +186,6 @@ def proxy(broker):
     p = ProxyThread(("127.0.0.1", broker.port))
     yield p
     p.stop()
-
-
-def make_topic(address: str) -> str:
-    name = "s-" + uuid.uuid4().hex[:10]
-    admin = AdminClient({"bootstrap.servers": address})
-    for f in admin.create_topics([NewTopic(name, 1, 1)]).values():
-        f.result(10)
-    return name
 
 
 def consume(address: str, topic: str, count: int, timeout: float = 30.0) -> list:
