@@ -3,6 +3,8 @@ fetch answer, KIP-599 planning and the client-quota filter."""
 
 from __future__ import annotations
 
+import base64
+import json
 import struct
 
 import kquota
@@ -82,6 +84,27 @@ def test_sasl_usernames():
     assert sasl.username("SCRAM-SHA-512", b"n,a=x,n=bob,r=abc") == "bob"
     assert sasl.username("GSSAPI", b"\x60\x82") is None
     assert sasl.username(None, b"x") is None
+
+
+def _jwt(claims: dict) -> bytes:
+    def b64(obj: dict) -> bytes:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=")
+
+    return b64({"alg": "none"}) + b"." + b64(claims) + b"."  # an unsecured JWS, as Kafka's tests use
+
+
+def test_sasl_oauthbearer_subject():
+    # RFC 7628 client response as Java's OAuthBearerClientInitialResponse and librdkafka write it:
+    # gs2 header, then \x01-separated pairs, the token first and SASL extensions after.
+    token = _jwt({"sub": "carol", "iat": 1, "exp": 2**31})
+    assert sasl.username("OAUTHBEARER", b"n,,\x01auth=Bearer " + token + b"\x01\x01") == "carol"
+    assert sasl.username("oauthbearer", b"n,a=carol,\x01auth=Bearer " + token + b"\x01ext=1\x01\x01") == "carol"
+    assert sasl.username("OAUTHBEARER", b"n,,\x01auth=Bearer " + _jwt({"iat": 1}) + b"\x01\x01") is None
+    assert sasl.username("OAUTHBEARER", b"n,,\x01auth=Bearer " + _jwt({"sub": 7}) + b"\x01\x01") is None
+    assert sasl.username("OAUTHBEARER", b"n,,\x01auth=Bearer not-a-jwt\x01\x01") is None
+    assert sasl.username("OAUTHBEARER", b"n,,\x01auth=Bearer a.!!!.b\x01\x01") is None
+    assert sasl.username("OAUTHBEARER", b"n,,\x01auth=Basic " + token + b"\x01\x01") is None
+    assert sasl.username("OAUTHBEARER", b"garbage") is None
 
 
 @pytest.mark.parametrize("epoch,expected_session", [(-1, 0), (0, 77), (5, 77)])

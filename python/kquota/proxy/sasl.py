@@ -1,12 +1,16 @@
-"""The principal name of a SASL exchange the proxy passes through (PLAIN and SCRAM).
+"""The principal name of a SASL exchange the proxy passes through (PLAIN, SCRAM, OAUTHBEARER).
 
 The broker authenticates; the proxy only reads the username the client presents, as Kafka's
-``PlainSaslServer`` / ``ScramSaslServer`` name the principal, and adopts it once the broker
-answers the SaslAuthenticate request without error.
+``PlainSaslServer`` / ``ScramSaslServer`` / ``OAuthBearerSaslServer`` name the principal, and
+adopts it once the broker answers the SaslAuthenticate request without error. GSSAPI's
+principal is inside the Kerberos ticket, which the proxy cannot read: such clients count as
+ANONYMOUS.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Optional
 
 ANONYMOUS = "ANONYMOUS"
@@ -32,4 +36,27 @@ def username(mechanism: Optional[str], auth_bytes: bytes) -> Optional[str]:
             if item.startswith("n="):
                 return item[2:].replace("=2C", ",").replace("=3D", "=")
         return None
+    if mech == "OAUTHBEARER":
+        return _oauthbearer_subject(data)
+    return None
+
+
+def _oauthbearer_subject(data: bytes) -> Optional[str]:
+    """The ``sub`` claim of the bearer token (RFC 7628 client response: gs2 header, then
+    ``\x01``-separated ``key=value`` pairs with ``auth=Bearer <JWT>``), the principal name of
+    Kafka's OAUTHBEARER validators (``sasl.oauthbearer.sub.claim.name`` defaults to ``sub``).
+    The signature is the broker's to check; the proxy adopts the name only once it accepts."""
+    for item in data.split(b"\x01")[1:]:
+        if not item.startswith(b"auth="):
+            continue
+        scheme, _, token = item[5:].partition(b" ")
+        parts = token.strip().split(b".")
+        if scheme.lower() != b"bearer" or len(parts) != 3:
+            return None
+        try:
+            claims = json.loads(base64.urlsafe_b64decode(parts[1] + b"=" * (-len(parts[1]) % 4)))
+        except (ValueError, UnicodeDecodeError):
+            return None
+        sub = claims.get("sub") if isinstance(claims, dict) else None
+        return sub if isinstance(sub, str) and sub else None
     return None
