@@ -11,6 +11,7 @@ use crate::errors::{PyQuotaErr, PyQuotaResult};
 use crate::handle::PyClientHandle;
 use crate::kernel::PyQuotaKernel;
 use crate::name_cache::Key;
+use quota_core::QuotaKernel as CoreKernel;
 
 fn finish(py: Python<'_>, r: PyQuotaResult<i32>) -> *mut ffi::PyObject {
     match r {
@@ -79,27 +80,16 @@ pub(super) unsafe extern "C" fn named_record(
             kwnames,
         )?;
         let t = quota_type(py, qt)?;
-        check_text(py, user, "user")?;
-        check_text(py, client, "client_id")?;
-        // SAFETY: the method descriptor only calls us with instances of the kernel class.
-        let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyQuotaKernel>();
-        let this = this.get();
-        let key = Key::new(user, client, t);
-        if let Some(k) = &key {
-            this.names.prefetch(k);
-        }
-        let (v, now) = (value(py, v, "value")?, kernel_now(now_ms(py, now)?));
-        let kernel = &*this.kernel;
-        if let Some(r) = key.as_ref().and_then(|k| {
-            this.names
-                .with(k, kernel, |s| kernel.record_resolved(t, s, v, now))
-        }) {
-            return Ok(r?);
-        }
-        quota_core::check_record_value(v)?;
-        named_miss(py, this, key, user, client, t, now, |s| {
-            kernel.record_resolved(t, s, v, now)
-        })
+        named_call(
+            py,
+            slf,
+            user,
+            client,
+            t,
+            || Ok((value(py, v, "value")?, now_ms(py, now)?)),
+            |&v| quota_core::check_record_value(v),
+            |kernel, s, &v, now| kernel.record_resolved(t, s, v, now),
+        )
     })
 }
 
@@ -170,28 +160,21 @@ pub(super) unsafe extern "C" fn named_request(
             kwnames,
         )?;
         let t = quota_core::ClientQuotaType::Request;
-        check_text(py, user, "user")?;
-        check_text(py, client, "client_id")?;
-        // SAFETY: the method descriptor only calls us with instances of the kernel class.
-        let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyQuotaKernel>();
-        let this = this.get();
-        let key = Key::new(user, client, t);
-        if let Some(k) = &key {
-            this.names.prefetch(k);
-        }
-        let (v, now) = (value(py, v, "thread_time_nanos")?, kernel_now(now_ms(py, now)?));
-        quota_core::check_nanos(v)?;
-        let kernel = &*this.kernel;
-        let percent = v * quota_core::NANOS_TO_PERCENT;
-        if let Some(r) = key.as_ref().and_then(|k| {
-            this.names
-                .with(k, kernel, |s| kernel.record_resolved(t, s, percent, now))
-        }) {
-            return Ok(r?);
-        }
-        named_miss(py, this, key, user, client, t, now, |s| {
-            kernel.record_resolved(t, s, percent, now)
-        })
+        let args = || {
+            let (v, now) = (value(py, v, "thread_time_nanos")?, now_ms(py, now)?);
+            quota_core::check_nanos(v)?;
+            Ok((v * quota_core::NANOS_TO_PERCENT, now))
+        };
+        named_call(
+            py,
+            slf,
+            user,
+            client,
+            t,
+            args,
+            |_| Ok(()),
+            |kernel, s, &percent, now| kernel.record_resolved(t, s, percent, now),
+        )
     })
 }
 
@@ -212,33 +195,67 @@ pub(super) unsafe extern "C" fn named_mutations(
             kwnames,
         )?;
         let t = quota_core::ClientQuotaType::ControllerMutation;
-        check_text(py, user, "user")?;
-        check_text(py, client, "client_id")?;
-        // SAFETY: the method descriptor only calls us with instances of the kernel class.
-        let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyQuotaKernel>();
-        let this = this.get();
-        let key = Key::new(user, client, t);
-        if let Some(k) = &key {
-            this.names.prefetch(k);
-        }
-        let (v, now, strict) = (
-            value(py, v, "mutations")?,
-            kernel_now(now_ms(py, now)?),
-            strict_flag(py, strict)?,
-        );
-        quota_core::check_mutations(v)?;
-        let kernel = &*this.kernel;
-        if let Some(r) = key.as_ref().and_then(|k| {
-            this.names
-                .with(k, kernel, |s| kernel.record_resolved_mutations(s, v, now, strict))
-        }) {
-            return Ok(r?);
-        }
+        let args = || {
+            let (v, now, strict) = (
+                value(py, v, "mutations")?,
+                now_ms(py, now)?,
+                strict_flag(py, strict)?,
+            );
+            quota_core::check_mutations(v)?;
+            Ok(((v, strict), now))
+        };
         // The resolution is remembered even when a strict call is rejected: the next call is the
         // same connection asking again.
-        named_miss(py, this, key, user, client, t, now, |s| {
-            kernel.record_resolved_mutations(s, v, now, strict)
-        })
+        named_call(
+            py,
+            slf,
+            user,
+            client,
+            t,
+            args,
+            |_| Ok(()),
+            |kernel, s, &(v, strict), now| kernel.record_resolved_mutations(s, v, now, strict),
+        )
+    })
+}
+
+/// What the three named entry points share: the names are checked and the name cache's probe
+/// started (a prefetch); `args` then reads the remaining arguments, overlapping that probe's
+/// cache miss, as does the kernel clock read; `record` runs on the cached sensor, or else, once
+/// `before_miss` has refused what must not resolve a sensor, on the one `named_miss` resolves.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn named_call<A>(
+    py: Python<'_>,
+    slf: *mut ffi::PyObject,
+    user: *mut ffi::PyObject,
+    client: *mut ffi::PyObject,
+    t: quota_core::ClientQuotaType,
+    args: impl FnOnce() -> PyQuotaResult<(A, Option<i64>)>,
+    before_miss: impl FnOnce(&A) -> Result<(), quota_core::QuotaError>,
+    record: impl Fn(&CoreKernel, &quota_core::QuotaSensor, &A, Option<i64>) -> Result<i32, quota_core::QuotaError>,
+) -> PyQuotaResult<i32> {
+    check_text(py, user, "user")?;
+    check_text(py, client, "client_id")?;
+    // SAFETY: the method descriptor only calls us with instances of the kernel class.
+    let this = Borrowed::from_ptr(py, slf).cast_unchecked::<PyQuotaKernel>();
+    let this = this.get();
+    let key = Key::new(user, client, t);
+    if let Some(k) = &key {
+        this.names.prefetch(k);
+    }
+    let (a, now) = args()?;
+    let now = kernel_now(now);
+    let kernel = &*this.kernel;
+    if let Some(r) = key
+        .as_ref()
+        .and_then(|k| this.names.with(k, kernel, |s| record(kernel, s, &a, now)))
+    {
+        return Ok(r?);
+    }
+    before_miss(&a)?;
+    named_miss(py, this, key, user, client, t, now, |s| {
+        record(kernel, s, &a, now)
     })
 }
 
