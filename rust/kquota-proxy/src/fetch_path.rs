@@ -9,25 +9,18 @@ use std::time::Instant;
 
 use quota_core::{ClientHandle, ClientQuotaType};
 
-use crate::conn::{io_err, patch_throttle, Conn, Fwd, Kind, Reader, BACKLOG, CHUNK};
+use crate::conn::Conn;
 use crate::endpoints::rewrite_section;
-use crate::fetch::{
-    cap_max_bytes, fetch_request, throttled_body, walk_to_top_tags, FetchRequest, SliceWalk, Walk,
-};
+use crate::fetch::{cap_max_bytes, fetch_request, throttled_body, walk_to_top_tags, SliceWalk, Walk};
+use crate::forwarded::{FetchState, Fwd, Kind};
 use crate::header::{response_body_offset, response_frame, RequestHeader};
+use crate::io::{io_err, Reader, BACKLOG, CHUNK};
 use crate::outbox::Outbox;
 use crate::tables::FETCH;
-use crate::wire::{malformed, read_i16, read_i32, Cursor, Proto, ProtoError};
+use crate::wire::{malformed, patch_throttle, read_i16, read_i32, Cursor, Proto, ProtoError};
 
 /// Tagged fields longer than this at the end of a response are refused.
 const MAX_TAIL: usize = 1 << 20;
-
-pub struct FetchState {
-    pub handle: Arc<ClientHandle>,
-    /// The quota window's bytes (`inf` without a quota).
-    pub cap: f64,
-    pub req: FetchRequest,
-}
 
 /// Reads the request, caps its max bytes in place, and says how its answer is handled.
 pub fn on_request(
@@ -106,7 +99,7 @@ pub async fn on_response(
                 .counters
                 .streamed_responses
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            crate::conn::skip(rd, rest).await?;
+            crate::io::skip(rd, rest).await?;
         }
         let answer = response_frame(tables, fwd.corr, FETCH, v, &throttled_body(v, session, throttle));
         conn.settle(fwd.slot, Some(answer), throttle);

@@ -8,12 +8,13 @@ use std::time::Instant;
 
 use quota_core::{ClientHandle, ClientQuotaType};
 
-use crate::conn::{patch_throttle, Conn, Fwd};
+use crate::conn::Conn;
 use crate::endpoints::rewrite_section;
+use crate::forwarded::Fwd;
 use crate::header::response_body_offset;
 use crate::produce::produce_layout;
 use crate::tables::PRODUCE;
-use crate::wire::ProtoError;
+use crate::wire::{patch_throttle, ProtoError};
 
 /// The answer (prefixed frame) and its throttle.
 pub fn on_response(

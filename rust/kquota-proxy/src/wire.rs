@@ -179,6 +179,15 @@ pub fn write_i32(buf: &mut [u8], at: usize, v: i32) {
     buf[at..at + 4].copy_from_slice(&v.to_be_bytes());
 }
 
+/// Raises `ThrottleTimeMs` at `at` (in a prefixed frame) to `throttle` if lower.
+pub fn patch_throttle(buf: &mut [u8], at: usize, throttle: i32) {
+    if let Some(old) = read_i32(buf, at) {
+        if old < throttle {
+            write_i32(buf, at, throttle);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kquota_proxy::{ApiTables, Bridge, ProxyConfig, Shared};
+use kquota_proxy::{ApiTables, Bridge, ProxyConfig, Registered, Shared};
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -119,7 +119,7 @@ impl PyProxyDataPlane {
             .map(|r| Arc::clone(&r.shared))
     }
 
-    fn conn(&self, conn_id: u64) -> Option<Arc<kquota_proxy::conn::Conn>> {
+    fn conn(&self, conn_id: u64) -> Option<Arc<dyn Registered>> {
         self.shared()?.conn(conn_id)
     }
 }
@@ -203,18 +203,16 @@ impl PyProxyDataPlane {
             .enable_all()
             .build()
             .map_err(|e| PyOSError::new_err(format!("cannot start the proxy runtime: {e}")))?;
-        let shared = Shared::new(
-            self.cfg.clone(),
-            Arc::clone(&self.kernel),
-            self.bridge.clone(),
-            rt.handle().clone(),
-        );
-        let port = py.detach(|| shared.listen_bootstrap()).map_err(|e| {
-            PyOSError::new_err(format!(
-                "cannot listen on {}:{}: {e}",
-                self.cfg.listen_host, self.cfg.listen_port
-            ))
-        })?;
+        let cfg = self.cfg.clone();
+        let (kernel, bridge, handle) = (Arc::clone(&self.kernel), self.bridge.clone(), rt.handle().clone());
+        let (shared, port) = py
+            .detach(|| kquota_proxy::listen::start(cfg, kernel, bridge, handle))
+            .map_err(|e| {
+                PyOSError::new_err(format!(
+                    "cannot listen on {}:{}: {e}",
+                    self.cfg.listen_host, self.cfg.listen_port
+                ))
+            })?;
         *running = Some(Running { rt, shared });
         Ok(port)
     }

@@ -1,19 +1,17 @@
-//! The data plane: listeners (bootstrap + one port per broker), the registry of connections,
-//! the broker address map, counters and the request log; Python reaches it through
-//! `kquota._kquota.ProxyDataPlane`.
+//! What every connection of the data plane shares: configuration, the quota kernel, the bridge
+//! to Python, the registry of connections, the broker address map (listeners opened through
+//! `listen`), counters and the request log.
 
 use std::collections::HashMap;
-use std::net::{SocketAddr, TcpListener as StdListener};
+use std::net::TcpListener as StdListener;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use quota_core::QuotaKernel;
-use tokio::net::TcpListener;
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
 
-use crate::conn::Conn;
 use crate::tables::ApiTables;
 
 /// What the data plane asks of Python. Called from the runtime's threads: implementations only
@@ -28,6 +26,23 @@ pub trait Bridge: Send + Sync + 'static {
     /// The connection is gone; `reason` says why when it was not a clean close.
     fn on_close(&self, conn: u64, reason: Option<String>);
 }
+
+/// A connection as the rest of the data plane (and Python) reaches it.
+pub trait Registered: Send + Sync {
+    /// Ends the connection (idempotent); Python is told.
+    fn close(&self, reason: Option<String>);
+    /// Wakes its waiting loops (the proxy stops).
+    fn wake(&self);
+    /// The answer of a slot (prefixed frame or none); `throttle` mutes after it.
+    fn settle(&self, slot: u64, data: Option<Vec<u8>>, throttle: i32);
+    /// Sends the request of a Python slot (frame without prefix) to the broker.
+    fn python_forward(&self, slot: u64, frame: &[u8]) -> Result<(), String>;
+    /// The principal used by the native quota paths.
+    fn set_user(&self, user: &str);
+}
+
+/// Opens a listener's accept loop on the runtime (`listen::spawn_accept`).
+pub type SpawnAccept = fn(&Arc<Shared>, StdListener, i32) -> std::io::Result<()>;
 
 #[derive(Debug, Clone)]
 pub struct ProxyConfig {
@@ -70,18 +85,19 @@ pub struct Shared {
     pub bridge: Arc<dyn Bridge>,
     pub rt: Handle,
     pub brokers: Mutex<HashMap<i32, BrokerEntry>>,
-    pub conns: Mutex<HashMap<u64, Arc<Conn>>>,
+    pub conns: Mutex<HashMap<u64, Arc<dyn Registered>>>,
     pub accepted: Mutex<HashMap<i32, u64>>,
     pub counters: Counters,
     pub log: Mutex<Vec<LogRow>>,
-    next_conn: AtomicU64,
+    pub next_conn: AtomicU64,
     pub stopping: AtomicBool,
     /// Wakes every connection's request reader when the proxy stops.
     pub stop: Notify,
-    listeners: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    pub listeners: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    spawn_accept: SpawnAccept,
 }
 
-fn bind(host: &str, port: u16) -> std::io::Result<StdListener> {
+pub fn bind(host: &str, port: u16) -> std::io::Result<StdListener> {
     let l = StdListener::bind((host, port))?;
     l.set_nonblocking(true)?;
     Ok(l)
@@ -93,6 +109,7 @@ impl Shared {
         kernel: Arc<QuotaKernel>,
         bridge: Arc<dyn Bridge>,
         rt: Handle,
+        spawn_accept: SpawnAccept,
     ) -> Arc<Shared> {
         Arc::new(Shared {
             cfg,
@@ -108,24 +125,8 @@ impl Shared {
             stopping: AtomicBool::new(false),
             stop: Notify::new(),
             listeners: Mutex::default(),
+            spawn_accept,
         })
-    }
-
-    /// Opens the bootstrap listener; returns its port.
-    pub fn listen_bootstrap(self: &Arc<Self>) -> std::io::Result<u16> {
-        let l = bind(&self.cfg.listen_host, self.cfg.listen_port)?;
-        let port = l.local_addr()?.port();
-        self.spawn_accept(l, -1)?;
-        Ok(port)
-    }
-
-    fn spawn_accept(self: &Arc<Self>, l: StdListener, node: i32) -> std::io::Result<()> {
-        let _guard = self.rt.enter();
-        let listener = TcpListener::from_std(l)?;
-        let me = Arc::clone(self);
-        let task = self.rt.spawn(async move { me.accept_loop(listener, node).await });
-        self.listeners.lock().unwrap().push(task);
-        Ok(())
     }
 
     /// The proxy port standing for broker `node` now at `host:port` (its listener opened once;
@@ -147,7 +148,7 @@ impl Shared {
             Err(e) => return Err(e),
         };
         let bound = l.local_addr()?.port();
-        self.spawn_accept(l, node)?;
+        (self.spawn_accept)(self, l, node)?;
         brokers.insert(
             node,
             BrokerEntry {
@@ -167,7 +168,8 @@ impl Shared {
         Ok((self.cfg.advertised_host.clone(), i32::from(bound)))
     }
 
-    fn upstream(&self, node: i32) -> Option<(String, u16)> {
+    /// The broker a listener's connections go to (`-1`: the bootstrap).
+    pub fn upstream(&self, node: i32) -> Option<(String, u16)> {
         if node < 0 {
             return Some(self.cfg.bootstrap.clone());
         }
@@ -178,35 +180,7 @@ impl Shared {
             .map(|e| e.upstream.clone())
     }
 
-    async fn accept_loop(self: Arc<Self>, listener: TcpListener, node: i32) {
-        loop {
-            let (sock, _peer): (tokio::net::TcpStream, SocketAddr) = match listener.accept().await {
-                Ok(x) => x,
-                Err(_) => {
-                    // Out of descriptors, say: back off instead of spinning.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            if self.stopping.load(Ordering::Acquire) {
-                return;
-            }
-            if self.conns.lock().unwrap().len() >= self.cfg.max_connections {
-                self.counters.refused.fetch_add(1, Ordering::Relaxed);
-                drop(sock);
-                continue;
-            }
-            *self.accepted.lock().unwrap().entry(node).or_insert(0) += 1;
-            let Some(upstream) = self.upstream(node) else {
-                continue;
-            };
-            let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
-            let me = Arc::clone(&self);
-            tokio::spawn(crate::conn::serve(me, id, node, sock, upstream));
-        }
-    }
-
-    pub fn conn(&self, id: u64) -> Option<Arc<Conn>> {
+    pub fn conn(&self, id: u64) -> Option<Arc<dyn Registered>> {
         self.conns.lock().unwrap().get(&id).cloned()
     }
 
@@ -244,7 +218,7 @@ impl Shared {
 
     /// Closes every connection still open.
     pub fn close_all(&self) {
-        let conns: Vec<Arc<Conn>> = self.conns.lock().unwrap().values().cloned().collect();
+        let conns: Vec<Arc<dyn Registered>> = self.conns.lock().unwrap().values().cloned().collect();
         for conn in conns {
             conn.close(None);
         }

@@ -1,0 +1,61 @@
+//! Reading frames from a socket: size prefixes, whole frames, skipping, and the sizes that
+//! bound what a connection holds.
+
+use tokio::io::{AsyncReadExt, BufReader};
+use tokio::net::tcp::OwnedReadHalf;
+
+/// Frames at least this long are relayed cut-through (Produce requests, Fetch responses).
+pub const STREAM_MIN: usize = 64 << 10;
+/// The head of a streamed frame read before deciding.
+pub const HEAD: usize = 8 << 10;
+/// Bytes relayed per write while streaming.
+pub const CHUNK: usize = 256 << 10;
+/// A reader stops while its peer has this much queued.
+pub const BACKLOG: usize = 4 << 20;
+/// Read-ahead per socket.
+pub const READ_BUFFER: usize = 64 << 10;
+
+pub type Reader = BufReader<OwnedReadHalf>;
+
+pub fn io_err(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+/// Reads a size prefix; `false` at a clean end of stream.
+pub async fn read_prefix(rd: &mut Reader, prefix: &mut [u8; 4]) -> Result<bool, String> {
+    let mut got = 0;
+    while got < 4 {
+        let n = rd.read(&mut prefix[got..]).await.map_err(io_err("read failed"))?;
+        if n == 0 {
+            if got == 0 {
+                return Ok(false);
+            }
+            return Err("connection closed inside a size prefix".into());
+        }
+        got += n;
+    }
+    Ok(true)
+}
+
+pub async fn read_rest(rd: &mut Reader, buf: &mut Vec<u8>, rest: &mut usize) -> Result<(), String> {
+    let at = buf.len();
+    buf.resize(at + *rest, 0);
+    rd.read_exact(&mut buf[at..])
+        .await
+        .map_err(io_err("connection closed inside a frame"))?;
+    *rest = 0;
+    Ok(())
+}
+
+/// Reads and drops `n` bytes.
+pub async fn skip(rd: &mut Reader, mut n: usize) -> Result<(), String> {
+    let mut scratch = vec![0u8; n.min(CHUNK)];
+    while n > 0 {
+        let k = n.min(scratch.len());
+        rd.read_exact(&mut scratch[..k])
+            .await
+            .map_err(io_err("connection closed inside a frame"))?;
+        n -= k;
+    }
+    Ok(())
+}

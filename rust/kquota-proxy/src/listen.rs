@@ -1,0 +1,67 @@
+//! Listeners: the bootstrap port and one port per broker, each accepting client connections
+//! (bounded by `max_connections`) into a session.
+
+use std::net::TcpListener as StdListener;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use quota_core::QuotaKernel;
+use tokio::net::TcpListener;
+use tokio::runtime::Handle;
+
+use crate::shared::{bind, Bridge, ProxyConfig, Shared};
+
+/// The data plane's shared state with its bootstrap listener open; returns its port.
+pub fn start(
+    cfg: ProxyConfig,
+    kernel: Arc<QuotaKernel>,
+    bridge: Arc<dyn Bridge>,
+    rt: Handle,
+) -> std::io::Result<(Arc<Shared>, u16)> {
+    let shared = Shared::new(cfg, kernel, bridge, rt, spawn_accept);
+    let l = bind(&shared.cfg.listen_host, shared.cfg.listen_port)?;
+    let port = l.local_addr()?.port();
+    spawn_accept(&shared, l, -1)?;
+    Ok((shared, port))
+}
+
+fn spawn_accept(shared: &Arc<Shared>, l: StdListener, node: i32) -> std::io::Result<()> {
+    let _guard = shared.rt.enter();
+    let listener = TcpListener::from_std(l)?;
+    let task = shared.rt.spawn(accept_loop(Arc::clone(shared), listener, node));
+    shared.listeners.lock().unwrap().push(task);
+    Ok(())
+}
+
+async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, node: i32) {
+    loop {
+        let sock = match listener.accept().await {
+            Ok((sock, _)) => sock,
+            Err(_) => {
+                // Out of descriptors, say: back off instead of spinning.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if shared.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        if shared.conns.lock().unwrap().len() >= shared.cfg.max_connections {
+            shared.counters.refused.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        *shared.accepted.lock().unwrap().entry(node).or_insert(0) += 1;
+        let Some(upstream) = shared.upstream(node) else {
+            continue;
+        };
+        let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(crate::session::serve(
+            Arc::clone(&shared),
+            id,
+            node,
+            sock,
+            upstream,
+        ));
+    }
+}

@@ -1,0 +1,197 @@
+//! The request reader (client -> broker): frames read in order, each dispatched — to Python
+//! for the APIs it handles, natively for Produce, Fetch and everything relayed unparsed — with
+//! the mute, the in-flight bound and back-pressure applied before reading the next.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use quota_core::ClientQuotaType;
+use tokio::io::AsyncReadExt;
+
+use crate::conn::{Conn, HandleCache};
+use crate::forwarded::{Fwd, Kind};
+use crate::header::{parse_request_header, RequestHeader};
+use crate::io::{io_err, read_prefix, read_rest, Reader, BACKLOG, CHUNK, HEAD, STREAM_MIN};
+use crate::tables::{FETCH, PRODUCE};
+
+pub async fn read_requests(conn: &Arc<Conn>, mut rd: Reader) -> Result<(), String> {
+    let shared = Arc::clone(&conn.shared);
+    let cfg = &shared.cfg;
+    let mut handles = HandleCache::default();
+    loop {
+        conn.to_broker.wait_below(BACKLOG).await;
+        if let Some(d) = conn.mute_delay() {
+            tokio::time::sleep(d).await;
+            continue;
+        }
+        let inflight = cfg.max_inflight;
+        conn.wait_until(|st| st.slots.len() < inflight).await;
+        let stop = shared.stop.notified();
+        tokio::pin!(stop);
+        stop.as_mut().enable();
+        if conn.is_closed() || shared.stopping.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut prefix = [0u8; 4];
+        tokio::select! {
+            r = read_prefix(&mut rd, &mut prefix) => if !r? { return Ok(()) },
+            _ = &mut stop => return Ok(()),
+        }
+        let size = i32::from_be_bytes(prefix);
+        if size < 0 || size as usize > cfg.max_frame_bytes {
+            return Err(format!("frame of {size} bytes (limit {})", cfg.max_frame_bytes));
+        }
+        let size = size as usize;
+        let head = if size >= STREAM_MIN { HEAD } else { size };
+        let mut buf = vec![0u8; 4 + head];
+        buf[..4].copy_from_slice(&prefix);
+        rd.read_exact(&mut buf[4..])
+            .await
+            .map_err(io_err("connection closed inside a frame"))?;
+        let mut rest = size - head;
+        // A throttled answer may have gone out while this frame was read: the mute covers it.
+        if let Some(d) = conn.mute_delay() {
+            tokio::time::sleep(d).await;
+        }
+        let t0 = Instant::now();
+        let header = match parse_request_header(&buf[4..], &cfg.tables) {
+            Ok(h) => h,
+            Err(_) if rest > 0 => {
+                read_rest(&mut rd, &mut buf, &mut rest).await?;
+                parse_request_header(&buf[4..], &cfg.tables).map_err(|e| e.to_string())?
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        if rest > 0 && header.api_key != PRODUCE {
+            read_rest(&mut rd, &mut buf, &mut rest).await?;
+        }
+        dispatch(conn, &header, buf, rest, size, t0, &mut rd, &mut handles).await?;
+        let serial = conn.state().serial_until.is_some_and(|u| Instant::now() < u);
+        if serial {
+            conn.wait_until(|st| st.slots.is_empty()).await;
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn dispatch(
+    conn: &Arc<Conn>,
+    h: &RequestHeader,
+    mut buf: Vec<u8>,
+    mut rest: usize,
+    size: usize,
+    t0: Instant,
+    rd: &mut Reader,
+    handles: &mut HandleCache,
+) -> Result<(), String> {
+    let shared = &conn.shared;
+    if shared.cfg.tables.is_python(h.api_key) {
+        let slot = {
+            let mut st = conn.state();
+            let slot = Conn::push_slot(&mut st);
+            st.python_waiting = Some(slot);
+            slot
+        };
+        let ns = t0.elapsed().as_nanos() as u64;
+        shared
+            .bridge
+            .on_request(conn.id, slot, conn.node, &buf[4..], ns)?;
+        conn.wait_until(|st| st.python_waiting != Some(slot)).await;
+        return Ok(());
+    }
+    let user = Arc::clone(&conn.state().user);
+    let client = h.client_id(&buf[4..]);
+    match h.api_key {
+        PRODUCE => {
+            let acks = match crate::produce::produce_acks(&buf[4..], h.body_offset, h.api_version) {
+                Ok(a) => a,
+                Err(_) if rest > 0 => {
+                    read_rest(rd, &mut buf, &mut rest).await?;
+                    crate::produce::produce_acks(&buf[4..], h.body_offset, h.api_version)
+                        .map_err(|e| e.to_string())?
+                }
+                Err(e) => return Err(e.to_string()),
+            };
+            let client = h.client_id(&buf[4..]).to_owned();
+            let handle = handles.get(shared, &user, &client)?;
+            if acks == 0 {
+                // No answer, but recorded and muted in order; exempt from the request quota.
+                let throttle = conn.record(&handle, ClientQuotaType::Produce, size as f64);
+                conn.log(&handle, ClientQuotaType::Produce, size as f64);
+                let _ = shared
+                    .kernel
+                    .record_exempt_request_time(t0.elapsed().as_nanos() as f64, None);
+                let mut st = conn.state();
+                let slot = Conn::push_slot(&mut st);
+                conn.settle_locked(&mut st, slot, None, throttle);
+                Conn::remember_unanswered(&mut st, h.correlation_id);
+                conn.to_broker.send(buf);
+            } else {
+                let fwd = Fwd {
+                    slot: 0,
+                    corr: h.correlation_id,
+                    key: h.api_key,
+                    version: h.api_version,
+                    ns: t0.elapsed().as_nanos() as u64,
+                    kind: Kind::Produce { handle, size },
+                };
+                conn.forward_new(fwd, buf);
+            }
+            if rest > 0 {
+                shared.counters.streamed_requests.fetch_add(1, Ordering::Relaxed);
+                pump_to_broker(conn, rd, rest).await?;
+            }
+            Ok(())
+        }
+        FETCH => {
+            let handle = handles.get(shared, &user, client)?;
+            let kind = crate::fetch_path::on_request(conn, h, &mut buf, handle)?;
+            let fwd = Fwd {
+                slot: 0,
+                corr: h.correlation_id,
+                key: h.api_key,
+                version: h.api_version,
+                ns: t0.elapsed().as_nanos() as u64,
+                kind,
+            };
+            conn.forward_new(fwd, buf);
+            Ok(())
+        }
+        key => {
+            let handle = if shared.cfg.tables.is_exempt(key) {
+                None
+            } else {
+                Some(handles.get(shared, &user, client)?)
+            };
+            let fwd = Fwd {
+                slot: 0,
+                corr: h.correlation_id,
+                key,
+                version: h.api_version,
+                ns: t0.elapsed().as_nanos() as u64,
+                kind: Kind::Plain(handle),
+            };
+            conn.forward_new(fwd, buf);
+            Ok(())
+        }
+    }
+}
+
+/// Relays the rest of a streamed request, chunk by chunk, as the broker takes it.
+async fn pump_to_broker(conn: &Conn, rd: &mut Reader, mut left: usize) -> Result<(), String> {
+    while left > 0 {
+        conn.to_broker.wait_below(BACKLOG).await;
+        if conn.to_broker.failed() {
+            return Err("the broker connection failed".into());
+        }
+        let n = left.min(CHUNK);
+        let mut chunk = vec![0u8; n];
+        rd.read_exact(&mut chunk)
+            .await
+            .map_err(io_err("connection closed inside a frame"))?;
+        conn.to_broker.send(chunk);
+        left -= n;
+    }
+    Ok(())
+}

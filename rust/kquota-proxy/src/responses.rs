@@ -1,0 +1,97 @@
+//! The response reader (broker -> client): responses matched to requests in send order; each
+//! answered by its API's path (Python's, Produce, Fetch, or relayed with the request quota).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::io::AsyncReadExt;
+
+use crate::conn::Conn;
+use crate::forwarded::Kind;
+use crate::io::{io_err, read_prefix, skip, Reader, BACKLOG, HEAD, STREAM_MIN};
+use crate::wire::{patch_throttle, read_i32};
+
+pub async fn read_responses(conn: &Arc<Conn>, mut rd: Reader, up: &(String, u16)) -> Result<(), String> {
+    let shared = Arc::clone(&conn.shared);
+    loop {
+        conn.to_client.wait_below(BACKLOG).await;
+        let mut prefix = [0u8; 4];
+        if !read_prefix(&mut rd, &mut prefix).await? {
+            return Err(format!("broker {}:{} closed the connection", up.0, up.1));
+        }
+        let size = i32::from_be_bytes(prefix);
+        if size < 4 {
+            return Err(format!("a response of {size} bytes"));
+        }
+        let size = size as usize;
+        let fetch_version = {
+            let st = conn.state();
+            st.forwarded.front().and_then(|f| match f.kind {
+                Kind::Fetch(_) => Some(f.version),
+                _ => None,
+            })
+        };
+        let streamable = fetch_version.is_some_and(|v| size >= STREAM_MIN || v >= 16);
+        let head = if streamable { size.min(HEAD) } else { size };
+        let mut buf = vec![0u8; 4 + head];
+        buf[..4].copy_from_slice(&prefix);
+        rd.read_exact(&mut buf[4..])
+            .await
+            .map_err(io_err("broker connection closed inside a frame"))?;
+        let t0 = Instant::now();
+        let corr = read_i32(&buf, 4).unwrap_or(0);
+        let fwd = {
+            let mut st = conn.state();
+            let expected = st.forwarded.front().map(|f| f.corr);
+            if expected != Some(corr) && st.unanswered.remove(&corr) {
+                // Some brokers (tansu) answer acks=0 produce requests, which Kafka never
+                // does: the client expects nothing, so the answer is dropped.
+                None
+            } else {
+                Some(
+                    st.forwarded
+                        .pop_front()
+                        .ok_or("the broker sent a response nobody asked for")?,
+                )
+            }
+        };
+        let Some(fwd) = fwd else {
+            skip(&mut rd, size - head).await?;
+            continue;
+        };
+        if fwd.corr != corr {
+            return Err(format!(
+                "broker answered correlation id {corr}, expected {}",
+                fwd.corr
+            ));
+        }
+        match &fwd.kind {
+            Kind::Python => shared.bridge.on_response(conn.id, fwd.slot, &buf[4..])?,
+            Kind::Plain(handle) => {
+                let ns = fwd.ns + t0.elapsed().as_nanos() as u64;
+                let throttle = conn.request_throttle(fwd.key, handle.as_ref(), ns);
+                if throttle > 0 && shared.cfg.tables.throttle_first(fwd.key, fwd.version) {
+                    let at = crate::header::response_body_offset(
+                        &buf[4..],
+                        &shared.cfg.tables,
+                        fwd.key,
+                        fwd.version,
+                    )
+                    .map_err(|e| e.to_string())?;
+                    patch_throttle(&mut buf, 4 + at, throttle);
+                }
+                conn.settle(fwd.slot, Some(buf), throttle);
+            }
+            Kind::Produce {
+                handle,
+                size: req_size,
+            } => {
+                let (handle, req_size) = (Arc::clone(handle), *req_size);
+                let buf = crate::produce_path::on_response(conn, &fwd, &handle, req_size, buf, t0)?;
+                let (buf, throttle) = buf;
+                conn.settle(fwd.slot, Some(buf), throttle);
+            }
+            Kind::Fetch(_) => crate::fetch_path::on_response(conn, fwd, buf, size, &mut rd, t0).await?,
+        }
+    }
+}

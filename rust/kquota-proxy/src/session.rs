@@ -1,0 +1,78 @@
+//! One client connection's life: its broker connection opened, the two readers run until
+//! either side closes or a frame is malformed, then everything closed and Python told.
+
+use std::sync::Arc;
+
+use tokio::io::BufReader;
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+use crate::conn::Conn;
+use crate::io::READ_BUFFER;
+use crate::shared::{Registered, Shared};
+
+/// Serves one accepted client connection until either side closes or a frame is malformed.
+pub async fn serve(shared: Arc<Shared>, id: u64, node: i32, sock: TcpStream, upstream: (String, u16)) {
+    let _ = sock.set_nodelay(true);
+    let up = match TcpStream::connect((upstream.0.as_str(), upstream.1)).await {
+        Ok(up) => up,
+        Err(e) => {
+            shared.bridge.on_close(
+                id,
+                Some(format!("cannot reach broker {}:{}: {e}", upstream.0, upstream.1)),
+            );
+            return;
+        }
+    };
+    let _ = up.set_nodelay(true);
+    let (cr, cw) = sock.into_split();
+    let (ur, uw) = up.into_split();
+    let failed = Arc::new(Notify::new());
+    let (conn, writers) = Conn::new(&shared, id, node, cw, uw, &failed);
+    shared
+        .conns
+        .lock()
+        .unwrap()
+        .insert(id, Arc::clone(&conn) as Arc<dyn Registered>);
+    let reason = run(&conn, cr, ur, &failed, &upstream).await;
+    Registered::close(&*conn, reason);
+    for w in writers {
+        w.abort();
+    }
+}
+
+async fn run(
+    conn: &Arc<Conn>,
+    cr: OwnedReadHalf,
+    ur: OwnedReadHalf,
+    failed: &Notify,
+    up: &(String, u16),
+) -> Option<String> {
+    let requests = crate::requests::read_requests(conn, BufReader::with_capacity(READ_BUFFER, cr));
+    let responses = crate::responses::read_responses(conn, BufReader::with_capacity(READ_BUFFER, ur), up);
+    tokio::pin!(requests, responses);
+    let closed = conn.until_closed();
+    tokio::pin!(closed);
+    tokio::select! {
+        r = &mut requests => match r {
+            // The client closed (or the proxy stops reading): answers owed still go out.
+            Ok(()) => {
+                let drained = async {
+                    conn.wait_until(|st| st.slots.is_empty()).await;
+                    conn.to_client.wait_below(0).await;
+                };
+                tokio::select! {
+                    r = &mut responses => r.err(),
+                    _ = drained => None,
+                    _ = tokio::time::sleep(conn.shared.cfg.drain) => None,
+                    _ = &mut closed => conn.reason.lock().unwrap().take(),
+                }
+            }
+            Err(e) => Some(e),
+        },
+        r = &mut responses => Some(r.err().unwrap_or_else(|| "the broker closed the connection".into())),
+        _ = failed.notified() => Some("a socket write failed".into()),
+        _ = &mut closed => conn.reason.lock().unwrap().take(),
+    }
+}
