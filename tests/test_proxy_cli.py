@@ -40,7 +40,7 @@ def start_proxy(broker: Tansu, tmp_path, *extra: str) -> tuple[subprocess.Popen,
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig):
+def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig, data_plane):
     from confluent_kafka import Consumer, Producer, TopicPartition
     from kquota.stores.sqlite import SQLiteConfigStore
 
@@ -51,7 +51,7 @@ def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig):
     cfg = tmp_path / "proxy.properties"
     cfg.write_text("# broker-style\nquota.window.num=5\nsocket.request.max.bytes=2000000\n")
     proc, port = start_proxy(broker, tmp_path, "--request-log", str(log_dir), "--metrics-port", str(metrics_port),
-                             "--config", str(cfg))
+                             "--config", str(cfg), "--data-plane", data_plane)
     try:
         address = f"127.0.0.1:{port}"
         from confluent_kafka.admin import AdminClient, NewTopic
@@ -81,6 +81,7 @@ def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig):
     assert proc.returncode == 0, text
     assert "Traceback" not in text
     assert "kquota proxy listening on 127.0.0.1:%d" % port in text
+    assert ("(native data plane)" in text) == (data_plane == "native")
     files = sorted(log_dir.glob("*.parquet"))
     assert files, text
     table = pq.read_table([str(f) for f in files]) if len(files) > 1 else pq.read_table(str(files[0]))
@@ -113,8 +114,9 @@ def test_cli_help_names_every_option():
     r = subprocess.run([sys.executable, "-m", "kquota", "proxy", "--help"], capture_output=True, timeout=30, check=False)
     text = r.stdout.decode()
     for option in ("--bootstrap-server", "--listen", "--store", "--quota-window-num", "--quota-window-size-seconds",
-                   "--config", "--metrics-port", "--request-log", "--admin-principals"):
+                   "--config", "--metrics-port", "--request-log", "--admin-principals", "--data-plane"):
         assert option in text
+    assert "(default: native)" in " ".join(text.split())
 
 
 def test_request_log_is_a_pipeline_input(tmp_path, spark):
