@@ -20,6 +20,7 @@ mod name_cache;
 mod name_table;
 mod names;
 mod pending;
+mod proxy;
 mod quota_type;
 mod rules;
 mod settings;
@@ -34,6 +35,7 @@ fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<handle::PyClientHandle>()?;
     m.add_class::<snapshot::PyMetricsSnapshot>()?;
     m.add_class::<exposition::PyPrometheusStream>()?;
+    m.add_class::<proxy::PyProxyDataPlane>()?;
     m.add_function(wrap_pyfunction!(quota_type::_quota_types, m)?)?;
     m.add_function(wrap_pyfunction!(quota_type::_quota_type_value, m)?)?;
     m.add("_noop", fast::noop_function(m)?)?;

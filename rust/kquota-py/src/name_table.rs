@@ -293,7 +293,13 @@ impl Table {
     ///
     /// # Safety
     /// The GIL is held, the key's objects are alive, and nothing borrows the table.
-    pub(crate) unsafe fn put(&mut self, key: &Key, kernel: &QuotaKernel, generation: u64, sensor: Arc<QuotaSensor>) {
+    pub(crate) unsafe fn put(
+        &mut self,
+        key: &Key,
+        kernel: &QuotaKernel,
+        generation: u64,
+        sensor: Arc<QuotaSensor>,
+    ) {
         let buckets = [self.home(key.hash), self.second(key.hash)];
         // The key's own (stale) entry: refreshed in place.
         if let Some(e) = self.position(key) {

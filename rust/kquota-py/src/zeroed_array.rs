@@ -31,7 +31,9 @@ impl<T> ZeroedArray<T> {
     /// All-zero bytes must be a valid `T`, and `T` must need no drop (the mapping is simply
     /// unmapped).
     pub unsafe fn new(len: usize) -> Self {
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).expect("array size overflows");
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .expect("array size overflows");
         // From a quarter of a huge page up, a whole huge page is worth its unused part: one TLB
         // entry for the array instead of hundreds.
         let huge = bytes >= HUGE_PAGE / 4;

@@ -169,7 +169,10 @@ impl Eq for Tags {}
 
 impl std::fmt::Debug for Tags {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Tags").field(&self.user()).field(&self.client_id()).finish()
+        f.debug_tuple("Tags")
+            .field(&self.user())
+            .field(&self.client_id())
+            .finish()
     }
 }
 
@@ -182,7 +185,10 @@ mod tests {
         assert_eq!(std::mem::size_of::<Tags>(), 8);
         for (u, c) in [("", ""), ("alice", ""), ("", "c\0x"), ("user-1", "client-ü")] {
             let t = Tags::new(u, c);
-            assert_eq!((t.user(), t.client_id(), t.byte_len()), (u, c, u.len() + 1 + c.len()));
+            assert_eq!(
+                (t.user(), t.client_id(), t.byte_len()),
+                (u, c, u.len() + 1 + c.len())
+            );
             assert!(t.is(u, c) && !t.is(c, u) || u == c);
             assert_eq!(t.clone(), t);
         }

@@ -1,0 +1,239 @@
+//! Fetch (KafkaApis.handleFetchRequest): the request fields the quota needs, read in place;
+//! the max-bytes cap written in place; the throttled empty answer; and the walk of a flexible
+//! response to its top-level tagged fields (NodeEndpoints, v16+).
+
+use crate::wire::{malformed, write_i32, Cursor, Proto};
+
+/// The tag of ReplicaState in Fetch v15+ requests (a follower's fetch).
+const REPLICA_STATE: u64 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchRequest {
+    pub min_bytes: i32,
+    pub max_bytes: i32,
+    pub session_epoch: i32,
+    /// >= 0 for a follower (exempt from quotas).
+    pub replica_id: i32,
+    /// Where MaxWaitMs is (MinBytes and MaxBytes follow).
+    pub fixed_at: usize,
+}
+
+/// Reads a Fetch request (v4+; the proxy offers no older version).
+pub fn fetch_request(frame: &[u8], body: usize, version: i16) -> Proto<FetchRequest> {
+    if version < 4 {
+        return malformed("Fetch below v4");
+    }
+    let mut c = Cursor::new(frame, body);
+    let mut replica_id = if version < 15 { c.i32()? } else { -1 };
+    let fixed_at = c.pos;
+    c.i32()?; // MaxWaitMs
+    let min_bytes = c.i32()?;
+    let max_bytes = c.i32()?;
+    c.i8()?; // IsolationLevel
+    let session_epoch = if version >= 7 {
+        c.i32()?;
+        c.i32()?
+    } else {
+        -1
+    };
+    if version >= 15 {
+        for _ in 0..c.array_len(true)? {
+            c.skip(16)?; // TopicId
+            for _ in 0..c.array_len(true)? {
+                // Partition, CurrentLeaderEpoch, FetchOffset, LastFetchedEpoch, LogStartOffset,
+                // PartitionMaxBytes.
+                c.skip(4 + 4 + 8 + 4 + 8 + 4)?;
+                c.skip_tags(true)?;
+            }
+            c.skip_tags(true)?;
+        }
+        for _ in 0..c.array_len(true)? {
+            c.skip(16)?;
+            let n = c.array_len(true)?;
+            c.skip(4 * n)?;
+            c.skip_tags(true)?;
+        }
+        c.skip_string(true)?; // RackId
+        for (tag, value) in c.tags()? {
+            if tag == REPLICA_STATE {
+                replica_id = Cursor::new(value, 0).i32()?;
+            }
+        }
+    }
+    Ok(FetchRequest {
+        min_bytes,
+        max_bytes,
+        session_epoch,
+        replica_id,
+        fixed_at,
+    })
+}
+
+/// Kafka: `fetchMaxBytes = min(maxBytes, quota window bytes)`, `fetchMinBytes = min(minBytes, that)`.
+pub fn cap_max_bytes(frame: &mut [u8], req: &FetchRequest, max_bytes: i32) {
+    write_i32(frame, req.fixed_at + 4, req.min_bytes.min(max_bytes));
+    write_i32(frame, req.fixed_at + 8, max_bytes);
+}
+
+/// The body of an empty FetchResponse carrying the throttle, as
+/// `FetchContext.getThrottledResponse` (the session id chosen by the caller).
+pub fn throttled_body(version: i16, session_id: i32, throttle_ms: i32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16);
+    out.extend_from_slice(&throttle_ms.to_be_bytes());
+    if version >= 7 {
+        out.extend_from_slice(&0i16.to_be_bytes());
+        out.extend_from_slice(&session_id.to_be_bytes());
+    }
+    if version >= 12 {
+        out.push(1); // no topics (compact array)
+        out.push(0); // no tagged fields
+    } else {
+        out.extend_from_slice(&0i32.to_be_bytes());
+    }
+    out
+}
+
+/// Where a flexible (v12+) response's fields are read from: bytes at increasing positions.
+pub trait Walk {
+    /// The next `n` bytes (`n` small).
+    fn bytes(&mut self, n: usize) -> impl std::future::Future<Output = Proto<&[u8]>> + Send;
+    /// Passes `n` bytes unread.
+    fn skip(&mut self, n: usize) -> impl std::future::Future<Output = Proto<()>> + Send;
+}
+
+async fn uvarint<W: Walk>(w: &mut W) -> Proto<u64> {
+    let mut value = 0u64;
+    for shift in (0..35).step_by(7) {
+        let b = w.bytes(1).await?[0];
+        value |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    malformed("varint longer than 5 bytes")
+}
+
+async fn skip_tags<W: Walk>(w: &mut W) -> Proto<()> {
+    for _ in 0..uvarint(w).await? {
+        uvarint(w).await?;
+        let n = uvarint(w).await? as usize;
+        w.skip(n).await?;
+    }
+    Ok(())
+}
+
+/// Walks a flexible FetchResponse body (from its first field) to its top-level tagged fields.
+pub async fn walk_to_top_tags<W: Walk>(w: &mut W, version: i16) -> Proto<()> {
+    w.skip(4 + 2 + 4).await?; // ThrottleTimeMs, ErrorCode, SessionId
+    let topics = uvarint(w).await?.saturating_sub(1);
+    for _ in 0..topics {
+        if version >= 13 {
+            w.skip(16).await?;
+        } else {
+            let n = uvarint(w).await?.saturating_sub(1) as usize;
+            w.skip(n).await?;
+        }
+        let partitions = uvarint(w).await?.saturating_sub(1);
+        for _ in 0..partitions {
+            // PartitionIndex, ErrorCode, HighWatermark, LastStableOffset, LogStartOffset.
+            w.skip(4 + 2 + 8 + 8 + 8).await?;
+            let aborted = uvarint(w).await?.saturating_sub(1);
+            for _ in 0..aborted {
+                w.skip(16).await?;
+                skip_tags(w).await?;
+            }
+            w.skip(4).await?; // PreferredReadReplica
+            let records = uvarint(w).await?.saturating_sub(1) as usize;
+            w.skip(records).await?;
+            skip_tags(w).await?;
+        }
+        skip_tags(w).await?;
+    }
+    Ok(())
+}
+
+/// A [`Walk`] over a frame held whole.
+pub struct SliceWalk<'a>(pub Cursor<'a>);
+
+impl Walk for SliceWalk<'_> {
+    #[allow(clippy::manual_async_fn)]
+    fn bytes(&mut self, n: usize) -> impl std::future::Future<Output = Proto<&[u8]>> + Send {
+        async move { self.0.take(n) }
+    }
+
+    #[allow(clippy::manual_async_fn)]
+    fn skip(&mut self, n: usize) -> impl std::future::Future<Output = Proto<()>> + Send {
+        async move { self.0.skip(n) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request_v7() -> Vec<u8> {
+        let mut f = vec![0u8; 10]; // a header of 10 bytes
+        for v in [-1i32, 500, 1, 50_000_000] {
+            f.extend_from_slice(&v.to_be_bytes());
+        }
+        f.push(0);
+        f.extend_from_slice(&7i32.to_be_bytes()); // SessionId
+        f.extend_from_slice(&0i32.to_be_bytes()); // SessionEpoch
+        f.extend_from_slice(&0i32.to_be_bytes()); // no topics
+        f
+    }
+
+    #[test]
+    fn fields_and_cap_in_place() {
+        let mut f = request_v7();
+        let req = fetch_request(&f, 10, 7).unwrap();
+        assert_eq!(
+            (req.replica_id, req.min_bytes, req.max_bytes, req.session_epoch),
+            (-1, 1, 50_000_000, 0)
+        );
+        cap_max_bytes(&mut f, &req, 0);
+        let after = fetch_request(&f, 10, 7).unwrap();
+        assert_eq!((after.min_bytes, after.max_bytes), (0, 0));
+    }
+
+    #[test]
+    fn follower_state_tag_is_found_in_v15() {
+        let mut f = Vec::new();
+        for v in [500i32, 1, 1000] {
+            f.extend_from_slice(&v.to_be_bytes());
+        }
+        f.push(0);
+        f.extend_from_slice(&0i32.to_be_bytes());
+        f.extend_from_slice(&(-1i32).to_be_bytes());
+        f.push(1); // no topics
+        f.push(1); // nothing forgotten
+        f.push(0); // null rack
+        f.extend_from_slice(&[1, 1, 12]); // one tag: ReplicaState, 12 bytes
+        f.extend_from_slice(&2i32.to_be_bytes());
+        f.extend_from_slice(&5i64.to_be_bytes());
+        assert_eq!(fetch_request(&f, 0, 15).unwrap().replica_id, 2);
+    }
+
+    #[test]
+    fn the_walk_stops_at_the_top_level_tags() {
+        let mut body = throttled_body(16, 0, 0);
+        body.pop(); // the tag section is checked by the caller
+        body.pop();
+        body.push(2); // one topic
+        body.extend_from_slice(&[9; 16]);
+        body.push(2); // one partition
+        body.extend_from_slice(&[0; 30]);
+        body.push(0); // null aborted transactions
+        body.extend_from_slice(&(-1i32).to_be_bytes());
+        body.push(4); // 3 bytes of records
+        body.extend_from_slice(&[1, 2, 3, 0]); // records, partition tags
+        body.push(0); // topic tags
+        let end = body.len();
+        body.extend_from_slice(&[1, 0, 0]); // the top-level section
+        let mut w = SliceWalk(Cursor::new(&body, 0));
+        let fut = walk_to_top_tags(&mut w, 16);
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(fut).unwrap();
+        assert_eq!(w.0.pos, end);
+    }
+}

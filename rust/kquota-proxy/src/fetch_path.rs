@@ -1,0 +1,267 @@
+//! Fetch through the proxy (KafkaApis.handleFetchRequest): max bytes capped to what the quota
+//! window allows; the response size recorded; over quota, the answer is empty with the
+//! throttle and the size unrecorded (follower fetches are exempt). Large responses are relayed
+//! cut-through; v16+ responses are walked as they pass to rewrite NodeEndpoints in their
+//! top-level tagged fields, to the same length (the size prefix has gone out).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use quota_core::{ClientHandle, ClientQuotaType};
+
+use crate::conn::{io_err, patch_throttle, Conn, Fwd, Kind, Reader, BACKLOG, CHUNK};
+use crate::endpoints::rewrite_section;
+use crate::fetch::{
+    cap_max_bytes, fetch_request, throttled_body, walk_to_top_tags, FetchRequest, SliceWalk, Walk,
+};
+use crate::header::{response_body_offset, response_frame, RequestHeader};
+use crate::outbox::Outbox;
+use crate::tables::FETCH;
+use crate::wire::{malformed, read_i16, read_i32, Cursor, Proto, ProtoError};
+
+/// Tagged fields longer than this at the end of a response are refused.
+const MAX_TAIL: usize = 1 << 20;
+
+pub struct FetchState {
+    pub handle: Arc<ClientHandle>,
+    /// The quota window's bytes (`inf` without a quota).
+    pub cap: f64,
+    pub req: FetchRequest,
+}
+
+/// Reads the request, caps its max bytes in place, and says how its answer is handled.
+pub fn on_request(
+    _conn: &Conn,
+    h: &RequestHeader,
+    buf: &mut [u8],
+    handle: Arc<ClientHandle>,
+) -> Result<Kind, String> {
+    let req = fetch_request(&buf[4..], h.body_offset, h.api_version).map_err(|e| e.to_string())?;
+    if req.replica_id >= 0 {
+        return Ok(Kind::Plain(Some(handle)));
+    }
+    let cap =
+        handle
+            .kernel()
+            .max_value_in_quota_window(ClientQuotaType::Fetch, handle.user(), handle.client_id());
+    if cap < f64::from(req.max_bytes) {
+        cap_max_bytes(&mut buf[4..], &req, cap.max(0.0) as i32);
+    }
+    Ok(Kind::Fetch(FetchState { handle, cap, req }))
+}
+
+fn fit_size(buf: &mut [u8]) {
+    let size = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+}
+
+/// Answers a Fetch response of `size` bytes whose head (or whole) is in `buf` (prefixed).
+pub async fn on_response(
+    conn: &Arc<Conn>,
+    fwd: Fwd,
+    mut buf: Vec<u8>,
+    size: usize,
+    rd: &mut Reader,
+    t0: Instant,
+) -> Result<(), String> {
+    let Kind::Fetch(fs) = &fwd.kind else {
+        return Err("not a fetch".into());
+    };
+    let shared = Arc::clone(&conn.shared);
+    let tables = &shared.cfg.tables;
+    let v = fwd.version;
+    let head = buf.len() - 4;
+    let body = response_body_offset(&buf[4..], tables, FETCH, v).map_err(|e| e.to_string())?;
+    if body + if v >= 7 { 10 } else { 4 } > head {
+        return Err(format!("Fetch v{v} response shorter than its fixed fields"));
+    }
+    let bandwidth = conn.record(&fs.handle, ClientQuotaType::Fetch, size as f64);
+    let ns = fwd.ns + t0.elapsed().as_nanos() as u64;
+    let throttle = bandwidth.max(conn.request_throttle(FETCH, Some(&fs.handle), ns));
+    let rest = size - head;
+    let mut empty = false;
+    if throttle > 0 && size as f64 > fs.cap {
+        // Larger than the whole quota window allows: Kafka's empty answer would be repeated
+        // forever (the same data comes back every time; also a KIP-74 first batch above max
+        // bytes). Delivered, kept recorded, and muted: the long-run rate still tracks the quota.
+        conn.log(&fs.handle, ClientQuotaType::Fetch, size as f64);
+    } else if throttle > 0 {
+        let _ = fs.handle.unrecord(ClientQuotaType::Fetch, size as f64, None);
+        empty = v < 7 || read_i16(&buf, 4 + body + 4) == Some(0);
+    } else {
+        conn.log(&fs.handle, ClientQuotaType::Fetch, size as f64);
+    }
+    if empty {
+        // FetchContext.getThrottledResponse. A sessionless fetch (epoch -1) gets no session; an
+        // incremental one keeps its own; a full one (epoch 0) keeps the session the broker has
+        // just created for it (the proxy cannot stop the broker creating it), so the client
+        // continues incrementally instead of opening a new session each throttled fetch.
+        let session = if v >= 7 && fs.req.session_epoch >= 0 {
+            read_i32(&buf, 4 + body + 6).unwrap_or(0)
+        } else {
+            0
+        };
+        if rest > 0 {
+            shared
+                .counters
+                .streamed_responses
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            crate::conn::skip(rd, rest).await?;
+        }
+        let answer = response_frame(tables, fwd.corr, FETCH, v, &throttled_body(v, session, throttle));
+        conn.settle(fwd.slot, Some(answer), throttle);
+        return Ok(());
+    }
+    if throttle > 0 {
+        patch_throttle(&mut buf, 4 + body, throttle);
+    }
+    let mut resolve = |n: i32, h: &str, p: i32| shared.resolve(n, h, p).map_err(ProtoError);
+    if rest == 0 {
+        if v >= 16 {
+            let mut w = SliceWalk(Cursor::new(&buf[4..], body));
+            walk_to_top_tags(&mut w, v).await.map_err(|e| e.to_string())?;
+            let start = 4 + w.0.pos;
+            let section = buf[start..].to_vec();
+            if let Some(new) = rewrite_section(&section, false, &mut resolve).map_err(|e| e.to_string())? {
+                buf.truncate(start);
+                buf.extend_from_slice(&new);
+                fit_size(&mut buf);
+            }
+        }
+        conn.settle(fwd.slot, Some(buf), throttle);
+        return Ok(());
+    }
+    shared
+        .counters
+        .streamed_responses
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    conn.wait_at_head(fwd.slot).await?;
+    if v < 16 {
+        conn.to_client.send(buf);
+        pump(rd, &conn.to_client, rest).await?;
+    } else {
+        let mut w = PumpWalk {
+            buf,
+            pos: 4 + body,
+            rd,
+            left: rest,
+            out: &conn.to_client,
+        };
+        walk_to_top_tags(&mut w, v).await.map_err(|e| e.to_string())?;
+        w.finish(&mut resolve).await.map_err(|e| e.to_string())?;
+    }
+    conn.settle(fwd.slot, None, throttle);
+    Ok(())
+}
+
+/// Relays `n` bytes from the broker to the client in chunks, as the client takes them.
+async fn pump(rd: &mut Reader, out: &Outbox, mut n: usize) -> Result<(), String> {
+    use tokio::io::AsyncReadExt;
+    while n > 0 {
+        out.wait_below(BACKLOG).await;
+        if out.failed() {
+            return Err("the client connection failed".into());
+        }
+        let k = n.min(CHUNK);
+        let mut chunk = vec![0u8; k];
+        rd.read_exact(&mut chunk)
+            .await
+            .map_err(io_err("broker connection closed inside a frame"))?;
+        out.send(chunk);
+        n -= k;
+    }
+    Ok(())
+}
+
+/// A [`Walk`] over a response arriving from the broker: the bytes walked past are relayed to
+/// the client as they go (only what the walk reads is looked at).
+struct PumpWalk<'a> {
+    /// Bytes read and not yet relayed (from the frame's prefix at first).
+    buf: Vec<u8>,
+    /// The walk's position in `buf`.
+    pos: usize,
+    rd: &'a mut Reader,
+    /// Bytes of the frame not yet read from the broker.
+    left: usize,
+    out: &'a Outbox,
+}
+
+impl PumpWalk<'_> {
+    fn flush(&mut self) {
+        if self.pos > 0 {
+            let unread = self.buf.split_off(self.pos);
+            self.out.send(std::mem::replace(&mut self.buf, unread));
+            self.pos = 0;
+        }
+    }
+
+    async fn fill(&mut self, n: usize) -> Proto<()> {
+        use tokio::io::AsyncReadExt;
+        while self.buf.len() - self.pos < n {
+            if self.left == 0 {
+                return malformed("Fetch response truncated");
+            }
+            let k = self.left.min(64 << 10);
+            let at = self.buf.len();
+            self.buf.resize(at + k, 0);
+            self.rd
+                .read_exact(&mut self.buf[at..])
+                .await
+                .map_err(|e| ProtoError(format!("broker connection closed inside a frame: {e}")))?;
+            self.left -= k;
+        }
+        Ok(())
+    }
+
+    /// Reads the top-level tagged fields (the rest of the frame), rewrites NodeEndpoints to the
+    /// same length, and relays the remainder.
+    async fn finish(mut self, resolve: &mut crate::endpoints::Resolve<'_>) -> Proto<()> {
+        let tail = self.buf.len() - self.pos + self.left;
+        if tail > MAX_TAIL {
+            return malformed("tagged fields longer than 1 MiB at the end of a Fetch response");
+        }
+        self.fill(tail).await?;
+        if let Some(new) = rewrite_section(&self.buf[self.pos..], true, resolve)? {
+            let at = self.pos;
+            self.buf[at..].copy_from_slice(&new);
+        }
+        self.pos = self.buf.len();
+        self.flush();
+        Ok(())
+    }
+}
+
+impl Walk for PumpWalk<'_> {
+    #[allow(clippy::manual_async_fn)]
+    fn bytes(&mut self, n: usize) -> impl std::future::Future<Output = Proto<&[u8]>> + Send {
+        async move {
+            if self.pos >= CHUNK {
+                self.out.wait_below(BACKLOG).await;
+                self.flush();
+            }
+            self.fill(n).await?;
+            let s = &self.buf[self.pos..self.pos + n];
+            self.pos += n;
+            Ok(s)
+        }
+    }
+
+    #[allow(clippy::manual_async_fn)]
+    fn skip(&mut self, n: usize) -> impl std::future::Future<Output = Proto<()>> + Send {
+        async move {
+            let avail = self.buf.len() - self.pos;
+            if n <= avail {
+                self.pos += n;
+                return Ok(());
+            }
+            let k = n - avail;
+            if k > self.left {
+                return malformed("Fetch response truncated");
+            }
+            self.pos = self.buf.len();
+            self.flush();
+            self.left -= k;
+            pump(self.rd, self.out, k).await.map_err(ProtoError)
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! The kquota proxy's native data plane: Kafka connections relayed on tokio with the quota
+//! kernel (`quota-core`) applied in place; the APIs that need the proxy's configuration
+//! (addresses, SASL, KIP-599 mutations, client-quota admin) are handed to Python through a
+//! [`Bridge`].
+
+pub mod conn;
+pub mod endpoints;
+pub mod fetch;
+pub mod fetch_path;
+pub mod header;
+pub mod outbox;
+pub mod produce;
+pub mod produce_path;
+pub mod server;
+pub mod tables;
+pub mod wire;
+
+pub use server::{Bridge, ProxyConfig, Shared};
+pub use tables::ApiTables;

@@ -1,0 +1,351 @@
+//! `kquota._kquota.ProxyDataPlane`: the proxy's native data plane (`kquota-proxy`, on its own
+//! tokio runtime) driven from `kquota.proxy.native`. Python is reached through a bridge object
+//! whose methods only hand work to its event loop; every blocking call here releases the GIL,
+//! since the runtime's threads take it to call the bridge.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kquota_proxy::{ApiTables, Bridge, ProxyConfig, Shared};
+use pyo3::exceptions::PyOSError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::errors::{invalid_argument, PyQuotaResult};
+use crate::kernel::PyQuotaKernel;
+
+struct PyBridge {
+    obj: Py<PyAny>,
+}
+
+impl PyBridge {
+    fn call(
+        &self,
+        name: &str,
+        make: impl FnOnce(Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyTuple>>,
+    ) -> Result<(), String> {
+        Python::attach(|py| {
+            let result = make(py).and_then(|args| self.obj.call_method1(py, name, args));
+            result.map(|_| ()).map_err(|e| {
+                let msg = format!("the proxy's {name} failed: {e}");
+                e.write_unraisable(py, Some(self.obj.bind(py)));
+                msg
+            })
+        })
+    }
+}
+
+impl Bridge for PyBridge {
+    fn on_request(&self, conn: u64, slot: u64, node: i32, frame: &[u8], ns: u64) -> Result<(), String> {
+        self.call("on_request", |py| {
+            pyo3::types::PyTuple::new(
+                py,
+                [
+                    conn.into_pyobject(py)?.into_any(),
+                    slot.into_pyobject(py)?.into_any(),
+                    node.into_pyobject(py)?.into_any(),
+                    PyBytes::new(py, frame).into_any(),
+                    ns.into_pyobject(py)?.into_any(),
+                ],
+            )
+        })
+    }
+
+    fn on_response(&self, conn: u64, slot: u64, frame: &[u8]) -> Result<(), String> {
+        self.call("on_response", |py| {
+            pyo3::types::PyTuple::new(
+                py,
+                [
+                    conn.into_pyobject(py)?.into_any(),
+                    slot.into_pyobject(py)?.into_any(),
+                    PyBytes::new(py, frame).into_any(),
+                ],
+            )
+        })
+    }
+
+    fn on_close(&self, conn: u64, reason: Option<String>) {
+        let _ = self.call("on_close", |py| {
+            pyo3::types::PyTuple::new(
+                py,
+                [
+                    conn.into_pyobject(py)?.into_any(),
+                    reason.into_pyobject(py)?.into_any(),
+                ],
+            )
+        });
+    }
+}
+
+struct Running {
+    rt: tokio::runtime::Runtime,
+    shared: Arc<Shared>,
+}
+
+/// The proxy's native data plane: sockets, frames, ordering, muting and the Produce/Fetch
+/// quota paths on a tokio runtime; Python handles the APIs listed in ``python_keys``.
+#[pyclass(frozen, module = "kquota._kquota", name = "ProxyDataPlane")]
+pub struct PyProxyDataPlane {
+    cfg: ProxyConfig,
+    threads: usize,
+    kernel: Arc<quota_core::QuotaKernel>,
+    bridge: Arc<PyBridge>,
+    running: Mutex<Option<Running>>,
+}
+
+fn keys(values: &[i64], what: &str) -> PyQuotaResult<Vec<i16>> {
+    values
+        .iter()
+        .map(|&v| {
+            i16::try_from(v)
+                .map_err(|_| invalid_argument(format!("{what}: {v} is not an api key or version")))
+        })
+        .collect()
+}
+
+fn positive(v: i64, what: &str) -> PyQuotaResult<usize> {
+    usize::try_from(v)
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| invalid_argument(format!("{what} must be positive, got {v}")))
+}
+
+impl PyProxyDataPlane {
+    fn shared(&self) -> Option<Arc<Shared>> {
+        self.running
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|r| Arc::clone(&r.shared))
+    }
+
+    fn conn(&self, conn_id: u64) -> Option<Arc<kquota_proxy::conn::Conn>> {
+        self.shared()?.conn(conn_id)
+    }
+}
+
+#[pymethods]
+impl PyProxyDataPlane {
+    #[new]
+    #[pyo3(signature = (
+        kernel, bridge, *, bootstrap, listen_host, listen_port, advertised_host, flexible_from,
+        throttle_first, python_keys, exempt_keys, max_frame_bytes, max_connections, max_inflight,
+        quota_window_ms, request_log, threads=1, drain_seconds=5.0
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        kernel: &Bound<'_, PyQuotaKernel>,
+        bridge: Py<PyAny>,
+        bootstrap: (String, u16),
+        listen_host: String,
+        listen_port: u16,
+        advertised_host: String,
+        flexible_from: Vec<i64>,
+        throttle_first: Vec<i64>,
+        python_keys: Vec<i64>,
+        exempt_keys: Vec<i64>,
+        max_frame_bytes: i64,
+        max_connections: i64,
+        max_inflight: i64,
+        quota_window_ms: i64,
+        request_log: bool,
+        threads: i64,
+        drain_seconds: f64,
+    ) -> PyQuotaResult<Self> {
+        if !(drain_seconds.is_finite() && drain_seconds >= 0.0) {
+            return Err(invalid_argument(format!(
+                "drain_seconds must be >= 0, got {drain_seconds}"
+            )));
+        }
+        let threads = positive(threads, "threads")?;
+        if threads > 64 {
+            return Err(invalid_argument(format!(
+                "threads must be at most 64, got {threads}"
+            )));
+        }
+        let tables = ApiTables {
+            flexible_from: keys(&flexible_from, "flexible_from")?,
+            throttle_first: keys(&throttle_first, "throttle_first")?,
+            python: ApiTables::key_set(&keys(&python_keys, "python_keys")?),
+            exempt: ApiTables::key_set(&keys(&exempt_keys, "exempt_keys")?),
+        };
+        let cfg = ProxyConfig {
+            tables,
+            bootstrap,
+            listen_host,
+            listen_port,
+            advertised_host,
+            max_frame_bytes: positive(max_frame_bytes, "max_frame_bytes")?,
+            max_connections: positive(max_connections, "max_connections")?,
+            max_inflight: positive(max_inflight, "max_inflight")?,
+            quota_window_ms: positive(quota_window_ms, "quota_window_ms")? as u64,
+            request_log,
+            drain: Duration::from_secs_f64(drain_seconds),
+        };
+        Ok(PyProxyDataPlane {
+            cfg,
+            threads,
+            kernel: Arc::clone(&kernel.get().kernel),
+            bridge: Arc::new(PyBridge { obj: bridge }),
+            running: Mutex::new(None),
+        })
+    }
+
+    /// Binds the bootstrap listener and starts the runtime; returns the bound port.
+    fn start(&self, py: Python<'_>) -> PyResult<u16> {
+        let mut running = self.running.lock().unwrap();
+        if running.is_some() {
+            return Err(invalid_argument("the data plane is already started").into());
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(self.threads)
+            .thread_name("kquota-proxy")
+            .enable_all()
+            .build()
+            .map_err(|e| PyOSError::new_err(format!("cannot start the proxy runtime: {e}")))?;
+        let shared = Shared::new(
+            self.cfg.clone(),
+            Arc::clone(&self.kernel),
+            self.bridge.clone(),
+            rt.handle().clone(),
+        );
+        let port = py.detach(|| shared.listen_bootstrap()).map_err(|e| {
+            PyOSError::new_err(format!(
+                "cannot listen on {}:{}: {e}",
+                self.cfg.listen_host, self.cfg.listen_port
+            ))
+        })?;
+        *running = Some(Running { rt, shared });
+        Ok(port)
+    }
+
+    /// The proxy port standing for broker ``node_id`` now at ``host:port`` (listener opened once).
+    fn broker_port(&self, py: Python<'_>, node_id: i32, host: String, port: u16) -> PyResult<u16> {
+        let shared = self
+            .shared()
+            .ok_or_else(|| invalid_argument("the data plane is not running"))?;
+        py.detach(|| shared.broker_port(node_id, &host, port))
+            .map_err(|e| PyOSError::new_err(format!("broker {node_id}: cannot listen: {e}")))
+    }
+
+    /// Sends the request of a Python slot to the broker; its response comes to ``on_response``.
+    fn forward(&self, conn_id: u64, slot: u64, frame: &[u8]) -> PyQuotaResult<()> {
+        if let Some(conn) = self.conn(conn_id) {
+            conn.python_forward(slot, frame).map_err(invalid_argument)?;
+        }
+        Ok(())
+    }
+
+    /// The answer of a slot (a prefixed frame, or ``None``); ``throttle_ms`` mutes after it.
+    #[pyo3(signature = (conn_id, slot, data, throttle_ms))]
+    fn settle(&self, conn_id: u64, slot: u64, data: Option<&[u8]>, throttle_ms: i32) {
+        if let Some(conn) = self.conn(conn_id) {
+            conn.settle(slot, data.map(<[u8]>::to_vec), throttle_ms);
+        }
+    }
+
+    /// The principal of a connection (after SASL), used by the native quota paths.
+    fn set_user(&self, conn_id: u64, user: &str) -> PyQuotaResult<()> {
+        quota_core::check_name("user", user)?;
+        if let Some(conn) = self.conn(conn_id) {
+            conn.set_user(user);
+        }
+        Ok(())
+    }
+
+    /// Closes one connection (e.g. a frame Python could not parse).
+    #[pyo3(signature = (conn_id, reason=None))]
+    fn close_connection(&self, py: Python<'_>, conn_id: u64, reason: Option<String>) {
+        if let Some(conn) = self.conn(conn_id) {
+            py.detach(|| conn.close(reason));
+        }
+    }
+
+    /// Stops accepting connections and reading requests; owed answers still go out.
+    fn stop_reading(&self, py: Python<'_>) {
+        if let Some(shared) = self.shared() {
+            py.detach(|| shared.begin_stop());
+        }
+    }
+
+    /// Stops: owed answers get up to ``drain_seconds``, then every connection is closed.
+    fn close(&self, py: Python<'_>, drain_seconds: f64) -> PyQuotaResult<()> {
+        if !(drain_seconds.is_finite() && drain_seconds >= 0.0) {
+            return Err(invalid_argument(format!(
+                "drain_seconds must be >= 0, got {drain_seconds}"
+            )));
+        }
+        let Some(running) = self.running.lock().unwrap().take() else {
+            return Ok(());
+        };
+        py.detach(move || {
+            let shared = running.shared;
+            shared.begin_stop();
+            let deadline = Instant::now() + Duration::from_secs_f64(drain_seconds);
+            while !shared.conns.lock().unwrap().is_empty() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            shared.close_all();
+            running.rt.shutdown_timeout(Duration::from_secs(1));
+        });
+        Ok(())
+    }
+
+    /// Counters and maps: connections, refused_connections, streamed_requests,
+    /// streamed_responses, accepted, broker_ports, brokers, request_log_dropped.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let d = PyDict::new(py);
+        let accepted = PyDict::new(py);
+        let ports = PyDict::new(py);
+        let brokers = PyDict::new(py);
+        let shared = self.shared();
+        let (mut conns, mut refused, mut sreq, mut sresp, mut dropped) = (0usize, 0u64, 0u64, 0u64, 0u64);
+        if let Some(s) = &shared {
+            conns = s.conns.lock().unwrap().len();
+            refused = s.counters.refused.load(Relaxed);
+            sreq = s.counters.streamed_requests.load(Relaxed);
+            sresp = s.counters.streamed_responses.load(Relaxed);
+            dropped = s.counters.log_dropped.load(Relaxed);
+            for (node, n) in s.accepted.lock().unwrap().iter() {
+                accepted.set_item(node, n)?;
+            }
+            for (node, e) in s.brokers.lock().unwrap().iter() {
+                ports.set_item(node, e.port)?;
+                brokers.set_item(node, (e.upstream.0.as_str(), e.upstream.1))?;
+            }
+        }
+        d.set_item("connections", conns)?;
+        d.set_item("refused_connections", refused)?;
+        d.set_item("streamed_requests", sreq)?;
+        d.set_item("streamed_responses", sresp)?;
+        d.set_item("accepted", accepted)?;
+        d.set_item("broker_ports", ports)?;
+        d.set_item("brokers", brokers)?;
+        d.set_item("request_log_dropped", dropped)?;
+        Ok(d)
+    }
+
+    /// Request-log rows of the native paths since the last call:
+    /// ``(ts_ms, user, client_id, quota_type value, value)``.
+    fn take_request_log(&self) -> Vec<(i64, String, String, u8, f64)> {
+        match self.shared() {
+            None => Vec::new(),
+            Some(s) => s
+                .take_log()
+                .into_iter()
+                .map(|(ts, user, client, t, v)| (ts, user.to_string(), client, t, v))
+                .collect(),
+        }
+    }
+}
+
+impl Drop for PyProxyDataPlane {
+    fn drop(&mut self) {
+        if let Some(running) = self.running.lock().unwrap().take() {
+            running.shared.begin_stop();
+            running.shared.close_all();
+            running.rt.shutdown_background();
+        }
+    }
+}
