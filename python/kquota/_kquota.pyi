@@ -260,6 +260,7 @@ class ProxyDataPlane:
         quota_window_ms: int,
         request_log: bool,
         threads: int = 1,
+        drain_seconds: float = 5.0,
     ) -> ProxyDataPlane: ...
     def start(self) -> int:
         """Binds the bootstrap listener and starts the runtime; the bound port (``OSError``)."""
@@ -271,12 +272,14 @@ class ProxyDataPlane:
         """The slot's answer (a prefixed frame, or ``None``); ``throttle_ms > 0`` mutes after it."""
     def set_user(self, conn_id: int, user: str) -> None:
         """The connection's principal (after SASL) for the native paths' quotas."""
-    def close_connection(self, conn_id: int) -> None:
-        """Closes one client connection."""
+    def close_connection(self, conn_id: int, reason: Optional[str] = None) -> None:
+        """Closes one client connection (``reason`` is logged)."""
+    def stop_reading(self) -> None:
+        """Stops accepting connections and reading requests; owed answers still go out."""
     def close(self, drain_seconds: float) -> None:
         """Stops accepting, lets owed answers out (up to ``drain_seconds``), closes everything."""
     def stats(self) -> dict[str, Any]:
         """Counters: connections, refused_connections, streamed_requests/responses, accepted,
-        broker_ports, brokers."""
+        broker_ports, brokers, request_log_dropped."""
     def take_request_log(self) -> list[tuple[int, str, str, int, float]]:
         """Rows ``(ts_ms, user, client_id, quota type value, value)`` since the last call."""

@@ -86,4 +86,5 @@ class BridgeConnection(RequestPaths):
         else:
             log.error("closing connection from %s after an internal error: %r", self.peer, failure)
         if not self.closed:
-            self._plane.close_connection(self.conn_id)
+            self.closed = True  # logged here: not again when the plane reports the close
+            self._plane.close_connection(self.conn_id, f"{type(failure).__name__}: {failure}")

@@ -62,8 +62,8 @@ class _Bridge:
     def on_response(self, conn_id: int, slot: int, frame: bytes) -> None:
         self._loop.call_soon_threadsafe(self._server._on_response, conn_id, slot, frame)
 
-    def on_close(self, conn_id: int) -> None:
-        self._loop.call_soon_threadsafe(self._server._on_close, conn_id)
+    def on_close(self, conn_id: int, reason: Optional[str] = None) -> None:
+        self._loop.call_soon_threadsafe(self._server._on_close, conn_id, reason)
 
 
 class _OpenConnections:
@@ -145,7 +145,7 @@ class NativeProxyServer:
             python_keys=python_keys(), exempt_keys=sorted(apis.REQUEST_QUOTA_EXEMPT),
             max_frame_bytes=self.max_frame_bytes, max_connections=self.max_connections,
             max_inflight=self.max_inflight, quota_window_ms=int(self.quota_window_seconds * 1000),
-            request_log=self.request_log is not None, threads=self.threads)
+            request_log=self.request_log is not None, threads=self.threads, drain_seconds=self.drain_seconds)
         self._bootstrap_port = self._plane.start()
         if self.request_log is not None:
             self._drainer = self._loop.create_task(self._drain_request_log())
@@ -159,14 +159,18 @@ class NativeProxyServer:
             return
         if self._drainer is not None:
             self._drainer.cancel()
-        # In a worker thread: answers to Python slots still owed are settled by this loop meanwhile.
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self._plane.close, float(self.drain_seconds))
-        self._last_stats = self._plane.stats()
+        plane = self._plane
+        plane.stop_reading()
+        # Answers owed to Python slots are settled by this loop meanwhile.
+        deadline = time.monotonic() + self.drain_seconds
+        while plane.stats()["connections"] and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        self._take_request_log()  # before close: the plane's rows go with its runtime
+        self._last_stats = plane.stats()
+        await asyncio.get_running_loop().run_in_executor(None, plane.close, max(0.0, deadline - time.monotonic()))
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._take_request_log()
         for conn in self._bridged.values():
             conn.closed = True
         self._bridged.clear()
@@ -285,7 +289,9 @@ class NativeProxyServer:
         data, throttle = await p.on_response(p, frame)
         conn.settle(slot, data, throttle)
 
-    def _on_close(self, conn_id: int) -> None:
+    def _on_close(self, conn_id: int, reason: Optional[str]) -> None:
         conn = self._bridged.pop(conn_id, None)
+        if reason and (conn is None or not conn.closed):
+            log.info("closing native connection %d: %s", conn_id, reason)  # the plane's own reason
         if conn is not None:
             conn.closed = True
