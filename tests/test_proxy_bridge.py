@@ -5,10 +5,12 @@ bytes cap computed natively must reach the broker. Run on both data planes (same
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import kquota
 import pytest
 from kquota.proxy import apis
+from kquota.proxy.reqlog import RequestLog
 from proxy_fakes import FetchRecorder, SaslFront
 from proxy_support import ProxyThread, make_topic
 from proxy_wire import Wire
@@ -25,12 +27,22 @@ def sasl_front():
     f.stop()
 
 
-def test_sasl_principal_reaches_the_produce_quota(sasl_front, data_plane):
+def logged_rows(log: RequestLog, directory: Path) -> list[dict]:
+    """Every row of the request log so far (``flush`` writes what is buffered)."""
+    import pyarrow.parquet as pq
+
+    log.flush()
+    return [row for f in sorted(directory.glob("*.parquet")) for row in pq.read_table(str(f)).to_pylist()]
+
+
+def test_sasl_principal_reaches_the_produce_quota(sasl_front, data_plane, tmp_path):
     """librdkafka authenticates as alice (SASL/PLAIN) on every connection: her produce quota
-    throttles her, the same client id as ANONYMOUS is charged nothing."""
+    throttles her, the same client id as ANONYMOUS is charged nothing, and the request log
+    (taken from the running proxy) names her."""
     qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
     qm.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": 20_000})])
-    proxy = ProxyThread(("127.0.0.1", sasl_front.port), qm=qm, data_plane=data_plane)
+    log = RequestLog(str(tmp_path), rotate_seconds=600)
+    proxy = ProxyThread(("127.0.0.1", sasl_front.port), qm=qm, data_plane=data_plane, request_log=log)
     try:
         topic = make_topic(proxy.address)
         throttles: list[float] = []
@@ -49,6 +61,10 @@ def test_sasl_principal_reaches_the_produce_quota(sasl_front, data_plane):
         assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "alice", "sasl-client") > 0
         assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "ANONYMOUS", "sasl-client") == 0
         assert throttles and max(throttles) > 0  # 200 KB against 20 KB/s
+        time.sleep(0.5)  # the native plane's rows reach the log within ~0.2 s
+        produce = [r for r in logged_rows(log, tmp_path) if r["quota_type"] == "PRODUCE"]
+        assert produce and {(r["user"], r["client_id"]) for r in produce} == {("alice", "sasl-client")}
+        assert sum(r["value"] for r in produce) >= 200 * 1000
     finally:
         proxy.stop()
         qm.close()
