@@ -96,3 +96,20 @@ def test_fetch_max_bytes_reach_the_broker_capped(data_plane):
         proxy.stop()
         qm.close()
         broker.stop()
+
+
+def test_tables_handed_to_the_native_plane_match_the_codec():
+    """One source for the wire rules: the native plane's tables are the codec's."""
+    from kquota.proxy.codec import is_flexible
+    from kquota.proxy.connection import _DISPATCH
+    from kquota.proxy.native import python_keys, version_table
+    from kquota.proxy.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
+
+    flexible = version_table(FLEXIBLE_FIRST)
+    for key in range(len(flexible)):
+        for version in range(20):
+            assert (flexible[key] >= 0 and version >= flexible[key]) == is_flexible(key, version), (key, version)
+    throttle = version_table(THROTTLE_FIRST)
+    assert {k: v for k, v in enumerate(throttle) if v >= 0} == THROTTLE_FIRST
+    assert set(python_keys()) == set(_DISPATCH) - {apis.PRODUCE, apis.FETCH}
+    assert {apis.API_VERSIONS, apis.METADATA, apis.SASL_AUTHENTICATE, apis.ALTER_CLIENT_QUOTAS} <= set(python_keys())
