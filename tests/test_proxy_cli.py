@@ -52,20 +52,21 @@ def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig, data_pl
     cfg.write_text("# broker-style\nquota.window.num=5\nsocket.request.max.bytes=2000000\n")
     proc, port = start_proxy(broker, tmp_path, "--request-log", str(log_dir), "--metrics-port", str(metrics_port),
                              "--config", str(cfg), "--data-plane", data_plane)
+    topic = f"cli-topic-{data_plane}-{sig}"  # the broker is shared by both planes' runs
     try:
         address = f"127.0.0.1:{port}"
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient({"bootstrap.servers": address})
-        for f in admin.create_topics([NewTopic("cli-topic-%d" % sig, 1, 1)]).values():
+        for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
             f.result(10)
         p = Producer({"bootstrap.servers": address, "client.id": "logged"})
         for i in range(200):
-            p.produce("cli-topic-%d" % sig, b"m%d" % i)
+            p.produce(topic, b"m%d" % i)
         assert p.flush(15) == 0
         c = Consumer({"bootstrap.servers": address, "client.id": "reader", "group.id": "r",
                       "enable.auto.commit": False})
-        c.assign([TopicPartition("cli-topic-%d" % sig, 0, 0)])
+        c.assign([TopicPartition(topic, 0, 0)])
         got = 0
         deadline = time.monotonic() + 15
         while got < 200 and time.monotonic() < deadline:
