@@ -13,9 +13,11 @@ direct and proxied runs interleaved:
 5. proxy CPU per MB/s of traffic (from the proxy process's utime + stime).
 
 Rows 1-3 run twice: with no quota, and with a (non-binding) quota on the client, which makes the
-proxy read that connection one request at a time as Kafka does.
+proxy read that connection one request at a time as Kafka does. Every row is measured for each
+data plane (``--data-plane native``: Rust/tokio, the default; ``asyncio``: all Python), each a
+proxy process of its own in front of the same broker, named in the row label.
 
-Usage: ``python benches/bench_proxy.py [--messages N] [--repeats R] [--no-write]``
+Usage: ``python benches/bench_proxy.py [--messages N] [--repeats R] [--data-planes native,asyncio] [--no-write]``
 """
 
 from __future__ import annotations
@@ -86,12 +88,14 @@ class BytePump:
 class ProxyProcess:
     """``kquota proxy`` in its own process (so its CPU can be read)."""
 
-    def __init__(self, broker: Tansu, store_dir: str) -> None:
+    def __init__(self, broker: Tansu, store_dir: str, data_plane: str) -> None:
         self.port = free_port()
+        self.data_plane = data_plane
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", broker.address,
              "--listen", f"127.0.0.1:{self.port}", "--store", f"sqlite://{store_dir}/q.db",
-             "--log-level", "WARNING", "--event-loop", os.environ.get("KQ_PROXY_LOOP", "auto")],
+             "--log-level", "WARNING", "--event-loop", os.environ.get("KQ_PROXY_LOOP", "auto"),
+             "--data-plane", data_plane],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         wait_port(self.port, 30)
         self.address = f"127.0.0.1:{self.port}"
@@ -212,14 +216,18 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="interleaved direct/proxy pairs per row (default 3)")
     ap.add_argument("--latency-seconds", type=float, default=5.0)
     ap.add_argument("--connections", type=int, default=1000)
+    ap.add_argument("--data-planes", default="native,asyncio",
+                    help="comma-separated proxy data planes to measure (default: native,asyncio)")
     ap.add_argument("--no-write", action="store_true", help="print only")
     args = ap.parse_args()
 
     load_before = os.getloadavg()
     broker = Tansu()
     store_dir = tempfile.mkdtemp(prefix="kq-bench-proxy-")
-    proxy = ProxyProcess(broker, store_dir)
+    planes = [p for p in args.data_planes.split(",") if p]
+    proxies = {plane: ProxyProcess(broker, store_dir, plane) for plane in planes}
     rows: dict[str, dict] = {}
+    codes: dict[str, int] = {}
     try:
         # A quota far above what the run reaches: the enforcement path runs, never throttles.
         from kquota.stores.sqlite import SQLiteConfigStore
@@ -227,7 +235,9 @@ def main() -> None:
         with SQLiteConfigStore(os.path.join(store_dir, "q.db")) as store:
             store.alter([({"client-id": "quotaed"}, {"producer_byte_rate": 10e9, "consumer_byte_rate": 10e9})])
         time.sleep(1.5)  # the proxy's watcher polls the store
-        for mode, client in (("no quota", "plain"), ("quota'd, not binding", "quotaed")):
+        runs = [(proxy, f"{plane}, {mode}", client) for plane, proxy in proxies.items()
+                for mode, client in (("no quota", "plain"), ("quota'd, not binding", "quotaed"))]
+        for proxy, mode, client in runs:
             prod = {"direct": [], "proxy": []}
             cons = {"direct": [], "proxy": []}
             cpu_mb = []
@@ -292,19 +302,21 @@ def main() -> None:
                     "direct": d, "proxy": p, "unit": "ms", "added": p - d, "target": "floor"}
         finally:
             pump.stop()
-        rss0 = proxy.rss_mb()
-        conn = asyncio.run(many_connections(proxy.port, args.connections))
-        conn["proxy_rss_mb_before"] = rss0
-        conn["proxy_rss_mb_with_conns"] = proxy.rss_mb()
-        rows["concurrent connections"] = conn
+        for plane, proxy in proxies.items():
+            rss0 = proxy.rss_mb()
+            conn = asyncio.run(many_connections(proxy.port, args.connections))
+            conn["proxy_rss_mb_before"] = rss0
+            conn["proxy_rss_mb_with_conns"] = proxy.rss_mb()
+            rows[f"concurrent connections [{plane}]"] = conn
     finally:
-        code = proxy.stop()
+        for plane, proxy in proxies.items():
+            codes[plane] = proxy.stop()
         broker.stop()
     load_after = os.getloadavg()
     result = {
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                     "loadavg_before": load_before, "loadavg_after": load_after},
-        "messages": args.messages, "repeats": args.repeats, "proxy_exit_code": code, "rows": rows,
+        "messages": args.messages, "repeats": args.repeats, "proxy_exit_code": codes, "rows": rows,
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     md = render(result)
@@ -353,12 +365,15 @@ def render(r: dict) -> str:
     for key, row in r["rows"].items():
         if "value" in row:
             lines.append(f"| {key} | {row['value']:.2f} {row['unit']} | {row['note']} |")
-    c = r["rows"].get("concurrent connections")
-    if c:
-        lines.append(f"| concurrent connections | {c['answered']} / {c['connections']} answered | all open at once: "
+    for key, c in r["rows"].items():
+        if not key.startswith("concurrent connections"):
+            continue
+        lines.append(f"| {key} | {c['answered']} / {c['connections']} answered | all open at once: "
                      f"opened in {c['open_s']:.2f} s, all answered in {c['all_answered_s']:.2f} s; proxy RSS "
                      f"{c['proxy_rss_mb_before']:.0f} -> {c['proxy_rss_mb_with_conns']:.0f} MB |")
-    lines += ["", f"Proxy exit status on SIGTERM: {r['proxy_exit_code']}.", ""]
+    codes = r["proxy_exit_code"]
+    codes = ", ".join(f"{k} {v}" for k, v in codes.items()) if isinstance(codes, dict) else codes
+    lines += ["", f"Proxy exit status on SIGTERM: {codes}.", ""]
     return "\n".join(lines)
 
 

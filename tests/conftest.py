@@ -114,6 +114,18 @@ def key(qt_name):
     return BYTE_KEY[qt_name]
 
 
+def _data_planes():
+    plane = os.environ.get("KQUOTA_PROXY_DATA_PLANE")
+    return [plane] if plane else ["native", "asyncio"]
+
+
+@pytest.fixture(scope="module", params=_data_planes())
+def data_plane(request):
+    """The proxy data plane under test: each end-to-end proxy test runs on both (native, asyncio)
+    unless ``KQUOTA_PROXY_DATA_PLANE`` names one."""
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def spark():
     """One Spark session for every pipeline test (starting one costs seconds): local[2], no UI,

@@ -17,7 +17,10 @@ import uuid
 from typing import Any, Optional
 
 import kquota
-from kquota.proxy import ProxyServer
+from kquota.proxy.planes import DATA_PLANES, make_proxy
+
+#: The data plane ``ProxyThread`` uses by default (``KQUOTA_PROXY_DATA_PLANE``, else native).
+DEFAULT_DATA_PLANE = os.environ.get("KQUOTA_PROXY_DATA_PLANE", "native")
 
 
 def free_port() -> int:
@@ -87,12 +90,16 @@ class MockCluster:
 
 
 class ProxyThread:
-    """A ``ProxyServer`` on its own event loop thread; ``qm`` is shared with the test."""
+    """A proxy (``data_plane``: ``"native"`` or ``"asyncio"``) on its own event loop thread;
+    ``qm`` is shared with the test."""
 
-    def __init__(self, bootstrap: tuple[str, int], qm: Optional[Any] = None, **options: Any) -> None:
+    def __init__(self, bootstrap: tuple[str, int], qm: Optional[Any] = None, data_plane: Optional[str] = None,
+                 **options: Any) -> None:
         self.qm = qm if qm is not None else kquota.QuotaManager()
+        self.data_plane = data_plane or DEFAULT_DATA_PLANE
+        assert self.data_plane in DATA_PLANES, self.data_plane
         self.loop = asyncio.new_event_loop()
-        self.proxy = ProxyServer(self.qm, bootstrap, ("127.0.0.1", 0), **options)
+        self.proxy = make_proxy(self.qm, bootstrap, ("127.0.0.1", 0), self.data_plane, **options)
         started = threading.Event()
         self._error: list[BaseException] = []
 

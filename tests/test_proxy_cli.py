@@ -40,7 +40,7 @@ def start_proxy(broker: Tansu, tmp_path, *extra: str) -> tuple[subprocess.Popen,
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig):
+def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig, data_plane):
     from confluent_kafka import Consumer, Producer, TopicPartition
     from kquota.stores.sqlite import SQLiteConfigStore
 
@@ -51,21 +51,22 @@ def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig):
     cfg = tmp_path / "proxy.properties"
     cfg.write_text("# broker-style\nquota.window.num=5\nsocket.request.max.bytes=2000000\n")
     proc, port = start_proxy(broker, tmp_path, "--request-log", str(log_dir), "--metrics-port", str(metrics_port),
-                             "--config", str(cfg))
+                             "--config", str(cfg), "--data-plane", data_plane)
+    topic = f"cli-topic-{data_plane}-{sig}"  # the broker is shared by both planes' runs
     try:
         address = f"127.0.0.1:{port}"
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient({"bootstrap.servers": address})
-        for f in admin.create_topics([NewTopic("cli-topic-%d" % sig, 1, 1)]).values():
+        for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
             f.result(10)
         p = Producer({"bootstrap.servers": address, "client.id": "logged"})
         for i in range(200):
-            p.produce("cli-topic-%d" % sig, b"m%d" % i)
+            p.produce(topic, b"m%d" % i)
         assert p.flush(15) == 0
         c = Consumer({"bootstrap.servers": address, "client.id": "reader", "group.id": "r",
                       "enable.auto.commit": False})
-        c.assign([TopicPartition("cli-topic-%d" % sig, 0, 0)])
+        c.assign([TopicPartition(topic, 0, 0)])
         got = 0
         deadline = time.monotonic() + 15
         while got < 200 and time.monotonic() < deadline:
@@ -81,6 +82,7 @@ def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig):
     assert proc.returncode == 0, text
     assert "Traceback" not in text
     assert "kquota proxy listening on 127.0.0.1:%d" % port in text
+    assert ("(native data plane)" in text) == (data_plane == "native")
     files = sorted(log_dir.glob("*.parquet"))
     assert files, text
     table = pq.read_table([str(f) for f in files]) if len(files) > 1 else pq.read_table(str(files[0]))
@@ -113,8 +115,9 @@ def test_cli_help_names_every_option():
     r = subprocess.run([sys.executable, "-m", "kquota", "proxy", "--help"], capture_output=True, timeout=30, check=False)
     text = r.stdout.decode()
     for option in ("--bootstrap-server", "--listen", "--store", "--quota-window-num", "--quota-window-size-seconds",
-                   "--config", "--metrics-port", "--request-log", "--admin-principals"):
+                   "--config", "--metrics-port", "--request-log", "--admin-principals", "--data-plane"):
         assert option in text
+    assert "(default: native)" in " ".join(text.split())
 
 
 def test_request_log_is_a_pipeline_input(tmp_path, spark):

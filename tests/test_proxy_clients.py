@@ -23,8 +23,8 @@ def broker():
 
 
 @pytest.fixture(scope="module")
-def proxy(broker):
-    p = ProxyThread(("127.0.0.1", broker.port))
+def proxy(broker, data_plane):
+    p = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane)
     yield p
     p.stop()
 

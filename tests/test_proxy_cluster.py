@@ -24,8 +24,8 @@ def cluster():
 
 
 @pytest.fixture(scope="module")
-def proxy(cluster):
-    p = ProxyThread(cluster.first)
+def proxy(cluster, data_plane):
+    p = ProxyThread(cluster.first, data_plane=data_plane)
     yield p
     p.stop()
 

@@ -23,8 +23,8 @@ def broker():
 
 
 @pytest.fixture
-def proxy(broker):
-    p = ProxyThread(("127.0.0.1", broker.port), admin_principals=["ANONYMOUS"], max_frame_bytes=1 << 20)
+def proxy(broker, data_plane):
+    p = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane, admin_principals=["ANONYMOUS"], max_frame_bytes=1 << 20)
     yield p
     p.stop()
 
@@ -81,8 +81,8 @@ def test_alter_then_describe_client_quotas_over_the_kafka_protocol(proxy):
     w.close()
 
 
-def test_alter_refused_unless_admin_principal(broker):
-    p = ProxyThread(("127.0.0.1", broker.port), admin_principals=["User:admin"])
+def test_alter_refused_unless_admin_principal(broker, data_plane):
+    p = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane, admin_principals=["User:admin"])
     try:
         w = Wire(p.proxy.bootstrap_address)
         resp = w.call(apis.ALTER_CLIENT_QUOTAS, 0, "AlterClientQuotas", {"Entries": [
@@ -112,10 +112,10 @@ def _existing(address: str) -> set[str]:
     return set(AdminClient({"bootstrap.servers": address}).list_topics(timeout=10).topics)
 
 
-def test_strict_create_topics_refuses_topics_over_the_mutation_quota(broker):
+def test_strict_create_topics_refuses_topics_over_the_mutation_quota(broker, data_plane):
     qm = kquota.QuotaManager(controller_window_num=2, controller_window_size_seconds=1)
     qm.alter_client_quotas([({"client-id": "creator"}, {"controller_mutation_rate": 1})])
-    p = ProxyThread(("127.0.0.1", broker.port), qm=qm)
+    p = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane, qm=qm)
     try:
         w = Wire(p.proxy.bootstrap_address, client_id="creator")
         names = ["m-" + uuid.uuid4().hex[:8] for _ in range(6)]
@@ -157,6 +157,7 @@ def _metadata_ok(w: Wire) -> None:
     struct.pack(">i", 12) + struct.pack(">hhih", 0, 7, 1, -1) + b"\x00\x09",  # truncated Produce
     struct.pack(">i", 14) + struct.pack(">hhih", 1, 11, 1, -1) + b"\xff\xff\xff\xff",  # truncated Fetch
     struct.pack(">i", 8) + b"\x00\x12\x00\x03\x00\x00\x00\x01",     # flexible header cut short
+    struct.pack(">i", 14) + struct.pack(">hhih", 19, 0, 1, -1) + b"\x00\x00\x00\x05",  # CreateTopics body cut short
 ])
 def test_garbage_closes_only_its_own_connection(proxy, garbage):
     good = Wire(_bootstrap(proxy))
@@ -171,8 +172,8 @@ def test_garbage_closes_only_its_own_connection(proxy, garbage):
         w.close()
 
 
-def test_connection_bound(broker):
-    p = ProxyThread(("127.0.0.1", broker.port), max_connections=2)
+def test_connection_bound(broker, data_plane):
+    p = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane, max_connections=2)
     try:
         a, b = Wire(p.proxy.bootstrap_address), Wire(p.proxy.bootstrap_address)
         _metadata_ok(a)
@@ -187,9 +188,9 @@ def test_connection_bound(broker):
         p.stop()
 
 
-def test_broker_loss_closes_client_connections():
+def test_broker_loss_closes_client_connections(data_plane):
     t = Tansu()
-    p = ProxyThread(("127.0.0.1", t.port))
+    p = ProxyThread(("127.0.0.1", t.port), data_plane=data_plane)
     try:
         w = Wire(p.proxy.bootstrap_address)
         _metadata_ok(w)
@@ -203,14 +204,14 @@ def test_broker_loss_closes_client_connections():
 # ---------------------------------------------------------------------------- request quota
 
 
-def test_request_quota_on_proxy_time_throttles_and_mutes(broker):
+def test_request_quota_on_proxy_time_throttles_and_mutes(broker, data_plane):
     """request_percentage is enforced on the proxy's own time per request: a tiny quota gives
     Metadata responses a throttle_time_ms and the connection is muted for it."""
     import time
 
     qm = kquota.QuotaManager(window_num=2, window_size_seconds=1)
     qm.alter_client_quotas([({"client-id": "busy"}, {"request_percentage": 0.001})])
-    p = ProxyThread(("127.0.0.1", broker.port), qm=qm)
+    p = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane, qm=qm)
     try:
         w = Wire(p.proxy.bootstrap_address, client_id="busy")
         throttles = []
@@ -257,9 +258,10 @@ class _FailingCallback(kquota.ClientQuotaCallback):
         raise RuntimeError("callback bug")
 
 
-def test_store_and_callback_failures_never_stop_traffic(broker):
+def test_store_and_callback_failures_never_stop_traffic(broker, data_plane):
     qm = kquota.QuotaManager(callback=_FailingCallback())  # callback_failure="open" (default)
-    p = ProxyThread(("127.0.0.1", broker.port), qm=qm, store=_BrokenStore(), admin_principals=["ANONYMOUS"])
+    p = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane, qm=qm, store=_BrokenStore(),
+                    admin_principals=["ANONYMOUS"])
     try:
         w = Wire(p.proxy.bootstrap_address)
         resp = w.call(apis.DESCRIBE_CLIENT_QUOTAS, 1, "DescribeClientQuotas", {"Components": [], "Strict": False})

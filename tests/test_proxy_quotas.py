@@ -80,14 +80,14 @@ def consume_loop(address: str, topic: str, client_id: str, meter: Meter, stop: t
     c.close()
 
 
-def test_produce_and_fetch_quotas_track_their_rate_and_spare_others(broker):
+def test_produce_and_fetch_quotas_track_their_rate_and_spare_others(broker, data_plane):
     qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
     produce_quota, fetch_quota = 300_000, 400_000
     qm.alter_client_quotas([
         ({"client-id": "slow-producer"}, {"producer_byte_rate": produce_quota}),
         ({"client-id": "slow-consumer"}, {"consumer_byte_rate": fetch_quota}),
     ])
-    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm)
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane=data_plane)
     try:
         fill = make_topic(proxy.address)
         p = Producer({"bootstrap.servers": broker.address, "linger.ms": 20, "batch.size": 16384})
@@ -130,11 +130,11 @@ def test_produce_and_fetch_quotas_track_their_rate_and_spare_others(broker):
         qm.close()
 
 
-def test_quota_altered_in_the_store_applies_within_seconds(broker, tmp_path):
+def test_quota_altered_in_the_store_applies_within_seconds(broker, tmp_path, data_plane):
     store = SQLiteConfigStore(str(tmp_path / "q.db"), poll_interval=0.2)
     qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
     watcher = QuotaConfigWatcher(store, qm).start()
-    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, store=store)
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane=data_plane, store=store)
     try:
         topic = make_topic(proxy.address)
         meter = Meter()
@@ -168,10 +168,11 @@ def test_quota_altered_in_the_store_applies_within_seconds(broker, tmp_path):
 
 
 def test_fetch_max_bytes_capped_to_the_quota_window(broker, caplog):
-    """Kafka: fetchMaxBytes = min(maxBytes, quota x (samples - 1) x window)."""
+    """Kafka: fetchMaxBytes = min(maxBytes, quota x (samples - 1) x window), seen in the asyncio
+    plane's debug log with real clients (both planes: ``test_fetch_max_bytes_reach_the_broker_capped``)."""
     qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
     qm.alter_client_quotas([({"client-id": "capped"}, {"consumer_byte_rate": 50_000})])
-    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm)
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane="asyncio")
     try:
         topic = make_topic(proxy.address)
         p = Producer({"bootstrap.servers": broker.address, "batch.size": 16384})
@@ -195,12 +196,12 @@ def test_fetch_max_bytes_capped_to_the_quota_window(broker, caplog):
         qm.close()
 
 
-def test_acks0_producer_is_muted_without_responses(broker):
+def test_acks0_producer_is_muted_without_responses(broker, data_plane):
     """acks=0 gets no response to carry a throttle: only the mute slows it (Kafka's rule)."""
     qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
     quota = 200_000
     qm.alter_client_quotas([({"client-id": "fire-and-forget"}, {"producer_byte_rate": quota})])
-    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm)
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane=data_plane)
     try:
         topic = make_topic(proxy.address)
         p = Producer({"bootstrap.servers": proxy.address, "client.id": "fire-and-forget", "acks": 0,

@@ -28,6 +28,7 @@ __all__ = [
     "QuotaConfig",
     "sanitize",
     "validate_quota_changes",
+    "ProxyDataPlane",
 ]
 
 from kquota.quota_type import QuotaTypeLike
@@ -233,3 +234,52 @@ class QuotaConfig:
     ) -> None: ...
     def metric_tags(self, quota_type: QuotaTypeLike, user: str, client_id: str) -> tuple[str, str]: ...
     def limit(self, quota_type: QuotaTypeLike, user_tag: str, client_tag: str) -> Optional[float]: ...
+
+@final
+class ProxyDataPlane:
+    """The proxy's native (tokio) data plane: sockets, frames, ordering, mutes, Produce, Fetch
+    and every API relayed unparsed; other inspected APIs go to ``bridge`` (see
+    ``kquota.proxy.native``)."""
+
+    def __new__(
+        cls,
+        kernel: QuotaKernel,
+        bridge: object,
+        *,
+        bootstrap: tuple[str, int],
+        listen_host: str,
+        listen_port: int,
+        advertised_host: str,
+        flexible_from: list[int],
+        throttle_first: list[int],
+        python_keys: list[int],
+        exempt_keys: list[int],
+        max_frame_bytes: int,
+        max_connections: int,
+        max_inflight: int,
+        quota_window_ms: int,
+        request_log: bool,
+        threads: int = 1,
+        drain_seconds: float = 5.0,
+    ) -> ProxyDataPlane: ...
+    def start(self) -> int:
+        """Binds the bootstrap listener and starts the runtime; the bound port (``OSError``)."""
+    def broker_port(self, node_id: int, host: str, port: int) -> int:
+        """The proxy port standing for broker ``node_id`` now at ``host:port`` (opened once)."""
+    def forward(self, conn_id: int, slot: int, frame: bytes) -> None:
+        """Sends a Python slot's request to the broker (response via ``bridge.on_response``)."""
+    def settle(self, conn_id: int, slot: int, data: Optional[bytes], throttle_ms: int) -> None:
+        """The slot's answer (a prefixed frame, or ``None``); ``throttle_ms > 0`` mutes after it."""
+    def set_user(self, conn_id: int, user: str) -> None:
+        """The connection's principal (after SASL) for the native paths' quotas."""
+    def close_connection(self, conn_id: int, reason: Optional[str] = None) -> None:
+        """Closes one client connection (``reason`` is logged)."""
+    def stop_reading(self) -> None:
+        """Stops accepting connections and reading requests; owed answers still go out."""
+    def close(self, drain_seconds: float) -> None:
+        """Stops accepting, lets owed answers out (up to ``drain_seconds``), closes everything."""
+    def stats(self) -> dict[str, Any]:
+        """Counters: connections, refused_connections, streamed_requests/responses, accepted,
+        broker_ports, brokers, request_log_dropped."""
+    def take_request_log(self) -> list[tuple[int, str, str, int, float]]:
+        """Rows ``(ts_ms, user, client_id, quota type value, value)`` since the last call."""

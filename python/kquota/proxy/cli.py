@@ -90,6 +90,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    "in DIR (the pipeline's request-log schema)")
     p.add_argument("--admin-principals", metavar="P,...",
                    help="comma-separated principals (User:name) allowed to AlterClientQuotas through the proxy (default: none)")
+    p.add_argument("--data-plane", default="native", choices=["native", "asyncio"],
+                   help="native: sockets, Produce, Fetch and relayed APIs in Rust (tokio), the inspected APIs in "
+                        "Python; asyncio: everything in Python (default: native)")
     p.add_argument("--event-loop", default="auto", choices=["auto", "uvloop", "asyncio"],
                    help="asyncio event loop: auto is uvloop when installed, else the standard one")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -103,11 +106,8 @@ def run(args: argparse.Namespace) -> int:
     from kquota.manager import QuotaManager
     from kquota.proxy.admin import principal_names
     from kquota.proxy.reqlog import RequestLog
-    from kquota.proxy.server import (
-        DEFAULT_MAX_CONNECTIONS,
-        DEFAULT_MAX_FRAME_BYTES,
-        ProxyServer,
-    )
+    from kquota.proxy.planes import make_proxy
+    from kquota.proxy.server import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES
     from kquota.stores.url import open_store
     from kquota.watcher import QuotaConfigWatcher
 
@@ -143,8 +143,8 @@ def run(args: argparse.Namespace) -> int:
             log.info("metrics on http://127.0.0.1:%d/metrics", metrics_server.server_port)
         if args.request_log:
             request_log = RequestLog(args.request_log)
-        proxy = ProxyServer(
-            qm, bootstrap, listen, store=store,
+        proxy = make_proxy(
+            qm, bootstrap, listen, args.data_plane, store=store,
             admin_principals=principal_names((args.admin_principals or "").split(",")),
             max_frame_bytes=_int_prop(props, "socket.request.max.bytes", DEFAULT_MAX_FRAME_BYTES),
             max_connections=_int_prop(props, "max.connections", DEFAULT_MAX_CONNECTIONS),

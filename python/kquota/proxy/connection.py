@@ -68,7 +68,51 @@ class Pending:
         self.done = False
 
 
-class ClientConnection:
+class RequestPaths:
+    """What the request handlers use of a connection besides ordering: the quota handle of
+    (user, client-id), the request quota on proxy time, the unparsed response path and broker
+    addresses. Shared by the asyncio ``ClientConnection`` and the native plane's
+    ``kquota.proxy.native.BridgeConnection`` (each sets ``server``, ``user``, ``_handle`` and
+    ``_handle_key``)."""
+
+    server: Any
+    user: str
+    _handle: Any
+    _handle_key: tuple[str, str]
+
+    def handle(self, client_id: str) -> Any:
+        """The quota handle of (user, client-id), cached for the connection."""
+        key = (self.user, client_id)
+        if key != self._handle_key:
+            self._handle = self.server.qm.client(self.user, client_id)
+            self._handle_key = key
+        return self._handle
+
+    def request_throttle(self, p: Pending) -> int:
+        """Records the proxy time of a request (KIP-124 on proxy time) and returns its throttle."""
+        h = p.header
+        if h.api_key in apis.REQUEST_QUOTA_EXEMPT:
+            self.server.qm.record_exempt_request_time(p.ns)
+            return 0
+        throttle = int(self.handle(h.client_id).record_request_time(p.ns))
+        self.server.log_request(self, h.client_id, ClientQuotaType.REQUEST, p.ns)
+        return throttle
+
+    async def plain_response(self, p: Pending, frame: bytes) -> Answer:
+        """Any response the proxy relays unparsed: only the request quota's throttle is added."""
+        throttle = self.request_throttle(p)
+        if throttle > 0:
+            h = p.header
+            offset = response_body_offset(frame, h.api_key, h.api_version)
+            return patch_throttle(frame, h.api_key, h.api_version, offset, throttle), throttle
+        return (_I32.pack(len(frame)), frame), 0
+
+    async def resolve(self, node_id: int, host: str, port: int) -> tuple[str, int]:
+        """The proxy address standing for a broker (its listener opens on first use)."""
+        return await self.server.broker_listener(node_id, host, port)
+
+
+class ClientConnection(RequestPaths):
     """Relays one client connection to one broker (the listener's) with quotas applied."""
 
     def __init__(self, server: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
@@ -173,16 +217,6 @@ class ClientConnection:
                     await w.wait_closed()
                 except (OSError, asyncio.CancelledError):
                     pass
-
-    # ------------------------------------------------------------------ identity
-
-    def handle(self, client_id: str) -> Any:
-        """The quota handle of (user, client-id), cached for the connection."""
-        key = (self.user, client_id)
-        if key != self._handle_key:
-            self._handle = self.server.qm.client(self.user, client_id)
-            self._handle_key = key
-        return self._handle
 
     # ------------------------------------------------------------------ ordering and writing
 
@@ -420,32 +454,6 @@ class ClientConnection:
         """Queues an answer the proxy made itself (or none, with only a mute)."""
         self._slots.append(p)
         self._settle(p, data, throttle_ms)
-
-    # ------------------------------------------------------------------ common response paths
-
-    def request_throttle(self, p: Pending) -> int:
-        """Records the proxy time of a request (KIP-124 on proxy time) and returns its throttle."""
-        h = p.header
-        if h.api_key in apis.REQUEST_QUOTA_EXEMPT:
-            self.server.qm.record_exempt_request_time(p.ns)
-            return 0
-        throttle = int(self.handle(h.client_id).record_request_time(p.ns))
-        self.server.log_request(self, h.client_id, ClientQuotaType.REQUEST, p.ns)
-        return throttle
-
-    async def plain_response(self, p: Pending, frame: bytes) -> Answer:
-        """Any response the proxy relays unparsed: only the request quota's throttle is added."""
-        throttle = self.request_throttle(p)
-        if throttle > 0:
-            h = p.header
-            offset = response_body_offset(frame, h.api_key, h.api_version)
-            return patch_throttle(frame, h.api_key, h.api_version, offset, throttle), throttle
-        return (_I32.pack(len(frame)), frame), 0
-
-    async def resolve(self, node_id: int, host: str, port: int) -> tuple[str, int]:
-        """The proxy address standing for a broker (its listener opens on first use)."""
-        return await self.server.broker_listener(node_id, host, port)
-
 
 _DISPATCH: dict[int, Callable[[ClientConnection, Pending, bytes, int], Awaitable[None]]] = {}
 #: APIs whose handlers take the head of a large request (and forward it, the rest streamed).

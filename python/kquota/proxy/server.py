@@ -198,14 +198,3 @@ class ProxyServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-async def serve(qm: Any, bootstrap: tuple[str, int], listen: tuple[str, int],
-                stop: Optional[asyncio.Event] = None, **options: Any) -> None:
-    """Runs a proxy until ``stop`` is set (forever if ``None``): the asyncio entry point."""
-    proxy = ProxyServer(qm, bootstrap, listen, **options)
-    await proxy.start()
-    try:
-        await (stop.wait() if stop is not None else asyncio.Event().wait())
-    finally:
-        await proxy.close()

@@ -1,0 +1,297 @@
+"""``NativeProxyServer``: the proxy with its data plane in Rust (tokio), Python for the rest.
+
+``kquota._kquota.ProxyDataPlane`` owns every socket (listeners, client and broker connections),
+frames, ordering, mutes and back-pressure, and runs Produce, Fetch and every API relayed unparsed
+natively. The APIs the proxy inspects otherwise (ApiVersions, Metadata, FindCoordinator,
+DescribeCluster, SASL, Create/DeleteTopics, CreatePartitions, Describe/AlterClientQuotas) come to
+Python through a bridge and run the same handlers as the asyncio plane
+(:mod:`kquota.proxy.handlers`) on a :class:`kquota.proxy.bridge.BridgeConnection`.
+
+The bridge's methods are called on native threads: they only schedule work on the proxy's event
+loop and return, so the native plane never waits for Python.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any, Optional
+
+from kquota.quota_type import ClientQuotaType
+from kquota.proxy import apis, handlers  # noqa: F401  (handlers registers the API handlers)
+from kquota.proxy.admin import QuotaAdmin
+from kquota.proxy.bridge import BridgeConnection
+from kquota.proxy.connection import _DISPATCH, Pending
+from kquota.proxy.frames import parse_request_header
+from kquota.proxy.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
+from kquota.proxy.server import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_INFLIGHT
+
+log = logging.getLogger("kquota.proxy")
+#: How often the native request-log rows are moved to the ``RequestLog`` (seconds).
+REQUEST_LOG_DRAIN_SECONDS = 0.2
+
+__all__ = ["BridgeConnection", "NativeProxyServer", "python_keys", "version_table"]
+
+
+def version_table(first: dict[int, int]) -> list[int]:
+    """``{api key: first version}`` as a list indexed by api key (-1: never)."""
+    top = max(max(FLEXIBLE_FIRST), max(THROTTLE_FIRST), max(_DISPATCH))
+    return [first.get(key, -1) for key in range(top + 1)]
+
+
+def python_keys() -> list[int]:
+    """The APIs handed to Python: every handled one but Produce and Fetch (native)."""
+    return sorted(k for k in _DISPATCH if k not in (apis.PRODUCE, apis.FETCH))
+
+
+class _Bridge:
+    """What the native plane calls (on its own threads, GIL held): each call is queued on the
+    proxy's event loop and returns at once."""
+
+    __slots__ = ("_loop", "_server")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, server: NativeProxyServer) -> None:
+        self._loop = loop
+        self._server = server
+
+    def on_request(self, conn_id: int, slot: int, node_id: int, frame: bytes, ns: int) -> None:
+        self._loop.call_soon_threadsafe(self._server._on_request, conn_id, slot, node_id, frame, ns)
+
+    def on_response(self, conn_id: int, slot: int, frame: bytes) -> None:
+        self._loop.call_soon_threadsafe(self._server._on_response, conn_id, slot, frame)
+
+    def on_close(self, conn_id: int, reason: Optional[str] = None) -> None:
+        self._loop.call_soon_threadsafe(self._server._on_close, conn_id, reason)
+
+
+class _OpenConnections:
+    """The number of client connections open now (the native plane's count)."""
+
+    def __init__(self, server: NativeProxyServer) -> None:
+        self._server = server
+
+    def __len__(self) -> int:
+        return int(self._server._stats().get("connections", 0))
+
+
+class NativeProxyServer:
+    """A Kafka protocol proxy enforcing ``qm``'s quotas, its data plane native.
+
+    The same arguments and public surface as :class:`kquota.proxy.server.ProxyServer` (see
+    there), plus ``threads``: the native plane's worker threads.
+    """
+
+    def __init__(
+        self,
+        qm: Any,
+        bootstrap: tuple[str, int],
+        listen: tuple[str, int] = ("127.0.0.1", 9192),
+        *,
+        store: Any = None,
+        admin_principals: Iterable[str] = (),
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_inflight: int = DEFAULT_MAX_INFLIGHT,
+        request_log: Any = None,
+        default_partitions: int = 1,
+        advertised_host: Optional[str] = None,
+        drain_seconds: float = 5.0,
+        threads: int = 1,
+    ) -> None:
+        self.qm = qm
+        self.bootstrap = bootstrap
+        self.listen = listen
+        self.advertised_host = advertised_host or listen[0]
+        self.admin = QuotaAdmin(qm, store, admin_principals)
+        self.max_frame_bytes = max_frame_bytes
+        self.max_connections = max_connections
+        self.max_inflight = max_inflight
+        self.request_log = request_log
+        self.default_partitions = default_partitions
+        self.drain_seconds = drain_seconds
+        self.threads = threads
+        self.quota_window_seconds = float(getattr(qm, "window_num", 11) * getattr(qm, "window_size_seconds", 1))
+        #: topic -> partition count, from the Metadata responses relayed (KIP-599 charges).
+        self.topic_partitions: dict[str, int] = {}
+        self.connections = _OpenConnections(self)
+        self._plane: Any = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._bootstrap_port = 0
+        self._bridged: dict[int, BridgeConnection] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._drainer: Optional[asyncio.Task] = None
+        self._last_stats: dict = {}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def bootstrap_address(self) -> tuple[str, int]:
+        """Where clients bootstrap (the bound port when ``listen`` asked for port 0)."""
+        return self.advertised_host, self._bootstrap_port
+
+    async def start(self) -> NativeProxyServer:
+        """Starts the native plane and opens the bootstrap listener (``OSError`` if it cannot)."""
+        from kquota._kquota import ProxyDataPlane
+
+        self._loop = asyncio.get_running_loop()
+        self._plane = ProxyDataPlane(
+            self.qm, _Bridge(self._loop, self),
+            bootstrap=(self.bootstrap[0], int(self.bootstrap[1])),
+            listen_host=self.listen[0], listen_port=int(self.listen[1]),
+            advertised_host=self.advertised_host,
+            flexible_from=version_table(FLEXIBLE_FIRST), throttle_first=version_table(THROTTLE_FIRST),
+            python_keys=python_keys(), exempt_keys=sorted(apis.REQUEST_QUOTA_EXEMPT),
+            max_frame_bytes=self.max_frame_bytes, max_connections=self.max_connections,
+            max_inflight=self.max_inflight, quota_window_ms=int(self.quota_window_seconds * 1000),
+            request_log=self.request_log is not None, threads=self.threads, drain_seconds=self.drain_seconds)
+        self._bootstrap_port = self._plane.start()
+        if self.request_log is not None:
+            self._drainer = self._loop.create_task(self._drain_request_log())
+        log.info("kquota proxy listening on %s:%d for bootstrap %s:%d (native data plane)",
+                 self.listen[0], self._bootstrap_port, *self.bootstrap)
+        return self
+
+    async def close(self) -> None:
+        """Stops listening, lets owed answers out (up to ``drain_seconds``), closes everything."""
+        if self._plane is None:
+            return
+        if self._drainer is not None:
+            self._drainer.cancel()
+        plane = self._plane
+        plane.stop_reading()
+        # Answers owed to Python slots are settled by this loop meanwhile.
+        deadline = time.monotonic() + self.drain_seconds
+        while plane.stats()["connections"] and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        self._take_request_log()  # before close: the plane's rows go with its runtime
+        self._last_stats = plane.stats()
+        await asyncio.get_running_loop().run_in_executor(None, plane.close, max(0.0, deadline - time.monotonic()))
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for conn in self._bridged.values():
+            conn.closed = True
+        self._bridged.clear()
+        self._plane = None
+        if self.request_log is not None:
+            self.request_log.close()
+
+    async def __aenter__(self) -> NativeProxyServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ native counters
+
+    def _stats(self) -> dict:
+        return self._plane.stats() if self._plane is not None else self._last_stats
+
+    @property
+    def streamed_requests(self) -> int:
+        """Large Produce requests relayed cut-through."""
+        return int(self._stats().get("streamed_requests", 0))
+
+    @property
+    def streamed_responses(self) -> int:
+        """Large Fetch responses relayed cut-through."""
+        return int(self._stats().get("streamed_responses", 0))
+
+    @property
+    def refused_connections(self) -> int:
+        """Connections closed at once for ``max_connections``."""
+        return int(self._stats().get("refused_connections", 0))
+
+    @property
+    def broker_ports(self) -> dict[int, int]:
+        """node id -> the proxy port standing for it."""
+        return dict(self._stats().get("broker_ports", {}))
+
+    @property
+    def brokers(self) -> dict[int, tuple[str, int]]:
+        """node id -> (broker host, broker port) as the cluster last described it."""
+        return dict(self._stats().get("brokers", {}))
+
+    @property
+    def accepted(self) -> dict[Optional[int], int]:
+        """node id (``None`` = bootstrap) -> connections accepted."""
+        return {(None if k == -1 else k): v for k, v in self._stats().get("accepted", {}).items()}
+
+    async def broker_listener(self, node_id: int, host: str, port: int) -> tuple[str, int]:
+        """The proxy address for broker ``node_id`` now at ``host:port`` (listener opened once)."""
+        return self.advertised_host, self._plane.broker_port(node_id, host, port)
+
+    # ------------------------------------------------------------------ request log
+
+    def log_request(self, conn: Any, client_id: str, quota_type: Any, value: float) -> None:
+        """Appends one row to the request log (if any)."""
+        if self.request_log is not None:
+            self.request_log.add(int(time.time() * 1000), conn.user, client_id, quota_type.name, value)
+
+    def _take_request_log(self) -> None:
+        if self.request_log is None or self._plane is None:
+            return
+        for ts_ms, user, client_id, quota_type, value in self._plane.take_request_log():
+            self.request_log.add(ts_ms, user, client_id, ClientQuotaType(quota_type).name, value)
+
+    async def _drain_request_log(self) -> None:
+        while True:
+            await asyncio.sleep(REQUEST_LOG_DRAIN_SECONDS)
+            self._take_request_log()
+
+    # ------------------------------------------------------------------ the bridge (on the loop)
+
+    def _spawn(self, conn: BridgeConnection, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(lambda t: self._done(conn, t))
+
+    def _done(self, conn: BridgeConnection, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            conn.fail(task.exception())  # type: ignore[arg-type]
+
+    def _on_request(self, conn_id: int, slot: int, node_id: int, frame: bytes, ns: int) -> None:
+        conn = self._bridged.get(conn_id)
+        if conn is None:
+            if self._plane is None:
+                return
+            conn = self._bridged[conn_id] = BridgeConnection(self, self._plane, conn_id,
+                                                             None if node_id < 0 else node_id)
+        self._spawn(conn, self._handle(conn, slot, frame, ns))
+
+    async def _handle(self, conn: BridgeConnection, slot: int, frame: bytes, ns: int) -> None:
+        t0 = time.perf_counter_ns()
+        header = parse_request_header(frame)
+        p = Pending(header, len(frame), ns)
+        conn.slots[p] = slot
+        handler = _DISPATCH.get(header.api_key)
+        if handler is None:  # never: python_keys are handled APIs
+            raise RuntimeError(f"no handler for api key {header.api_key}")
+        await handler(conn, p, frame, t0)  # type: ignore[arg-type]
+        if p in conn.slots:
+            raise RuntimeError(f"the api key {header.api_key} handler neither forwarded nor answered")
+
+    def _on_response(self, conn_id: int, slot: int, frame: bytes) -> None:
+        conn = self._bridged.get(conn_id)
+        if conn is None:
+            return
+        p = conn.forwarded.pop(slot, None)
+        if p is None or p.on_response is None:
+            conn.fail(RuntimeError(f"a response for slot {slot}, which was not forwarded"))
+            return
+        self._spawn(conn, self._respond(conn, slot, p, frame))
+
+    async def _respond(self, conn: BridgeConnection, slot: int, p: Pending, frame: bytes) -> None:
+        assert p.on_response is not None
+        data, throttle = await p.on_response(p, frame)
+        conn.settle(slot, data, throttle)
+
+    def _on_close(self, conn_id: int, reason: Optional[str]) -> None:
+        conn = self._bridged.pop(conn_id, None)
+        if reason and (conn is None or not conn.closed):
+            log.info("closing native connection %d: %s", conn_id, reason)  # the plane's own reason
+        if conn is not None:
+            conn.closed = True

@@ -1,0 +1,123 @@
+"""Broker fronts for proxy tests that need what tansu lacks: a SASL front that authenticates
+anyone (tansu without ``--authentication`` refuses every mechanism) and a broker that records
+the Fetch requests it is sent. Both speak real Kafka frames (kquota's transcribed schemas) on
+loopback, one thread per connection, and relay or answer requests one at a time."""
+
+from __future__ import annotations
+
+import socket
+import socketserver
+import struct
+import threading
+from typing import Any, Callable, Optional
+
+from kquota.proxy.codec import decode_body, encode_body
+from kquota.proxy.frames import parse_request_header, response_frame
+from proxy_support import Tansu, free_port
+
+_I32 = struct.Struct(">i")
+
+
+def read_frame(sock: socket.socket) -> Optional[bytes]:
+    """One frame without its size prefix (``None`` when the peer closed)."""
+    def exact(n: int) -> Optional[bytes]:
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+
+    prefix = exact(4)
+    if prefix is None:
+        return None
+    return exact(_I32.unpack(prefix)[0])
+
+
+class _Server:
+    """A threaded loopback server calling ``serve(client socket)`` per connection."""
+
+    def __init__(self, serve: Callable[[socket.socket], None], port: int = 0) -> None:
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                try:
+                    serve(self.request)
+                except OSError:
+                    pass
+
+        socketserver.ThreadingTCPServer.allow_reuse_address = True
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", port), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class SaslFront:
+    """tansu behind a front that accepts any SASL handshake and authentication (PLAIN, SCRAM)
+    and relays every other request to tansu, which advertises the front's port: all of a
+    client's connections authenticate, as against a SASL broker. ``users`` lists the PLAIN
+    usernames seen."""
+
+    def __init__(self) -> None:
+        port = free_port()
+        self.broker = Tansu(advertised_port=port)
+        self.users: list[str] = []
+        self._server = _Server(self._serve, port)
+        self.port = port
+
+    def _serve(self, client: socket.socket) -> None:
+        with socket.create_connection(("127.0.0.1", self.broker.port)) as up:
+            while (frame := read_frame(client)) is not None:
+                h = parse_request_header(frame)
+                if h.api_key == 17:  # SaslHandshake v0-1: ErrorCode, Mechanisms
+                    mechs = [b"PLAIN", b"SCRAM-SHA-256"]
+                    body = struct.pack(">hi", 0, len(mechs)) + b"".join(struct.pack(">h", len(m)) + m for m in mechs)
+                    client.sendall(response_frame(h.correlation_id, 17, h.api_version, body))
+                elif h.api_key == 36:
+                    auth = bytes(decode_body("SaslAuthenticateRequest", h.api_version, frame, h.body_offset)["AuthBytes"])
+                    self.users.append(auth.split(b"\x00")[1].decode() if auth.count(b"\x00") == 2 else "")
+                    body = encode_body("SaslAuthenticateResponse", h.api_version, {
+                        "ErrorCode": 0, "ErrorMessage": None, "AuthBytes": b"", "SessionLifetimeMs": 0})
+                    client.sendall(response_frame(h.correlation_id, 36, h.api_version, body))
+                else:
+                    up.sendall(_I32.pack(len(frame)) + frame)
+                    answer = read_frame(up)
+                    if answer is None:
+                        return
+                    client.sendall(_I32.pack(len(answer)) + answer)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self._server.stop()
+        self.broker.stop()
+
+
+class FetchRecorder:
+    """A broker answering every Fetch (v4+) with an empty response and recording each request's
+    decoded body in ``requests`` (what the proxy really sent on)."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self._server = _Server(self._serve)
+        self.port = self._server.port
+
+    def _serve(self, client: socket.socket) -> None:
+        while (frame := read_frame(client)) is not None:
+            h = parse_request_header(frame)
+            assert h.api_key == 1, h
+            self.requests.append(decode_body("FetchRequest", h.api_version, frame, h.body_offset))
+            body = encode_body("FetchResponse", h.api_version, {
+                "ThrottleTimeMs": 0, "ErrorCode": 0, "SessionId": 0, "Responses": []})
+            client.sendall(response_frame(h.correlation_id, 1, h.api_version, body))
+
+    def stop(self) -> None:
+        self._server.stop()

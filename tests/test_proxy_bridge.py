@@ -1,0 +1,115 @@
+"""What crosses between the proxy's planes: a principal learnt by the Python SASL handler must
+reach the quotas of the native Produce path (``ProxyDataPlane.set_user``), and the Fetch max
+bytes cap computed natively must reach the broker. Run on both data planes (same behaviour)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import kquota
+import pytest
+from kquota.proxy import apis
+from kquota.proxy.reqlog import RequestLog
+from proxy_fakes import FetchRecorder, SaslFront
+from proxy_support import ProxyThread, make_topic
+from proxy_wire import Wire
+
+from confluent_kafka import Producer
+
+WINDOW_NUM = 2
+
+
+@pytest.fixture(scope="module")
+def sasl_front():
+    f = SaslFront()
+    yield f
+    f.stop()
+
+
+def logged_rows(log: RequestLog, directory: Path) -> list[dict]:
+    """Every row of the request log so far (``flush`` writes what is buffered)."""
+    import pyarrow.parquet as pq
+
+    log.flush()
+    return [row for f in sorted(directory.glob("*.parquet")) for row in pq.read_table(str(f)).to_pylist()]
+
+
+def test_sasl_principal_reaches_the_produce_quota(sasl_front, data_plane, tmp_path):
+    """librdkafka authenticates as alice (SASL/PLAIN) on every connection: her produce quota
+    throttles her, the same client id as ANONYMOUS is charged nothing, and the request log
+    (taken from the running proxy) names her."""
+    qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
+    qm.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": 20_000})])
+    log = RequestLog(str(tmp_path), rotate_seconds=600)
+    proxy = ProxyThread(("127.0.0.1", sasl_front.port), qm=qm, data_plane=data_plane, request_log=log)
+    try:
+        topic = make_topic(proxy.address)
+        throttles: list[float] = []
+        p = Producer({"bootstrap.servers": proxy.address, "client.id": "sasl-client", "linger.ms": 5,
+                      "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                      "sasl.username": "alice", "sasl.password": "secret",
+                      "throttle_cb": lambda e: throttles.append(e.throttle_time)})
+        for _ in range(200):
+            p.produce(topic, b"v" * 1000)
+            p.poll(0)
+        assert p.flush(30) == 0
+        deadline = time.monotonic() + 10
+        while not throttles and time.monotonic() < deadline:
+            p.poll(0.1)
+        assert "alice" in sasl_front.users  # the front really authenticated her
+        assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "alice", "sasl-client") > 0
+        assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "ANONYMOUS", "sasl-client") == 0
+        assert throttles and max(throttles) > 0  # 200 KB against 20 KB/s
+        time.sleep(0.5)  # the native plane's rows reach the log within ~0.2 s
+        produce = [r for r in logged_rows(log, tmp_path) if r["quota_type"] == "PRODUCE"]
+        assert produce and {(r["user"], r["client_id"]) for r in produce} == {("alice", "sasl-client")}
+        assert sum(r["value"] for r in produce) >= 200 * 1000
+    finally:
+        proxy.stop()
+        qm.close()
+
+
+def test_fetch_max_bytes_reach_the_broker_capped(data_plane):
+    """Kafka: fetchMaxBytes = min(maxBytes, quota x (samples - 1) x window), minBytes capped
+    likewise; a client without a quota keeps its own."""
+    broker = FetchRecorder()
+    qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
+    qm.alter_client_quotas([({"client-id": "capped"}, {"consumer_byte_rate": 50_000})])
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane=data_plane)
+    request = {"ReplicaId": -1, "MaxWaitMs": 10, "MinBytes": 60_000_000, "MaxBytes": 50_000_000,
+               "IsolationLevel": 0, "SessionId": 0, "SessionEpoch": -1, "ForgottenTopicsData": [], "RackId": "",
+               "Topics": [{"Topic": "t", "Partitions": [{
+                   "Partition": 0, "CurrentLeaderEpoch": -1, "FetchOffset": 0, "LastFetchedEpoch": -1,
+                   "LogStartOffset": -1, "PartitionMaxBytes": 10_000_000}]}]}
+    try:
+        for client_id, max_bytes, min_bytes in (("capped", 50_000 * (WINDOW_NUM - 1), 50_000 * (WINDOW_NUM - 1)),
+                                                ("free", 50_000_000, 60_000_000)):
+            w = Wire(proxy.proxy.bootstrap_address, client_id=client_id)
+            resp = w.call(apis.FETCH, 12, "Fetch", request)
+            assert resp["ErrorCode"] == 0
+            sent = broker.requests[-1]
+            assert (sent["MaxBytes"], sent["MinBytes"]) == (max_bytes, min_bytes)
+            assert sent["Topics"][0]["Partitions"][0]["PartitionMaxBytes"] == 10_000_000
+            w.close()
+    finally:
+        proxy.stop()
+        qm.close()
+        broker.stop()
+
+
+def test_tables_handed_to_the_native_plane_match_the_codec():
+    """One source for the wire rules: the native plane's tables are the codec's."""
+    from kquota.proxy.codec import is_flexible
+    from kquota.proxy.connection import _DISPATCH
+    from kquota.proxy.native import python_keys, version_table
+    from kquota.proxy.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
+
+    flexible = version_table(FLEXIBLE_FIRST)
+    for key in range(len(flexible)):
+        for version in range(20):
+            assert (flexible[key] >= 0 and version >= flexible[key]) == is_flexible(key, version), (key, version)
+    throttle = version_table(THROTTLE_FIRST)
+    assert {k: v for k, v in enumerate(throttle) if v >= 0} == THROTTLE_FIRST
+    assert set(python_keys()) == set(_DISPATCH) - {apis.PRODUCE, apis.FETCH}
+    assert {apis.API_VERSIONS, apis.METADATA, apis.SASL_AUTHENTICATE, apis.ALTER_CLIENT_QUOTAS} <= set(python_keys())
