@@ -6,9 +6,13 @@ proxy`` as its own process (its CPU time is read from /proc); client: librdkafka
 direct and proxied runs interleaved:
 
 1. produce throughput (acks=1, linger 5 ms), proxy / direct (target >= 0.9);
-2. consume throughput (assign, from offset 0), proxy / direct (target >= 0.8);
+2. consume throughput (assign, from offset 0), proxy / direct (target >= 0.8); both timed in
+   steady state (from the first acknowledged / received message: connection set-up not timed);
 3. produce latency at 10k msg/s (linger 0): added p50 (<= 0.3 ms) and p99 (<= 1 ms); also at
-   1k msg/s, where the direct path does not queue on this machine;
+   1k msg/s, where the direct path does not queue on this machine. Direct and proxied 1 s
+   segments alternate (12 pairs, samples pooled): this VM stalls for several milliseconds now
+   and then, and one long segment per side let a stall land on one side only (direct p99
+   varied 2-14 ms between runs that way);
 4. 1,000 concurrent client connections, each answered (Metadata) while all are open;
 5. proxy CPU per MB/s of traffic (from the proxy process's utime + stime).
 
@@ -122,6 +126,9 @@ def produce_throughput(address: str, topic: str, n: int, client_id: str) -> floa
     """Messages per second to produce and acknowledge ``n`` 1 KB messages."""
     p = Producer({"bootstrap.servers": address, "client.id": client_id, "linger.ms": 5, "acks": 1,
                   "queue.buffering.max.messages": 200_000})
+    # Steady state: connections, metadata and the leader's first answer are not timed.
+    p.produce(topic, VALUE)
+    assert p.flush(30) == 0
     t0 = time.perf_counter()
     for _ in range(n):
         while True:
@@ -138,9 +145,12 @@ def consume_throughput(address: str, topic: str, n: int, client_id: str) -> floa
     c = Consumer({"bootstrap.servers": address, "client.id": client_id, "group.id": client_id,
                   "enable.auto.commit": False})
     c.assign([TopicPartition(topic, 0, 0)])
+    # Steady state: timed from the first message (the producer's warm-up message, not counted).
+    deadline = time.perf_counter() + 120
+    while not [m for m in c.consume(1, 0.5) if not m.error()]:
+        assert time.perf_counter() < deadline, "no message"
     got = 0
     t0 = time.perf_counter()
-    deadline = t0 + 120
     while got < n and time.perf_counter() < deadline:
         got += sum(1 for m in c.consume(10_000, 0.5) if not m.error())
     elapsed = time.perf_counter() - t0
@@ -212,9 +222,13 @@ async def many_connections(port: int, count: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--messages", type=int, default=100_000, help="messages per throughput run (default 100000)")
-    ap.add_argument("--repeats", type=int, default=3, help="interleaved direct/proxy pairs per row (default 3)")
-    ap.add_argument("--latency-seconds", type=float, default=5.0)
+    ap.add_argument("--messages", type=int, default=200_000, help="messages per throughput run (default 200000)")
+    ap.add_argument("--repeats", type=int, default=5, help="interleaved direct/proxy pairs per throughput row (default 5)")
+    ap.add_argument("--latency-seconds", type=float, default=1.0,
+                    help="seconds per latency segment (default 1.0)")
+    ap.add_argument("--latency-pairs", type=int, default=12,
+                    help="interleaved direct/proxy latency segments per row (default 12): short segments "
+                         "spread this VM's multi-millisecond stalls evenly over both sides")
     ap.add_argument("--connections", type=int, default=1000)
     ap.add_argument("--data-planes", default="native,asyncio",
                     help="comma-separated proxy data planes to measure (default: native,asyncio)")
@@ -268,8 +282,8 @@ def main() -> None:
             # the direct path does not queue either (on a loaded 2-core machine 10k may).
             for rate in (10_000, 1_000):
                 lat_d, lat_p = [], []
-                for _ in range(max(1, args.repeats - 2)):
-                    topic = make_topic(broker.address)
+                topic = make_topic(broker.address)
+                for _ in range(args.latency_pairs):
                     lat_d += produce_latency(broker.address, topic, rate, args.latency_seconds, client)
                     lat_p += produce_latency(proxy.address, topic, rate, args.latency_seconds, client)
                 for q, target in ((0.5, 0.3), (0.99, 1.0)):
@@ -292,8 +306,8 @@ def main() -> None:
                              "ratio": statistics.median(p) / statistics.median(d), "target": "floor"}
             # Any proxy doubles the socket sends per request: the pump's added latency is the floor.
             lat_d, lat_p = [], []
-            for _ in range(max(1, args.repeats - 2)):
-                topic = make_topic(pump.broker.address)
+            topic = make_topic(pump.broker.address)
+            for _ in range(args.latency_pairs):
                 lat_d += produce_latency(pump.broker.address, topic, 10_000, args.latency_seconds, "plain")
                 lat_p += produce_latency(pump.address, topic, 10_000, args.latency_seconds, "plain")
             for q in (0.5, 0.99):
@@ -316,7 +330,8 @@ def main() -> None:
     result = {
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                     "loadavg_before": load_before, "loadavg_after": load_after},
-        "messages": args.messages, "repeats": args.repeats, "proxy_exit_code": codes, "rows": rows,
+        "messages": args.messages, "repeats": args.repeats, "latency_pairs": args.latency_pairs,
+        "latency_seconds": args.latency_seconds, "proxy_exit_code": codes, "rows": rows,
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     md = render(result)
@@ -340,7 +355,9 @@ def render(r: dict) -> str:
     lines = [
         "# kquota proxy: through the proxy vs direct (tansu, librdkafka, 1 KB messages)", "",
         (f"Generated {r['generated']} by `benches/bench_proxy.py` ({r['messages']} messages per throughput run, "
-         f"median of {r['repeats']} interleaved direct/proxy pairs); kquota {__build_profile__} build."),
+         f"median of {r['repeats']} interleaved direct/proxy pairs, timed from the first message; latency: "
+         f"{r.get('latency_pairs', 1)} interleaved direct/proxy segments of {r.get('latency_seconds', 5)} s pooled); "
+         f"kquota {__build_profile__} build."),
         (f"Machine: {m['cpu_count']} CPUs, {m['platform']}, Python {m['python']}; load average before "
          f"{m['loadavg_before'][0]:.2f}, after {m['loadavg_after'][0]:.2f} (the machine is shared: broker, client "
          "and proxy compete for the same 2 cores, and other jobs ran)."), "",

@@ -14,8 +14,9 @@ use crate::endpoints::rewrite_section;
 use crate::fetch::{cap_max_bytes, fetch_request, throttled_body, walk_to_top_tags, SliceWalk, Walk};
 use crate::forwarded::{FetchState, Fwd, Kind};
 use crate::header::{response_body_offset, response_frame, RequestHeader};
-use crate::io::{io_err, Reader, BACKLOG, CHUNK};
+use crate::io::{Reader, BACKLOG, CHUNK};
 use crate::outbox::Outbox;
+use crate::relay::Relay;
 use crate::tables::FETCH;
 use crate::wire::{malformed, patch_throttle, read_i16, read_i32, Cursor, Proto, ProtoError};
 
@@ -55,6 +56,7 @@ pub async fn on_response(
     mut buf: Vec<u8>,
     size: usize,
     rd: &mut Reader,
+    relay: &mut Relay,
     t0: Instant,
 ) -> Result<(), String> {
     let Kind::Fetch(fs) = &fwd.kind else {
@@ -131,12 +133,13 @@ pub async fn on_response(
     conn.wait_at_head(fwd.slot).await?;
     if v < 16 {
         conn.to_client.send(buf);
-        pump(rd, &conn.to_client, rest).await?;
+        relay.relay(rd, &conn.to_client, rest).await?;
     } else {
         let mut w = PumpWalk {
             buf,
             pos: 4 + body,
             rd,
+            relay,
             left: rest,
             out: &conn.to_client,
         };
@@ -144,25 +147,6 @@ pub async fn on_response(
         w.finish(&mut resolve).await.map_err(|e| e.to_string())?;
     }
     conn.settle(fwd.slot, None, throttle);
-    Ok(())
-}
-
-/// Relays `n` bytes from the broker to the client in chunks, as the client takes them.
-async fn pump(rd: &mut Reader, out: &Outbox, mut n: usize) -> Result<(), String> {
-    use tokio::io::AsyncReadExt;
-    while n > 0 {
-        out.wait_below(BACKLOG).await;
-        if out.failed() {
-            return Err("the client connection failed".into());
-        }
-        let k = n.min(CHUNK);
-        let mut chunk = vec![0u8; k];
-        rd.read_exact(&mut chunk)
-            .await
-            .map_err(io_err("broker connection closed inside a frame"))?;
-        out.send(chunk);
-        n -= k;
-    }
     Ok(())
 }
 
@@ -174,6 +158,7 @@ struct PumpWalk<'a> {
     /// The walk's position in `buf`.
     pos: usize,
     rd: &'a mut Reader,
+    relay: &'a mut Relay,
     /// Bytes of the frame not yet read from the broker.
     left: usize,
     out: &'a Outbox,
@@ -254,7 +239,7 @@ impl Walk for PumpWalk<'_> {
             self.pos = self.buf.len();
             self.flush();
             self.left -= k;
-            pump(self.rd, self.out, k).await.map_err(ProtoError)
+            self.relay.relay(self.rd, self.out, k).await.map_err(ProtoError)
         }
     }
 }

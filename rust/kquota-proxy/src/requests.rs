@@ -12,10 +12,11 @@ use tokio::io::AsyncReadExt;
 use crate::conn::{Conn, HandleCache};
 use crate::forwarded::{Fwd, Kind};
 use crate::header::{parse_request_header, RequestHeader};
-use crate::io::{io_err, read_prefix, read_rest, Reader, BACKLOG, CHUNK, HEAD, STREAM_MIN};
+use crate::io::{io_err, read_prefix, read_rest, Reader, BACKLOG, HEAD, STREAM_MIN};
+use crate::relay::Relay;
 use crate::tables::{FETCH, PRODUCE};
 
-pub async fn read_requests(conn: &Arc<Conn>, mut rd: Reader) -> Result<(), String> {
+pub async fn read_requests(conn: &Arc<Conn>, mut rd: Reader, mut relay: Relay) -> Result<(), String> {
     let shared = Arc::clone(&conn.shared);
     let cfg = &shared.cfg;
     let mut handles = HandleCache::default();
@@ -66,7 +67,18 @@ pub async fn read_requests(conn: &Arc<Conn>, mut rd: Reader) -> Result<(), Strin
         if rest > 0 && header.api_key != PRODUCE {
             read_rest(&mut rd, &mut buf, &mut rest).await?;
         }
-        dispatch(conn, &header, buf, rest, size, t0, &mut rd, &mut handles).await?;
+        dispatch(
+            conn,
+            &header,
+            buf,
+            rest,
+            size,
+            t0,
+            &mut rd,
+            &mut relay,
+            &mut handles,
+        )
+        .await?;
         let serial = conn.state().serial_until.is_some_and(|u| Instant::now() < u);
         if serial {
             conn.wait_until(|st| st.slots.is_empty()).await;
@@ -83,6 +95,7 @@ async fn dispatch(
     size: usize,
     t0: Instant,
     rd: &mut Reader,
+    relay: &mut Relay,
     handles: &mut HandleCache,
 ) -> Result<(), String> {
     let shared = &conn.shared;
@@ -140,7 +153,7 @@ async fn dispatch(
             }
             if rest > 0 {
                 shared.counters.streamed_requests.fetch_add(1, Ordering::Relaxed);
-                pump_to_broker(conn, rd, rest).await?;
+                relay.relay(rd, &conn.to_broker, rest).await?;
             }
             Ok(())
         }
@@ -176,22 +189,4 @@ async fn dispatch(
             Ok(())
         }
     }
-}
-
-/// Relays the rest of a streamed request, chunk by chunk, as the broker takes it.
-async fn pump_to_broker(conn: &Conn, rd: &mut Reader, mut left: usize) -> Result<(), String> {
-    while left > 0 {
-        conn.to_broker.wait_below(BACKLOG).await;
-        if conn.to_broker.failed() {
-            return Err("the broker connection failed".into());
-        }
-        let n = left.min(CHUNK);
-        let mut chunk = vec![0u8; n];
-        rd.read_exact(&mut chunk)
-            .await
-            .map_err(io_err("connection closed inside a frame"))?;
-        conn.to_broker.send(chunk);
-        left -= n;
-    }
-    Ok(())
 }

@@ -9,9 +9,15 @@ use tokio::io::AsyncReadExt;
 use crate::conn::Conn;
 use crate::forwarded::Kind;
 use crate::io::{io_err, read_prefix, skip, Reader, BACKLOG, HEAD, STREAM_MIN};
+use crate::relay::Relay;
 use crate::wire::{patch_throttle, read_i32};
 
-pub async fn read_responses(conn: &Arc<Conn>, mut rd: Reader, up: &(String, u16)) -> Result<(), String> {
+pub async fn read_responses(
+    conn: &Arc<Conn>,
+    mut rd: Reader,
+    mut relay: Relay,
+    up: &(String, u16),
+) -> Result<(), String> {
     let shared = Arc::clone(&conn.shared);
     loop {
         conn.to_client.wait_below(BACKLOG).await;
@@ -91,7 +97,9 @@ pub async fn read_responses(conn: &Arc<Conn>, mut rd: Reader, up: &(String, u16)
                 let (buf, throttle) = buf;
                 conn.settle(fwd.slot, Some(buf), throttle);
             }
-            Kind::Fetch(_) => crate::fetch_path::on_response(conn, fwd, buf, size, &mut rd, t0).await?,
+            Kind::Fetch(_) => {
+                crate::fetch_path::on_response(conn, fwd, buf, size, &mut rd, &mut relay, t0).await?
+            }
         }
     }
 }

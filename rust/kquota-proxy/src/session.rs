@@ -10,6 +10,7 @@ use tokio::sync::Notify;
 
 use crate::conn::Conn;
 use crate::io::READ_BUFFER;
+use crate::relay::Relay;
 use crate::shared::{Registered, Shared};
 
 /// Serves one accepted client connection until either side closes or a frame is malformed.
@@ -28,6 +29,8 @@ pub async fn serve(shared: Arc<Shared>, id: u64, node: i32, sock: TcpStream, ups
     let _ = up.set_nodelay(true);
     let (cr, cw) = sock.into_split();
     let (ur, uw) = up.into_split();
+    // The relays splice into the sockets the outboxes' writers own.
+    let relays = (Relay::new(uw.as_ref()), Relay::new(cw.as_ref()));
     let failed = Arc::new(Notify::new());
     let (conn, writers) = Conn::new(&shared, id, node, cw, uw, &failed);
     shared
@@ -35,7 +38,7 @@ pub async fn serve(shared: Arc<Shared>, id: u64, node: i32, sock: TcpStream, ups
         .lock()
         .unwrap()
         .insert(id, Arc::clone(&conn) as Arc<dyn Registered>);
-    let reason = run(&conn, cr, ur, &failed, &upstream).await;
+    let reason = run(&conn, cr, ur, relays, &failed, &upstream).await;
     Registered::close(&*conn, reason);
     for w in writers {
         w.abort();
@@ -46,11 +49,13 @@ async fn run(
     conn: &Arc<Conn>,
     cr: OwnedReadHalf,
     ur: OwnedReadHalf,
+    (to_broker, to_client): (Relay, Relay),
     failed: &Notify,
     up: &(String, u16),
 ) -> Option<String> {
-    let requests = crate::requests::read_requests(conn, BufReader::with_capacity(READ_BUFFER, cr));
-    let responses = crate::responses::read_responses(conn, BufReader::with_capacity(READ_BUFFER, ur), up);
+    let requests = crate::requests::read_requests(conn, BufReader::with_capacity(READ_BUFFER, cr), to_broker);
+    let responses =
+        crate::responses::read_responses(conn, BufReader::with_capacity(READ_BUFFER, ur), to_client, up);
     tokio::pin!(requests, responses);
     let closed = conn.until_closed();
     tokio::pin!(closed);
