@@ -50,8 +50,10 @@ def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig, data_pl
     log_dir = tmp_path / "requests"
     cfg = tmp_path / "proxy.properties"
     cfg.write_text("# broker-style\nquota.window.num=5\nsocket.request.max.bytes=2000000\n")
+    # Two native worker threads in one of the runs: the connection state is shared across them.
+    threads = ("--threads", "2") if data_plane == "native" and sig == signal.SIGINT else ()
     proc, port = start_proxy(broker, tmp_path, "--request-log", str(log_dir), "--metrics-port", str(metrics_port),
-                             "--config", str(cfg), "--data-plane", data_plane)
+                             "--config", str(cfg), "--data-plane", data_plane, *threads)
     topic = f"cli-topic-{data_plane}-{sig}"  # the broker is shared by both planes' runs
     try:
         address = f"127.0.0.1:{port}"
@@ -109,13 +111,19 @@ def test_cli_bad_arguments_fail_in_one_line(tmp_path):
     assert r.returncode == 1
     assert "quota.window.num must be an integer" in r.stderr.decode()
     assert "Traceback" not in r.stderr.decode()
+    for extra, message in ((["--threads", "0"], "--threads must be between 1 and 64, got 0"),
+                           (["--threads", "2", "--data-plane", "asyncio"], "--threads applies to --data-plane native only")):
+        r = subprocess.run([sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", "127.0.0.1:1",
+                            "--store", f"sqlite://{tmp_path}/q.db", *extra], capture_output=True, timeout=30, check=False)
+        assert r.returncode == 1
+        assert r.stderr.decode().strip().splitlines() == [f"kquota: error: {message}"]
 
 
 def test_cli_help_names_every_option():
     r = subprocess.run([sys.executable, "-m", "kquota", "proxy", "--help"], capture_output=True, timeout=30, check=False)
     text = r.stdout.decode()
     for option in ("--bootstrap-server", "--listen", "--store", "--quota-window-num", "--quota-window-size-seconds",
-                   "--config", "--metrics-port", "--request-log", "--admin-principals", "--data-plane"):
+                   "--config", "--metrics-port", "--request-log", "--admin-principals", "--data-plane", "--threads"):
         assert option in text
     assert "(default: native)" in " ".join(text.split())
 

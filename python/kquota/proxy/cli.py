@@ -93,6 +93,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--data-plane", default="native", choices=["native", "asyncio"],
                    help="native: sockets, Produce, Fetch and relayed APIs in Rust (tokio), the inspected APIs in "
                         "Python; asyncio: everything in Python (default: native)")
+    p.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="worker threads of the native data plane, 1-64; more only help with many busy "
+                        "connections and spare cores (default: 1)")
     p.add_argument("--event-loop", default="auto", choices=["auto", "uvloop", "asyncio"],
                    help="asyncio event loop: auto is uvloop when installed, else the standard one")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -112,6 +115,10 @@ def run(args: argparse.Namespace) -> int:
     from kquota.watcher import QuotaConfigWatcher
 
     logging.basicConfig(level=getattr(logging, args.log_level), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not 1 <= args.threads <= 64:
+        raise KQuotaError(f"--threads must be between 1 and 64, got {args.threads}")
+    if args.threads != 1 and args.data_plane != "native":
+        raise KQuotaError("--threads applies to --data-plane native only")
     bootstrap = parse_address(args.bootstrap_server, "--bootstrap-server")
     listen = parse_address(args.listen, "--listen")
     props = read_properties(args.config) if args.config else {}
@@ -150,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
             max_connections=_int_prop(props, "max.connections", DEFAULT_MAX_CONNECTIONS),
             request_log=request_log, default_partitions=_int_prop(props, "num.partitions", 1),
             advertised_host=args.advertised_host,
+            **({"threads": args.threads} if args.data_plane == "native" else {}),
         )
         _run(_main(proxy), args.event_loop)
         log.info("kquota proxy stopped")
