@@ -16,17 +16,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
 from typing import Any, Optional
 
 from kquota.quota_type import ClientQuotaType
 from kquota.proxy import apis, handlers  # noqa: F401  (handlers registers the API handlers)
-from kquota.proxy.admin import QuotaAdmin
 from kquota.proxy.bridge import BridgeConnection
 from kquota.proxy.connection import _DISPATCH, Pending
 from kquota.proxy.frames import parse_request_header
 from kquota.proxy.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
-from kquota.proxy.server import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_INFLIGHT
+from kquota.proxy.server import ProxySettings
 
 log = logging.getLogger("kquota.proxy")
 #: How often the native request-log rows are moved to the ``RequestLog`` (seconds).
@@ -76,60 +74,26 @@ class _OpenConnections:
         return int(self._server._stats().get("connections", 0))
 
 
-class NativeProxyServer:
+class NativeProxyServer(ProxySettings):
     """A Kafka protocol proxy enforcing ``qm``'s quotas, its data plane native.
 
     The same arguments and public surface as :class:`kquota.proxy.server.ProxyServer` (see
     there), plus ``threads``: the native plane's worker threads.
     """
 
-    def __init__(
-        self,
-        qm: Any,
-        bootstrap: tuple[str, int],
-        listen: tuple[str, int] = ("127.0.0.1", 9192),
-        *,
-        store: Any = None,
-        admin_principals: Iterable[str] = (),
-        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
-        max_inflight: int = DEFAULT_MAX_INFLIGHT,
-        request_log: Any = None,
-        default_partitions: int = 1,
-        advertised_host: Optional[str] = None,
-        drain_seconds: float = 5.0,
-        threads: int = 1,
-    ) -> None:
-        self.qm = qm
-        self.bootstrap = bootstrap
-        self.listen = listen
-        self.advertised_host = advertised_host or listen[0]
-        self.admin = QuotaAdmin(qm, store, admin_principals)
-        self.max_frame_bytes = max_frame_bytes
-        self.max_connections = max_connections
-        self.max_inflight = max_inflight
-        self.request_log = request_log
-        self.default_partitions = default_partitions
-        self.drain_seconds = drain_seconds
+    def __init__(self, qm: Any, bootstrap: tuple[str, int], listen: tuple[str, int] = ("127.0.0.1", 9192),
+                 *, threads: int = 1, **options: Any) -> None:
+        super().__init__(qm, bootstrap, listen, **options)
         self.threads = threads
-        self.quota_window_seconds = float(getattr(qm, "window_num", 11) * getattr(qm, "window_size_seconds", 1))
-        #: topic -> partition count, from the Metadata responses relayed (KIP-599 charges).
-        self.topic_partitions: dict[str, int] = {}
         self.connections = _OpenConnections(self)
         self._plane: Any = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._bootstrap_port = 0
         self._bridged: dict[int, BridgeConnection] = {}
         self._tasks: set[asyncio.Task] = set()
         self._drainer: Optional[asyncio.Task] = None
         self._last_stats: dict = {}
 
     # ------------------------------------------------------------------ lifecycle
-
-    @property
-    def bootstrap_address(self) -> tuple[str, int]:
-        """Where clients bootstrap (the bound port when ``listen`` asked for port 0)."""
-        return self.advertised_host, self._bootstrap_port
 
     async def start(self) -> NativeProxyServer:
         """Starts the native plane and opens the bootstrap listener (``OSError`` if it cannot)."""

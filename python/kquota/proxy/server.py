@@ -25,25 +25,9 @@ DEFAULT_MAX_CONNECTIONS = 4096
 DEFAULT_MAX_INFLIGHT = 64
 
 
-class ProxyServer:
-    """A Kafka protocol proxy enforcing ``qm``'s quotas on the clients of one cluster.
-
-    Args:
-        qm: the ``kquota.QuotaManager`` holding the quotas (keep it in sync with a store with a
-            ``QuotaConfigWatcher``; the proxy only reads it, and alters it when there is no store).
-        bootstrap: ``(host, port)`` of one broker of the cluster.
-        listen: ``(host, port)`` clients bootstrap from; port 0 picks free ports.
-        store: the ``ConfigStore`` AlterClientQuotas writes to and DescribeClientQuotas reads
-            (``None``: ``qm`` itself).
-        admin_principals: user names allowed to alter quotas over the Kafka protocol.
-        max_frame_bytes: ``socket.request.max.bytes``; a longer request closes its connection.
-        max_connections: client connections beyond this are closed at once.
-        max_inflight: requests per connection awaiting answers before the proxy stops reading.
-        request_log: a :class:`kquota.proxy.reqlog.RequestLog` (or ``None``).
-        default_partitions: the cluster's ``num.partitions`` (KIP-599 charges for CreateTopics
-            without a partition count).
-        advertised_host: the host written into rewritten addresses (default: the listen host).
-    """
+class ProxySettings:
+    """The options and shared state of a proxy, whichever its data plane (see
+    :class:`ProxyServer` for the arguments)."""
 
     def __init__(
         self,
@@ -72,15 +56,46 @@ class ProxyServer:
         self.request_log = request_log
         self.default_partitions = default_partitions
         self.drain_seconds = drain_seconds
-        #: Read-ahead per socket: a stream stops reading its socket beyond twice this. 4 MiB lets
-        #: a whole ~6 MB Fetch response or 1 MB Produce batch arrive without pausing the socket
-        #: (pausing and resuming a socket per 2 MiB cost ~30% more proxy CPU when streaming).
-        self.stream_limit = 4 << 20
         #: A connection throttled within this long is read one request at a time (the quota
         #: window: quota.window.num x quota.window.size.seconds).
         self.quota_window_seconds = float(getattr(qm, "window_num", 11) * getattr(qm, "window_size_seconds", 1))
         #: topic -> partition count, from the Metadata responses relayed (KIP-599 charges).
         self.topic_partitions: dict[str, int] = {}
+        self._bootstrap_port = 0
+
+    @property
+    def bootstrap_address(self) -> tuple[str, int]:
+        """Where clients bootstrap (the bound port when ``listen`` asked for port 0)."""
+        return self.advertised_host, self._bootstrap_port
+
+
+class ProxyServer(ProxySettings):
+    """A Kafka protocol proxy enforcing ``qm``'s quotas on the clients of one cluster.
+
+    Args:
+        qm: the ``kquota.QuotaManager`` holding the quotas (keep it in sync with a store with a
+            ``QuotaConfigWatcher``; the proxy only reads it, and alters it when there is no store).
+        bootstrap: ``(host, port)`` of one broker of the cluster.
+        listen: ``(host, port)`` clients bootstrap from; port 0 picks free ports.
+        store: the ``ConfigStore`` AlterClientQuotas writes to and DescribeClientQuotas reads
+            (``None``: ``qm`` itself).
+        admin_principals: user names allowed to alter quotas over the Kafka protocol.
+        max_frame_bytes: ``socket.request.max.bytes``; a longer request closes its connection.
+        max_connections: client connections beyond this are closed at once.
+        max_inflight: requests per connection awaiting answers before the proxy stops reading.
+        request_log: a :class:`kquota.proxy.reqlog.RequestLog` (or ``None``).
+        default_partitions: the cluster's ``num.partitions`` (KIP-599 charges for CreateTopics
+            without a partition count).
+        advertised_host: the host written into rewritten addresses (default: the listen host).
+    """
+
+    def __init__(self, qm: Any, bootstrap: tuple[str, int], listen: tuple[str, int] = ("127.0.0.1", 9192),
+                 **options: Any) -> None:
+        super().__init__(qm, bootstrap, listen, **options)
+        #: Read-ahead per socket: a stream stops reading its socket beyond twice this. 4 MiB lets
+        #: a whole ~6 MB Fetch response or 1 MB Produce batch arrive without pausing the socket
+        #: (pausing and resuming a socket per 2 MiB cost ~30% more proxy CPU when streaming).
+        self.stream_limit = 4 << 20
         #: node id -> (broker host, broker port) as the cluster last described it.
         self.brokers: dict[int, tuple[str, int]] = {}
         #: node id -> the proxy port standing for it.
@@ -95,14 +110,8 @@ class ProxyServer:
         self._servers: list[asyncio.Server] = []
         self._tasks: set[asyncio.Task] = set()
         self._listener_lock = asyncio.Lock()
-        self._bootstrap_port = 0
 
     # ------------------------------------------------------------------ addresses
-
-    @property
-    def bootstrap_address(self) -> tuple[str, int]:
-        """Where clients bootstrap (the bound port when ``listen`` asked for port 0)."""
-        return self.advertised_host, self._bootstrap_port
 
     async def start(self) -> ProxyServer:
         """Opens the bootstrap listener."""

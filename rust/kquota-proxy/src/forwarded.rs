@@ -5,6 +5,7 @@ use std::sync::Arc;
 use quota_core::ClientHandle;
 
 use crate::fetch::FetchRequest;
+use crate::header::RequestHeader;
 
 pub enum Kind {
     /// Relayed unparsed: only the request quota's throttle is added (`None`: exempt).
@@ -33,4 +34,19 @@ pub struct FetchState {
     /// The quota window's bytes (`inf` without a quota).
     pub cap: f64,
     pub req: FetchRequest,
+}
+
+impl Fwd {
+    /// A request about to be sent, `ns` of proxy time spent on it (its slot is given when it
+    /// is queued).
+    pub fn new(h: &RequestHeader, ns: u64, kind: Kind) -> Fwd {
+        Fwd {
+            slot: 0,
+            corr: h.correlation_id,
+            key: h.api_key,
+            version: h.api_version,
+            ns,
+            kind,
+        }
+    }
 }

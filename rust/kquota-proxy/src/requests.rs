@@ -141,14 +141,7 @@ async fn dispatch(
                 Conn::remember_unanswered(&mut st, h.correlation_id);
                 conn.to_broker.send(buf);
             } else {
-                let fwd = Fwd {
-                    slot: 0,
-                    corr: h.correlation_id,
-                    key: h.api_key,
-                    version: h.api_version,
-                    ns: t0.elapsed().as_nanos() as u64,
-                    kind: Kind::Produce { handle, size },
-                };
+                let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, Kind::Produce { handle, size });
                 conn.forward_new(fwd, buf);
             }
             if rest > 0 {
@@ -160,14 +153,7 @@ async fn dispatch(
         FETCH => {
             let handle = handles.get(shared, &user, client)?;
             let kind = crate::fetch_path::on_request(conn, h, &mut buf, handle)?;
-            let fwd = Fwd {
-                slot: 0,
-                corr: h.correlation_id,
-                key: h.api_key,
-                version: h.api_version,
-                ns: t0.elapsed().as_nanos() as u64,
-                kind,
-            };
+            let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, kind);
             conn.forward_new(fwd, buf);
             Ok(())
         }
@@ -177,14 +163,7 @@ async fn dispatch(
             } else {
                 Some(handles.get(shared, &user, client)?)
             };
-            let fwd = Fwd {
-                slot: 0,
-                corr: h.correlation_id,
-                key,
-                version: h.api_version,
-                ns: t0.elapsed().as_nanos() as u64,
-                kind: Kind::Plain(handle),
-            };
+            let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, Kind::Plain(handle));
             conn.forward_new(fwd, buf);
             Ok(())
         }
