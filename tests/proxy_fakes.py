@@ -121,3 +121,45 @@ class FetchRecorder:
 
     def stop(self) -> None:
         self._server.stop()
+
+
+class EndpointsBroker:
+    """A broker whose Produce (v10+) and Fetch (v16+) answers name another broker in their
+    NodeEndpoints (KIP-951: what a real broker does after a leader change, which tansu never
+    does): Produce answers one partition; Fetch answers ``MaxBytes`` bytes of records (a
+    repeating pattern), so a test picks a response small enough to be held whole or large
+    enough to be streamed."""
+
+    HOST = "broker-seven.cluster.internal"
+    NODE = 7
+
+    def __init__(self) -> None:
+        self._server = _Server(self._serve)
+        self.port = self._server.port
+
+    @staticmethod
+    def records(size: int) -> bytes:
+        return bytes(i % 251 for i in range(size))
+
+    def _serve(self, client: socket.socket) -> None:
+        endpoints = [{"NodeId": self.NODE, "Host": self.HOST, "Port": 9092, "Rack": None}]
+        while (frame := read_frame(client)) is not None:
+            h = parse_request_header(frame)
+            if h.api_key == 0:
+                body = encode_body("ProduceResponse", h.api_version, {
+                    "Responses": [{"Name": "t", "PartitionResponses": [{"Index": 0, "ErrorCode": 0, "BaseOffset": 5}]}],
+                    "ThrottleTimeMs": 0, "NodeEndpoints": endpoints})
+            elif h.api_key == 1:
+                req = decode_body("FetchRequest", h.api_version, frame, h.body_offset)
+                body = encode_body("FetchResponse", h.api_version, {
+                    "ThrottleTimeMs": 0, "ErrorCode": 0, "SessionId": 0, "NodeEndpoints": endpoints,
+                    "Responses": [{"TopicId": b"\x01" * 16, "Partitions": [{
+                        "PartitionIndex": 0, "ErrorCode": 0, "HighWatermark": 1, "LastStableOffset": 1,
+                        "LogStartOffset": 0, "AbortedTransactions": None, "PreferredReadReplica": -1,
+                        "Records": self.records(req["MaxBytes"])}]}]})
+            else:
+                return
+            client.sendall(response_frame(h.correlation_id, h.api_key, h.api_version, body))
+
+    def stop(self) -> None:
+        self._server.stop()

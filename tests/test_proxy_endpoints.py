@@ -1,0 +1,59 @@
+"""KIP-951 NodeEndpoints through the proxy, on both data planes: a broker address in a Produce
+v10+ or Fetch v16+ answer becomes the proxy's own listener for that broker — in a Produce
+answer (held whole, rewritten freely), a small Fetch answer (held whole) and a large one
+(streamed: its size prefix has gone out, so the section is fitted to its old length) — and the
+records pass byte for byte."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from proxy_fakes import EndpointsBroker
+from proxy_support import ProxyThread
+from proxy_wire import Wire
+
+
+@pytest.fixture(scope="module")
+def endpoints_proxy(data_plane):
+    broker = EndpointsBroker()
+    proxy = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane)
+    yield proxy
+    proxy.stop()
+    broker.stop()
+
+
+def _check_rewritten(proxy: ProxyThread, endpoints: list) -> None:
+    assert [e["NodeId"] for e in endpoints] == [EndpointsBroker.NODE]
+    host, port = endpoints[0]["Host"], endpoints[0]["Port"]
+    assert EndpointsBroker.HOST not in host
+    assert (host, port) == ("127.0.0.1", proxy.proxy.broker_ports[EndpointsBroker.NODE])
+    socket.create_connection((host, port), timeout=5).close()  # the proxy listens there
+
+
+def test_produce_answer_names_the_proxy(endpoints_proxy):
+    w = Wire(endpoints_proxy.proxy.bootstrap_address)
+    try:
+        answer = w.call(0, 10, "Produce", {"TransactionalId": None, "Acks": 1, "TimeoutMs": 1000, "TopicData": []})
+    finally:
+        w.close()
+    assert answer["Responses"][0]["PartitionResponses"][0]["BaseOffset"] == 5
+    _check_rewritten(endpoints_proxy, answer["NodeEndpoints"])
+
+
+@pytest.mark.parametrize("size", [1_000, 300_000])
+def test_fetch_answer_names_the_proxy_records_intact(endpoints_proxy, size):
+    streamed_before = endpoints_proxy.proxy.streamed_responses
+    w = Wire(endpoints_proxy.proxy.bootstrap_address)
+    try:
+        answer = w.call(1, 16, "Fetch", {
+            "MaxWaitMs": 0, "MinBytes": 1, "MaxBytes": size, "IsolationLevel": 0, "SessionId": 0,
+            "SessionEpoch": -1, "Topics": [], "ForgottenTopicsData": [], "RackId": ""})
+    finally:
+        w.close()
+    records = answer["Responses"][0]["Partitions"][0]["Records"]
+    assert bytes(records) == EndpointsBroker.records(size)
+    _check_rewritten(endpoints_proxy, answer["NodeEndpoints"])
+    if size > 65_536:
+        assert endpoints_proxy.proxy.streamed_responses > streamed_before
