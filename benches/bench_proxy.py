@@ -10,7 +10,7 @@ direct and proxied runs interleaved:
    steady state (from the first acknowledged / received message: connection set-up not timed);
 3. produce latency at 10k msg/s (linger 0): added p50 (<= 0.3 ms) and p99 (<= 1 ms); also at
    1k msg/s, where the direct path does not queue on this machine. Direct and proxied 1 s
-   segments alternate (12 pairs, samples pooled): this VM stalls for several milliseconds now
+   segments alternate (16 pairs, samples pooled): this VM stalls for several milliseconds now
    and then, and one long segment per side let a stall land on one side only (direct p99
    varied 2-14 ms between runs that way);
 4. 1,000 concurrent client connections, each answered (Metadata) while all are open;
@@ -223,11 +223,11 @@ async def many_connections(port: int, count: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=200_000, help="messages per throughput run (default 200000)")
-    ap.add_argument("--repeats", type=int, default=5, help="interleaved direct/proxy pairs per throughput row (default 5)")
+    ap.add_argument("--repeats", type=int, default=7, help="interleaved direct/proxy pairs per throughput row (default 7)")
     ap.add_argument("--latency-seconds", type=float, default=1.0,
                     help="seconds per latency segment (default 1.0)")
-    ap.add_argument("--latency-pairs", type=int, default=12,
-                    help="interleaved direct/proxy latency segments per row (default 12): short segments "
+    ap.add_argument("--latency-pairs", type=int, default=16,
+                    help="interleaved direct/proxy latency segments per row (default 16): short segments "
                          "spread this VM's multi-millisecond stalls evenly over both sides")
     ap.add_argument("--connections", type=int, default=1000)
     ap.add_argument("--data-planes", default="native,asyncio",
