@@ -126,6 +126,27 @@ def data_plane(request):
     return request.param
 
 
+@pytest.fixture(scope="module")
+def broker():
+    """A tansu broker on loopback for one test module's proxy tests."""
+    from proxy_support import Tansu
+
+    t = Tansu()
+    yield t
+    t.stop()
+
+
+@pytest.fixture(scope="module")
+def proxy(broker, data_plane):
+    """A proxy in front of the module's ``broker`` on the data plane under test (a module that
+    needs other options defines its own)."""
+    from proxy_support import ProxyThread
+
+    p = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane)
+    yield p
+    p.stop()
+
+
 @pytest.fixture(scope="session")
 def spark():
     """One Spark session for every pipeline test (starting one costs seconds): local[2], no UI,

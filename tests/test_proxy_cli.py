@@ -17,13 +17,6 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 pq = pytest.importorskip("pyarrow.parquet")
 
 
-@pytest.fixture(scope="module")
-def broker():
-    t = Tansu()
-    yield t
-    t.stop()
-
-
 def start_proxy(broker: Tansu, tmp_path, *extra: str) -> tuple[subprocess.Popen, int]:
     port = free_port()
     env = dict(os.environ, PYTHONUNBUFFERED="1")

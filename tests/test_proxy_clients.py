@@ -9,24 +9,10 @@ import struct
 import time
 
 import pytest
-from proxy_support import ProxyThread, Tansu, make_topic
+from proxy_support import make_topic
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-
-
-@pytest.fixture(scope="module")
-def broker():
-    t = Tansu()
-    yield t
-    t.stop()
-
-
-@pytest.fixture(scope="module")
-def proxy(broker, data_plane):
-    p = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane)
-    yield p
-    p.stop()
 
 
 def consume_assigned(address: str, topic: str, count: int, partitions: int = 1, timeout: float = 20.0) -> list:

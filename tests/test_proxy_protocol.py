@@ -15,13 +15,6 @@ from proxy_wire import Wire
 kafka = pytest.importorskip("kafka")
 
 
-@pytest.fixture(scope="module")
-def broker():
-    t = Tansu()
-    yield t
-    t.stop()
-
-
 @pytest.fixture
 def proxy(broker, data_plane):
     p = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane, admin_principals=["ANONYMOUS"], max_frame_bytes=1 << 20)

@@ -8,22 +8,14 @@ import threading
 import time
 
 import kquota
-import pytest
 from kquota.stores.sqlite import SQLiteConfigStore
 from kquota.watcher import QuotaConfigWatcher
-from proxy_support import ProxyThread, Tansu, make_topic
+from proxy_support import ProxyThread, make_topic
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 VALUE = b"v" * 1000
 WINDOW_NUM = 2  # quota.window.num: a short burst allowance (1 s) keeps the test short and steady
-
-
-@pytest.fixture(scope="module")
-def broker():
-    t = Tansu()
-    yield t
-    t.stop()
 
 
 class Meter:

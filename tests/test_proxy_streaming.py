@@ -18,7 +18,7 @@ from kquota.proxy import addresses, apis
 from kquota.proxy.addresses import StreamedTail, fit_tagged_section
 from kquota.proxy.codec import CodecError, decode_body, encode_body, tagged_section_offset, top_level_tags
 from kquota.proxy.streaming import NotYet, StreamedView
-from proxy_support import ProxyThread, Tansu, make_topic
+from proxy_support import ProxyThread, make_topic
 from proxy_wire import Wire
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -172,20 +172,6 @@ def test_tag_walk_reused_only_for_the_same_shape():
 
 
 # ---------------------------------------------------------------------------- with tansu
-
-
-@pytest.fixture(scope="module")
-def broker():
-    t = Tansu()
-    yield t
-    t.stop()
-
-
-@pytest.fixture(scope="module")
-def proxy(broker, data_plane):
-    p = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane)
-    yield p
-    p.stop()
 
 
 def consume(address: str, topic: str, count: int, timeout: float = 30.0) -> list:
