@@ -114,7 +114,6 @@ async fn dispatch(
         return Ok(());
     }
     let user = Arc::clone(&conn.state().user);
-    let client = h.client_id(&buf[4..]);
     match h.api_key {
         PRODUCE => {
             let acks = match crate::produce::produce_acks(&buf[4..], h.body_offset, h.api_version) {
@@ -126,8 +125,7 @@ async fn dispatch(
                 }
                 Err(e) => return Err(e.to_string()),
             };
-            let client = h.client_id(&buf[4..]).to_owned();
-            let handle = handles.get(shared, &user, &client)?;
+            let handle = handles.get(shared, &user, h.client_id(&buf[4..]))?;
             if acks == 0 {
                 // No answer, but recorded and muted in order; exempt from the request quota.
                 let throttle = conn.record(&handle, ClientQuotaType::Produce, size as f64);
@@ -151,7 +149,7 @@ async fn dispatch(
             Ok(())
         }
         FETCH => {
-            let handle = handles.get(shared, &user, client)?;
+            let handle = handles.get(shared, &user, h.client_id(&buf[4..]))?;
             let kind = crate::fetch_path::on_request(conn, h, &mut buf, handle)?;
             let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, kind);
             conn.forward_new(fwd, buf);
@@ -161,7 +159,7 @@ async fn dispatch(
             let handle = if shared.cfg.tables.is_exempt(key) {
                 None
             } else {
-                Some(handles.get(shared, &user, client)?)
+                Some(handles.get(shared, &user, h.client_id(&buf[4..]))?)
             };
             let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, Kind::Plain(handle));
             conn.forward_new(fwd, buf);
