@@ -188,6 +188,17 @@ def produce_latency(address: str, topic: str, rate: int, seconds: float, client_
     return lat
 
 
+def interleaved_latency(first: str, second: str, topic: str, rate: int, pairs: int, seconds: float,
+                        client_id: str) -> tuple[list[float], list[float]]:
+    """``pairs`` latency segments against each address, alternating, samples pooled per address."""
+    a: list[float] = []
+    b: list[float] = []
+    for _ in range(pairs):
+        a += produce_latency(first, topic, rate, seconds, client_id)
+        b += produce_latency(second, topic, rate, seconds, client_id)
+    return a, b
+
+
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(q * len(s)))]
@@ -280,22 +291,16 @@ def main() -> None:
             # 10k msg/s is the issue's rate; 1k msg/s shows the proxy's own added latency when
             # the direct path does not queue either (on a loaded 2-core machine 10k may).
             for rate in (10_000, 1_000):
-                lat_d, lat_p = [], []
-                topic = make_topic(broker.address)
-                for _ in range(args.latency_pairs):
-                    lat_d += produce_latency(broker.address, topic, rate, args.latency_seconds, client)
-                    lat_p += produce_latency(proxy.address, topic, rate, args.latency_seconds, client)
+                lat_d, lat_p = interleaved_latency(broker.address, proxy.address, make_topic(broker.address),
+                                                   rate, args.latency_pairs, args.latency_seconds, client)
                 for q, target in ((0.5, 0.3), (0.99, 1.0)):
                     d, p = pct(lat_d, q), pct(lat_p, q)
                     rows[f"latency p{int(q * 100)} at {rate // 1000}k msg/s [{mode}]"] = {
                         "direct": d, "proxy": p, "unit": "ms", "added": p - d, "target": f"added <= {target} ms"}
         # The control: direct against direct, segments interleaved the same way. What this row
         # "adds" is the measurement's own noise on this machine, the resolution of the rows above.
-        lat_a, lat_b = [], []
-        topic = make_topic(broker.address)
-        for _ in range(args.latency_pairs):
-            lat_a += produce_latency(broker.address, topic, 10_000, args.latency_seconds, "plain")
-            lat_b += produce_latency(broker.address, topic, 10_000, args.latency_seconds, "plain")
+        lat_a, lat_b = interleaved_latency(broker.address, broker.address, make_topic(broker.address), 10_000,
+                                           args.latency_pairs, args.latency_seconds, "plain")
         for q in (0.5, 0.99):
             d, p = pct(lat_a, q), pct(lat_b, q)
             rows[f"latency p{int(q * 100)} at 10k msg/s [direct vs direct: the noise]"] = {
@@ -315,11 +320,8 @@ def main() -> None:
                 rows[key] = {"direct": statistics.median(d), "proxy": statistics.median(p), "unit": "msg/s",
                              "ratio": statistics.median(p) / statistics.median(d), "target": "floor"}
             # Any proxy doubles the socket sends per request: the pump's added latency is the floor.
-            lat_d, lat_p = [], []
-            topic = make_topic(pump.broker.address)
-            for _ in range(args.latency_pairs):
-                lat_d += produce_latency(pump.broker.address, topic, 10_000, args.latency_seconds, "plain")
-                lat_p += produce_latency(pump.address, topic, 10_000, args.latency_seconds, "plain")
+            lat_d, lat_p = interleaved_latency(pump.broker.address, pump.address, make_topic(pump.broker.address),
+                                               10_000, args.latency_pairs, args.latency_seconds, "plain")
             for q in (0.5, 0.99):
                 d, p = pct(lat_d, q), pct(lat_p, q)
                 rows[f"latency p{int(q * 100)} at 10k msg/s [raw byte pump, no parsing]"] = {
