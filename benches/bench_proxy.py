@@ -10,7 +10,7 @@ direct and proxied runs interleaved:
    steady state (from the first acknowledged / received message: connection set-up not timed);
 3. produce latency at 10k msg/s (linger 0): added p50 (<= 0.3 ms) and p99 (<= 1 ms); also at
    1k msg/s, where the direct path does not queue on this machine. Direct and proxied 1 s
-   segments alternate (16 pairs, samples pooled): this VM stalls for several milliseconds now
+   segments alternate (16 pairs, which side goes first alternating too; samples pooled): this VM stalls for several milliseconds now
    and then, and one long segment per side let a stall land on one side only (direct p99
    varied 2-14 ms between runs that way). A control row measures direct against direct the
    same way: what it "adds" is the measurement's own noise, the resolution of the p99 rows;
@@ -190,12 +190,15 @@ def produce_latency(address: str, topic: str, rate: int, seconds: float, client_
 
 def interleaved_latency(first: str, second: str, topic: str, rate: int, pairs: int, seconds: float,
                         client_id: str) -> tuple[list[float], list[float]]:
-    """``pairs`` latency segments against each address, alternating, samples pooled per address."""
+    """``pairs`` latency segments against each address, alternating, samples pooled per address.
+
+    Which address goes first alternates from pair to pair, so neither side always runs right after
+    the other's segment (a producer's set-up and teardown, a stall's tail)."""
     a: list[float] = []
     b: list[float] = []
-    for _ in range(pairs):
-        a += produce_latency(first, topic, rate, seconds, client_id)
-        b += produce_latency(second, topic, rate, seconds, client_id)
+    for i in range(pairs):
+        for address, into in ((first, a), (second, b))[:: 1 if i % 2 == 0 else -1]:
+            into += produce_latency(address, topic, rate, seconds, client_id)
     return a, b
 
 
