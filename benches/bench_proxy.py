@@ -10,10 +10,11 @@ direct and proxied runs interleaved:
    steady state (from the first acknowledged / received message: connection set-up not timed);
 3. produce latency at 10k msg/s (linger 0): added p50 (<= 0.3 ms) and p99 (<= 1 ms); also at
    1k msg/s, where the direct path does not queue on this machine. Direct and proxied 1 s
-   segments alternate (16 pairs, which side goes first alternating too; samples pooled): this VM stalls for several milliseconds now
-   and then, and one long segment per side let a stall land on one side only (direct p99
-   varied 2-14 ms between runs that way). A control row measures direct against direct the
-   same way: what it "adds" is the measurement's own noise, the resolution of the p99 rows;
+   segments alternate (16 pairs, which side goes first alternating too; samples pooled): this
+   VM stalls for several milliseconds now and then, and one long segment per side let a stall
+   land on one side only (direct p99 varied 2-14 ms between runs that way). A control row
+   measures direct against direct the same way: what it "adds" is the measurement's own noise,
+   the resolution of the p99 rows;
 4. 1,000 concurrent client connections, each answered (Metadata) while all are open;
 5. proxy CPU per MB/s of traffic (from the proxy process's utime + stime).
 
