@@ -332,18 +332,21 @@ def proxy_lines() -> list:
     except (OSError, ValueError):
         return []
     lines = [f"## Kafka proxy, through the proxy vs direct (`benches/bench_proxy.py`, {data['generated']}; "
-             f"details in `proxy.md`)", "", "| row | direct | proxy | ratio / added | target |", "|---|---:|---:|---:|---|"]
+             f"details in `proxy.md`)", "", "| row | direct | proxy | ratio / added (95% interval) | target | |",
+             "|---|---:|---:|---:|---|---|"]
     for key, row in data["rows"].items():
+        verdict = row.get("verdict", "")
         if "ratio" in row:
             lines.append(f"| {key} | {row['direct']:,.0f} {row['unit']} | {row['proxy']:,.0f} {row['unit']} | "
-                         f"{row['ratio']:.2f}× | {row['target']} |")
+                         f"{row['ratio']:.2f}× | {row['target']} | {verdict} |")
         elif "added" in row:
-            lines.append(f"| {key} | {row['direct']:.3f} ms | {row['proxy']:.3f} ms | {row['added']:+.3f} ms | "
-                         f"{row['target']} |")
+            ci = " ({:+.2f} to {:+.2f})".format(*row["ci95"]) if "ci95" in row else ""
+            lines.append(f"| {key} | {row['direct']:.3f} ms | {row['proxy']:.3f} ms | {row['added']:+.3f} ms{ci} | "
+                         f"{row['target']} | {verdict} |")
         elif "value" in row:
-            lines.append(f"| {key} | | {row['value']:.2f} {row['unit']} | | |")
+            lines.append(f"| {key} | | {row['value']:.2f} {row['unit']} | | | |")
         elif "answered" in row:
-            lines.append(f"| {key} | | {row['answered']} / {row['connections']} answered | | all at once |")
+            lines.append(f"| {key} | | {row['answered']} / {row['connections']} answered | | all at once | |")
     return lines + [""]
 
 

@@ -130,3 +130,61 @@ def test_quick_suite_writes_every_row(tmp_path):
         if not r["available"]:
             line = next(x for x in md.splitlines() if x.startswith(f"| {key} |"))
             assert f"| {r['reason']} |" in line, (key, line)
+
+
+def _samples(rng, n, lo=1.0, hi=2.0):
+    return sorted(rng.uniform(lo, hi) for _ in range(n))
+
+
+def test_bench_proxy_pooled_quantile_matches_a_sort_of_the_pool():
+    """The bisection quantile is the pooled sort's k-th sample, weights counting a segment twice."""
+    import random
+
+    bench = _bench_module("bench_proxy")
+    rng = random.Random(7)
+    segments = [_samples(rng, rng.randrange(50, 150), 0.5, 40.0) for _ in range(9)]
+    weights = [rng.randrange(0, 3) for _ in segments]
+    weights[0] = 1
+    for q in (0.0, 0.5, 0.9, 0.99, 1.0):
+        pool = sorted(v for s in segments for v in s)
+        assert abs(bench.pooled_pct(segments, q) - pool[min(len(pool) - 1, int(q * len(pool)))]) < 1e-9
+        pool = sorted(v for s, w in zip(segments, weights) for _ in range(w) for v in s)
+        assert abs(bench.pooled_pct(segments, q, weights) - pool[min(len(pool) - 1, int(q * len(pool)))]) < 1e-9
+
+
+def test_bench_proxy_latency_verdict_judges_the_whole_interval(tmp_path, monkeypatch):
+    """met / NOT met only when the bootstrap interval is on one side of the target, else unresolved."""
+    import random
+
+    bench = _bench_module("bench_proxy")
+    rng = random.Random(11)
+    direct = [_samples(rng, 100) for _ in range(16)]
+    shifted = lambda by: [[v + by for v in s] for s in direct]  # noqa: E731
+
+    row = bench.latency_row(direct, shifted(0.1), 0.5, "added <= 0.3 ms")
+    assert abs(row["added"] - 0.1) < 1e-6 and row["ci95"][0] <= row["added"] <= row["ci95"][1]
+    assert row["verdict"] == "met" and row["pairs"] == 16
+    assert bench.latency_row(direct, shifted(2.0), 0.99, "added <= 1.0 ms")["verdict"] == "NOT met"
+
+    # One stalled proxied segment: 30 of its 100 samples 5 ms late. Pooled, they are the top 1%,
+    # so the point estimate says +5 ms, but a resample without that pair says 0: the run cannot tell.
+    stalled = [list(s) for s in direct]
+    stalled[3] = sorted(v + (5.0 if i < 30 else 0.0) for i, v in enumerate(stalled[3]))
+    row = bench.latency_row(direct, stalled, 0.99, "added <= 1.0 ms")
+    assert row["added"] > 1.0 and row["ci95"][0] < 1.0 < row["ci95"][1]
+    assert row["verdict"].startswith("unresolved")
+    assert "verdict" not in bench.latency_row(direct, direct, 0.99, "control")
+
+    text = bench.render({"generated": "now", "messages": 1, "repeats": 1, "latency_pairs": 16, "latency_seconds": 1.0,
+                         "machine": {"cpu_count": 2, "platform": "p", "python": "3", "loadavg_before": [0, 0, 0],
+                                     "loadavg_after": [0, 0, 0]},
+                         "proxy_exit_code": {"native": 0}, "rows": {"latency p99 [x]": row}})
+    lo, hi = row["ci95"]
+    assert f"{row['added']:+.3f} ms (95%: {lo:+.2f} to {hi:+.2f})" in text and row["verdict"] in text
+
+    # The benchmark summary carries the interval and the verdict from proxy.json, not a re-derived one.
+    (tmp_path / "proxy.json").write_text(json.dumps({"generated": "now", "rows": {"latency p99 [x]": row}}))
+    summary = _bench_module("summary")
+    monkeypatch.setattr(summary, "RESULTS", str(tmp_path))
+    line = next(x for x in summary.proxy_lines() if x.startswith("| latency p99 [x]"))
+    assert f"({lo:+.2f} to {hi:+.2f})" in line and row["verdict"] in line
