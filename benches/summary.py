@@ -337,8 +337,9 @@ def proxy_lines() -> list:
     for key, row in data["rows"].items():
         verdict = row.get("verdict", "")
         if "ratio" in row:
+            ci = " ({:.2f} to {:.2f})".format(*row["ci95"]) if "ci95" in row else ""
             lines.append(f"| {key} | {row['direct']:,.0f} {row['unit']} | {row['proxy']:,.0f} {row['unit']} | "
-                         f"{row['ratio']:.2f}× | {row['target']} | {verdict} |")
+                         f"{row['ratio']:.2f}×{ci} | {row['target']} | {verdict} |")
         elif "added" in row:
             ci = " ({:+.2f} to {:+.2f})".format(*row["ci95"]) if "ci95" in row else ""
             lines.append(f"| {key} | {row['direct']:.3f} ms | {row['proxy']:.3f} ms | {row['added']:+.3f} ms{ci} | "

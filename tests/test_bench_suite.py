@@ -175,6 +175,14 @@ def test_bench_proxy_latency_verdict_judges_the_whole_interval(tmp_path, monkeyp
     assert row["verdict"].startswith("unresolved")
     assert "verdict" not in bench.latency_row(direct, direct, 0.99, "control")
 
+    # Throughput: the ratio of medians over 7 interleaved pairs, judged the same way.
+    base = [200_000.0, 180_000.0, 230_000.0, 210_000.0, 190_000.0, 250_000.0, 170_000.0]
+    assert bench.ratio_row(base, [v * 0.95 for v in base], 0.9)["verdict"] == "met"
+    assert bench.ratio_row(base, [v * 0.7 for v in base], 0.9)["verdict"] == "NOT met"
+    uneven = bench.ratio_row(base, [v * f for v, f in zip(base, (0.6, 1.0, 0.6, 1.0, 0.6, 1.0, 0.95))], 0.9)
+    assert uneven["ci95"][0] < 0.9 < uneven["ci95"][1] and uneven["verdict"].startswith("unresolved")
+    assert "verdict" not in bench.ratio_row(base, base, None)
+
     text = bench.render({"generated": "now", "messages": 1, "repeats": 1, "latency_pairs": 16, "latency_seconds": 1.0,
                          "machine": {"cpu_count": 2, "platform": "p", "python": "3", "loadavg_before": [0, 0, 0],
                                      "loadavg_after": [0, 0, 0]},
