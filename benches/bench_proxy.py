@@ -393,7 +393,7 @@ def main() -> None:
                     help="seconds per latency segment (default 1.0)")
     ap.add_argument("--latency-pairs", type=int, default=24,
                     help="interleaved direct/proxy latency segments per row (default 24): short segments "
-                         "spread this VM's multi-millisecond stalls evenly over both sides, and the pairs "
+                         "spread a broker's multi-millisecond pauses evenly over both sides, and the pairs "
                          "give the added latency's bootstrap interval")
     ap.add_argument("--connections", type=int, default=1000)
     ap.add_argument("--data-planes", default="native,asyncio",
