@@ -127,7 +127,11 @@ class MockBroker:
 
     def stop(self) -> None:
         self.proc.stdin.close()
-        self.proc.wait(10)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 class ProxyProcess:
