@@ -8,7 +8,12 @@ direct and proxied runs interleaved:
 
 1. produce throughput (acks=1, linger 5 ms), proxy / direct (target >= 0.9);
 2. consume throughput (assign, from offset 0), proxy / direct (target >= 0.8); both timed in
-   steady state (from the first acknowledged / received message: connection set-up not timed);
+   steady state (from the first acknowledged / received message: connection set-up not timed).
+   Each run has a fresh broker of its own (tansu slows as it fills, so on a shared broker the
+   second run of a pair would pay for the first), pairs alternate which side runs first, and the ratio of
+   medians comes with a 95% bootstrap interval over the pairs, judged as the latency rows are.
+   A control row measures fresh broker against fresh broker, and a floor row an unparsing
+   asyncio byte pump;
 3. produce latency at 10k msg/s (linger 0): added p50 (<= 0.3 ms) and p99 (<= 1 ms); also at
    1k msg/s, where the direct path does not queue on this machine. Direct and proxied 1 s
    segments alternate (24 pairs, which side goes first alternating too; samples pooled). Each
@@ -85,20 +90,43 @@ except ImportError:
 """
 
 
-class BytePump:
-    """The floor of any proxy: a broker advertising this pump, which relays bytes unparsed."""
+class Relay:
+    """A relay process in front of a broker: its address and its CPU and memory, read from /proc."""
 
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.broker = Tansu(advertised_port=self.port)
-        self.proc = subprocess.Popen([sys.executable, "-c", PUMP, str(self.port), str(self.broker.port)])
-        wait_port(self.port, 30)
-        self.address = f"127.0.0.1:{self.port}"
+    proc: subprocess.Popen
+    port: int
 
-    def stop(self) -> None:
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def cpu_seconds(self) -> float:
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK
+
+    def rss_mb(self) -> float:
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return 0.0
+
+    def stop(self) -> int:
         self.proc.terminate()
-        self.proc.wait(10)
-        self.broker.stop()
+        self.proc.wait(30)
+        return self.proc.returncode
+
+
+class BytePump(Relay):
+    """The floor of any proxy: bytes relayed unparsed, to a broker that advertises the pump's port
+    (so a client reaches that broker only through the pump; a client bootstrapping at the broker
+    itself would be sent to the pump too)."""
+
+    def __init__(self, port: int, broker: Tansu) -> None:
+        self.port = port
+        self.proc = subprocess.Popen([sys.executable, "-c", PUMP, str(port), str(broker.port)])
+        wait_port(port, 30)
 
 
 MOCK = r"""
@@ -134,12 +162,11 @@ class MockBroker:
             self.proc.wait()
 
 
-class ProxyProcess:
+class ProxyProcess(Relay):
     """``kquota proxy`` in its own process (so its CPU can be read)."""
 
     def __init__(self, broker: Tansu, store_dir: str, data_plane: str) -> None:
         self.port = free_port()
-        self.data_plane = data_plane
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", broker.address,
              "--listen", f"127.0.0.1:{self.port}", "--store", f"sqlite://{store_dir}/q.db",
@@ -147,42 +174,33 @@ class ProxyProcess:
              "--data-plane", data_plane],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         wait_port(self.port, 30)
-        self.address = f"127.0.0.1:{self.port}"
-
-    def cpu_seconds(self) -> float:
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK
-
-    def rss_mb(self) -> float:
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        return 0.0
-
-    def stop(self) -> int:
-        self.proc.terminate()
-        self.proc.wait(30)
-        return self.proc.returncode
 
 
 @contextlib.contextmanager
-def fresh_broker(kind: str, store_dir: str, plane: str | None, codes: dict[str, list[int]]) -> Iterator[tuple]:
-    """A new broker (``"tansu"`` or ``"mock"``) and, for a data plane, a proxy in front of it.
+def fresh_broker(kind: str, store_dir: str, via: str | None, codes: dict[str, list[int]]) -> Iterator[tuple]:
+    """A new broker (``"tansu"`` or ``"mock"``) and what is in front of it: nothing (``via`` None),
+    a kquota proxy (``via`` a data plane) or the byte pump (``via`` ``"pump"``, tansu only).
 
-    A fresh broker per measurement: tansu's memory storage keeps every message, and its pauses
-    grow with what it holds (a 10-minute 10k msg/s run, ~6 GB held, measured 14.7 ms direct p99,
-    against 1-5 ms on a fresh broker). The proxy's exit status on SIGTERM goes into ``codes``."""
-    broker = Tansu() if kind == "tansu" else MockBroker()
-    proxy = None
+    A fresh broker per measurement: tansu's memory storage keeps every message, and it slows with
+    what it holds (a 10-minute 10k msg/s run, ~6 GB held, measured 14.7 ms direct p99, against
+    1-5 ms on a fresh broker). A kquota proxy's exit status on SIGTERM goes into ``codes``."""
+    relay: Relay | None = None
+    if via == "pump":
+        port = free_port()
+        broker: Tansu | MockBroker = Tansu(advertised_port=port)
+    else:
+        broker = Tansu() if kind == "tansu" else MockBroker()
     try:
-        if plane:
-            proxy = ProxyProcess(broker, store_dir, plane)
-        yield broker, proxy
+        if via == "pump":
+            relay = BytePump(port, broker)  # type: ignore[arg-type]
+        elif via:
+            relay = ProxyProcess(broker, store_dir, via)  # type: ignore[arg-type]
+        yield broker, relay
     finally:
-        if proxy is not None:
-            codes.setdefault(plane, []).append(proxy.stop())
+        if relay is not None:
+            code = relay.stop()
+            if via != "pump":
+                codes.setdefault(via, []).append(code)
         broker.stop()
 
 
@@ -258,26 +276,27 @@ def produce_latency(address: str, topic: str, rate: int, seconds: float, client_
     return lat
 
 
-def interleaved_latency(first: str, second: str, topic: str, rate: int, pairs: int, seconds: float,
+def interleaved_latency(first: str, second: str, topics: tuple[str, str], rate: int, pairs: int, seconds: float,
                         client_id: str) -> tuple[list[list[float]], list[list[float]]]:
-    """``pairs`` latency segments against each address, alternating; the segments of each address.
+    """``pairs`` latency segments against each address (to its topic in ``topics``), alternating;
+    the segments of each address.
 
     Which address goes first alternates from pair to pair, so neither side always runs right after
     the other's segment (a producer's set-up and teardown, a stall's tail)."""
     a: list[list[float]] = []
     b: list[list[float]] = []
     for i in range(pairs):
-        for address, into in ((first, a), (second, b))[:: 1 if i % 2 == 0 else -1]:
+        for address, topic, into in ((first, topics[0], a), (second, topics[1], b))[:: 1 if i % 2 == 0 else -1]:
             into.append(sorted(produce_latency(address, topic, rate, seconds, client_id)))
     return a, b
 
 
-def add_latency_rows(rows: dict, label: str, first: str, second: str, topic: str, rate: int,
+def add_latency_rows(rows: dict, label: str, first: str, second: str, topics: tuple[str, str], rate: int,
                      args: argparse.Namespace, client_id: str, target: str | None = None) -> None:
     """The p50 and p99 rows of ``second`` against ``first`` at ``rate``, segments interleaved.
 
     ``target`` None: the issue's (added p50 <= 0.3 ms, p99 <= 1 ms); else "control" or "floor"."""
-    a, b = interleaved_latency(first, second, topic, rate, args.latency_pairs, args.latency_seconds, client_id)
+    a, b = interleaved_latency(first, second, topics, rate, args.latency_pairs, args.latency_seconds, client_id)
     for q, bound in ((0.5, 0.3), (0.99, 1.0)):
         rows[f"latency p{int(q * 100)} at {rate // 1000}k msg/s [{label}]"] = latency_row(
             a, b, q, target or f"added <= {bound} ms")
@@ -332,9 +351,9 @@ def verdict(lo: float, hi: float, ok: Callable[[float], bool]) -> str:
     return "NOT met" if not ok(lo) and not ok(hi) else "unresolved: the interval spans it"
 
 
-def ratio_row(direct: list[float], proxy: list[float], target: float | None) -> dict:
+def ratio_row(direct: list[float], proxy: list[float], target: float | str) -> dict:
     """One throughput row: proxy over direct medians of interleaved pairs, with the 95% bootstrap
-    interval over the pairs; ``target`` None for a reference row (no verdict)."""
+    interval over the pairs; ``target`` a least ratio (judged), or "control" / "floor" (not)."""
     def ratio(weights: list[int]) -> float:
         pick = [i for i, w in enumerate(weights) for _ in range(w)]
         return statistics.median(proxy[i] for i in pick) / statistics.median(direct[i] for i in pick)
@@ -343,8 +362,8 @@ def ratio_row(direct: list[float], proxy: list[float], target: float | None) -> 
     lo, hi = draws[int(0.025 * len(draws))], draws[int(0.975 * len(draws)) - 1]
     row = {"direct": statistics.median(direct), "proxy": statistics.median(proxy), "unit": "msg/s",
            "ratio": ratio([1] * len(direct)), "ci95": [lo, hi], "pairs": len(direct),
-           "target": "floor" if target is None else f">= {target}"}
-    if target is not None:
+           "target": target if isinstance(target, str) else f">= {target}"}
+    if not isinstance(target, str):
         row["verdict"] = verdict(lo, hi, lambda r: r >= target)
     return row
 
@@ -389,6 +408,40 @@ async def many_connections(port: int, count: int) -> dict:
     return {"connections": count, "answered": ok, "open_s": opened, "all_answered_s": answered}
 
 
+def throughput_pairs(fresh: Callable[..., contextlib.AbstractContextManager], via: str | None, client: str,
+                     args: argparse.Namespace) -> dict[str, list[float]]:
+    """``args.repeats`` pairs of throughput runs: direct to a fresh tansu, and ``via`` (a data plane,
+    ``"pump"``, or None: direct again, the control) to another fresh tansu. Which side runs first
+    alternates from pair to pair. Each side produces ``args.messages`` messages to a new topic and
+    consumes them back. Returns the msg/s of each side and direction, and the relay's CPU-ms per MB."""
+    out: dict[str, list[float]] = {k: [] for k in ("produce direct", "produce via", "consume direct",
+                                                   "consume via", "cpu_ms_per_mb")}
+    for i in range(args.repeats):
+        for side in ("direct", "via")[:: 1 if i % 2 == 0 else -1]:
+            with fresh("tansu", via if side == "via" else None) as (broker, relay):
+                topic = new_topic(broker)
+                address = relay.address if relay else broker.address
+                c0 = relay.cpu_seconds() if relay else 0.0
+                out[f"produce {side}"].append(produce_throughput(address, topic, args.messages, client))
+                out[f"consume {side}"].append(consume_throughput(address, topic, args.messages, client))
+                if relay:
+                    # CPU-seconds per MB moved = (CPU share) per (MB/s).
+                    out["cpu_ms_per_mb"].append((relay.cpu_seconds() - c0) * 1000 / (2 * args.messages * len(VALUE) / 1e6))
+    return out
+
+
+def throughput_rows(rows: dict, label: str, runs: dict[str, list[float]]) -> None:
+    """The produce, consume (and, for a relay, CPU per MB) rows of ``runs`` (``throughput_pairs``)."""
+    kind = {"direct vs direct: the noise": "control", "raw byte pump, no parsing": "floor"}.get(label)
+    for direction, target in (("produce", 0.9), ("consume", 0.8)):
+        rows[f"{direction} [{label}]"] = ratio_row(runs[f"{direction} direct"], runs[f"{direction} via"],
+                                                   kind or target)
+    if runs["cpu_ms_per_mb"]:
+        rows[f"{'relay' if kind else 'proxy'} CPU per MB [{label}]"] = {
+            "value": statistics.median(runs["cpu_ms_per_mb"]), "unit": "CPU-ms per MB",
+            "note": "= % of one core per MB/s x 10"}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=200_000, help="messages per throughput run (default 200000)")
@@ -423,63 +476,36 @@ def main() -> None:
     for plane in planes:
         for mode, client in MODES:
             label = f"{plane}, {mode}"
-            prod: dict[str, list[float]] = {"direct": [], "proxy": []}
-            cons: dict[str, list[float]] = {"direct": [], "proxy": []}
-            cpu_mb = []
-            for _ in range(args.repeats):
-                with fresh("tansu", plane) as (broker, proxy):
-                    topic = new_topic(broker)
-                    prod["direct"].append(produce_throughput(broker.address, topic, args.messages, client))
-                    cons["direct"].append(consume_throughput(broker.address, topic, args.messages, client))
-                    topic = new_topic(broker)
-                    c0 = proxy.cpu_seconds()
-                    prod["proxy"].append(produce_throughput(proxy.address, topic, args.messages, client))
-                    cons["proxy"].append(consume_throughput(proxy.address, topic, args.messages, client))
-                    mb = 2 * args.messages * len(VALUE) / 1e6
-                    # CPU-seconds per MB moved = (CPU share) per (MB/s).
-                    cpu_mb.append((proxy.cpu_seconds() - c0) / mb)
-            rows[f"produce [{label}]"] = ratio_row(prod["direct"], prod["proxy"], 0.9)
-            rows[f"consume [{label}]"] = ratio_row(cons["direct"], cons["proxy"], 0.8)
-            rows[f"proxy CPU per MB [{label}]"] = {"value": statistics.median(cpu_mb) * 1000, "unit": "CPU-ms per MB",
-                                                   "note": "= % of one core per MB/s x 10"}
+            throughput_rows(rows, label, throughput_pairs(fresh, plane, client, args))
             # 10k msg/s is the issue's rate; 1k msg/s shows the proxy's own added latency when
-            # the direct path does not queue either (on a loaded 2-core machine 10k may).
+            # the direct path does not queue either (on a loaded 2-core machine 10k may). Both
+            # sides on one broker: their segments interleave, so it ages alike under both.
             with fresh("tansu", plane) as (broker, proxy):
                 for rate in (10_000, 1_000):
-                    add_latency_rows(rows, label, broker.address, proxy.address, new_topic(broker), rate, args, client)
+                    topic = new_topic(broker)
+                    add_latency_rows(rows, label, broker.address, proxy.address, (topic, topic), rate, args, client)
             with fresh("mock", plane) as (broker, proxy):
-                add_latency_rows(rows, f"{label}, mock broker", broker.address, proxy.address, new_topic(broker),
+                topic = new_topic(broker)
+                add_latency_rows(rows, f"{label}, mock broker", broker.address, proxy.address, (topic, topic),
                                  10_000, args, client)
     # The controls: direct against direct, segments interleaved the same way. What these rows
     # "add" is the measurement's own noise on each broker, the resolution of the rows above.
     with fresh("tansu") as (broker, _):
-        add_latency_rows(rows, "direct vs direct: the noise", broker.address, broker.address, new_topic(broker),
+        topic = new_topic(broker)
+        add_latency_rows(rows, "direct vs direct: the noise", broker.address, broker.address, (topic, topic),
                          10_000, args, "plain", "control")
     with fresh("mock") as (broker, _):
+        topic = new_topic(broker)
         add_latency_rows(rows, "direct vs direct, mock broker: the noise", broker.address, broker.address,
-                         new_topic(broker), 10_000, args, "plain", "control")
-    # The floor: an unparsing asyncio byte pump in front of a broker of its own (same build).
-    pp, pd, cp, cd = [], [], [], []
-    for _ in range(args.repeats):
-        pump = BytePump()
-        try:
-            topic = make_topic(pump.broker.address)
-            pd.append(produce_throughput(pump.broker.address, topic, args.messages, "plain"))
-            cd.append(consume_throughput(pump.broker.address, topic, args.messages, "plain"))
-            topic = make_topic(pump.address)
-            pp.append(produce_throughput(pump.address, topic, args.messages, "plain"))
-            cp.append(consume_throughput(pump.address, topic, args.messages, "plain"))
-        finally:
-            pump.stop()
-    rows["produce [raw byte pump, no parsing]"] = ratio_row(pd, pp, None)
-    rows["consume [raw byte pump, no parsing]"] = ratio_row(cd, cp, None)
-    # Any proxy doubles the socket sends per request: the pump's added latency is the floor.
-    pump = BytePump()
-    try:
-        add_latency_rows(rows, "raw byte pump, no parsing", pump.broker.address, pump.address,
-                         make_topic(pump.broker.address), 10_000, args, "plain", "floor")
-    finally:
-        pump.stop()
+                         (topic, topic), 10_000, args, "plain", "control")
+    # Throughput's control: fresh broker against fresh broker, paired and ordered as the rows above.
+    throughput_rows(rows, "direct vs direct: the noise", throughput_pairs(fresh, None, "plain", args))
+    # The floor: an unparsing asyncio byte pump (same build). The pump's broker advertises the
+    # pump, so the direct side of its latency rows is a second fresh broker.
+    throughput_rows(rows, "raw byte pump, no parsing", throughput_pairs(fresh, "pump", "plain", args))
+    with fresh("tansu") as (direct, _), fresh("tansu", "pump") as (broker, pump):
+        add_latency_rows(rows, "raw byte pump, no parsing", direct.address, pump.address,
+                         (new_topic(direct), new_topic(broker)), 10_000, args, "plain", "floor")
     for plane in planes:
         with fresh("tansu", plane) as (_, proxy):
             rss0 = proxy.rss_mb()
@@ -521,7 +547,8 @@ def render(r: dict) -> str:
     lines = [
         "# kquota proxy: through the proxy vs direct (tansu, librdkafka, 1 KB messages)", "",
         (f"Generated {r['generated']} by `benches/bench_proxy.py` ({r['messages']} messages per throughput run, "
-         f"median of {r['repeats']} interleaved direct/proxy pairs, timed from the first message; latency: "
+         f"median of {r['repeats']} direct/proxy pairs, each run on a fresh broker, which side first alternating, "
+         "timed from the first message; latency: "
          f"{r.get('latency_pairs', 1)} interleaved direct/proxy segments of {r.get('latency_seconds', 5)} s pooled, "
          "95% intervals from resampling the pairs); "
          f"kquota {__build_profile__} build."),

@@ -181,7 +181,8 @@ def test_bench_proxy_latency_verdict_judges_the_whole_interval(tmp_path, monkeyp
     assert bench.ratio_row(base, [v * 0.7 for v in base], 0.9)["verdict"] == "NOT met"
     uneven = bench.ratio_row(base, [v * f for v, f in zip(base, (0.6, 1.0, 0.6, 1.0, 0.6, 1.0, 0.95))], 0.9)
     assert uneven["ci95"][0] < 0.9 < uneven["ci95"][1] and uneven["verdict"].startswith("unresolved")
-    assert "verdict" not in bench.ratio_row(base, base, None)
+    assert "verdict" not in bench.ratio_row(base, base, "control")
+    assert bench.ratio_row(base, base, "floor")["target"] == "floor"
 
     text = bench.render({"generated": "now", "messages": 1, "repeats": 1, "latency_pairs": 16, "latency_seconds": 1.0,
                          "machine": {"cpu_count": 2, "platform": "p", "python": "3", "loadavg_before": [0, 0, 0],
@@ -196,3 +197,56 @@ def test_bench_proxy_latency_verdict_judges_the_whole_interval(tmp_path, monkeyp
     monkeypatch.setattr(summary, "RESULTS", str(tmp_path))
     line = next(x for x in summary.proxy_lines() if x.startswith("| latency p99 [x]"))
     assert f"({lo:+.2f} to {hi:+.2f})" in line and row["verdict"] in line
+
+
+def test_bench_proxy_throughput_pairs_fresh_broker_per_run_order_alternating(monkeypatch):
+    """Each run gets a broker of its own (tansu slows as it fills), the side that runs first
+    alternates, and the CPU per MB is the relay's."""
+    import argparse
+    import contextlib
+
+    bench = _bench_module("bench_proxy")
+    opened: list[tuple] = []
+
+    class Relay:
+        address = "relay:1"
+
+        def __init__(self) -> None:
+            self.cpu = 0.0
+
+        def cpu_seconds(self) -> float:
+            self.cpu += 0.5
+            return self.cpu
+
+    class Broker:
+        address = "broker:1"
+
+    @contextlib.contextmanager
+    def fresh(kind, via=None):
+        broker = Broker()
+        opened.append((kind, via, broker))
+        yield broker, (Relay() if via else None)
+
+    calls: list[tuple] = []
+    monkeypatch.setattr(bench, "new_topic", lambda broker: f"t{id(broker)}")
+    monkeypatch.setattr(bench, "produce_throughput",
+                        lambda a, t, n, c: calls.append(("p", a, t)) or (100.0 if a == "broker:1" else 90.0))
+    monkeypatch.setattr(bench, "consume_throughput", lambda a, t, n, c: calls.append(("c", a, t)) or 50.0)
+    args = argparse.Namespace(repeats=3, messages=1000)
+    out = bench.throughput_pairs(fresh, "native", "plain", args)
+
+    assert [via for _, via, _ in opened] == [None, "native", "native", None, None, "native"]
+    assert len({id(b) for _, _, b in opened}) == 6  # a fresh broker per run
+    assert [a for k, a, _ in calls if k == "p"] == ["broker:1", "relay:1", "relay:1", "broker:1", "broker:1", "relay:1"]
+    assert all(calls[i][2] == calls[i + 1][2] for i in range(0, 12, 2))  # consumes what it produced
+    assert out["produce direct"] == [100.0] * 3 and out["produce via"] == [90.0] * 3
+    assert out["cpu_ms_per_mb"] == [0.5 * 1000 / (2 * 1000 * 1024 / 1e6)] * 3
+
+    rows: dict = {}
+    bench.throughput_rows(rows, "native, no quota", out)
+    assert abs(rows["produce [native, no quota]"]["ratio"] - 0.9) < 1e-9
+    assert rows["produce [native, no quota]"]["verdict"] == "met"
+    assert rows["consume [native, no quota]"]["target"] == ">= 0.8"
+    bench.throughput_rows(rows, "direct vs direct: the noise", out)
+    assert rows["produce [direct vs direct: the noise]"]["target"] == "control"
+    assert "verdict" not in rows["produce [direct vs direct: the noise]"]
