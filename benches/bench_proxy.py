@@ -9,10 +9,13 @@ direct and proxied runs interleaved:
 1. produce throughput (acks=1, linger 5 ms), proxy / direct (target >= 0.9);
 2. consume throughput (assign, from offset 0), proxy / direct (target >= 0.8); both timed in
    steady state (from the first acknowledged / received message: connection set-up not timed).
-   Each run has a fresh broker of its own (tansu slows as it fills, so on a shared broker the
-   second run of a pair would pay for the first), pairs alternate which side runs first, and the ratio of
-   medians comes with a 95% bootstrap interval over the pairs, judged as the latency rows are.
-   A control row measures fresh broker against fresh broker, and a floor row an unparsing
+   Each row has ``repeats`` pairs of fresh brokers, direct and proxied up at once; on each pair
+   ``segments`` produce segments alternate between the two sides, then as many consume segments
+   (a new consumer each), which side goes first alternating too. Fresh brokers because tansu
+   slows as it fills (both fill alike here); short alternating segments because this machine's
+   slow moments last a second or so and would otherwise land on one side. The ratio of medians
+   comes with a 95% bootstrap interval over the pairs, judged as the latency rows are. A
+   control row measures fresh broker against fresh broker, and a floor row an unparsing
    asyncio byte pump;
 3. produce latency at 10k msg/s (linger 0): added p50 (<= 0.3 ms) and p99 (<= 1 ms); also at
    1k msg/s, where the direct path does not queue on this machine. Direct and proxied 1 s
@@ -212,13 +215,18 @@ def new_topic(broker: Tansu | MockBroker) -> str:
     return make_topic(broker.address)
 
 
-def produce_throughput(address: str, topic: str, n: int, client_id: str) -> float:
-    """Messages per second to produce and acknowledge ``n`` 1 KB messages."""
+def producer(address: str, topic: str, client_id: str) -> Producer:
+    """A throughput producer (acks=1, linger 5 ms, room for a whole segment queued), warmed up:
+    its first message, offset 0 of ``topic``, is acknowledged (connections, metadata) untimed."""
     p = Producer({"bootstrap.servers": address, "client.id": client_id, "linger.ms": 5, "acks": 1,
                   "queue.buffering.max.messages": 200_000})
-    # Steady state: connections, metadata and the leader's first answer are not timed.
     p.produce(topic, VALUE)
     assert p.flush(30) == 0
+    return p
+
+
+def produce_segment(p: Producer, topic: str, n: int) -> float:
+    """Messages per second to produce and acknowledge ``n`` 1 KB messages with ``p``."""
     t0 = time.perf_counter()
     for _ in range(n):
         while True:
@@ -231,11 +239,14 @@ def produce_throughput(address: str, topic: str, n: int, client_id: str) -> floa
     return n / (time.perf_counter() - t0)
 
 
-def consume_throughput(address: str, topic: str, n: int, client_id: str) -> float:
+def consume_segment(address: str, topic: str, start: int, n: int, client_id: str) -> float:
+    """Messages per second to consume offsets ``start + 1 .. start + n`` with a new consumer.
+
+    Timed from the message at ``start`` (connection set-up and the first fetch not timed); a
+    consumer of its own per segment, so none prefetches while the other side is timed."""
     c = Consumer({"bootstrap.servers": address, "client.id": client_id, "group.id": client_id,
                   "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, 0, 0)])
-    # Steady state: timed from the first message (the producer's warm-up message, not counted).
+    c.assign([TopicPartition(topic, 0, start)])
     deadline = time.perf_counter() + 120
     while not [m for m in c.consume(1, 0.5) if not m.error()]:
         assert time.perf_counter() < deadline, "no message"
@@ -362,6 +373,7 @@ def ratio_row(direct: list[float], proxy: list[float], target: float | str) -> d
     lo, hi = draws[int(0.025 * len(draws))], draws[int(0.975 * len(draws)) - 1]
     row = {"direct": statistics.median(direct), "proxy": statistics.median(proxy), "unit": "msg/s",
            "ratio": ratio([1] * len(direct)), "ci95": [lo, hi], "pairs": len(direct),
+           "runs": {"direct": [round(v) for v in direct], "proxy": [round(v) for v in proxy]},
            "target": target if isinstance(target, str) else f">= {target}"}
     if not isinstance(target, str):
         row["verdict"] = verdict(lo, hi, lambda r: r >= target)
@@ -410,24 +422,49 @@ async def many_connections(port: int, count: int) -> dict:
 
 def throughput_pairs(fresh: Callable[..., contextlib.AbstractContextManager], via: str | None, client: str,
                      args: argparse.Namespace) -> dict[str, list[float]]:
-    """``args.repeats`` pairs of throughput runs: direct to a fresh tansu, and ``via`` (a data plane,
-    ``"pump"``, or None: direct again, the control) to another fresh tansu. Which side runs first
-    alternates from pair to pair. Each side produces ``args.messages`` messages to a new topic and
-    consumes them back. Returns the msg/s of each side and direction, and the relay's CPU-ms per MB."""
+    """Throughput pairs: direct to one fresh tansu against ``via`` (a data plane, ``"pump"``, or
+    None: direct again, the control) to another, both up at once, segments alternating.
+
+    ``args.repeats`` times two fresh brokers; on them ``args.segments`` pairs of produce segments
+    of ``args.messages`` messages, then as many consume segments of those messages, which side
+    goes first alternating from pair to pair. The two brokers fill alike, and short alternating
+    segments spread the machine's slow moments over both sides (as the latency rows do). Returns
+    each side's and direction's msg/s per segment, and the relay's CPU-ms per MB per block."""
     out: dict[str, list[float]] = {k: [] for k in ("produce direct", "produce via", "consume direct",
                                                    "consume via", "cpu_ms_per_mb")}
-    for i in range(args.repeats):
-        for side in ("direct", "via")[:: 1 if i % 2 == 0 else -1]:
-            with fresh("tansu", via if side == "via" else None) as (broker, relay):
-                topic = new_topic(broker)
-                address = relay.address if relay else broker.address
-                c0 = relay.cpu_seconds() if relay else 0.0
-                out[f"produce {side}"].append(produce_throughput(address, topic, args.messages, client))
-                out[f"consume {side}"].append(consume_throughput(address, topic, args.messages, client))
-                if relay:
-                    # CPU-seconds per MB moved = (CPU share) per (MB/s).
-                    out["cpu_ms_per_mb"].append((relay.cpu_seconds() - c0) * 1000 / (2 * args.messages * len(VALUE) / 1e6))
+    n, segments = args.messages, args.segments
+    for block in range(args.repeats):
+        with fresh("tansu") as (direct, _), fresh("tansu", via) as (broker, relay):
+            sides = {"direct": (direct.address, new_topic(direct)),
+                     "via": (relay.address if relay else broker.address, new_topic(broker))}
+            cpu = 0.0
+
+            def timed(side: str, measure: Callable[..., float], *how: object) -> float:
+                nonlocal cpu
+                c0 = relay.cpu_seconds() if relay and side == "via" else 0.0
+                rate = measure(*how)
+                if relay and side == "via":
+                    cpu += relay.cpu_seconds() - c0
+                return rate
+
+            producers = {side: producer(address, topic, client) for side, (address, topic) in sides.items()}
+            for i in range(segments):
+                for side in order(block * segments + i):
+                    out[f"produce {side}"].append(timed(side, produce_segment, producers[side], sides[side][1], n))
+            producers.clear()  # gone before the consume segments
+            for i in range(segments):
+                for side in order(block * segments + i):
+                    address, topic = sides[side]
+                    out[f"consume {side}"].append(timed(side, consume_segment, address, topic, i * n, n, client))
+            if relay:
+                # CPU-seconds per MB moved = (CPU share) per (MB/s).
+                out["cpu_ms_per_mb"].append(cpu * 1000 / (2 * segments * n * len(VALUE) / 1e6))
     return out
+
+
+def order(pair: int) -> tuple[str, str]:
+    """Which side goes first in pair number ``pair``: direct in even pairs, the other in odd."""
+    return ("direct", "via") if pair % 2 == 0 else ("via", "direct")
 
 
 def throughput_rows(rows: dict, label: str, runs: dict[str, list[float]]) -> None:
@@ -444,8 +481,13 @@ def throughput_rows(rows: dict, label: str, runs: dict[str, list[float]]) -> Non
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--messages", type=int, default=200_000, help="messages per throughput run (default 200000)")
-    ap.add_argument("--repeats", type=int, default=7, help="interleaved direct/proxy pairs per throughput row (default 7)")
+    ap.add_argument("--messages", type=int, default=150_000,
+                    help="messages per throughput segment (default 150000)")
+    ap.add_argument("--repeats", type=int, default=6,
+                    help="pairs of fresh brokers (direct, proxied) per throughput row (default 6)")
+    ap.add_argument("--segments", type=int, default=4,
+                    help="alternating direct/proxied produce and consume segments per pair of brokers "
+                         "(default 4): a throughput row has repeats x segments pairs")
     ap.add_argument("--latency-seconds", type=float, default=1.0,
                     help="seconds per latency segment (default 1.0)")
     ap.add_argument("--latency-pairs", type=int, default=24,
@@ -517,7 +559,7 @@ def main() -> None:
     result = {
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                     "loadavg_before": load_before, "loadavg_after": load_after},
-        "messages": args.messages, "repeats": args.repeats, "latency_pairs": args.latency_pairs,
+        "messages": args.messages, "repeats": args.repeats, "segments": args.segments, "latency_pairs": args.latency_pairs,
         "latency_seconds": args.latency_seconds, "proxy_exit_code": codes, "rows": rows,
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -546,9 +588,9 @@ def render(r: dict) -> str:
     m = r["machine"]
     lines = [
         "# kquota proxy: through the proxy vs direct (tansu, librdkafka, 1 KB messages)", "",
-        (f"Generated {r['generated']} by `benches/bench_proxy.py` ({r['messages']} messages per throughput run, "
-         f"median of {r['repeats']} direct/proxy pairs, each run on a fresh broker, which side first alternating, "
-         "timed from the first message; latency: "
+        (f"Generated {r['generated']} by `benches/bench_proxy.py` ({r['messages']} messages per throughput "
+         f"segment, median of {r['repeats'] * r.get('segments', 1)} direct/proxied segment pairs, alternating, on "
+         f"{r['repeats']} pairs of fresh brokers, timed from the first message; latency: "
          f"{r.get('latency_pairs', 1)} interleaved direct/proxy segments of {r.get('latency_seconds', 5)} s pooled, "
          "95% intervals from resampling the pairs); "
          f"kquota {__build_profile__} build."),

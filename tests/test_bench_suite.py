@@ -199,53 +199,77 @@ def test_bench_proxy_latency_verdict_judges_the_whole_interval(tmp_path, monkeyp
     assert f"({lo:+.2f} to {hi:+.2f})" in line and row["verdict"] in line
 
 
-def test_bench_proxy_throughput_pairs_fresh_broker_per_run_order_alternating(monkeypatch):
-    """Each run gets a broker of its own (tansu slows as it fills), the side that runs first
-    alternates, and the CPU per MB is the relay's."""
+def test_bench_proxy_throughput_pairs_alternate_segments_on_fresh_brokers(monkeypatch):
+    """Each block has two fresh brokers up at once, segments alternate which side goes first
+    (produce, then consume of the same offsets), and the CPU per MB is the relay's, over its own
+    segments only."""
     import argparse
     import contextlib
 
     bench = _bench_module("bench_proxy")
     opened: list[tuple] = []
+    cpu = [0.0]
 
     class Relay:
         address = "relay:1"
 
-        def __init__(self) -> None:
-            self.cpu = 0.0
-
         def cpu_seconds(self) -> float:
-            self.cpu += 0.5
-            return self.cpu
+            return cpu[0]
 
     class Broker:
-        address = "broker:1"
+        def __init__(self, n: int) -> None:
+            self.address = f"broker:{n}"
 
     @contextlib.contextmanager
     def fresh(kind, via=None):
-        broker = Broker()
+        broker = Broker(len(opened))
         opened.append((kind, via, broker))
         yield broker, (Relay() if via else None)
 
+    class FakeProducer:
+        def __init__(self, address: str) -> None:
+            self.address = address
+
     calls: list[tuple] = []
-    monkeypatch.setattr(bench, "new_topic", lambda broker: f"t{id(broker)}")
-    monkeypatch.setattr(bench, "produce_throughput",
-                        lambda a, t, n, c: calls.append(("p", a, t)) or (100.0 if a == "broker:1" else 90.0))
-    monkeypatch.setattr(bench, "consume_throughput", lambda a, t, n, c: calls.append(("c", a, t)) or 50.0)
-    args = argparse.Namespace(repeats=3, messages=1000)
+
+    def produce_segment(p, topic, n):
+        calls.append(("p", p.address, topic))
+        cpu[0] += 0.25 if p.address == "relay:1" else 0.0  # only the relay's own segments cost it
+        return 100.0 if p.address.startswith("broker") else 90.0
+
+    def consume_segment(address, topic, start, n, client):
+        calls.append(("c", address, topic, start))
+        cpu[0] += 0.25 if address == "relay:1" else 0.0
+        return 50.0 if address.startswith("broker") else 45.0
+
+    monkeypatch.setattr(bench, "new_topic", lambda broker: f"t-{broker.address}")
+    monkeypatch.setattr(bench, "producer", lambda address, topic, client: FakeProducer(address))
+    monkeypatch.setattr(bench, "produce_segment", produce_segment)
+    monkeypatch.setattr(bench, "consume_segment", consume_segment)
+    args = argparse.Namespace(repeats=2, segments=3, messages=1000)
     out = bench.throughput_pairs(fresh, "native", "plain", args)
 
-    assert [via for _, via, _ in opened] == [None, "native", "native", None, None, "native"]
-    assert len({id(b) for _, _, b in opened}) == 6  # a fresh broker per run
-    assert [a for k, a, _ in calls if k == "p"] == ["broker:1", "relay:1", "relay:1", "broker:1", "broker:1", "relay:1"]
-    assert all(calls[i][2] == calls[i + 1][2] for i in range(0, 12, 2))  # consumes what it produced
-    assert out["produce direct"] == [100.0] * 3 and out["produce via"] == [90.0] * 3
-    assert out["cpu_ms_per_mb"] == [0.5 * 1000 / (2 * 1000 * 1024 / 1e6)] * 3
+    assert [(k, via) for k, via, _ in opened] == [("tansu", None), ("tansu", "native")] * 2
+    assert len({id(b) for _, _, b in opened}) == 4  # fresh brokers per block
+    # Pair k: direct first when k is even; the second block continues the count (pairs 3-5).
+    first = [c[1] for c in calls if c[0] == "p"][::2]
+    assert first == ["broker:0", "relay:1", "broker:0", "relay:1", "broker:2", "relay:1"]
+    # Each consume segment reads back its produce segment's offsets, after the warm-up message.
+    starts = [(c[1], c[3]) for c in calls if c[0] == "c"][:6]
+    assert sorted(starts) == sorted([("broker:0", 0), ("relay:1", 0), ("broker:0", 1000), ("relay:1", 1000),
+                                     ("broker:0", 2000), ("relay:1", 2000)])
+    # The relay's segments go to the topic on the relay's broker (block 1: broker 1, block 2: broker 3).
+    assert {c[2] for c in calls[:12] if c[1] == "relay:1"} == {"t-broker:1"}
+    assert {c[2] for c in calls[12:] if c[1] == "relay:1"} == {"t-broker:3"}
+    assert out["produce direct"] == [100.0] * 6 and out["produce via"] == [90.0] * 6
+    assert out["consume via"] == [45.0] * 6
+    # 6 relay segments x 0.25 s over 2 x 3 x 1000 KB messages, per block.
+    assert out["cpu_ms_per_mb"] == [pytest.approx(1.5 * 1000 / (2 * 3 * 1000 * 1024 / 1e6))] * 2
 
     rows: dict = {}
     bench.throughput_rows(rows, "native, no quota", out)
     assert abs(rows["produce [native, no quota]"]["ratio"] - 0.9) < 1e-9
-    assert rows["produce [native, no quota]"]["verdict"] == "met"
+    assert rows["produce [native, no quota]"]["verdict"] == "met" and rows["produce [native, no quota]"]["pairs"] == 6
     assert rows["consume [native, no quota]"]["target"] == ">= 0.8"
     bench.throughput_rows(rows, "direct vs direct: the noise", out)
     assert rows["produce [direct vs direct: the noise]"]["target"] == "control"
