@@ -271,6 +271,6 @@ def test_bench_proxy_throughput_pairs_alternate_segments_on_fresh_brokers(monkey
     assert abs(rows["produce [native, no quota]"]["ratio"] - 0.9) < 1e-9
     assert rows["produce [native, no quota]"]["verdict"] == "met" and rows["produce [native, no quota]"]["pairs"] == 6
     assert rows["consume [native, no quota]"]["target"] == ">= 0.8"
-    bench.throughput_rows(rows, "direct vs direct: the noise", out)
+    bench.throughput_rows(rows, "direct vs direct: the noise", out, "control")
     assert rows["produce [direct vs direct: the noise]"]["target"] == "control"
     assert "verdict" not in rows["produce [direct vs direct: the noise]"]
