@@ -28,7 +28,12 @@ direct and proxied runs interleaved:
    run again in front of librdkafka's mock cluster broker, which has no such pauses. Control
    rows measure direct against direct the same way, on each broker: the measurement's own noise;
 4. 1,000 concurrent client connections, each answered (Metadata) while all are open;
-5. proxy CPU per MB/s of traffic (from the proxy process's utime + stime).
+5. proxy CPU per MB/s of traffic (from the proxy process's utime + stime);
+6. the broker's wake-ups per MB produced, direct and through the relay: its threads' voluntary
+   context switches over each produce segment (from /proc). tansu reads a connection's requests
+   one at a time and sleeps while one is incomplete, so this counts how many pieces the relay
+   hands a request over in. The report's header names the machine's TCP congestion control
+   (every socket here uses the default), which paces how those pieces leave.
 
 Rows 1-3 run twice: with no quota, and with a (non-binding) quota on the client, whose requests
 then take a quota'd client's path (throttle computed against the bound, Fetch max bytes capped to
@@ -426,6 +431,26 @@ async def many_connections(port: int, count: int) -> dict:
     return {"connections": count, "answered": ok, "open_s": opened, "all_answered_s": answered}
 
 
+def broker_switches(broker: Tansu) -> dict[str, int]:
+    """The broker process's voluntary context switches, by thread: each one a thread that ran out
+    of work and slept until woken (by a socket's data, a timer, another thread)."""
+    counts = {}
+    task = f"/proc/{broker.proc.pid}/task"
+    for tid in os.listdir(task):
+        try:
+            with open(f"{task}/{tid}/status") as f:
+                counts[tid] = next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches"))
+        except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
+            pass
+    return counts
+
+
+def switches_since(before: dict[str, int], after: dict[str, int]) -> int:
+    """Context switches between two ``broker_switches`` readings, over the threads alive at the
+    second (a thread that ended meanwhile takes its count with it; a new one counts from 0)."""
+    return sum(n - before.get(tid, 0) for tid, n in after.items())
+
+
 def throughput_pairs(fresh: Callable[..., contextlib.AbstractContextManager], via: str | None, client: str,
                      args: argparse.Namespace) -> dict[str, list[float]]:
     """Throughput pairs: direct to one fresh tansu against ``via`` (a data plane, ``"pump"``, or
@@ -435,14 +460,18 @@ def throughput_pairs(fresh: Callable[..., contextlib.AbstractContextManager], vi
     of ``args.messages`` messages, then as many consume segments of those messages, which side
     goes first alternating from pair to pair. The two brokers fill alike, and short alternating
     segments spread the machine's slow moments over both sides (as the latency rows do). Returns
-    each side's and direction's msg/s per segment, and the relay's CPU-ms per MB per block."""
+    each side's and direction's msg/s per segment, its broker's wake-ups per MB per produce
+    segment, and the relay's CPU-ms per MB per block."""
     out: dict[str, list[float]] = {k: [] for k in ("produce direct", "produce via", "consume direct",
-                                                   "consume via", "cpu_ms_per_mb")}
+                                                   "consume via", "wakeups direct", "wakeups via",
+                                                   "cpu_ms_per_mb")}
     n, segments = args.messages, args.segments
+    mb = n * len(VALUE) / 1e6
     for block in range(args.repeats):
         with fresh("tansu") as (direct, _), fresh("tansu", via) as (broker, relay):
             sides = {"direct": (direct.address, new_topic(direct)),
                      "via": (relay.address if relay else broker.address, new_topic(broker))}
+            brokers = {"direct": direct, "via": broker}
             cpu = 0.0
 
             def timed(side: str, measure: Callable[..., float], *how: object) -> float:
@@ -456,7 +485,9 @@ def throughput_pairs(fresh: Callable[..., contextlib.AbstractContextManager], vi
             producers = {side: producer(address, topic, client) for side, (address, topic) in sides.items()}
             for i in range(segments):
                 for side in order(block * segments + i):
+                    w0 = broker_switches(brokers[side])
                     out[f"produce {side}"].append(timed(side, produce_segment, producers[side], sides[side][1], n))
+                    out[f"wakeups {side}"].append(switches_since(w0, broker_switches(brokers[side])) / mb)
             producers.clear()  # gone before the consume segments
             for i in range(segments):
                 for side in order(block * segments + i):
@@ -464,7 +495,7 @@ def throughput_pairs(fresh: Callable[..., contextlib.AbstractContextManager], vi
                     out[f"consume {side}"].append(timed(side, consume_segment, address, topic, i * n, n, client))
             if relay:
                 # CPU-seconds per MB moved = (CPU share) per (MB/s).
-                out["cpu_ms_per_mb"].append(cpu * 1000 / (2 * segments * n * len(VALUE) / 1e6))
+                out["cpu_ms_per_mb"].append(cpu * 1000 / (2 * segments * mb))
     return out
 
 
@@ -474,11 +505,17 @@ def order(pair: int) -> tuple[str, str]:
 
 
 def throughput_rows(rows: dict, label: str, runs: dict[str, list[float]], kind: str | None = None) -> None:
-    """The produce, consume (and, for a relay, CPU per MB) rows of ``runs`` (``throughput_pairs``);
+    """The produce, consume, broker wake-ups (and, for a relay, CPU per MB) rows of ``runs``
+    (``throughput_pairs``);
     ``kind`` None: judged against the issue's targets, else "control" or "floor"."""
     for direction, target in (("produce", 0.9), ("consume", 0.8)):
         rows[f"{direction} [{label}]"] = ratio_row(runs[f"{direction} direct"], runs[f"{direction} via"],
                                                    kind or target)
+    if runs["wakeups via"]:
+        direct = statistics.median(runs["wakeups direct"])
+        rows[f"broker wake-ups per MB produced [{label}]"] = {
+            "value": statistics.median(runs["wakeups via"]), "direct_value": direct, "unit": "per MB",
+            "note": f"direct: {direct:.2f}; the broker's voluntary context switches, median over the produce segments"}
     if runs["cpu_ms_per_mb"]:
         rows[f"{'relay' if kind else 'proxy'} CPU per MB [{label}]"] = {
             "value": statistics.median(runs["cpu_ms_per_mb"]), "unit": "CPU-ms per MB",
@@ -565,7 +602,8 @@ def main() -> None:
     load_after = os.getloadavg()
     result = {
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg_before": load_before, "loadavg_after": load_after},
+                    "loadavg_before": load_before, "loadavg_after": load_after,
+                    "tcp_congestion_control": congestion_control()},
         "messages": args.messages, "repeats": args.repeats, "segments": args.segments, "latency_pairs": args.latency_pairs,
         "latency_seconds": args.latency_seconds, "proxy_exit_code": codes, "rows": rows,
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -578,6 +616,16 @@ def main() -> None:
             json.dump(result, f, indent=2)
         with open(os.path.join(out, "proxy.md"), "w") as f:
             f.write(md)
+
+
+def congestion_control() -> str:
+    """The machine's default TCP congestion control (every socket here uses it: client, proxy and
+    broker set none of their own), or "unknown" off Linux."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"
 
 
 def value_text(row: dict) -> str:
@@ -603,7 +651,8 @@ def render(r: dict) -> str:
          f"kquota {__build_profile__} build."),
         (f"Machine: {m['cpu_count']} CPUs, {m['platform']}, Python {m['python']}; load average before "
          f"{m['loadavg_before'][0]:.2f}, after {m['loadavg_after'][0]:.2f} (the machine is shared: broker, client "
-         "and proxy compete for the same 2 cores, and other jobs ran)."), "",
+         "and proxy compete for the same 2 cores, and other jobs ran); TCP congestion control "
+         f"{m.get('tcp_congestion_control', 'unknown')}."), "",
         "| row | direct | proxy | ratio / added | target | |", "|---|---:|---:|---:|---|---|",
     ]
     for key, row in r["rows"].items():

@@ -345,7 +345,8 @@ def proxy_lines() -> list:
             lines.append(f"| {key} | {row['direct']:.3f} ms | {row['proxy']:.3f} ms | {row['added']:+.3f} ms{ci} | "
                          f"{row['target']} | {verdict} |")
         elif "value" in row:
-            lines.append(f"| {key} | | {row['value']:.2f} {row['unit']} | | | |")
+            direct = f"{row['direct_value']:.2f} {row['unit']}" if "direct_value" in row else ""
+            lines.append(f"| {key} | {direct} | {row['value']:.2f} {row['unit']} | | | |")
         elif "answered" in row:
             lines.append(f"| {key} | | {row['answered']} / {row['connections']} answered | | all at once | |")
     return lines + [""]

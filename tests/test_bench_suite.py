@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -199,7 +200,7 @@ def test_bench_proxy_latency_verdict_judges_the_whole_interval(tmp_path, monkeyp
     assert f"({lo:+.2f} to {hi:+.2f})" in line and row["verdict"] in line
 
 
-def test_bench_proxy_throughput_pairs_alternate_segments_on_fresh_brokers(monkeypatch):
+def test_bench_proxy_throughput_pairs_alternate_segments_on_fresh_brokers(tmp_path, monkeypatch):
     """Each block has two fresh brokers up at once, segments alternate which side goes first
     (produce, then consume of the same offsets), and the CPU per MB is the relay's, over its own
     segments only."""
@@ -231,10 +232,13 @@ def test_bench_proxy_throughput_pairs_alternate_segments_on_fresh_brokers(monkey
             self.address = address
 
     calls: list[tuple] = []
+    woken: dict[str, int] = {}  # voluntary context switches per broker address
 
     def produce_segment(p, topic, n):
         calls.append(("p", p.address, topic))
         cpu[0] += 0.25 if p.address == "relay:1" else 0.0  # only the relay's own segments cost it
+        behind = topic[2:]  # the topic's broker ("t-broker:N")
+        woken[behind] = woken.get(behind, 0) + (16 if p.address == "relay:1" else 10)
         return 100.0 if p.address.startswith("broker") else 90.0
 
     def consume_segment(address, topic, start, n, client):
@@ -246,6 +250,7 @@ def test_bench_proxy_throughput_pairs_alternate_segments_on_fresh_brokers(monkey
     monkeypatch.setattr(bench, "producer", lambda address, topic, client: FakeProducer(address))
     monkeypatch.setattr(bench, "produce_segment", produce_segment)
     monkeypatch.setattr(bench, "consume_segment", consume_segment)
+    monkeypatch.setattr(bench, "broker_switches", lambda broker: {"1": woken.get(broker.address, 0)})
     args = argparse.Namespace(repeats=2, segments=3, messages=1000)
     out = bench.throughput_pairs(fresh, "native", "plain", args)
 
@@ -265,12 +270,50 @@ def test_bench_proxy_throughput_pairs_alternate_segments_on_fresh_brokers(monkey
     assert out["consume via"] == [45.0] * 6
     # 6 relay segments x 0.25 s over 2 x 3 x 1000 KB messages, per block.
     assert out["cpu_ms_per_mb"] == [pytest.approx(1.5 * 1000 / (2 * 3 * 1000 * 1024 / 1e6))] * 2
+    # Each produce segment's wake-ups are its own broker's, per MB (1000 x 1 KB: 1.024 MB).
+    assert out["wakeups direct"] == [pytest.approx(10 / 1.024)] * 6
+    assert out["wakeups via"] == [pytest.approx(16 / 1.024)] * 6
 
     rows: dict = {}
     bench.throughput_rows(rows, "native, no quota", out)
     assert abs(rows["produce [native, no quota]"]["ratio"] - 0.9) < 1e-9
     assert rows["produce [native, no quota]"]["verdict"] == "met" and rows["produce [native, no quota]"]["pairs"] == 6
     assert rows["consume [native, no quota]"]["target"] == ">= 0.8"
+    wake = rows["broker wake-ups per MB produced [native, no quota]"]
+    assert wake["value"] == pytest.approx(16 / 1.024) and wake["direct_value"] == pytest.approx(10 / 1.024)
     bench.throughput_rows(rows, "direct vs direct: the noise", out, "control")
     assert rows["produce [direct vs direct: the noise]"]["target"] == "control"
     assert "verdict" not in rows["produce [direct vs direct: the noise]"]
+
+    # Both reports show the two sides' wake-ups; proxy.md names the congestion control.
+    text = bench.render({"generated": "now", "messages": 1, "repeats": 1, "rows": {"w [x]": wake},
+                         "machine": {"cpu_count": 2, "platform": "p", "python": "3", "loadavg_before": [0, 0, 0],
+                                     "loadavg_after": [0, 0, 0], "tcp_congestion_control": "bbr"},
+                         "proxy_exit_code": {}})
+    assert "TCP congestion control bbr." in text
+    assert f"| w [x] | {16 / 1.024:.2f} per MB | direct: {10 / 1.024:.2f};" in text
+    (tmp_path / "proxy.json").write_text(json.dumps({"generated": "now", "rows": {"w [x]": wake}}))
+    summary = _bench_module("summary")
+    monkeypatch.setattr(summary, "RESULTS", str(tmp_path))
+    assert f"| w [x] | {10 / 1.024:.2f} per MB | {16 / 1.024:.2f} per MB |" in summary.proxy_lines()[4]
+
+
+def test_bench_proxy_broker_switches_counts_a_real_process_sleeping():
+    """The wake-ups are read from /proc for every thread of the process: a thread's sleeps
+    (voluntary context switches) count, on its own thread; a new thread counts from 0."""
+    import threading
+    import types
+
+    bench = _bench_module("bench_proxy")
+    me = types.SimpleNamespace(proc=types.SimpleNamespace(pid=os.getpid()))
+    stop = threading.Event()
+    before = bench.broker_switches(me)
+    worker = threading.Thread(target=lambda: [time.sleep(0.001) for _ in iter(lambda: stop.is_set(), True)])
+    worker.start()
+    time.sleep(0.05)
+    during = bench.broker_switches(me)
+    stop.set()
+    worker.join()
+    assert str(worker.native_id) in during and str(worker.native_id) not in before
+    assert bench.switches_since(before, during) >= 10  # most of the worker's ~40 sleeps
+    assert bench.switches_since(during, during) == 0
