@@ -35,6 +35,11 @@ direct and proxied runs interleaved:
    hands a request over in. The report's header names the machine's TCP congestion control
    (every socket here uses the default), which paces how those pieces leave.
 
+Rows 1-2 also run once with the broker on a core of its own (its threads pinned to one CPU, the
+client's and the proxy's to the other), as when the broker has a host of its own: on 2 shared
+cores the proxy's CPU time otherwise lands partly on the broker's core, and tansu is the
+bottleneck of produce. A control row measures direct against direct the same way.
+
 Rows 1-3 run twice: with no quota, and with a (non-binding) quota on the client, whose requests
 then take a quota'd client's path (throttle computed against the bound, Fetch max bytes capped to
 the quota window) without ever being throttled. Every row is measured for each
@@ -451,15 +456,45 @@ def switches_since(before: dict[str, int], after: dict[str, int]) -> int:
     return sum(n - before.get(tid, 0) for tid, n in after.items())
 
 
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of process ``pid`` onto ``cpus`` (threads started later inherit it from theirs)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+            os.sched_setaffinity(int(tid), cpus)
+
+
+def own_cores() -> tuple[int, int] | None:
+    """The broker's core and everyone else's: this process's first two usable CPUs (None with fewer)."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    return (cpus[0], cpus[1]) if len(cpus) >= 2 else None
+
+
+@contextlib.contextmanager
+def broker_core(brokers: Iterable[Tansu], relay: Relay | None, cores: tuple[int, int]) -> Iterator[None]:
+    """The brokers' threads on ``cores[0]``; the relay's and this process's (the client's, and the
+    librdkafka threads it starts meanwhile) on ``cores[1]``; this process's CPUs restored after."""
+    mine = os.sched_getaffinity(0)
+    try:
+        for b in brokers:
+            pin(b.proc.pid, {cores[0]})
+        if relay is not None:
+            pin(relay.proc.pid, {cores[1]})
+        os.sched_setaffinity(0, {cores[1]})
+        yield
+    finally:
+        os.sched_setaffinity(0, mine)
+
+
 def throughput_pairs(fresh: Callable[..., contextlib.AbstractContextManager], via: str | None, client: str,
-                     args: argparse.Namespace) -> dict[str, list[float]]:
+                     args: argparse.Namespace, cores: tuple[int, int] | None = None) -> dict[str, list[float]]:
     """Throughput pairs: direct to one fresh tansu against ``via`` (a data plane, ``"pump"``, or
     None: direct again, the control) to another, both up at once, segments alternating.
 
     ``args.repeats`` times two fresh brokers; on them ``args.segments`` pairs of produce segments
     of ``args.messages`` messages, then as many consume segments of those messages, which side
     goes first alternating from pair to pair. The two brokers fill alike, and short alternating
-    segments spread the machine's slow moments over both sides (as the latency rows do). Returns
+    segments spread the machine's slow moments over both sides (as the latency rows do). With
+    ``cores``, the brokers run on a core of their own (``broker_core``). Returns
     each side's and direction's msg/s per segment, its broker's wake-ups per MB per produce
     segment, and the relay's CPU-ms per MB per block."""
     out: dict[str, list[float]] = {k: [] for k in ("produce direct", "produce via", "consume direct",
@@ -468,7 +503,11 @@ def throughput_pairs(fresh: Callable[..., contextlib.AbstractContextManager], vi
     n, segments = args.messages, args.segments
     mb = n * len(VALUE) / 1e6
     for block in range(args.repeats):
-        with fresh("tansu") as (direct, _), fresh("tansu", via) as (broker, relay):
+        with contextlib.ExitStack() as stack:
+            direct, _ = stack.enter_context(fresh("tansu"))
+            broker, relay = stack.enter_context(fresh("tansu", via))
+            if cores:
+                stack.enter_context(broker_core((direct, broker), relay, cores))
             sides = {"direct": (direct.address, new_topic(direct)),
                      "via": (relay.address if relay else broker.address, new_topic(broker))}
             brokers = {"direct": direct, "via": broker}
@@ -586,6 +625,13 @@ def main() -> None:
                          (topic, topic), 10_000, args, "plain", "control")
     # Throughput's control: fresh broker against fresh broker, paired and ordered as the rows above.
     throughput_rows(rows, "direct vs direct: the noise", throughput_pairs(fresh, None, "plain", args), "control")
+    # The broker on a core of its own, as on a host of its own: the first plane, and its control.
+    cores = own_cores()
+    if cores and planes:
+        throughput_rows(rows, f"{planes[0]}, no quota, broker on its own core",
+                        throughput_pairs(fresh, planes[0], "plain", args, cores))
+        throughput_rows(rows, "direct vs direct, broker on its own core: the noise",
+                        throughput_pairs(fresh, None, "plain", args, cores), "control")
     # The floor: an unparsing asyncio byte pump (same build). The pump's broker advertises the
     # pump, so the direct side of its latency rows is a second fresh broker.
     throughput_rows(rows, "raw byte pump, no parsing", throughput_pairs(fresh, "pump", "plain", args), "floor")

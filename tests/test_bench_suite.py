@@ -317,3 +317,33 @@ def test_bench_proxy_broker_switches_counts_a_real_process_sleeping():
     assert str(worker.native_id) in during and str(worker.native_id) not in before
     assert bench.switches_since(before, during) >= 10  # most of the worker's ~40 sleeps
     assert bench.switches_since(during, during) == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two usable CPUs")
+def test_bench_proxy_broker_core_pins_the_broker_apart_and_restores_this_process():
+    """Inside ``broker_core`` every thread of the broker runs on the first core and the relay's and
+    this process's on the second; afterwards this process has its CPUs back."""
+    import types
+
+    bench = _bench_module("bench_proxy")
+    cores = bench.own_cores()
+    assert cores is not None and cores[0] != cores[1]
+    mine = os.sched_getaffinity(0)
+    threaded = "import threading, time; threading.Thread(target=time.sleep, args=(30,)).start(); time.sleep(30)"
+    procs = [subprocess.Popen([sys.executable, "-c", threaded]) for _ in range(2)]
+    try:
+        time.sleep(0.3)  # the broker's second thread is up
+        broker, relay = (types.SimpleNamespace(proc=p) for p in procs)
+        assert len(os.listdir(f"/proc/{procs[0].pid}/task")) == 2
+        with bench.broker_core([broker], relay, cores):
+            for tid in os.listdir(f"/proc/{procs[0].pid}/task"):
+                assert os.sched_getaffinity(int(tid)) == {cores[0]}
+            for tid in os.listdir(f"/proc/{procs[1].pid}/task"):
+                assert os.sched_getaffinity(int(tid)) == {cores[1]}
+            assert os.sched_getaffinity(0) == {cores[1]}
+        assert os.sched_getaffinity(0) == mine
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
