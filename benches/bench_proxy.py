@@ -33,7 +33,7 @@ direct and proxied runs interleaved:
    context switches over each produce segment (from /proc). tansu reads a connection's requests
    one at a time and sleeps while one is incomplete, so this counts how many pieces the relay
    hands a request over in. The report's header names the machine's TCP congestion control
-   (every socket here uses the default), which paces how those pieces leave.
+   (every socket here uses the default).
 
 Rows 1-2 also run once with the broker on a core of its own (its threads pinned to one CPU, the
 client's and the proxy's to the other), as when the broker has a host of its own: on 2 shared
@@ -545,8 +545,8 @@ def order(pair: int) -> tuple[str, str]:
 
 def throughput_rows(rows: dict, label: str, runs: dict[str, list[float]], kind: str | None = None) -> None:
     """The produce, consume, broker wake-ups (and, for a relay, CPU per MB) rows of ``runs``
-    (``throughput_pairs``);
-    ``kind`` None: judged against the issue's targets, else "control" or "floor"."""
+    (``throughput_pairs``); ``kind`` None: judged against the issue's targets, else "control" or
+    "floor"."""
     for direction, target in (("produce", 0.9), ("consume", 0.8)):
         rows[f"{direction} [{label}]"] = ratio_row(runs[f"{direction} direct"], runs[f"{direction} via"],
                                                    kind or target)
@@ -697,7 +697,8 @@ def render(r: dict) -> str:
          f"kquota {__build_profile__} build."),
         (f"Machine: {m['cpu_count']} CPUs, {m['platform']}, Python {m['python']}; load average before "
          f"{m['loadavg_before'][0]:.2f}, after {m['loadavg_after'][0]:.2f} (the machine is shared: broker, client "
-         "and proxy compete for the same 2 cores, and other jobs ran); TCP congestion control "
+         "and proxy compete for the same 2 cores except in the rows with the broker on its own core, and "
+         "other jobs ran); TCP congestion control "
          f"{m.get('tcp_congestion_control', 'unknown')}."), "",
         "| row | direct | proxy | ratio / added | target | |", "|---|---:|---:|---:|---|---|",
     ]
