@@ -292,6 +292,19 @@ def test_max_value_in_quota_window(env):
     assert qm3.max_value_in_quota_window(env.qt, U, C) == 0.0
 
 
+def test_time_at_quota_ms_is_value_over_the_limit(make_qm, kq):
+    """The proxy's mute after a Fetch response larger than the quota window: value / limit."""
+    qm = make_qm(window_num=2)
+    qm.alter_client_quotas([({"client-id": "c"}, {"consumer_byte_rate": 300_000})])
+    h = qm.client("ANONYMOUS", "c")
+    assert h.time_at_quota_ms(kq.ClientQuotaType.FETCH, 990_000) == 3300
+    assert h.time_at_quota_ms("FETCH", 1) == 0  # 1/300 ms, rounded like Kafka's throttles
+    assert qm.client("ANONYMOUS", "free").time_at_quota_ms("FETCH", 10**9) == 0  # unlimited
+    # The same limit the window cap uses (a user quota here).
+    qm.alter_client_quotas([({"user": "u"}, {"consumer_byte_rate": 1000})])
+    assert qm.client("u", "x").time_at_quota_ms("FETCH", 2500) == 2500
+
+
 def test_sensor_idle_for_an_hour_behaves_like_a_fresh_one(env):
     qm = env.make()
     env.set(qm, CLIENT_DEFAULT, 1000)

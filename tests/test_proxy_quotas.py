@@ -224,3 +224,89 @@ def test_acks0_producer_is_muted_without_responses(broker, data_plane):
     finally:
         proxy.stop()
         qm.close()
+
+
+def bursts(events: list[tuple[float, int]], gap: float = 0.5) -> list[tuple[float, int]]:
+    """(start, bytes) of each run of deliveries with no pause longer than ``gap`` seconds."""
+    out: list[tuple[float, int]] = []
+    last = None
+    for t, n in sorted(events):
+        if last is None or t - last > gap:
+            out.append((t, n))
+        else:
+            out[-1] = (out[-1][0], out[-1][1] + n)
+        last = t
+    return out
+
+
+def test_responses_larger_than_the_quota_window_track_the_quota(broker, data_plane):
+    """A consumer whose every Fetch response is larger than the quota window (here one 1 MB
+    batch against 300 KB: tansu, as Kafka's KIP-74 first batch, answers at least one whole
+    batch) is still served, and muted until the quota has allowed each response, so its
+    long-run rate tracks the quota. Kafka's throttle alone (topped up to samples - 1 windows)
+    let it through at 1.4x."""
+    qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
+    quota = 300_000
+    qm.alter_client_quotas([({"client-id": "big-batches"}, {"consumer_byte_rate": quota})])
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane=data_plane)
+    try:
+        topic = make_topic(proxy.address)
+        p = Producer({"bootstrap.servers": broker.address, "linger.ms": 100, "batch.size": 1_000_000})
+        for _ in range(8_000):  # ~1 MB batches, written straight to the broker
+            while True:
+                try:
+                    p.produce(topic, VALUE)
+                    break
+                except BufferError:
+                    p.poll(0.05)
+            p.poll(0)
+        assert p.flush(30) == 0
+        meter, stop = Meter(), threading.Event()
+        # librdkafka's default fetch sizes: each response is one ~1 MB batch.
+        t = threading.Thread(target=consume_loop, args=(proxy.address, topic, "big-batches", meter, stop, {}))
+        t.start()
+        time.sleep(14)
+        stop.set()
+        t.join(30)
+        runs = bursts(meter.events)
+        assert len(runs) >= 4, runs
+        assert all(n > quota * (WINDOW_NUM - 1) for _, n in runs[:-1]), runs  # each over the window
+        # Bytes delivered before the last burst, over the time they took.
+        rate = sum(n for _, n in runs[:-1]) / (runs[-1][0] - runs[0][0])
+        assert 0.8 * quota <= rate <= 1.2 * quota, (rate, runs)
+        # Each response carried its mute: the time the quota takes to allow ~1 MB.
+        assert meter.throttles and max(meter.throttles) >= 0.8 * 1000 * runs[0][1] / quota, meter.throttles
+    finally:
+        proxy.stop()
+        qm.close()
+
+
+def test_client_ignoring_throttle_time_is_held_to_its_quota_by_the_mute(broker, data_plane):
+    """kafka-python told it talks to a 1.0 broker ignores throttle_time_ms (client-side
+    throttling is for 2.0+ brokers, KIP-219): only the proxy's mute slows it, and its long-run
+    produce rate tracks the quota."""
+    import kafka
+
+    qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
+    quota = 200_000
+    qm.alter_client_quotas([({"client-id": "old-client"}, {"producer_byte_rate": quota})])
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane=data_plane)
+    try:
+        topic = make_topic(proxy.address)
+        p = kafka.KafkaProducer(bootstrap_servers=proxy.address, client_id="old-client", api_version=(1, 0),
+                                linger_ms=5, batch_size=16384)
+        meter, pending = Meter(), []
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 10:
+            f = p.send(topic, VALUE)
+            f.add_callback(lambda _md: meter.add(len(VALUE)))
+            pending.append(f)
+            if len(pending) > 200:  # kafka-python buffers without bound otherwise
+                pending.pop(0).get(timeout=30)
+        p.close(timeout=30)
+        rate = meter.rate(t0 + 2, t0 + 10)  # after the first window's burst
+        assert 0.8 * quota <= rate <= 1.2 * quota, rate
+        assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "ANONYMOUS", "old-client") > 0
+    finally:
+        proxy.stop()
+        qm.close()

@@ -223,11 +223,13 @@ async def fetch(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> No
         if log.isEnabledFor(logging.DEBUG):
             log.debug("fetch v%d by %r: %d bytes, max bytes %d, throttle %d ms", v, h.client_id, size,
                       max_bytes, throttle)
-        if throttle > 0 and size > cap:
+        if size > cap:
             # Larger than the whole quota window allows: Kafka's empty answer would be repeated
-            # forever (the same data comes back every time; also a KIP-74 first batch above
-            # max bytes, or a broker that overshoots max bytes). Deliver it, keep it recorded
-            # and mute: the long-run rate still tracks the quota.
+            # forever (the same data comes back every time; a KIP-74 first batch above max
+            # bytes, or a broker that overshoots them). Deliver it, keep it recorded and mute
+            # until the quota has allowed it: Kafka's throttle alone counts samples - 1 windows
+            # the client never waited, and let such a consumer through at up to 1.5x its quota.
+            throttle = max(throttle, handle.time_at_quota_ms(FETCH, size))
             conn.server.log_request(conn, h.client_id, FETCH, size)
             return "patch", None, throttle
         if throttle > 0:

@@ -72,13 +72,20 @@ pub async fn on_response(
     }
     let bandwidth = conn.record(&fs.handle, ClientQuotaType::Fetch, size as f64);
     let ns = fwd.ns + t0.elapsed().as_nanos() as u64;
-    let throttle = bandwidth.max(conn.request_throttle(FETCH, Some(&fs.handle), ns));
+    let mut throttle = bandwidth.max(conn.request_throttle(FETCH, Some(&fs.handle), ns));
     let rest = size - head;
     let mut empty = false;
-    if throttle > 0 && size as f64 > fs.cap {
+    if size as f64 > fs.cap {
         // Larger than the whole quota window allows: Kafka's empty answer would be repeated
-        // forever (the same data comes back every time; also a KIP-74 first batch above max
-        // bytes). Delivered, kept recorded, and muted: the long-run rate still tracks the quota.
+        // forever (the same data comes back every time; a KIP-74 first batch above max bytes,
+        // or a broker that overshoots them). Delivered, kept recorded, and muted until the quota
+        // has allowed it: Kafka's throttle alone counts `samples - 1` windows the client never
+        // waited, and let such a consumer through at up to 1.5x its quota.
+        let h = &fs.handle;
+        let paid = h
+            .kernel()
+            .time_at_quota_ms(ClientQuotaType::Fetch, h.user(), h.client_id(), size as f64);
+        throttle = throttle.max(paid);
         conn.log(&fs.handle, ClientQuotaType::Fetch, size as f64);
     } else if throttle > 0 {
         let _ = fs.handle.unrecord(ClientQuotaType::Fetch, size as f64, None);

@@ -114,6 +114,15 @@ impl PyClientHandle {
             .max_value_in_quota_window(quota_type.0, h.user(), h.client_id())
     }
 
+    /// How long the limit takes to allow ``value`` (``value / limit`` seconds, in ms); 0 when
+    /// unlimited. The proxy mutes at least this long after delivering a Fetch response larger
+    /// than ``max_value_in_quota_window``.
+    fn time_at_quota_ms(&self, quota_type: QuotaTypeArg, value: f64) -> i32 {
+        let h = &self.inner;
+        h.kernel()
+            .time_at_quota_ms(quota_type.0, h.user(), h.client_id(), value)
+    }
+
     /// The sensor's current rate (0.0 when there is no sensor).
     #[pyo3(signature = (quota_type, now_ms=None))]
     fn measured_rate(&self, quota_type: QuotaTypeArg, now_ms: Option<Int>) -> PyQuotaResult<f64> {

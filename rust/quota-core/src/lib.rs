@@ -71,7 +71,7 @@ pub use rate::RateSensor;
 pub use sensor::QuotaSensor;
 pub use settings::{KernelConfig, DEFAULT_MAX_SENSORS, DEFAULT_SENSOR_EXPIRY_MS};
 pub use snapshot::{ConfigSnapshot, QuotaChange};
-pub use throttle::{mutation_throttle_time_ms, throttle_time_ms};
+pub use throttle::{mutation_throttle_time_ms, throttle_time_ms, time_at_bound_ms};
 pub use token_bucket::{StrictTake, TokenBucket};
 pub use types::{ClientQuotaType, WindowSpec};
 pub use validate::{

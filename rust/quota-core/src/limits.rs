@@ -9,6 +9,7 @@ use crate::callback::{CallbackSlot, FAILED_TAGS};
 use crate::kernel::QuotaKernel;
 use crate::precedence::TypeConfig;
 use crate::sensor::QuotaSensor;
+use crate::throttle::time_at_bound_ms;
 use crate::types::ClientQuotaType;
 
 /// What a limit lookup found.
@@ -119,6 +120,15 @@ impl QuotaKernel {
                 l * spec.max_value_factor()
             }
             None => f64::INFINITY,
+        }
+    }
+
+    /// How long the limit takes to allow `value` (ms; `value / limit` seconds, see
+    /// [`time_at_bound_ms`]); 0 when unlimited.
+    pub fn time_at_quota_ms(&self, t: ClientQuotaType, user: &str, client_id: &str, value: f64) -> i32 {
+        match self.quota_limit(t, user, client_id) {
+            Some(l) => time_at_bound_ms(value, l),
+            None => 0,
         }
     }
 }

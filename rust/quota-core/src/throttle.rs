@@ -31,6 +31,16 @@ pub fn throttle_time_ms(m: &Measurement, bound: f64) -> i32 {
     round_ms((rate - bound) / bound * m.window_ms as f64)
 }
 
+/// How long a rate of `bound` per second takes to allow `value`: `round(value / bound * 1000)`
+/// ms, rounded and saturated like the throttles above. Not a Kafka rule: the proxy mutes for at
+/// least this after delivering a Fetch response larger than the whole quota window, which Kafka
+/// would answer empty forever (Kafka's throttle, topped up to `samples - 1` windows, would let
+/// such responses through faster than the quota).
+#[inline]
+pub fn time_at_bound_ms(value: f64, bound: f64) -> i32 {
+    round_ms(value / bound * 1000.0)
+}
+
 /// `ControllerMutationQuotaManager.throttleTimeMs`: `round(-tokens / quota * 1000)` for a bucket
 /// in debt, else 0.
 #[inline]
@@ -58,6 +68,16 @@ mod tests {
             window_ms: 10_000,
         };
         assert_eq!(throttle_time_ms(&m, 1.0), 0);
+    }
+
+    #[test]
+    fn time_at_bound_is_value_over_bound() {
+        assert_eq!(time_at_bound_ms(990_000.0, 200_000.0), 4950);
+        assert_eq!(time_at_bound_ms(1.0, 3.0), 333);
+        assert_eq!(time_at_bound_ms(0.0, 100.0), 0);
+        // A zero bound blocks: the longest throttle, as Kafka's throttle for a zero bound.
+        assert_eq!(time_at_bound_ms(1.0, 0.0), i32::MAX);
+        assert_eq!(time_at_bound_ms(f64::NAN, 1.0), 0);
     }
 
     #[test]
