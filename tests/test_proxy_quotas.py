@@ -4,8 +4,10 @@ the same run is not slowed; throttle_time_ms reaches the clients; quota changes 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from typing import Iterator
 
 import kquota
 from kquota.stores.sqlite import SQLiteConfigStore
@@ -56,6 +58,20 @@ def produce_loop(address: str, topic: str, client_id: str, meter: Meter, stop: t
     p.flush(10)
 
 
+@contextlib.contextmanager
+def quota_proxy(broker, data_plane: str, quotas: list) -> Iterator[tuple]:
+    """(qm, proxy): a manager with ``quotas`` and a short burst window, and a proxy to ``broker``
+    on ``data_plane`` enforcing it; both closed after."""
+    qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
+    qm.alter_client_quotas(quotas)
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane=data_plane)
+    try:
+        yield qm, proxy
+    finally:
+        proxy.stop()
+        qm.close()
+
+
 SMALL_FETCHES = {"fetch.max.bytes": 100_000, "max.partition.fetch.bytes": 100_000, "message.max.bytes": 100_000}
 
 
@@ -73,14 +89,11 @@ def consume_loop(address: str, topic: str, client_id: str, meter: Meter, stop: t
 
 
 def test_produce_and_fetch_quotas_track_their_rate_and_spare_others(broker, data_plane):
-    qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
     produce_quota, fetch_quota = 300_000, 400_000
-    qm.alter_client_quotas([
+    with quota_proxy(broker, data_plane, [
         ({"client-id": "slow-producer"}, {"producer_byte_rate": produce_quota}),
         ({"client-id": "slow-consumer"}, {"consumer_byte_rate": fetch_quota}),
-    ])
-    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane=data_plane)
-    try:
+    ]) as (qm, proxy):
         fill = make_topic(proxy.address)
         p = Producer({"bootstrap.servers": broker.address, "linger.ms": 20, "batch.size": 16384})
         for _ in range(7_000):  # 7 MB for the consumer, written straight to the broker
@@ -117,9 +130,6 @@ def test_produce_and_fetch_quotas_track_their_rate_and_spare_others(broker, data
         # The unquota'd producer shares the proxy and the broker, and is never throttled.
         assert not meters["fast-producer"].throttles
         assert fast_p > 3 * produce_quota, fast_p
-    finally:
-        proxy.stop()
-        qm.close()
 
 
 def test_quota_altered_in_the_store_applies_within_seconds(broker, tmp_path, data_plane):
@@ -162,10 +172,7 @@ def test_quota_altered_in_the_store_applies_within_seconds(broker, tmp_path, dat
 def test_fetch_max_bytes_capped_to_the_quota_window(broker, caplog):
     """Kafka: fetchMaxBytes = min(maxBytes, quota x (samples - 1) x window), seen in the asyncio
     plane's debug log with real clients (both planes: ``test_fetch_max_bytes_reach_the_broker_capped``)."""
-    qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
-    qm.alter_client_quotas([({"client-id": "capped"}, {"consumer_byte_rate": 50_000})])
-    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane="asyncio")
-    try:
+    with quota_proxy(broker, "asyncio", [({"client-id": "capped"}, {"consumer_byte_rate": 50_000})]) as (qm, proxy):
         topic = make_topic(proxy.address)
         p = Producer({"bootstrap.servers": broker.address, "batch.size": 16384})
         for _ in range(500):
@@ -183,18 +190,13 @@ def test_fetch_max_bytes_capped_to_the_quota_window(broker, caplog):
         t.join(30)
         capped = [r.getMessage() for r in caplog.records if "by 'capped'" in r.getMessage()]
         assert capped and all(f"max bytes {50_000 * (WINDOW_NUM - 1)}," in m for m in capped), capped[:3]
-    finally:
-        proxy.stop()
-        qm.close()
 
 
 def test_acks0_producer_is_muted_without_responses(broker, data_plane):
     """acks=0 gets no response to carry a throttle: only the mute slows it (Kafka's rule)."""
-    qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
     quota = 200_000
-    qm.alter_client_quotas([({"client-id": "fire-and-forget"}, {"producer_byte_rate": quota})])
-    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane=data_plane)
-    try:
+    with quota_proxy(broker, data_plane, [({"client-id": "fire-and-forget"}, {"producer_byte_rate": quota})]) as (
+            qm, proxy):
         topic = make_topic(proxy.address)
         p = Producer({"bootstrap.servers": proxy.address, "client.id": "fire-and-forget", "acks": 0,
                       "linger.ms": 5, "batch.size": 16384, "queue.buffering.max.kbytes": 256})
@@ -221,9 +223,6 @@ def test_acks0_producer_is_muted_without_responses(broker, data_plane):
         assert received <= 1.3 * quota * (span + (WINDOW_NUM - 1)), received
         assert received >= 0.5 * quota * elapsed, received
         assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "ANONYMOUS", "fire-and-forget") > 0
-    finally:
-        proxy.stop()
-        qm.close()
 
 
 def bursts(events: list[tuple[float, int]], gap: float = 0.5) -> list[tuple[float, int]]:
@@ -245,11 +244,9 @@ def test_responses_larger_than_the_quota_window_track_the_quota(broker, data_pla
     batch) is still served, and muted until the quota has allowed each response, so its
     long-run rate tracks the quota. Kafka's throttle alone (topped up to samples - 1 windows)
     let it through at 1.4x."""
-    qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
     quota = 300_000
-    qm.alter_client_quotas([({"client-id": "big-batches"}, {"consumer_byte_rate": quota})])
-    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane=data_plane)
-    try:
+    with quota_proxy(broker, data_plane, [({"client-id": "big-batches"}, {"consumer_byte_rate": quota})]) as (
+            _qm, proxy):
         topic = make_topic(proxy.address)
         p = Producer({"bootstrap.servers": broker.address, "linger.ms": 100, "batch.size": 1_000_000})
         for _ in range(8_000):  # ~1 MB batches, written straight to the broker
@@ -276,9 +273,6 @@ def test_responses_larger_than_the_quota_window_track_the_quota(broker, data_pla
         assert 0.8 * quota <= rate <= 1.2 * quota, (rate, runs)
         # Each response carried its mute: the time the quota takes to allow ~1 MB.
         assert meter.throttles and max(meter.throttles) >= 0.8 * 1000 * runs[0][1] / quota, meter.throttles
-    finally:
-        proxy.stop()
-        qm.close()
 
 
 def test_client_ignoring_throttle_time_is_held_to_its_quota_by_the_mute(broker, data_plane):
@@ -287,11 +281,9 @@ def test_client_ignoring_throttle_time_is_held_to_its_quota_by_the_mute(broker, 
     produce rate tracks the quota."""
     import kafka
 
-    qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
     quota = 200_000
-    qm.alter_client_quotas([({"client-id": "old-client"}, {"producer_byte_rate": quota})])
-    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane=data_plane)
-    try:
+    with quota_proxy(broker, data_plane, [({"client-id": "old-client"}, {"producer_byte_rate": quota})]) as (
+            qm, proxy):
         topic = make_topic(proxy.address)
         p = kafka.KafkaProducer(bootstrap_servers=proxy.address, client_id="old-client", api_version=(1, 0),
                                 linger_ms=5, batch_size=16384)
@@ -307,6 +299,3 @@ def test_client_ignoring_throttle_time_is_held_to_its_quota_by_the_mute(broker, 
         rate = meter.rate(t0 + 2, t0 + 10)  # after the first window's burst
         assert 0.8 * quota <= rate <= 1.2 * quota, rate
         assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "ANONYMOUS", "old-client") > 0
-    finally:
-        proxy.stop()
-        qm.close()
