@@ -305,6 +305,20 @@ def test_time_at_quota_ms_is_value_over_the_limit(make_qm, kq):
     assert qm.client("u", "x").time_at_quota_ms("FETCH", 2500) == 2500
 
 
+def test_peek_throttle_time_ms_records_nothing(make_qm, kq):
+    """What the proxy asks before reading past unanswered Produce requests."""
+    qm = make_qm(window_num=11)
+    qm.alter_client_quotas([({"client-id": "c"}, {"producer_byte_rate": 1000})])
+    h = qm.client("ANONYMOUS", "c")
+    h.record_and_get_throttle_time_ms(kq.ClientQuotaType.PRODUCE, 9000, now_ms=0)
+    assert h.peek_throttle_time_ms("PRODUCE", 3000, now_ms=1000) == 2000  # 12 kB over 10 s
+    assert h.peek_throttle_time_ms("PRODUCE", 0, now_ms=1000) == 0
+    assert qm.measured_rate(kq.ClientQuotaType.PRODUCE, "ANONYMOUS", "c", now_ms=1000) == 900.0
+    assert h.record_and_get_throttle_time_ms("PRODUCE", 3000, now_ms=1000) == 2000
+    with pytest.raises(ValueError, match="token bucket"):
+        h.peek_throttle_time_ms("CONTROLLER_MUTATION", 1)
+
+
 def test_sensor_idle_for_an_hour_behaves_like_a_fresh_one(env):
     qm = env.make()
     env.set(qm, CLIENT_DEFAULT, 1000)

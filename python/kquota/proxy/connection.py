@@ -149,6 +149,8 @@ class ClientConnection(RequestPaths):
         self._muted_until = 0.0
         #: Until when requests are read one at a time (a throttle was answered recently).
         self._serial_until = 0.0
+        #: The next request is read only once every answer is out (see ``hold_next_request``).
+        self._hold_next = False
         self._up_reader: Optional[asyncio.StreamReader] = None
         self._up_writer: Optional[asyncio.StreamWriter] = None
         self._reader_task: Optional[asyncio.Task] = None
@@ -327,11 +329,13 @@ class ClientConnection(RequestPaths):
                     await self.forward(p, frame, self.plain_response)
                 if self._rest:
                     raise RuntimeError("a streamed request was not forwarded whole")
-                if self._serial_until and time.monotonic() < self._serial_until:
+                if self._hold_next or (self._serial_until and time.monotonic() < self._serial_until):
                     # Kafka reads a connection's next request only once the previous answer has
                     # been sent (SocketServer mutes the channel meanwhile); pipelined requests
-                    # would slip past a throttle. So a connection throttled within the last
-                    # quota window is read that way; one that is not keeps the pipelining.
+                    # would slip past a throttle. So a connection is read that way while its
+                    # unanswered requests would throttle its client, and for a quota window
+                    # after a throttle; otherwise it keeps the pipelining.
+                    self._hold_next = False
                     await self._wait_slots(0)
         except asyncio.CancelledError:
             return
@@ -421,6 +425,14 @@ class ClientConnection(RequestPaths):
         self._slots.append(p)
         self._forwarded.append(p)
         await self._send_upstream(frame)
+
+    def unanswered_produce_bytes(self) -> int:
+        """Bytes of Produce requests sent to the broker and not yet answered (not yet recorded)."""
+        return sum(p.size for p in self._forwarded if p.header.api_key == apis.PRODUCE)
+
+    def hold_next_request(self) -> None:
+        """Reads the next request only once every answer owed has gone out."""
+        self._hold_next = True
 
     async def forward_no_response(self, p: Pending, frame: bytes, throttle_ms: int) -> None:
         """Sends a request the broker will not answer (acks=0); the mute still applies in order."""

@@ -153,6 +153,8 @@ async def produce(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> 
 
     _elapsed(p, t0)
     await conn.forward(p, frame, on_response)
+    if conn.handle(h.client_id).peek_throttle_time_ms(PRODUCE, conn.unanswered_produce_bytes()) > 0:
+        conn.hold_next_request()  # recording what is unanswered would throttle the client
 
 
 # ---------------------------------------------------------------------------- Fetch

@@ -288,6 +288,18 @@ impl Conn {
         }
     }
 
+    /// Bytes of Produce requests sent to the broker and not yet answered (so not yet recorded).
+    pub fn unanswered_produce_bytes(&self) -> usize {
+        self.state()
+            .forwarded
+            .iter()
+            .map(|f| match f.kind {
+                Kind::Produce { size, .. } => size,
+                _ => 0,
+            })
+            .sum()
+    }
+
     /// A new slot for `fwd`, and the request sent.
     pub fn forward_new(&self, mut fwd: Fwd, prefixed: Vec<u8>) {
         let mut st = self.state();

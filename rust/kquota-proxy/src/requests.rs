@@ -67,7 +67,7 @@ pub async fn read_requests(conn: &Arc<Conn>, mut rd: Reader, mut relay: Relay) -
         if rest > 0 && header.api_key != PRODUCE {
             read_rest(&mut rd, &mut buf, &mut rest).await?;
         }
-        dispatch(
+        let over_quota = dispatch(
             conn,
             &header,
             buf,
@@ -79,13 +79,19 @@ pub async fn read_requests(conn: &Arc<Conn>, mut rd: Reader, mut relay: Relay) -
             &mut handles,
         )
         .await?;
-        let serial = conn.state().serial_until.is_some_and(|u| Instant::now() < u);
+        // Kafka reads a connection's next request only once the previous answer has gone out.
+        // The proxy pipelines instead, except where that could let a request past a throttle:
+        // while the unanswered requests would throttle the client once recorded, and for a
+        // quota window after a throttle.
+        let serial = over_quota || conn.state().serial_until.is_some_and(|u| Instant::now() < u);
         if serial {
             conn.wait_until(|st| st.slots.is_empty()).await;
         }
     }
 }
 
+/// Forwards or hands over one request; returns whether the connection's unanswered requests
+/// would throttle its client once recorded (only Produce answers that).
 #[allow(clippy::too_many_arguments)]
 async fn dispatch(
     conn: &Arc<Conn>,
@@ -97,7 +103,7 @@ async fn dispatch(
     rd: &mut Reader,
     relay: &mut Relay,
     handles: &mut HandleCache,
-) -> Result<(), String> {
+) -> Result<bool, String> {
     let shared = &conn.shared;
     if shared.cfg.tables.is_python(h.api_key) {
         let slot = {
@@ -111,7 +117,7 @@ async fn dispatch(
             .bridge
             .on_request(conn.id, slot, conn.node, &buf[4..], ns)?;
         conn.wait_until(|st| st.python_waiting != Some(slot)).await;
-        return Ok(());
+        return Ok(false);
     }
     let user = Arc::clone(&conn.state().user);
     match h.api_key {
@@ -126,6 +132,7 @@ async fn dispatch(
                 Err(e) => return Err(e.to_string()),
             };
             let handle = handles.get(shared, &user, h.client_id(&buf[4..]))?;
+            let mut pending = None;
             if acks == 0 {
                 // No answer, but recorded and muted in order; exempt from the request quota.
                 let throttle = conn.record(&handle, ClientQuotaType::Produce, size as f64);
@@ -139,6 +146,7 @@ async fn dispatch(
                 Conn::remember_unanswered(&mut st, h.correlation_id);
                 conn.to_broker.send(buf);
             } else {
+                pending = Some(Arc::clone(&handle));
                 let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, Kind::Produce { handle, size });
                 conn.forward_new(fwd, buf);
             }
@@ -146,14 +154,20 @@ async fn dispatch(
                 shared.counters.streamed_requests.fetch_add(1, Ordering::Relaxed);
                 relay.relay(rd, &conn.to_broker, rest).await?;
             }
-            Ok(())
+            Ok(pending.is_some_and(|handle| {
+                let unanswered = conn.unanswered_produce_bytes() as f64;
+                handle
+                    .peek_throttle_time_ms(ClientQuotaType::Produce, unanswered, None)
+                    .unwrap_or(0)
+                    > 0
+            }))
         }
         FETCH => {
             let handle = handles.get(shared, &user, h.client_id(&buf[4..]))?;
             let kind = crate::fetch_path::on_request(conn, h, &mut buf, handle)?;
             let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, kind);
             conn.forward_new(fwd, buf);
-            Ok(())
+            Ok(false)
         }
         key => {
             let handle = if shared.cfg.tables.is_exempt(key) {
@@ -163,7 +177,7 @@ async fn dispatch(
             };
             let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, Kind::Plain(handle));
             conn.forward_new(fwd, buf);
-            Ok(())
+            Ok(false)
         }
     }
 }

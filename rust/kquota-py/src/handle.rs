@@ -69,6 +69,21 @@ impl PyClientHandle {
         Ok(self.inner.unrecord(quota_type.0, value.0, ms(now_ms))?)
     }
 
+    /// The throttle recording ``value`` now would give, recording nothing (0 while no quota of
+    /// the type exists); PRODUCE, FETCH and REQUEST (percent of a thread) only. The proxy asks
+    /// it before reading a connection's next request while earlier ones are unanswered.
+    #[pyo3(signature = (quota_type, value, now_ms=None))]
+    fn peek_throttle_time_ms(
+        &self,
+        quota_type: QuotaTypeArg,
+        value: Real,
+        now_ms: Option<Int>,
+    ) -> PyQuotaResult<i32> {
+        Ok(self
+            .inner
+            .peek_throttle_time_ms(quota_type.0, value.0, ms(now_ms))?)
+    }
+
     /// Records network-thread time (KIP-124) without a check.
     #[pyo3(signature = (nanos, now_ms=None))]
     fn record_network_thread_time(&self, nanos: Real, now_ms: Option<Int>) -> PyQuotaResult<()> {

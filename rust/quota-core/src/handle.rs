@@ -152,6 +152,30 @@ impl ClientHandle {
         self.record(t, -value, now, RecordMode::Unchecked).map(|_| ())
     }
 
+    /// The throttle recording `value` now would give (see `QuotaKernel::peek_rate_throttle`),
+    /// recording nothing; 0 while no quota of the type exists. Sampled-rate types only
+    /// (PRODUCE, FETCH, REQUEST in percent of a thread).
+    pub fn peek_throttle_time_ms(
+        &self,
+        t: ClientQuotaType,
+        value: f64,
+        now: Option<i64>,
+    ) -> Result<i32, QuotaError> {
+        check_record_value(value)?;
+        if t == ClientQuotaType::ControllerMutation {
+            return Err(QuotaError::InvalidArgument(
+                "peek_throttle_time_ms is for sampled-rate quotas (PRODUCE, FETCH, REQUEST); \
+                 CONTROLLER_MUTATION is a token bucket"
+                    .into(),
+            ));
+        }
+        let now = resolve_now(now)?;
+        if !self.kernel.enabled(t) {
+            return Ok(0);
+        }
+        self.with_sensor(t, now, |s| Ok(self.kernel.peek_rate_throttle(t, s, value, now)))
+    }
+
     /// [`QuotaKernel::record_request_time`] for this connection.
     #[inline]
     pub fn record_request_time(&self, nanos: f64, now: Option<i64>) -> Result<i32, QuotaError> {

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use crate::clock::resolve_now;
 use crate::error::QuotaError;
 use crate::kernel::QuotaKernel;
+use crate::measurement::Measurement;
 use crate::precedence::direct_tags;
 use crate::record_mode::RecordMode;
 use crate::sensor::QuotaSensor;
@@ -68,6 +69,12 @@ impl QuotaKernel {
             return 0;
         }
         let m = sensor.rate.record_and_measure(spec, value, now);
+        self.throttle_at_limit(t, sensor, &m)
+    }
+
+    /// The throttle of a measurement against the sensor's bound.
+    #[inline(always)]
+    fn throttle_at_limit(&self, t: ClientQuotaType, sensor: &QuotaSensor, m: &Measurement) -> i32 {
         let bound = self.limit_of(t, sensor);
         if bound == f64::INFINITY {
             return 0;
@@ -76,7 +83,29 @@ impl QuotaKernel {
             // A callback's limit of 0 blocks (Kafka would divide by zero and not throttle).
             return i32::MAX;
         }
-        throttle_time_ms(&m, bound)
+        throttle_time_ms(m, bound)
+    }
+
+    /// The throttle that recording `value` into a sampled-rate sensor (PRODUCE, FETCH, REQUEST)
+    /// at `now` would give, recording nothing and moving no clock. An upper bound: a record
+    /// could also retire the oldest sample. A proxy asks it before reading a connection's next
+    /// request while earlier ones are unanswered (Kafka reads a connection one request at a time,
+    /// so no request may overtake the throttle an unanswered one will bring).
+    pub(crate) fn peek_rate_throttle(
+        &self,
+        t: ClientQuotaType,
+        sensor: &QuotaSensor,
+        value: f64,
+        now: i64,
+    ) -> i32 {
+        let mut m = sensor.rate.peek(&self.settings.window, now);
+        m.sum += value;
+        let throttle = self.throttle_at_limit(t, sensor, &m);
+        if t == ClientQuotaType::Request {
+            self.request_throttle(throttle)
+        } else {
+            throttle
+        }
     }
 
     /// Records by name: `value` has been checked by the caller (and is negative for `unrecord`).

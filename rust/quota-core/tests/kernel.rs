@@ -296,6 +296,49 @@ fn unrecord_takes_back_what_was_recorded() {
     assert_eq!(k.measured_rate(P, "alice", "c1", Some(100)).unwrap(), 0.0);
 }
 
+/// A peek answers what the same record would, and records nothing.
+#[test]
+fn peek_throttle_is_the_record_throttle_without_recording() {
+    let k = kernel();
+    set(&k, None, name("c1"), P, Some(1000.0));
+    let h = ClientHandle::new(Arc::clone(&k), "alice", "c1");
+    h.record_and_get_throttle_time_ms(P, 9_000.0, Some(0)).unwrap();
+    for (value, t) in [(0.0, 100), (3_000.0, 100), (12_000.0, 5_000)] {
+        let before = k.measured_rate(P, "alice", "c1", Some(t)).unwrap();
+        let peeked = h.peek_throttle_time_ms(P, value, Some(t)).unwrap();
+        assert_eq!(k.measured_rate(P, "alice", "c1", Some(t)).unwrap(), before);
+        // The record it stands for, taken into a copy of the same history.
+        let copy = kernel();
+        set(&copy, None, name("c1"), P, Some(1000.0));
+        copy.record_and_get_throttle_time_ms(P, "alice", "c1", 9_000.0, Some(0))
+            .unwrap();
+        let recorded = copy
+            .record_and_get_throttle_time_ms(P, "alice", "c1", value, Some(t))
+            .unwrap();
+        assert_eq!(peeked, recorded, "value {value} at {t}");
+    }
+    // At 5 s (the window is topped up to 10 s): 9 kB is not over 1 kB/s; 3 kB more is
+    // (1.2 kB/s: 2 s), and nothing peeked was recorded.
+    assert_eq!(h.peek_throttle_time_ms(P, 0.0, Some(5_000)).unwrap(), 0);
+    assert_eq!(h.peek_throttle_time_ms(P, 3_000.0, Some(5_000)).unwrap(), 2000);
+    // Unquota'd clients and types without any quota never throttle.
+    let free = ClientHandle::new(Arc::clone(&k), "alice", "free");
+    assert_eq!(free.peek_throttle_time_ms(P, 1e12, Some(100)).unwrap(), 0);
+    assert_eq!(
+        h.peek_throttle_time_ms(ClientQuotaType::Fetch, 1e12, Some(100))
+            .unwrap(),
+        0
+    );
+    assert!(matches!(
+        h.peek_throttle_time_ms(ClientQuotaType::ControllerMutation, 1.0, Some(100)),
+        Err(QuotaError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        h.peek_throttle_time_ms(P, -1.0, Some(100)),
+        Err(QuotaError::InvalidValue(_))
+    ));
+}
+
 #[test]
 fn out_of_range_times_are_refused_not_clamped() {
     let k = kernel();
