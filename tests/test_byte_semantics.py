@@ -305,6 +305,18 @@ def test_time_at_quota_ms_is_value_over_the_limit(make_qm, kq):
     assert qm.client("u", "x").time_at_quota_ms("FETCH", 2500) == 2500
 
 
+def test_fetch_answer_kafka_empty_only_up_to_a_tenth_of_the_window():
+    """The proxy's answer to a recorded Fetch response (both data planes ask it)."""
+    from kquota._kquota import fetch_answer
+
+    assert fetch_answer(100, 1000, 0) == "deliver"
+    assert fetch_answer(100, 1000, 7) == "empty"  # Kafka's throttled answer
+    assert fetch_answer(101, 1000, 7) == "mute"  # more than a tenth: delivered and muted
+    assert fetch_answer(1000, 1000, 0) == "deliver"
+    assert fetch_answer(1001, 1000, 0) == "mute"  # more than the whole window: always
+    assert fetch_answer(10**12, math.inf, 0) == "deliver"  # no quota
+
+
 def test_peek_throttle_time_ms_records_nothing(make_qm, kq):
     """What the proxy asks before reading past unanswered Produce requests."""
     qm = make_qm(window_num=11)

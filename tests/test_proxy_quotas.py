@@ -59,10 +59,10 @@ def produce_loop(address: str, topic: str, client_id: str, meter: Meter, stop: t
 
 
 @contextlib.contextmanager
-def quota_proxy(broker, data_plane: str, quotas: list) -> Iterator[tuple]:
+def quota_proxy(broker, data_plane: str, quotas: list, window_num: int = WINDOW_NUM) -> Iterator[tuple]:
     """(qm, proxy): a manager with ``quotas`` and a short burst window, and a proxy to ``broker``
     on ``data_plane`` enforcing it; both closed after."""
-    qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
+    qm = kquota.QuotaManager(window_num=window_num, window_size_seconds=1)
     qm.alter_client_quotas(quotas)
     proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane=data_plane)
     try:
@@ -273,6 +273,38 @@ def test_responses_larger_than_the_quota_window_track_the_quota(broker, data_pla
         assert 0.8 * quota <= rate <= 1.2 * quota, (rate, runs)
         # Each response carried its mute: the time the quota takes to allow ~1 MB.
         assert meter.throttles and max(meter.throttles) >= 0.8 * 1000 * runs[0][1] / quota, meter.throttles
+
+
+def test_responses_a_large_share_of_the_quota_window_track_the_quota(broker, data_plane):
+    """Responses within the quota window but over a tenth of it: Kafka's empty answer pays the
+    consumer in whole responses, and the window's remainder goes unused until a response's
+    sample expires (0.66x here, 0.5x for tansu's 6 MB answers to a 1 MB/s consumer with the
+    default windows). The proxy delivers an over-quota response that large and mutes, so the
+    consumer tracks its quota. tansu answers max bytes with one batch more: 150 KB fetches of
+    50 KB batches come back as ~200 KB, two thirds of a 300 KB window."""
+    quota, window_num = 100_000, 4
+    window = quota * (window_num - 1)
+    with quota_proxy(broker, data_plane, [({"client-id": "big-share"}, {"consumer_byte_rate": quota})],
+                     window_num=window_num) as (_qm, proxy):
+        topic = make_topic(proxy.address)
+        p = Producer({"bootstrap.servers": broker.address, "linger.ms": 50, "batch.size": 50_000})
+        for _ in range(4_000):
+            p.produce(topic, VALUE)
+            p.poll(0)
+        assert p.flush(30) == 0
+        meter, stop = Meter(), threading.Event()
+        fetches = {"fetch.max.bytes": 150_000, "max.partition.fetch.bytes": 150_000, "message.max.bytes": 150_000}
+        t = threading.Thread(target=consume_loop, args=(proxy.address, topic, "big-share", meter, stop, fetches))
+        t.start()
+        time.sleep(20)
+        stop.set()
+        t.join(30)
+        runs = bursts(meter.events, gap=0.3)
+        assert len(runs) >= 5, runs
+        assert window / 10 < min(n for _, n in runs) < window, runs  # within the window, over a tenth
+        # Bytes delivered before the last burst, over the time they took.
+        rate = sum(n for _, n in runs[:-1]) / (runs[-1][0] - runs[0][0])
+        assert 0.8 * quota <= rate <= 1.2 * quota, (rate, runs)
 
 
 def test_client_ignoring_throttle_time_is_held_to_its_quota_by_the_mute(broker, data_plane):

@@ -257,18 +257,35 @@ def _fetch_v12(w: Wire, topic: str) -> tuple[dict, float]:
     return resp, time.monotonic() - t0
 
 
-def test_throttled_large_fetch_answered_empty_and_muted(broker, data_plane):
-    """A streamed (large) Fetch response over the quota, yet within the quota window's bytes, is
-    answered as Kafka does: empty, with the throttle, its bytes unrecorded; the connection is
-    muted, and stays in step with the broker (the rest of the response was discarded)."""
+def _slow_fetches(broker, data_plane: str, quota: int):
+    """(topic of ~150 KB, manager with a fetch quota on client-id "slow", proxy in front)."""
     topic = make_topic(broker.address)
     p = Producer({"bootstrap.servers": broker.address, "linger.ms": 20})
     for _ in range(150):
         p.produce(topic, value=os.urandom(1000))
     assert p.flush(20) == 0
-    qm = kquota.QuotaManager()
-    qm.alter_client_quotas([({"client-id": "slow"}, {"consumer_byte_rate": 20_000})])  # window: 200 KB
-    px = ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane=data_plane)
+    qm = kquota.QuotaManager()  # 11 windows of 1 s: the quota window holds 10 s of the quota
+    qm.alter_client_quotas([({"client-id": "slow"}, {"consumer_byte_rate": quota})])
+    return topic, qm, ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane=data_plane)
+
+
+def _fetch_until_throttled(w: Wire, topic: str, limit: int) -> tuple[list[dict], dict]:
+    """The answers before the first throttled one, and that one."""
+    delivered = []
+    for _ in range(limit):
+        resp, _ = _fetch_v12(w, topic)
+        if resp["ThrottleTimeMs"] > 0:
+            return delivered, resp
+        delivered.append(resp)
+    raise AssertionError(f"no throttle in {limit} fetches")
+
+
+def test_throttled_large_fetch_answered_empty_and_muted(broker, data_plane):
+    """A streamed (large) Fetch response over the quota, yet at most a tenth of the quota
+    window's bytes, is answered as Kafka does: empty, with the throttle, its bytes unrecorded;
+    the connection is muted, and stays in step with the broker (the rest of the response was
+    discarded)."""
+    topic, qm, px = _slow_fetches(broker, data_plane, 160_000)  # window 1.6 MB; ~151 KB answers
     try:
         fast = Wire(px.proxy.bootstrap_address, client_id="fast")
         resp, _ = _fetch_v12(fast, topic)
@@ -277,19 +294,41 @@ def test_throttled_large_fetch_answered_empty_and_muted(broker, data_plane):
         assert px.proxy.streamed_responses == 1
 
         slow = Wire(px.proxy.bootstrap_address, client_id="slow")
-        # The first ~150 KB fit the quota (a rate over the 10 s window: ~15 KB/s); the second
-        # would make it ~30 KB/s.
-        resp, _ = _fetch_v12(slow, topic)
-        assert resp["Responses"] and resp["ThrottleTimeMs"] == 0
-        resp, _ = _fetch_v12(slow, topic)
-        assert px.proxy.streamed_responses == 3
+        # Ten fit the window (1.51 MB over 10 s: 151 KB/s); the eleventh would make it 166 KB/s.
+        delivered, resp = _fetch_until_throttled(slow, topic, 15)
+        assert len(delivered) == 10 and all(r["Responses"] for r in delivered)
+        assert px.proxy.streamed_responses == 12
         assert resp["Responses"] == [] and resp["ThrottleTimeMs"] > 0
-        assert qm.measured_rate(kquota.ClientQuotaType.FETCH, "ANONYMOUS", "slow") < 20_000  # unrecorded
+        assert qm.measured_rate(kquota.ClientQuotaType.FETCH, "ANONYMOUS", "slow") < 160_000  # unrecorded
         t0 = time.monotonic()
         md = slow.call(apis.METADATA, 4, "Metadata", {"Topics": None, "AllowAutoTopicCreation": False})
         assert time.monotonic() - t0 >= 0.8 * resp["ThrottleTimeMs"] / 1000  # muted meanwhile
         assert md["Brokers"]
         fast.close()
+        slow.close()
+    finally:
+        px.stop()
+        qm.close()
+
+
+def test_throttled_fetch_over_a_tenth_of_the_window_delivered_and_muted(broker, data_plane):
+    """Over the quota and over a tenth of the quota window (kquota.fetch_answer): delivered
+    whole with the throttle, kept recorded, and muted for at least the time the quota takes to
+    allow it; Kafka's empty answer would leave most of the window unused."""
+    topic, qm, px = _slow_fetches(broker, data_plane, 50_000)  # window 500 KB; ~151 KB answers
+    try:
+        slow = Wire(px.proxy.bootstrap_address, client_id="slow")
+        # Three fit the window (453 KB over 10 s); the fourth would make it 60 KB/s.
+        delivered, resp = _fetch_until_throttled(slow, topic, 6)
+        assert len(delivered) == 3
+        records = bytes(resp["Responses"][0]["Partitions"][0]["Records"])
+        assert records == bytes(delivered[0]["Responses"][0]["Partitions"][0]["Records"])
+        assert resp["ThrottleTimeMs"] >= 1000 * len(records) / 50_000  # size / quota
+        assert qm.measured_rate(kquota.ClientQuotaType.FETCH, "ANONYMOUS", "slow") > 50_000  # kept
+        t0 = time.monotonic()
+        md = slow.call(apis.METADATA, 4, "Metadata", {"Topics": None, "AllowAutoTopicCreation": False})
+        assert time.monotonic() - t0 >= 0.8 * resp["ThrottleTimeMs"] / 1000  # muted meanwhile
+        assert md["Brokers"]
         slow.close()
     finally:
         px.stop()

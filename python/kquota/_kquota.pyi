@@ -1,6 +1,6 @@
 """Type stubs for the native module ``kquota._kquota`` (hand-written)."""
 
-from typing import Any, Final, Optional, final
+from typing import Any, Final, Literal, Optional, final
 
 from typing_extensions import disjoint_base
 
@@ -28,6 +28,7 @@ __all__ = [
     "QuotaConfig",
     "sanitize",
     "validate_quota_changes",
+    "fetch_answer",
     "ProxyDataPlane",
 ]
 
@@ -219,6 +220,11 @@ def validate_quota_changes(
     capacity_percent: Optional[float] = None,
 ) -> None:
     """Validates change tuples as an alter does, without a kernel (no thread)."""
+
+def fetch_answer(size: float, window_bytes: float, throttle_ms: int) -> Literal["deliver", "empty", "mute"]:
+    """The proxy's answer to a recorded Fetch response: ``"deliver"``, ``"empty"`` (Kafka's
+    throttled answer, its size taken back) or ``"mute"`` (delivered, kept recorded, muted for at
+    least ``size / quota``); ``window_bytes`` is ``math.inf`` without a quota."""
 
 @final
 class QuotaConfig:

@@ -11,7 +11,7 @@ import struct
 import time
 from typing import Any, Optional
 
-from kquota.quota_type import ClientQuotaType
+from kquota._kquota import fetch_answer
 from kquota.proxy import addresses, apis, mutations, sasl
 from kquota.proxy.codec import (
     CodecError,
@@ -26,6 +26,7 @@ from kquota.proxy.frames import response_body_offset, response_frame
 from kquota.proxy.streaming import StreamPlan
 from kquota.proxy.throttle import patch_throttle, patch_throttle_head
 from kquota.proxy.versions import clamp_api_versions
+from kquota.quota_type import ClientQuotaType
 
 log = logging.getLogger("kquota.proxy")
 _I16 = struct.Struct(">h")
@@ -225,16 +226,17 @@ async def fetch(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> No
         if log.isEnabledFor(logging.DEBUG):
             log.debug("fetch v%d by %r: %d bytes, max bytes %d, throttle %d ms", v, h.client_id, size,
                       max_bytes, throttle)
-        if size > cap:
-            # Larger than the whole quota window allows: Kafka's empty answer would be repeated
-            # forever (the same data comes back every time; a KIP-74 first batch above max
-            # bytes, or a broker that overshoots them). Deliver it, keep it recorded and mute
-            # until the quota has allowed it: Kafka's throttle alone counts samples - 1 windows
-            # the client never waited, and let such a consumer through at up to 1.5x its quota.
+        answer = fetch_answer(size, cap, throttle)
+        if answer == "mute":
+            # A large share of the quota window, or more than all of it: Kafka's empty answer
+            # would leave the window's remainder unused (or repeat forever). Deliver it, keep it
+            # recorded and mute until the quota has allowed it: Kafka's throttle alone counts
+            # samples - 1 windows the client never waited, and let such a consumer through at
+            # up to 1.5x its quota.
             throttle = max(throttle, handle.time_at_quota_ms(FETCH, size))
             conn.server.log_request(conn, h.client_id, FETCH, size)
             return "patch", None, throttle
-        if throttle > 0:
+        if answer == "empty":
             handle.unrecord(FETCH, size)
             error = _I16.unpack_from(frame, offset + 4)[0] if v >= 7 else 0
             if error == 0:

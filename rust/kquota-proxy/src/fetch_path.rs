@@ -1,13 +1,14 @@
 //! Fetch through the proxy (KafkaApis.handleFetchRequest): max bytes capped to what the quota
-//! window allows; the response size recorded; over quota, the answer is empty with the
-//! throttle and the size unrecorded (follower fetches are exempt). Large responses are relayed
+//! window allows; the response size recorded; over quota, the answer is `fetch_answer`'s:
+//! empty with the throttle and the size unrecorded, or, for a large share of the window,
+//! delivered and muted (follower fetches are exempt). Large responses are relayed
 //! cut-through; v16+ responses are walked as they pass to rewrite NodeEndpoints in their
 //! top-level tagged fields, to the same length (the size prefix has gone out).
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use quota_core::{ClientHandle, ClientQuotaType};
+use quota_core::{fetch_answer, ClientHandle, ClientQuotaType, FetchAnswer};
 
 use crate::conn::Conn;
 use crate::endpoints::rewrite_section;
@@ -75,23 +76,25 @@ pub async fn on_response(
     let mut throttle = bandwidth.max(conn.request_throttle(FETCH, Some(&fs.handle), ns));
     let rest = size - head;
     let mut empty = false;
-    if size as f64 > fs.cap {
-        // Larger than the whole quota window allows: Kafka's empty answer would be repeated
-        // forever (the same data comes back every time; a KIP-74 first batch above max bytes,
-        // or a broker that overshoots them). Delivered, kept recorded, and muted until the quota
-        // has allowed it: Kafka's throttle alone counts `samples - 1` windows the client never
-        // waited, and let such a consumer through at up to 1.5x its quota.
-        let h = &fs.handle;
-        let paid = h
-            .kernel()
-            .time_at_quota_ms(ClientQuotaType::Fetch, h.user(), h.client_id(), size as f64);
-        throttle = throttle.max(paid);
-        conn.log(&fs.handle, ClientQuotaType::Fetch, size as f64);
-    } else if throttle > 0 {
-        let _ = fs.handle.unrecord(ClientQuotaType::Fetch, size as f64, None);
-        empty = v < 7 || read_i16(&buf, 4 + body + 4) == Some(0);
-    } else {
-        conn.log(&fs.handle, ClientQuotaType::Fetch, size as f64);
+    match fetch_answer(size as f64, fs.cap, throttle) {
+        FetchAnswer::DeliverMuted => {
+            // A large share of the quota window, or more than all of it: Kafka's empty answer
+            // would leave the window's remainder unused (or repeat forever). Delivered, kept
+            // recorded, and muted until the quota has allowed it: Kafka's throttle alone counts
+            // `samples - 1` windows the client never waited, and let such a consumer through at
+            // up to 1.5x its quota.
+            let h = &fs.handle;
+            let paid =
+                h.kernel()
+                    .time_at_quota_ms(ClientQuotaType::Fetch, h.user(), h.client_id(), size as f64);
+            throttle = throttle.max(paid);
+            conn.log(&fs.handle, ClientQuotaType::Fetch, size as f64);
+        }
+        FetchAnswer::Empty => {
+            let _ = fs.handle.unrecord(ClientQuotaType::Fetch, size as f64, None);
+            empty = v < 7 || read_i16(&buf, 4 + body + 4) == Some(0);
+        }
+        FetchAnswer::Deliver => conn.log(&fs.handle, ClientQuotaType::Fetch, size as f64),
     }
     if empty {
         // FetchContext.getThrottledResponse. A sessionless fetch (epoch -1) gets no session; an

@@ -1,7 +1,8 @@
 //! Kafka's rules exposed to Python once, so the Python layer keeps no copy of them: the
 //! Sanitizer, the dynamic config keys, the entity-side codes, alter validation without a kernel,
-//! and the 8-level precedence walk (Kafka's `DefaultQuotaCallback`) over a plain quota table
-//! for plugins. Every rule itself lives in `quota-core`; this file converts arguments only.
+//! the 8-level precedence walk (Kafka's `DefaultQuotaCallback`) over a plain quota table for
+//! plugins, and the proxy's answer to a recorded Fetch response. Every rule itself lives in
+//! `quota-core`; this file converts arguments only.
 
 use std::sync::RwLock;
 
@@ -37,6 +38,19 @@ fn validate_quota_changes(changes: Vec<ChangeTuple>, capacity_percent: Option<f6
     let changes = quota_changes(changes)?;
     let capacity = capacity_percent.unwrap_or_else(|| KernelConfig::default().capacity_percent());
     Ok(quota_core::validate_changes(&changes, capacity)?)
+}
+
+/// How the proxy answers a recorded Fetch response of ``size`` bytes, given the quota window's
+/// bytes (``math.inf`` without a quota) and the throttle recording it gave: ``"deliver"``,
+/// ``"empty"`` (Kafka's throttled answer, its size taken back) or ``"mute"`` (delivered, kept
+/// recorded, muted for at least ``size / quota``).
+#[pyfunction]
+fn fetch_answer(size: f64, window_bytes: f64, throttle_ms: i32) -> &'static str {
+    match quota_core::fetch_answer(size, window_bytes, throttle_ms) {
+        quota_core::FetchAnswer::Deliver => "deliver",
+        quota_core::FetchAnswer::Empty => "empty",
+        quota_core::FetchAnswer::DeliverMuted => "mute",
+    }
 }
 
 /// Quotas per (type, entity) with Kafka's precedence, for plugins that honour the quotas the
@@ -102,6 +116,7 @@ impl PyQuotaConfig {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sanitize, m)?)?;
     m.add_function(wrap_pyfunction!(validate_quota_changes, m)?)?;
+    m.add_function(wrap_pyfunction!(fetch_answer, m)?)?;
     m.add_class::<PyQuotaConfig>()?;
     m.add("CONFIG_KEYS", PyTuple::new(m.py(), config_keys())?)?;
     m.add("ENTITY_ABSENT", ENTITY_ABSENT)?;

@@ -15,7 +15,8 @@
 //! * Sensors: [`sensor`] (Kafka's `Sensor`), [`rate`] (`Rate` over a `SampledStat`), its parts
 //!   `sample_ring`, `windowed_sum`, `check_cache`, `limit_cache`, [`measurement`]
 //!   (`Rate.windowSize`), [`throttle`] (`QuotaUtils.throttleTime`, mutation throttle),
-//!   [`token_bucket`] (KIP-599's `TokenBucket`).
+//!   [`token_bucket`] (KIP-599's `TokenBucket`), [`fetch_answer`] (a proxy's answer to a
+//!   recorded Fetch response).
 //! * Leaves: [`types`], [`error`], [`clock`], [`budget`], [`idle`], [`keys`],
 //!   [`record_mode`].
 
@@ -27,6 +28,7 @@ pub mod configure;
 pub mod entity;
 pub mod error;
 pub mod expiry;
+pub mod fetch_answer;
 pub mod handle;
 pub mod idle;
 pub mod kernel;
@@ -63,6 +65,7 @@ pub use clock::MAX_ABS_NOW_MS;
 pub use entity::{EntityName, QuotaEntity};
 pub use error::QuotaError;
 pub use expiry::{ExpiryReport, ExpiryTask};
+pub use fetch_answer::{fetch_answer, FetchAnswer, EMPTY_ANSWER_MAX_SHARE};
 pub use handle::ClientHandle;
 pub use kernel::QuotaKernel;
 pub use measurement::Measurement;
