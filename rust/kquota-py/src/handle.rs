@@ -130,8 +130,8 @@ impl PyClientHandle {
     }
 
     /// How long the limit takes to allow ``value`` (``value / limit`` seconds, in ms); 0 when
-    /// unlimited. The proxy mutes at least this long after delivering a Fetch response larger
-    /// than ``max_value_in_quota_window``.
+    /// unlimited. The proxy mutes at least this long after delivering an over-quota Fetch
+    /// response instead of Kafka's empty answer (see ``fetch_answer``).
     fn time_at_quota_ms(&self, quota_type: QuotaTypeArg, value: f64) -> i32 {
         let h = &self.inner;
         h.kernel()

@@ -119,11 +119,23 @@ impl ClientHandle {
         now: Option<i64>,
         mode: RecordMode,
     ) -> Result<i32, QuotaError> {
+        self.on_sensor(t, now, |s, now| self.kernel.record_into(t, s, value, now, mode))
+    }
+
+    /// Runs `f` on the sensor of type `t` at `now` (resolved); 0 without resolving while no
+    /// quota of the type exists.
+    #[inline]
+    fn on_sensor(
+        &self,
+        t: ClientQuotaType,
+        now: Option<i64>,
+        f: impl FnOnce(&QuotaSensor, i64) -> Result<i32, QuotaError>,
+    ) -> Result<i32, QuotaError> {
         let now = resolve_now(now)?;
         if !self.kernel.enabled(t) {
             return Ok(0);
         }
-        self.with_sensor(t, now, |s| self.kernel.record_into(t, s, value, now, mode))
+        self.with_sensor(t, now, |s| f(s, now))
     }
 
     #[inline]
@@ -169,11 +181,9 @@ impl ClientHandle {
                     .into(),
             ));
         }
-        let now = resolve_now(now)?;
-        if !self.kernel.enabled(t) {
-            return Ok(0);
-        }
-        self.with_sensor(t, now, |s| Ok(self.kernel.peek_rate_throttle(t, s, value, now)))
+        self.on_sensor(t, now, |s, now| {
+            Ok(self.kernel.peek_rate_throttle(t, s, value, now))
+        })
     }
 
     /// [`QuotaKernel::record_request_time`] for this connection.

@@ -33,9 +33,9 @@ pub fn throttle_time_ms(m: &Measurement, bound: f64) -> i32 {
 
 /// How long a rate of `bound` per second takes to allow `value`: `round(value / bound * 1000)`
 /// ms, rounded and saturated like the throttles above. Not a Kafka rule: the proxy mutes for at
-/// least this after delivering a Fetch response larger than the whole quota window, which Kafka
-/// would answer empty forever (Kafka's throttle, topped up to `samples - 1` windows, would let
-/// such responses through faster than the quota).
+/// least this after delivering an over-quota Fetch response instead of Kafka's empty answer (see
+/// `fetch_answer`; Kafka's throttle, topped up to `samples - 1` windows, would let responses
+/// larger than the whole window through faster than the quota).
 #[inline]
 pub fn time_at_bound_ms(value: f64, bound: f64) -> i32 {
     round_ms(value / bound * 1000.0)
