@@ -128,12 +128,14 @@ class EndpointsBroker:
     NodeEndpoints (KIP-951: what a real broker does after a leader change, which tansu never
     does): Produce answers one partition; Fetch answers ``MaxBytes`` bytes of records (a
     repeating pattern), so a test picks a response small enough to be held whole or large
-    enough to be streamed."""
+    enough to be streamed. Metadata (v12) names the same broker. ``endpoint_port`` is the port
+    it gives that broker (one out of range: a broker answering garbage)."""
 
     HOST = "broker-seven.cluster.internal"
     NODE = 7
 
-    def __init__(self) -> None:
+    def __init__(self, endpoint_port: int = 9092) -> None:
+        self.endpoint_port = endpoint_port
         self._server = _Server(self._serve)
         self.port = self._server.port
 
@@ -142,7 +144,7 @@ class EndpointsBroker:
         return bytes(i % 251 for i in range(size))
 
     def _serve(self, client: socket.socket) -> None:
-        endpoints = [{"NodeId": self.NODE, "Host": self.HOST, "Port": 9092, "Rack": None}]
+        endpoints = [{"NodeId": self.NODE, "Host": self.HOST, "Port": self.endpoint_port, "Rack": None}]
         while (frame := read_frame(client)) is not None:
             h = parse_request_header(frame)
             if h.api_key == 0:
@@ -157,6 +159,10 @@ class EndpointsBroker:
                         "PartitionIndex": 0, "ErrorCode": 0, "HighWatermark": 1, "LastStableOffset": 1,
                         "LogStartOffset": 0, "AbortedTransactions": None, "PreferredReadReplica": -1,
                         "Records": self.records(req["MaxBytes"])}]}]})
+            elif (h.api_key, h.api_version) == (3, 12):
+                body = encode_body("MetadataResponse", 12, {
+                    "ThrottleTimeMs": 0, "Brokers": endpoints, "ClusterId": "c", "ControllerId": self.NODE,
+                    "Topics": []})
             else:
                 return
             client.sendall(response_frame(h.correlation_id, h.api_key, h.api_version, body))

@@ -146,6 +146,12 @@ def test_sasl_oauthbearer_subject():
     assert sasl.username("OAUTHBEARER", b"n,,\x01auth=Bearer a.!!!.b\x01\x01") is None
     assert sasl.username("OAUTHBEARER", b"n,,\x01auth=Basic " + token + b"\x01\x01") is None
     assert sasl.username("OAUTHBEARER", b"garbage") is None
+    # A lone surrogate (valid JSON, no UTF-8) would fail every use of the name (the native plane's
+    # set_user, the kernel's entity names): replaced, as PLAIN's undecodable bytes are.
+    lone = _jwt({"sub": "\ud800x"})
+    assert sasl.username("OAUTHBEARER", b"n,,\x01auth=Bearer " + lone + b"\x01\x01") == "\ufffdx"
+    pair = _jwt({"sub": "\U0001F600"})  # a surrogate pair in the JSON: one character, kept
+    assert sasl.username("OAUTHBEARER", b"n,,\x01auth=Bearer " + pair + b"\x01\x01") == "\U0001F600"
 
 
 @pytest.mark.parametrize("epoch,expected_session", [(-1, 0), (0, 77), (5, 77)])
@@ -175,6 +181,37 @@ def test_mutation_plan_strict_and_permissive():
     assert not plan.rejected and plan.forward is body and plan.throttle_ms > 0
     plan = mutations.plan(apis.CREATE_TOPICS, 7, dict(body, ValidateOnly=True), h, {}.get, 1)
     assert not plan.rejected and plan.throttle_ms == 0
+    qm.close()
+
+
+def test_mutation_plan_leaves_invalid_counts_to_the_broker_uncharged():
+    """Kafka's controller refuses a partition count below -1 or 0 (``INVALID_PARTITIONS``) and a
+    CreatePartitions count that is no increase before it charges the mutation quota
+    (``ReplicationControlManager.createTopic`` / ``createPartitionsForTopic``): such topics are
+    forwarded uncharged, even with the quota exhausted, for the broker to refuse. Before, a
+    negative count reached the kernel (found by fuzzing: an internal error closed the client's
+    connection) and a non-increase was refused THROTTLING_QUOTA_EXCEEDED."""
+    qm = kquota.QuotaManager(controller_window_num=2, controller_window_size_seconds=1)
+    qm.alter_client_quotas([({"client-id": "c"}, {"controller_mutation_rate": 1})])
+    h = qm.client("u", "c")
+    invalid = [{"Name": "neg", "NumPartitions": -253}, {"Name": "zero", "NumPartitions": 0}]
+    body = {"Topics": [{"Name": "big", "NumPartitions": 50}] + invalid, "ValidateOnly": False}
+    plan = mutations.plan(apis.CREATE_TOPICS, 7, body, h, {}.get, 1)  # "big" exhausts the quota
+    assert [t["Name"] for t in plan.forward["Topics"]] == ["big", "neg", "zero"] and not plan.rejected
+    plan = mutations.plan(apis.CREATE_TOPICS, 7, {"Topics": invalid, "ValidateOnly": False}, h, {}.get, 1)
+    assert plan.forward["Topics"] == invalid and not plan.rejected and plan.throttle_ms == 0
+    known = {"t": 4}.get
+    for count in (4, 2, -7):
+        body = {"Topics": [{"Name": "t", "Count": count, "Assignments": None}], "ValidateOnly": False}
+        plan = mutations.plan(apis.CREATE_PARTITIONS, 3, body, h, known, 1)
+        assert plan.forward is not None and not plan.rejected, count
+    unseen = {"Topics": [{"Name": "unseen", "Count": -253, "Assignments": None}], "ValidateOnly": False}
+    assert mutations.plan(apis.CREATE_PARTITIONS, 3, unseen, h, {}.get, 1).forward == unseen
+    plan = mutations.plan(apis.CREATE_TOPICS, 5, {"Topics": invalid, "ValidateOnly": False}, h, {}.get, 1)
+    assert plan.forward is not None  # permissive: nothing charged for them either
+    # A valid topic is still refused once the quota is spent.
+    body = {"Topics": [{"Name": "t", "Count": 6, "Assignments": None}], "ValidateOnly": False}
+    assert mutations.plan(apis.CREATE_PARTITIONS, 3, body, h, known, 1).rejected
     qm.close()
 
 

@@ -6,6 +6,7 @@ records pass byte for byte."""
 
 from __future__ import annotations
 
+import logging
 import socket
 
 import pytest
@@ -57,3 +58,29 @@ def test_fetch_answer_names_the_proxy_records_intact(endpoints_proxy, size):
     _check_rewritten(endpoints_proxy, answer["NodeEndpoints"])
     if size > 65_536:
         assert endpoints_proxy.proxy.streamed_responses > streamed_before
+
+
+@pytest.mark.parametrize("port", [-1, 70_000])
+def test_broker_named_at_a_port_out_of_range_closes_only_that_connection(data_plane, port, caplog):
+    """A broker answer naming a broker at a port no TCP address has (found by fuzzing a broker
+    that answers garbage) is a malformed answer: that client connection is closed, logged as such
+    rather than as an internal error, on both planes and for every answer that names brokers
+    (Metadata in Python, Produce in the native plane's Rust). Before, the native plane's Python
+    side failed converting the port (an OverflowError logged as an internal error) and the asyncio
+    plane opened a listener for an address it could never reach."""
+    broker = EndpointsBroker(endpoint_port=port)
+    proxy = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane)
+    try:
+        for call in (lambda w: w.call(3, 12, "Metadata", {"Topics": None, "AllowAutoTopicCreation": False,
+                                                          "IncludeTopicAuthorizedOperations": False}),
+                     lambda w: w.call(0, 10, "Produce", {"TransactionalId": None, "Acks": 1, "TimeoutMs": 1000,
+                                                         "TopicData": []})):
+            w = Wire(proxy.proxy.bootstrap_address)
+            with pytest.raises(ConnectionError):
+                call(w)
+            w.close()
+        assert EndpointsBroker.NODE not in proxy.proxy.broker_ports
+    finally:
+        proxy.stop()
+        broker.stop()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -3,12 +3,14 @@ protocol, KIP-599 strict mutations, malformed frames, the connection bound, brok
 
 from __future__ import annotations
 
+import logging
 import struct
 import uuid
 
 import kquota
 import pytest
 from kquota.proxy import apis
+from kquota.proxy.codec import decode_body
 from proxy_support import ProxyThread, Tansu
 from proxy_wire import Wire
 
@@ -163,6 +165,57 @@ def test_garbage_closes_only_its_own_connection(proxy, garbage):
     _metadata_ok(again)  # and the proxy still accepts
     for w in (good, bad, again):
         w.close()
+
+
+# ---------------------------------------------------------------------------- versions
+
+
+def test_api_versions_of_a_version_not_offered_answered_as_kafka_then_retried(proxy, caplog):
+    """Kafka answers an ApiVersions request of a version it does not support with
+    UNSUPPORTED_VERSION in a v0 body that names its ApiVersions versions (KIP-511,
+    ``ApiVersionsRequest.getErrorResponse``; ``RequestContext.apiVersion`` serializes it as v0)
+    and keeps the connection, on which the client retries with one of them. Before, the proxy
+    relayed the request and failed on the answer (v-1: an internal error) or clamped a layout it
+    does not know (a newer version)."""
+    lo, hi = apis.PARSED_VERSIONS[apis.API_VERSIONS]
+    w = Wire(_bootstrap(proxy))
+    for version in (hi + 1, 127, -1):
+        # A v3+ body (two empty compact strings, no tags); Kafka does not read it.
+        w.send_raw(w.frame(apis.API_VERSIONS, version, b"\x01\x01\x00" if version >= 3 else b""))
+        frame = w.read_frame()
+        assert struct.unpack_from(">i", frame)[0] == w.corr
+        body = decode_body("ApiVersionsResponse", 0, frame, 4)  # v0 header and body
+        assert body == {"ErrorCode": apis.UNSUPPORTED_VERSION,
+                        "ApiKeys": [{"ApiKey": apis.API_VERSIONS, "MinVersion": lo, "MaxVersion": hi}]}
+    answer = w.call(apis.API_VERSIONS, hi, "ApiVersions", {"ClientSoftwareName": "retry",
+                                                           "ClientSoftwareVersion": "1"})
+    assert answer["ErrorCode"] == 0
+    offered = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in answer["ApiKeys"]}
+    assert offered[apis.PRODUCE] == apis.PARSED_VERSIONS[apis.PRODUCE]
+    _metadata_ok(w)
+    w.close()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_a_version_the_proxy_does_not_offer_closes_only_that_connection(proxy, caplog):
+    """Kafka's ``SocketServer`` closes a connection whose request has a version the broker does not
+    support. The proxy does so for every API it inspects, just outside the versions its
+    ApiVersions offers, on both planes alike. Before, such a request was decoded at that version
+    (an internal error for v-1, a Metadata v13 passed on unclamped) or, on one plane only,
+    relayed (Produce v2 on asyncio, v12 on native)."""
+    good = Wire(_bootstrap(proxy))
+    _metadata_ok(good)
+    for key, (lo, hi) in apis.PARSED_VERSIONS.items():
+        if key == apis.API_VERSIONS:
+            continue
+        for version in (lo - 1, hi + 1):
+            bad = Wire(_bootstrap(proxy))
+            bad.send_raw(bad.frame(key, version, b"\x00" * 16))
+            assert bad.closed_by_peer(), (key, version)
+            bad.close()
+    _metadata_ok(good)  # the other connection is untouched
+    good.close()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def test_connection_bound(broker, data_plane):

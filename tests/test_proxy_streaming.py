@@ -14,7 +14,7 @@ import time
 
 import kquota
 import pytest
-from kquota.proxy import addresses, apis
+from kquota.proxy import addresses, apis, streaming
 from kquota.proxy.addresses import StreamedTail, fit_tagged_section
 from kquota.proxy.codec import CodecError, decode_body, encode_body, tagged_section_offset, top_level_tags
 from kquota.proxy.streaming import NotYet, StreamedView
@@ -138,6 +138,46 @@ def test_node_endpoints_beyond_the_held_tail_refused():
     frame = bytes(encode_body("FetchResponse", 16, body))
     held_from = len(frame) - 10
     assert _stream_tail(frame, [frame[:held_from]], held_from) == frame[held_from:]
+
+
+def _event_loops() -> list:
+    loops = [asyncio.new_event_loop]
+    try:
+        import uvloop
+
+        loops.append(uvloop.new_event_loop)
+    except ImportError:  # the proxy extra's optional loop
+        pass
+    return loops
+
+
+@pytest.mark.parametrize("first", [None, [b"head"]], ids=["rest", "head+rest"])
+@pytest.mark.parametrize("new_loop", _event_loops(), ids=lambda f: f.__module__.split(".")[0])
+def test_pump_into_a_closed_peer_is_a_connection_error(new_loop, first):
+    """A streamed frame whose destination has gone ends the connection as a lost peer (logged
+    at debug), on every loop: uvloop raises ``RuntimeError`` for a write to a closed transport,
+    which the proxy logged as an internal error (found by fuzzing a broker that closes
+    mid-request)."""
+    async def run() -> None:
+        src_sock, feed = socket.socketpair()
+        dst_sock, _peer = socket.socketpair()
+        reader, src_writer = await asyncio.open_connection(sock=src_sock)  # kept: its loss closes src
+        _, writer = await asyncio.open_connection(sock=dst_sock)
+        feed.sendall(b"x" * 1000)
+        writer.close()  # the destination is gone before the frame's rest moves
+        await asyncio.sleep(0.05)  # and its transport closed for good
+        with pytest.raises(ConnectionError):
+            await asyncio.wait_for(streaming.pump(reader, writer, 1000, first=first), 5)
+        for w in (src_writer, writer):
+            w.close()
+        feed.close()
+        _peer.close()
+
+    loop = new_loop()
+    try:
+        loop.run_until_complete(run())
+    finally:
+        loop.close()
 
 
 def test_streamed_view_remembers_only_what_was_read():

@@ -260,6 +260,7 @@ class ProxyDataPlane:
         advertised_host: str,
         flexible_from: list[int],
         throttle_first: list[int],
+        parsed_versions: list[tuple[int, int, int]],
         python_keys: list[int],
         exempt_keys: list[int],
         max_frame_bytes: int,

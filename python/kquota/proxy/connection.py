@@ -108,7 +108,10 @@ class RequestPaths:
         return (_I32.pack(len(frame)), frame), 0
 
     async def resolve(self, node_id: int, host: str, port: int) -> tuple[str, int]:
-        """The proxy address standing for a broker (its listener opens on first use)."""
+        """The proxy address standing for a broker (its listener opens on first use); a port no
+        TCP address has is a malformed answer (``CodecError``), as on the native paths."""
+        if not 0 <= port <= 0xFFFF:
+            raise CodecError(f"broker {node_id}: port {port} out of range")
         return await self.server.broker_listener(node_id, host, port)
 
 
@@ -321,7 +324,7 @@ class ClientConnection(RequestPaths):
                 if self._rest and header.api_key not in _STREAMED:
                     frame = await self.read_rest(frame)
                 p = Pending(header, size, 0)
-                handler = _DISPATCH.get(header.api_key)
+                handler = handler_for(header)
                 if handler is not None:
                     await handler(self, p, frame, t0)
                 else:
@@ -411,7 +414,7 @@ class ClientConnection(RequestPaths):
             tail.feed(head)
             hold = min(rest, streaming.TAIL_HOLD)
             await streaming.pump(up, w, rest - hold, tail.feed, first=[data])
-            w.write(await tail.finish(await read_exactly(up, hold), size - hold))
+            streaming.send(w, await tail.finish(await read_exactly(up, hold), size - hold))
         self._settle(p, None, throttle)
 
     # ------------------------------------------------------------------ requests
@@ -468,6 +471,7 @@ class ClientConnection(RequestPaths):
         self._settle(p, data, throttle_ms)
 
 _DISPATCH: dict[int, Callable[[ClientConnection, Pending, bytes, int], Awaitable[None]]] = {}
+
 #: APIs whose handlers take the head of a large request (and forward it, the rest streamed).
 _STREAMED: set[int] = set()
 
@@ -484,3 +488,19 @@ def register(api_key: int, streamed: bool = False) -> Callable:
         return fn
 
     return deco
+
+
+def handler_for(header: RequestHeader) -> Optional[Callable[[Any, Pending, bytes, int], Awaitable[None]]]:
+    """The handler of the request's API (None: relayed as bytes).
+
+    Raises ``CodecError`` (the connection is closed) for a version outside the range the proxy
+    parses (``apis.PARSED_VERSIONS``, what ApiVersions offers): Kafka's ``SocketServer`` closes a
+    connection that sends a version its broker does not support. ApiVersions itself is the
+    exception, answered ``UNSUPPORTED_VERSION`` by its handler (KIP-511)."""
+    handler = _DISPATCH.get(header.api_key)
+    if handler is not None and header.api_key != apis.API_VERSIONS:
+        lo, hi = apis.PARSED_VERSIONS[header.api_key]
+        if not lo <= header.api_version <= hi:
+            raise CodecError(f"api key {header.api_key} v{header.api_version}: not a version the proxy "
+                             f"offers ({lo}-{hi})")
+    return handler

@@ -25,7 +25,7 @@ from kquota.proxy.connection import Answer, ClientConnection, Pending, register
 from kquota.proxy.frames import response_body_offset, response_frame
 from kquota.proxy.streaming import StreamPlan
 from kquota.proxy.throttle import patch_throttle, patch_throttle_head
-from kquota.proxy.versions import clamp_api_versions
+from kquota.proxy.versions import clamp_api_versions, unsupported_api_versions
 from kquota.quota_type import ClientQuotaType
 
 log = logging.getLogger("kquota.proxy")
@@ -44,13 +44,20 @@ def _elapsed(p: Pending, t0: int) -> None:
 
 @register(apis.API_VERSIONS)
 async def api_versions(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> None:
-    """Relayed; the answer offers only versions the proxy parses."""
+    """Relayed; the answer offers only versions the proxy parses. A version outside those is
+    answered by the proxy as Kafka answers it (``KafkaApis.handleApiVersionsRequest``, KIP-511):
+    ``UNSUPPORTED_VERSION`` in a v0 body listing the ApiVersions versions, so the client retries
+    with one the proxy reads (a broker that speaks a newer one never sees it)."""
     async def on_response(p: Pending, frame: bytes) -> Answer:
         throttle = conn.request_throttle(p)
         return clamp_api_versions(frame, p.header.api_version, throttle), throttle
 
+    lo, hi = apis.PARSED_VERSIONS[apis.API_VERSIONS]
     _elapsed(p, t0)
-    await conn.forward(p, frame, on_response)
+    if lo <= p.header.api_version <= hi:
+        await conn.forward(p, frame, on_response)
+    else:
+        await conn.answer(p, unsupported_api_versions(p.header.correlation_id), conn.request_throttle(p))
 
 
 # ---------------------------------------------------------------------------- addresses

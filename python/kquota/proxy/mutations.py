@@ -44,15 +44,22 @@ def _topics(api_key: int, version: int, body: dict) -> tuple[str, list]:
     return "Topics", body.get("Topics") or []
 
 
-def _mutations(api_key: int, topic: Any, partitions_of: Callable[[str], Optional[int]], default_partitions: int) -> int:
+def _mutations(api_key: int, topic: Any, partitions_of: Callable[[str], Optional[int]],
+               default_partitions: int) -> Optional[int]:
+    """The topic's mutations, or ``None`` for a topic Kafka refuses before charging its quota
+    (``ReplicationControlManager``: a partition count below -1 or 0 is ``INVALID_PARTITIONS``, so
+    is a CreatePartitions count that is no increase); the broker gives that answer."""
     if api_key == apis.CREATE_TOPICS:
         if topic.get("Assignments"):
             return len(topic["Assignments"])
         n = topic.get("NumPartitions", -1)
-        return default_partitions if n is None or n < 0 else n
+        if n is None or n == -1:
+            return default_partitions
+        return n if n > 0 else None
     if api_key == apis.CREATE_PARTITIONS:
         known = partitions_of(topic["Name"])
-        return max(topic["Count"] - known, 0) if known is not None else topic["Count"]
+        added = topic["Count"] - (known or 0)
+        return added if added > 0 else None
     name = topic if isinstance(topic, str) else topic.get("Name")
     known = partitions_of(name) if name else None
     return known if known is not None else 1
@@ -74,15 +81,17 @@ def plan(api_key: int, version: int, body: dict, handle: Any,
     if body.get("ValidateOnly"):
         return out
     key, topics = _topics(api_key, version, body)
+    charges = [_mutations(api_key, t, partitions_of, default_partitions) for t in topics]
     if version < STRICT_SINCE[api_key]:
-        total = sum(_mutations(api_key, t, partitions_of, default_partitions) for t in topics)
-        out.throttle_ms = int(handle.record_controller_mutations(total))
+        out.throttle_ms = int(handle.record_controller_mutations(sum(n for n in charges if n is not None)))
         return out
     kept = []
-    for topic in topics:
+    for topic, n in zip(topics, charges):
+        if n is None:
+            kept.append(topic)  # refused by the broker, uncharged
+            continue
         try:
-            handle.record_controller_mutations(_mutations(api_key, topic, partitions_of, default_partitions),
-                                               strict=True)
+            handle.record_controller_mutations(n, strict=True)
         except ThrottlingQuotaExceededError as e:
             out.throttle_ms = max(out.throttle_ms, int(e.throttle_time_ms))
             out.rejected.append(_rejected_entry(api_key, version, topic))

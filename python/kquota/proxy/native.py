@@ -21,7 +21,7 @@ from typing import Any, Optional
 from kquota.quota_type import ClientQuotaType
 from kquota.proxy import apis, handlers  # noqa: F401  (handlers registers the API handlers)
 from kquota.proxy.bridge import BridgeConnection
-from kquota.proxy.connection import _DISPATCH, Pending
+from kquota.proxy.connection import _DISPATCH, Pending, handler_for
 from kquota.proxy.frames import parse_request_header
 from kquota.proxy.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
 from kquota.proxy.server import ProxySettings
@@ -106,6 +106,7 @@ class NativeProxyServer(ProxySettings):
             listen_host=self.listen[0], listen_port=int(self.listen[1]),
             advertised_host=self.advertised_host,
             flexible_from=version_table(FLEXIBLE_FIRST), throttle_first=version_table(THROTTLE_FIRST),
+            parsed_versions=[(key, lo, hi) for key, (lo, hi) in sorted(apis.PARSED_VERSIONS.items())],
             python_keys=python_keys(), exempt_keys=sorted(apis.REQUEST_QUOTA_EXEMPT),
             max_frame_bytes=self.max_frame_bytes, max_connections=self.max_connections,
             max_inflight=self.max_inflight, quota_window_ms=int(self.quota_window_seconds * 1000),
@@ -231,7 +232,7 @@ class NativeProxyServer(ProxySettings):
         header = parse_request_header(frame)
         p = Pending(header, len(frame), ns)
         conn.slots[p] = slot
-        handler = _DISPATCH.get(header.api_key)
+        handler = handler_for(header)
         if handler is None:  # never: python_keys are handled APIs
             raise RuntimeError(f"no handler for api key {header.api_key}")
         await handler(conn, p, frame, t0)  # type: ignore[arg-type]

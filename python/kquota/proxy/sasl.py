@@ -58,5 +58,9 @@ def _oauthbearer_subject(data: bytes) -> Optional[str]:
         except (ValueError, UnicodeDecodeError):
             return None
         sub = claims.get("sub") if isinstance(claims, dict) else None
-        return sub if isinstance(sub, str) and sub else None
+        if not isinstance(sub, str) or not sub:
+            return None
+        # JSON may escape a lone surrogate, which no UTF-8 name (nor the kernel's) can hold:
+        # replaced, as the other mechanisms' undecodable bytes are.
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in sub)
     return None

@@ -77,6 +77,17 @@ class StreamedView:
         return value
 
 
+def send(writer: asyncio.StreamWriter, *data: bytes) -> None:
+    """Writes ``data`` in one send; ``ConnectionError`` if the peer has gone (uvloop raises
+    ``RuntimeError`` for a write to a closed transport, the standard loop drops it silently)."""
+    if writer.is_closing():
+        raise ConnectionError("the peer closed the connection")
+    if len(data) == 1:
+        writer.write(data[0])
+    else:
+        writer.writelines(data)
+
+
 async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int,
                on_chunk: Optional[Callable[[bytes], None]] = None, first: Optional[list] = None) -> None:
     """Copies ``n`` bytes from ``reader`` to ``writer`` in chunks of ``CHUNK`` bytes, waiting
@@ -96,14 +107,13 @@ async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: in
         if on_chunk is not None:
             on_chunk(chunk)
         if first:
-            first.append(chunk)
-            writer.writelines(first)
+            send(writer, *first, chunk)
             first = None
         else:
-            writer.write(chunk)
+            send(writer, chunk)
         await writer.drain()
     if first:
-        writer.writelines(first)
+        send(writer, *first)
 
 
 async def skip(reader: asyncio.StreamReader, n: int) -> None:

@@ -42,3 +42,14 @@ def clamp_api_versions(frame: bytes, version: int, throttle_ms: int = 0) -> byte
     if version >= 1:
         body["ThrottleTimeMs"] = max(body.get("ThrottleTimeMs", 0), throttle_ms)
     return response_frame(corr, apis.API_VERSIONS, version, encode_body("ApiVersionsResponse", version, body))
+
+
+def unsupported_api_versions(correlation_id: int) -> bytes:
+    """Kafka's answer to an ApiVersions request of a version it does not support
+    (``ApiVersionsRequest.getErrorResponse``): ``UNSUPPORTED_VERSION`` and, since KIP-511, the
+    ApiVersions versions it does support, in a v0 body (the only one every client reads); a
+    prefixed frame."""
+    lo, hi = apis.PARSED_VERSIONS[apis.API_VERSIONS]
+    body = {"ErrorCode": apis.UNSUPPORTED_VERSION,
+            "ApiKeys": [{"ApiKey": apis.API_VERSIONS, "MinVersion": lo, "MaxVersion": hi}]}
+    return response_frame(correlation_id, apis.API_VERSIONS, 0, encode_body("ApiVersionsResponse", 0, body))

@@ -119,6 +119,7 @@ async fn dispatch(
         conn.wait_until(|st| st.python_waiting != Some(slot)).await;
         return Ok(false);
     }
+    shared.cfg.tables.check_version(h.api_key, h.api_version)?;
     let user = Arc::clone(&conn.state().user);
     match h.api_key {
         PRODUCE => {

@@ -1,7 +1,7 @@
 //! What the Python side tells the data plane about the protocol (one source: the schema data
 //! the asyncio proxy's codec reads): per API key, the first flexible version, the first
-//! response version that begins with `ThrottleTimeMs`, which APIs Python handles and which are
-//! exempt from the request quota.
+//! response version that begins with `ThrottleTimeMs`, the versions the proxy parses, which APIs
+//! Python handles and which are exempt from the request quota.
 
 pub const PRODUCE: i16 = 0;
 pub const FETCH: i16 = 1;
@@ -14,6 +14,8 @@ pub struct ApiTables {
     pub flexible_from: Vec<i16>,
     /// index = api key: the first response version beginning with `ThrottleTimeMs` (-1: none).
     pub throttle_first: Vec<i16>,
+    /// index = api key: the versions the proxy parses and offers (None: relayed, any version).
+    pub parsed: Vec<Option<(i16, i16)>>,
     /// index = api key: handed to Python (the bridge).
     pub python: Vec<bool>,
     /// index = api key: exempt from the request quota (Kafka's cluster actions, SASL).
@@ -39,12 +41,35 @@ impl ApiTables {
         first >= 0 && version >= first
     }
 
+    /// Refuses a version outside those the proxy parses (and offers in ApiVersions), as Kafka's
+    /// `SocketServer` closes a connection that sends a version its broker does not support.
+    pub fn check_version(&self, key: i16, version: i16) -> Result<(), String> {
+        match at(&self.parsed, key, None) {
+            Some((lo, hi)) if !(lo..=hi).contains(&version) => Err(format!(
+                "api key {key} v{version}: not a version the proxy offers ({lo}-{hi})"
+            )),
+            _ => Ok(()),
+        }
+    }
+
     pub fn is_python(&self, key: i16) -> bool {
         at(&self.python, key, false)
     }
 
     pub fn is_exempt(&self, key: i16) -> bool {
         at(&self.exempt, key, false)
+    }
+
+    /// Builds the `parsed` table from (api key, min version, max version) rows.
+    pub fn version_ranges(rows: &[(i16, i16, i16)]) -> Vec<Option<(i16, i16)>> {
+        let len = rows.iter().map(|r| r.0.max(0) as usize + 1).max().unwrap_or(0);
+        let mut out = vec![None; len];
+        for &(k, lo, hi) in rows {
+            if k >= 0 {
+                out[k as usize] = Some((lo, hi));
+            }
+        }
+        out
     }
 
     /// Builds a table indexed by api key from the listed keys.
@@ -57,5 +82,34 @@ impl ApiTables {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_outside_the_parsed_range_are_refused_and_unlisted_apis_pass() {
+        let t = ApiTables {
+            parsed: ApiTables::version_ranges(&[(PRODUCE, 3, 11), (FETCH, 4, 17)]),
+            ..Default::default()
+        };
+        assert!(t.check_version(PRODUCE, 3).is_ok());
+        assert!(t.check_version(PRODUCE, 11).is_ok());
+        assert!(t.check_version(FETCH, 17).is_ok());
+        for (key, version) in [
+            (PRODUCE, 2),
+            (PRODUCE, 12),
+            (PRODUCE, -1),
+            (FETCH, 3),
+            (FETCH, 18),
+        ] {
+            let err = t.check_version(key, version).unwrap_err();
+            assert!(err.contains(&format!("v{version}")), "{err}");
+        }
+        // Relayed APIs (not in the table, or beyond it) take any version.
+        assert!(t.check_version(API_VERSIONS, 99).is_ok());
+        assert!(t.check_version(-5, 0).is_ok());
     }
 }

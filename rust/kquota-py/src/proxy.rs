@@ -103,6 +103,20 @@ fn keys(values: &[i64], what: &str) -> PyQuotaResult<Vec<i16>> {
         .collect()
 }
 
+fn version_rows(rows: &[(i64, i64, i64)]) -> PyQuotaResult<Vec<(i16, i16, i16)>> {
+    rows.iter()
+        .map(|&(k, lo, hi)| {
+            let v = keys(&[k, lo, hi], "parsed_versions")?;
+            if v[1] > v[2] {
+                return Err(invalid_argument(format!(
+                    "parsed_versions: api key {k} has min version {lo} above max {hi}"
+                )));
+            }
+            Ok((v[0], v[1], v[2]))
+        })
+        .collect()
+}
+
 fn positive(v: i64, what: &str) -> PyQuotaResult<usize> {
     usize::try_from(v)
         .ok()
@@ -129,7 +143,7 @@ impl PyProxyDataPlane {
     #[new]
     #[pyo3(signature = (
         kernel, bridge, *, bootstrap, listen_host, listen_port, advertised_host, flexible_from,
-        throttle_first, python_keys, exempt_keys, max_frame_bytes, max_connections, max_inflight,
+        throttle_first, parsed_versions, python_keys, exempt_keys, max_frame_bytes, max_connections, max_inflight,
         quota_window_ms, request_log, threads=1, drain_seconds=5.0
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -142,6 +156,7 @@ impl PyProxyDataPlane {
         advertised_host: String,
         flexible_from: Vec<i64>,
         throttle_first: Vec<i64>,
+        parsed_versions: Vec<(i64, i64, i64)>,
         python_keys: Vec<i64>,
         exempt_keys: Vec<i64>,
         max_frame_bytes: i64,
@@ -166,6 +181,7 @@ impl PyProxyDataPlane {
         let tables = ApiTables {
             flexible_from: keys(&flexible_from, "flexible_from")?,
             throttle_first: keys(&throttle_first, "throttle_first")?,
+            parsed: ApiTables::version_ranges(&version_rows(&parsed_versions)?),
             python: ApiTables::key_set(&keys(&python_keys, "python_keys")?),
             exempt: ApiTables::key_set(&keys(&exempt_keys, "exempt_keys")?),
         };
