@@ -128,13 +128,15 @@ class EndpointsBroker:
     NodeEndpoints (KIP-951: what a real broker does after a leader change, which tansu never
     does): Produce answers one partition; Fetch answers ``MaxBytes`` bytes of records (a
     repeating pattern), so a test picks a response small enough to be held whole or large
-    enough to be streamed. Metadata (v12) names the same broker. ``endpoint_port`` is the port
-    it gives that broker (one out of range: a broker answering garbage)."""
+    enough to be streamed. Metadata (v12) names the same broker. ``endpoint_host`` and
+    ``endpoint_port`` are the address it gives that broker (an impossible one: a broker
+    answering garbage)."""
 
     HOST = "broker-seven.cluster.internal"
     NODE = 7
 
-    def __init__(self, endpoint_port: int = 9092) -> None:
+    def __init__(self, endpoint_host: str = HOST, endpoint_port: int = 9092) -> None:
+        self.endpoint_host = endpoint_host
         self.endpoint_port = endpoint_port
         self._server = _Server(self._serve)
         self.port = self._server.port
@@ -144,7 +146,7 @@ class EndpointsBroker:
         return bytes(i % 251 for i in range(size))
 
     def _serve(self, client: socket.socket) -> None:
-        endpoints = [{"NodeId": self.NODE, "Host": self.HOST, "Port": self.endpoint_port, "Rack": None}]
+        endpoints = [{"NodeId": self.NODE, "Host": self.endpoint_host, "Port": self.endpoint_port, "Rack": None}]
         while (frame := read_frame(client)) is not None:
             h = parse_request_header(frame)
             if h.api_key == 0:

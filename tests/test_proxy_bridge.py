@@ -101,7 +101,7 @@ def test_fetch_max_bytes_reach_the_broker_capped(data_plane):
 def test_tables_handed_to_the_native_plane_match_the_codec():
     """One source for the wire rules: the native plane's tables are the codec's."""
     from kquota.proxy.codec import is_flexible
-    from kquota.proxy.connection import _DISPATCH
+    from kquota.proxy.dispatch import _DISPATCH
     from kquota.proxy.native import python_keys, version_table
     from kquota.proxy.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
 

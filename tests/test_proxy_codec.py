@@ -14,7 +14,8 @@ from kquota.proxy import apis, mutations, sasl
 from kquota.proxy.admin import _matches, principal_names
 from kquota.proxy.codec import CodecError, decode_body, encode_body
 from kquota.proxy.frames import parse_request_header, response_body_offset
-from kquota.proxy.handlers import produce_acks, throttled_fetch_response
+from kquota.proxy.handlers import fetch_request_fields, produce_acks, throttled_fetch_response
+from kquota.proxy.throttle import patch_throttle_head
 from kquota.proxy.versions import clamp_api_versions
 
 
@@ -152,6 +153,24 @@ def test_sasl_oauthbearer_subject():
     assert sasl.username("OAUTHBEARER", b"n,,\x01auth=Bearer " + lone + b"\x01\x01") == "\ufffdx"
     pair = _jwt({"sub": "\U0001F600"})  # a surrogate pair in the JSON: one character, kept
     assert sasl.username("OAUTHBEARER", b"n,,\x01auth=Bearer " + pair + b"\x01\x01") == "\U0001F600"
+
+
+def test_fields_read_in_place_from_a_short_frame_are_codec_errors():
+    """A frame cut short inside a field the proxy reads in place is malformed (``CodecError``:
+    that connection closes), like any other short frame. Found by fuzzing: a Produce v3-8
+    request cut inside its TransactionalId length raised ``struct.error``, which the proxy
+    logged as an internal error; the other in-place reads had the same gap."""
+    head = struct.pack(">hhih", apis.PRODUCE, 7, 1, -1)
+    with pytest.raises(CodecError, match="TransactionalId"):
+        produce_acks(head + b"\x00", len(head), 7)
+    fetch = struct.pack(">hhih", apis.FETCH, 6, 1, -1)
+    with pytest.raises(CodecError):
+        fetch_request_fields(fetch + b"\x00\x00", len(fetch), 6)
+    short_fetch_answer = struct.pack(">i", 9) + b"\x00"  # correlation id, empty tags, no body
+    with pytest.raises(CodecError, match="SessionId"):
+        throttled_fetch_response(9, 12, short_fetch_answer, 5, {"SessionEpoch": 0}, 100)
+    with pytest.raises(CodecError, match="ThrottleTimeMs"):
+        patch_throttle_head(struct.pack(">i", 9) + b"\x00\x01", 100, apis.FETCH, 11, 4, 50)
 
 
 @pytest.mark.parametrize("epoch,expected_session", [(-1, 0), (0, 77), (5, 77)])

@@ -84,3 +84,32 @@ def test_broker_named_at_a_port_out_of_range_closes_only_that_connection(data_pl
         proxy.stop()
         broker.stop()
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+@pytest.mark.parametrize("host", ["bad\x00host", "x" * 64 + ".example", ""], ids=["nul", "long-label", "empty"])
+def test_broker_named_at_a_host_no_resolver_takes_closes_only_that_connection(data_plane, host, caplog):
+    """A broker named at a host no resolver accepts (found by fuzzing: a NUL, or a DNS label over
+    63 bytes, raised ValueError on the asyncio plane, logged as an internal error) is a broker
+    that cannot be reached: a client of that broker's proxy port is closed, with a warning, as
+    for a broker that is down; the bootstrap connection and the proxy carry on."""
+    broker = EndpointsBroker(endpoint_host=host)
+    proxy = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane)
+    try:
+        w = Wire(proxy.proxy.bootstrap_address)
+        answer = w.call(3, 12, "Metadata", {"Topics": None, "AllowAutoTopicCreation": False,
+                                            "IncludeTopicAuthorizedOperations": False})
+        port = proxy.proxy.broker_ports.get(EndpointsBroker.NODE)
+        if port is not None:  # named: its proxy port is the address the client was given
+            assert (answer["Brokers"][0]["Host"], answer["Brokers"][0]["Port"]) == ("127.0.0.1", port)
+            b = Wire(("127.0.0.1", port))
+            with pytest.raises(ConnectionError):
+                b.call(3, 12, "Metadata", {"Topics": None, "AllowAutoTopicCreation": False,
+                                           "IncludeTopicAuthorizedOperations": False})
+            b.close()
+        w.call(3, 12, "Metadata", {"Topics": None, "AllowAutoTopicCreation": False,
+                                   "IncludeTopicAuthorizedOperations": False})  # still served
+        w.close()
+    finally:
+        proxy.stop()
+        broker.stop()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -68,6 +68,14 @@ def write_uvarint(out: bytearray, value: int) -> None:
     out.append(value)
 
 
+def read_fixed(s: struct.Struct, buf: Any, pos: int, what: str) -> Any:
+    """The first value of ``s`` at ``pos`` (a field read in place); ``CodecError`` if ``buf``
+    ends before it, as every other read of a frame that is cut short."""
+    if pos < 0 or pos + s.size > len(buf):
+        raise CodecError(f"truncated {what}")
+    return s.unpack_from(buf, pos)[0]
+
+
 def _length(buf: Any, pos: int, flexible: bool, wide: bool) -> tuple[int, int]:
     """A length prefix: compact (uvarint n+1), int16 (strings) or int32; -1 is null."""
     if flexible:

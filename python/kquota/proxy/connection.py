@@ -29,6 +29,7 @@ from typing import Any, Callable, Optional
 from kquota.quota_type import ClientQuotaType
 from kquota.proxy import apis, sasl, streaming
 from kquota.proxy.codec import CodecError
+from kquota.proxy.dispatch import handler_for, is_streamed
 from kquota.proxy.frames import (
     RequestHeader,
     parse_request_header,
@@ -168,7 +169,7 @@ class ClientConnection(RequestPaths):
         try:
             self._up_reader, self._up_writer = await asyncio.open_connection(
                 *self.upstream, limit=self.server.stream_limit)
-        except OSError as e:
+        except (OSError, ValueError) as e:  # ValueError: a host no resolver takes (NUL, long label)
             log.warning("cannot reach broker %s:%s for client %s: %s", *self.upstream, self.peer, e)
             await self._close()
             return
@@ -321,7 +322,7 @@ class ClientConnection(RequestPaths):
                         raise
                     frame = await self.read_rest(frame)  # a header longer than the head
                     header = parse_request_header(frame)
-                if self._rest and header.api_key not in _STREAMED:
+                if self._rest and not is_streamed(header.api_key):
                     frame = await self.read_rest(frame)
                 p = Pending(header, size, 0)
                 handler = handler_for(header)
@@ -469,38 +470,3 @@ class ClientConnection(RequestPaths):
         """Queues an answer the proxy made itself (or none, with only a mute)."""
         self._slots.append(p)
         self._settle(p, data, throttle_ms)
-
-_DISPATCH: dict[int, Callable[[ClientConnection, Pending, bytes, int], Awaitable[None]]] = {}
-
-#: APIs whose handlers take the head of a large request (and forward it, the rest streamed).
-_STREAMED: set[int] = set()
-
-
-def register(api_key: int, streamed: bool = False) -> Callable:
-    """Registers the request handler of one API (see :mod:`kquota.proxy.handlers`); a
-    ``streamed`` handler may be given only the head of a large request (``conn.read_rest``
-    gives the whole one), and must forward it."""
-
-    def deco(fn: Callable) -> Callable:
-        _DISPATCH[api_key] = fn
-        if streamed:
-            _STREAMED.add(api_key)
-        return fn
-
-    return deco
-
-
-def handler_for(header: RequestHeader) -> Optional[Callable[[Any, Pending, bytes, int], Awaitable[None]]]:
-    """The handler of the request's API (None: relayed as bytes).
-
-    Raises ``CodecError`` (the connection is closed) for a version outside the range the proxy
-    parses (``apis.PARSED_VERSIONS``, what ApiVersions offers): Kafka's ``SocketServer`` closes a
-    connection that sends a version its broker does not support. ApiVersions itself is the
-    exception, answered ``UNSUPPORTED_VERSION`` by its handler (KIP-511)."""
-    handler = _DISPATCH.get(header.api_key)
-    if handler is not None and header.api_key != apis.API_VERSIONS:
-        lo, hi = apis.PARSED_VERSIONS[header.api_key]
-        if not lo <= header.api_version <= hi:
-            raise CodecError(f"api key {header.api_key} v{header.api_version}: not a version the proxy "
-                             f"offers ({lo}-{hi})")
-    return handler

@@ -18,10 +18,12 @@ from kquota.proxy.codec import (
     decode_body,
     encode_body,
     is_flexible,
+    read_fixed,
     read_uvarint,
     top_level_tags,
 )
-from kquota.proxy.connection import Answer, ClientConnection, Pending, register
+from kquota.proxy.connection import Answer, ClientConnection, Pending
+from kquota.proxy.dispatch import register
 from kquota.proxy.frames import response_body_offset, response_frame
 from kquota.proxy.streaming import StreamPlan
 from kquota.proxy.throttle import patch_throttle, patch_throttle_head
@@ -108,7 +110,7 @@ def produce_acks(frame: bytes, offset: int, version: int) -> int:
             n, pos = read_uvarint(frame, pos)
             pos += max(n - 1, 0)
         else:
-            n = _I16.unpack_from(frame, pos)[0]
+            n = read_fixed(_I16, frame, pos, "Produce TransactionalId")
             pos += 2 + max(n, 0)
     if pos + 2 > len(frame):
         raise CodecError("truncated Produce request")
@@ -182,7 +184,7 @@ def fetch_request_fields(frame: bytes, offset: int, version: int) -> dict:
     _, min_bytes, max_bytes, _, session_id, epoch = _FETCH_FIXED.unpack_from(frame, base)
     out = {"MinBytes": min_bytes, "MaxBytes": max_bytes, "SessionId": session_id, "SessionEpoch": epoch}
     if version < 15:
-        out["ReplicaId"] = _I32.unpack_from(frame, offset)[0]
+        out["ReplicaId"] = read_fixed(_I32, frame, offset, "Fetch ReplicaId")
     elif _REPLICA_STATE in top_level_tags("FetchRequest", version, frame, offset):
         out["ReplicaState"] = decode_body("FetchRequest", version, frame, offset).get("ReplicaState")
     return out
@@ -245,7 +247,7 @@ async def fetch(conn: ClientConnection, p: Pending, frame: bytes, t0: int) -> No
             return "patch", None, throttle
         if answer == "empty":
             handle.unrecord(FETCH, size)
-            error = _I16.unpack_from(frame, offset + 4)[0] if v >= 7 else 0
+            error = read_fixed(_I16, frame, offset + 4, "Fetch ErrorCode") if v >= 7 else 0
             if error == 0:
                 return "empty", throttled_fetch_response(h.correlation_id, v, frame, offset, req, throttle), throttle
             return "patch", None, throttle
@@ -295,7 +297,7 @@ def throttled_fetch_response(corr: int, version: int, frame: bytes, offset: int,
     """
     session = 0
     if version >= 7 and req.get("SessionEpoch", -1) >= 0:
-        session = _I32.unpack_from(frame, offset + 6)[0]  # ThrottleTimeMs, ErrorCode, SessionId
+        session = read_fixed(_I32, frame, offset + 6, "Fetch SessionId")  # after ThrottleTimeMs, ErrorCode
     body = {"ThrottleTimeMs": throttle, "ErrorCode": 0, "SessionId": session, "Responses": []}
     return response_frame(corr, apis.FETCH, version, encode_body("FetchResponse", version, body))
 

@@ -21,7 +21,8 @@ from typing import Any, Optional
 from kquota.quota_type import ClientQuotaType
 from kquota.proxy import apis, handlers  # noqa: F401  (handlers registers the API handlers)
 from kquota.proxy.bridge import BridgeConnection
-from kquota.proxy.connection import _DISPATCH, Pending, handler_for
+from kquota.proxy.connection import Pending
+from kquota.proxy.dispatch import _DISPATCH, handler_for
 from kquota.proxy.frames import parse_request_header
 from kquota.proxy.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
 from kquota.proxy.server import ProxySettings

@@ -10,7 +10,7 @@ import struct
 from typing import Optional
 
 from kquota.proxy import apis
-from kquota.proxy.codec import decode_body, encode_body
+from kquota.proxy.codec import decode_body, encode_body, read_fixed
 from kquota.proxy.frames import response_frame, with_prefix
 from kquota.proxy.schemas import THROTTLE_FIRST
 
@@ -58,6 +58,6 @@ def patch_throttle_head(head: bytes, size: int, api_key: int, version: int, body
     out += head
     if throttle_ms > 0 and has_throttle_field(api_key, version) and api_key in THROTTLE_FIRST:
         at = 4 + body_offset
-        if _I32.unpack_from(out, at)[0] < throttle_ms:
+        if read_fixed(_I32, out, at, "ThrottleTimeMs") < throttle_ms:
             _I32.pack_into(out, at, throttle_ms)
     return bytes(out)
