@@ -28,6 +28,7 @@ import uuid
 
 import pytest
 from kquota.proxy.codec import encode_body
+from proxy_fakes import read_frame
 from proxy_support import ProxyThread, Tansu, free_port, make_topic
 
 _I32 = struct.Struct(">i")
@@ -38,18 +39,19 @@ SEED = int(os.environ.get("KQUOTA_FUZZ_SEED", "0"))
 SCALE = max(1, int(os.environ.get("KQUOTA_FUZZ_CASES", "1")))
 
 
-def _exact(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise EOFError("closed")
-        buf += chunk
-    return buf
-
-
 def _read_frame(sock: socket.socket) -> bytes:
-    return _exact(sock, _I32.unpack(_exact(sock, 4))[0])
+    frame = read_frame(sock)
+    if frame is None:
+        raise EOFError("closed")
+    return frame
+
+
+def _shutdown(*socks: socket.socket) -> None:
+    for s in socks:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 class _Relay:
@@ -88,11 +90,7 @@ class _Relay:
                 up.sendall(_I32.pack(len(frame)) + frame)
         except (OSError, EOFError, struct.error):
             pass
-        for s in (up, client):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        _shutdown(up, client)
 
     def _answers(self, up: socket.socket, client: socket.socket) -> None:
         try:
@@ -102,11 +100,7 @@ class _Relay:
                 client.sendall(out)
         except (OSError, EOFError, struct.error):
             pass
-        for s in (up, client):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        _shutdown(up, client)
 
     def stop(self) -> None:
         self._stopped = True
