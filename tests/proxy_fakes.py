@@ -35,7 +35,7 @@ def read_frame(sock: socket.socket) -> Optional[bytes]:
     return exact(_I32.unpack(prefix)[0])
 
 
-class _Server:
+class LoopbackServer:
     """A threaded loopback server calling ``serve(client socket)`` per connection."""
 
     def __init__(self, serve: Callable[[socket.socket], None], port: int = 0) -> None:
@@ -68,7 +68,7 @@ class SaslFront:
         port = free_port()
         self.broker = Tansu(advertised_port=port)
         self.users: list[str] = []
-        self._server = _Server(self._serve, port)
+        self._server = LoopbackServer(self._serve, port)
         self.port = port
 
     def _serve(self, client: socket.socket) -> None:
@@ -107,7 +107,7 @@ class FetchRecorder:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
-        self._server = _Server(self._serve)
+        self._server = LoopbackServer(self._serve)
         self.port = self._server.port
 
     def _serve(self, client: socket.socket) -> None:
@@ -138,7 +138,7 @@ class EndpointsBroker:
     def __init__(self, endpoint_host: str = HOST, endpoint_port: int = 9092) -> None:
         self.endpoint_host = endpoint_host
         self.endpoint_port = endpoint_port
-        self._server = _Server(self._serve)
+        self._server = LoopbackServer(self._serve)
         self.port = self._server.port
 
     @staticmethod

@@ -28,7 +28,7 @@ import uuid
 
 import pytest
 from kquota.proxy.codec import encode_body
-from proxy_fakes import read_frame
+from proxy_fakes import LoopbackServer, read_frame
 from proxy_support import ProxyThread, Tansu, free_port, make_topic
 
 _I32 = struct.Struct(">i")
@@ -63,17 +63,7 @@ class _Relay:
         self.broker = Tansu(advertised_port=self.port)
         self.on_request = on_request
         self.garble = garble
-        self._srv = socket.create_server(("127.0.0.1", self.port))
-        self._stopped = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self._stopped:
-            try:
-                client, _ = self._srv.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+        self._server = LoopbackServer(self._serve, self.port)
 
     def _serve(self, client: socket.socket) -> None:
         try:
@@ -103,8 +93,7 @@ class _Relay:
         _shutdown(up, client)
 
     def stop(self) -> None:
-        self._stopped = True
-        self._srv.close()
+        self._server.stop()
         self.broker.stop()
 
 
