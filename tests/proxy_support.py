@@ -156,3 +156,48 @@ def make_topic(address: str, partitions: int = 1, prefix: str = "t-") -> str:
     for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
         f.result(10)
     return name
+
+
+#: The 1 KB message value the quota tests produce.
+VALUE = b"v" * 1000
+
+
+class Meter:
+    """Bytes over time, and throttle events, of one client."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, int]] = []
+        self.throttles: list[int] = []
+        self.lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        with self.lock:
+            self.events.append((time.monotonic(), n))
+
+    def throttled(self, event: object) -> None:
+        self.throttles.append(int(event.throttle_time * 1000))  # type: ignore[attr-defined]
+
+    def rate(self, start: float, end: float) -> float:
+        with self.lock:
+            return sum(n for t, n in self.events if start <= t < end) / (end - start)
+
+
+def produce_loop(address: str, topic: str, client_id: str, meter: Meter, stop: threading.Event) -> None:
+    """Produces ``VALUE`` as fast as the proxy lets it until ``stop``, counting deliveries."""
+    from confluent_kafka import Producer
+
+    # Small batches: the rate moves in steps much finer than the quota.
+    p = Producer({"bootstrap.servers": address, "client.id": client_id, "linger.ms": 5, "batch.size": 16384,
+                  "queue.buffering.max.kbytes": 512, "throttle_cb": meter.throttled})
+
+    def delivered(err: object, msg: object) -> None:
+        if err is None:
+            meter.add(len(VALUE))
+
+    while not stop.is_set():
+        try:
+            p.produce(topic, VALUE, on_delivery=delivered)
+        except BufferError:
+            p.poll(0.01)
+        p.poll(0)
+    p.flush(10)

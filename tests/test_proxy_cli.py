@@ -1,5 +1,6 @@
 """``kquota proxy`` as a process: quotas from a store, the request log in the pipeline's schema,
-metrics, and a clean exit 0 on SIGTERM / SIGINT with no traceback."""
+metrics, a clean exit 0 on SIGTERM / SIGINT with no traceback, and the README's loop (capture,
+recommend, apply, enforced live) on real traffic."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
 import pytest
-from proxy_support import Tansu, free_port, wait_port
+from proxy_support import VALUE, Meter, Tansu, free_port, make_topic, produce_loop, wait_port
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -149,3 +151,69 @@ def test_request_log_rotates_on_time_without_traffic(tmp_path):
         time.sleep(0.05)
     assert len(list(tmp_path.glob("*.parquet"))) == 1  # written with no further add()
     log.close()
+
+
+def stop_proxy(proc: subprocess.Popen) -> str:
+    """SIGTERM, then the proxy's stderr once it has exited cleanly."""
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err.decode()
+    return err.decode()
+
+
+def test_captured_traffic_recommended_and_applied_is_enforced_live(broker, spark, tmp_path):
+    """The README's loop, every step through kquota's own commands on real traffic: ``kquota
+    proxy --request-log`` captures a client producing at a steady ~100 KB/s; ``kquota pipeline
+    usage`` and ``recommend`` turn the capture into that client's quota (its p99 per-second rate
+    x 1.2); ``kquota configs --alter --quota-file`` writes the recommendation to the store; and
+    a running proxy following that store holds the same client, now producing as fast as it can,
+    to the recommended rate."""
+    from confluent_kafka import Producer
+
+    from kquota.cli import main
+    from kquota.config_file import load_quota_config
+
+    capture, usage, rec = tmp_path / "capture", tmp_path / "usage", tmp_path / "rec"
+    proc, port = start_proxy(broker, tmp_path, "--request-log", str(capture))
+    try:
+        address = f"127.0.0.1:{port}"
+        topic = make_topic(address)
+        p = Producer({"bootstrap.servers": address, "client.id": "paced", "linger.ms": 5})
+        t0 = time.monotonic()
+        for tick in range(1, 41):  # 10 messages every 0.1 s on a fixed schedule, for 4 s
+            for _ in range(10):
+                p.produce(topic, VALUE)
+            p.poll(0)
+            time.sleep(max(0.0, t0 + tick * 0.1 - time.monotonic()))
+        assert p.flush(15) == 0
+        del p  # gone before its proxy: it would keep reconnecting
+    finally:
+        stop_proxy(proc)
+    assert main(["pipeline", "usage", "--input", str(capture), "--out", str(usage)]) == 0
+    assert main(["pipeline", "recommend", "--usage", str(usage), "--out", str(rec), "--level", "client-id",
+                 "--percentile", "99", "--headroom", "1.2"]) == 0
+    recommended = {entity.entries["client-id"]: config for entity, config in load_quota_config(rec / "quotas.json")}
+    quota = recommended["paced"]["producer_byte_rate"]
+    # 10 requests of 10 x 1 KB a second, each with its headers (~102 KB/s), x 1.2 headroom.
+    assert 100_000 <= quota <= 160_000, recommended
+
+    proc, port = start_proxy(broker, tmp_path, "--quota-window-num", "2")
+    meter, stop = Meter(), threading.Event()
+    producer = threading.Thread(target=produce_loop, args=(f"127.0.0.1:{port}", topic, "paced", meter, stop))
+    try:
+        producer.start()
+        time.sleep(2)
+        unlimited = meter.rate(time.monotonic() - 1, time.monotonic())
+        assert main(["configs", "--store", f"sqlite://{tmp_path}/q.db", "--alter", "--quota-file",
+                     str(rec / "quotas.json")]) == 0
+        applied = time.monotonic()
+        time.sleep(9)
+    finally:
+        stop.set()
+        producer.join(30)
+        stop_proxy(proc)
+    enforced = meter.rate(applied + 3, applied + 9)
+    assert unlimited > 3 * quota, (unlimited, quota)
+    # Held to the recommended produce rate (the recommended request quota may hold it lower).
+    assert 0.3 * quota <= enforced <= 1.2 * quota, (enforced, quota)
+    assert max(meter.throttles, default=0) > 0

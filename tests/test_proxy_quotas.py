@@ -12,50 +12,11 @@ from typing import Iterator
 import kquota
 from kquota.stores.sqlite import SQLiteConfigStore
 from kquota.watcher import QuotaConfigWatcher
-from proxy_support import ProxyThread, make_topic
+from proxy_support import VALUE, Meter, ProxyThread, make_topic, produce_loop
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-VALUE = b"v" * 1000
 WINDOW_NUM = 2  # quota.window.num: a short burst allowance (1 s) keeps the test short and steady
-
-
-class Meter:
-    """Bytes over time, and throttle events, of one client."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[float, int]] = []
-        self.throttles: list[int] = []
-        self.lock = threading.Lock()
-
-    def add(self, n: int) -> None:
-        with self.lock:
-            self.events.append((time.monotonic(), n))
-
-    def throttled(self, event: object) -> None:
-        self.throttles.append(int(event.throttle_time * 1000))  # type: ignore[attr-defined]
-
-    def rate(self, start: float, end: float) -> float:
-        with self.lock:
-            return sum(n for t, n in self.events if start <= t < end) / (end - start)
-
-
-def produce_loop(address: str, topic: str, client_id: str, meter: Meter, stop: threading.Event) -> None:
-    # Small batches: the rate moves in steps much finer than the quota.
-    p = Producer({"bootstrap.servers": address, "client.id": client_id, "linger.ms": 5, "batch.size": 16384,
-                  "queue.buffering.max.kbytes": 512, "throttle_cb": meter.throttled})
-
-    def delivered(err: object, msg: object) -> None:
-        if err is None:
-            meter.add(len(VALUE))
-
-    while not stop.is_set():
-        try:
-            p.produce(topic, VALUE, on_delivery=delivered)
-        except BufferError:
-            p.poll(0.01)
-        p.poll(0)
-    p.flush(10)
 
 
 @contextlib.contextmanager
