@@ -153,12 +153,11 @@ def test_request_log_rotates_on_time_without_traffic(tmp_path):
     log.close()
 
 
-def stop_proxy(proc: subprocess.Popen) -> str:
-    """SIGTERM, then the proxy's stderr once it has exited cleanly."""
+def stop_proxy(proc: subprocess.Popen) -> tuple[int, str]:
+    """SIGTERM; the proxy's exit status and stderr."""
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err.decode()
-    return err.decode()
+    return proc.returncode, err.decode()
 
 
 def test_captured_traffic_recommended_and_applied_is_enforced_live(broker, spark, tmp_path):
@@ -188,7 +187,8 @@ def test_captured_traffic_recommended_and_applied_is_enforced_live(broker, spark
         assert p.flush(15) == 0
         del p  # gone before its proxy: it would keep reconnecting
     finally:
-        stop_proxy(proc)
+        code, err = stop_proxy(proc)
+    assert code == 0, err
     assert main(["pipeline", "usage", "--input", str(capture), "--out", str(usage)]) == 0
     assert main(["pipeline", "recommend", "--usage", str(usage), "--out", str(rec), "--level", "client-id",
                  "--percentile", "99", "--headroom", "1.2"]) == 0
@@ -211,7 +211,8 @@ def test_captured_traffic_recommended_and_applied_is_enforced_live(broker, spark
     finally:
         stop.set()
         producer.join(30)
-        stop_proxy(proc)
+        code, err = stop_proxy(proc)
+    assert code == 0, err
     enforced = meter.rate(applied + 3, applied + 9)
     assert unlimited > 3 * quota, (unlimited, quota)
     # Held to the recommended produce rate (the recommended request quota may hold it lower).
