@@ -34,6 +34,13 @@ def start_proxy(broker: Tansu, tmp_path, *extra: str) -> tuple[subprocess.Popen,
     return proc, port
 
 
+def stop_proxy(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> tuple[int, str]:
+    """Stops the proxy with ``sig``; its exit status and stderr."""
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    return proc.returncode, err.decode()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig, data_plane):
     from confluent_kafka import Consumer, Producer, TopicPartition
@@ -73,10 +80,8 @@ def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig, data_pl
         body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
         assert 'client_id="logged"' in body
     finally:
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=30)
-    text = err.decode()
-    assert proc.returncode == 0, text
+        code, text = stop_proxy(proc, sig)
+    assert code == 0, text
     assert "Traceback" not in text
     assert "kquota proxy listening on 127.0.0.1:%d" % port in text
     assert ("(native data plane)" in text) == (data_plane == "native")
@@ -151,13 +156,6 @@ def test_request_log_rotates_on_time_without_traffic(tmp_path):
         time.sleep(0.05)
     assert len(list(tmp_path.glob("*.parquet"))) == 1  # written with no further add()
     log.close()
-
-
-def stop_proxy(proc: subprocess.Popen) -> tuple[int, str]:
-    """SIGTERM; the proxy's exit status and stderr."""
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=30)
-    return proc.returncode, err.decode()
 
 
 def test_captured_traffic_recommended_and_applied_is_enforced_live(broker, spark, tmp_path):
