@@ -28,11 +28,12 @@ __all__ = [
     "QuotaConfig",
     "sanitize",
     "validate_quota_changes",
+    "combine_throttles",
     "fetch_answer",
     "ProxyDataPlane",
 ]
 
-from kquota.quota_type import QuotaTypeLike
+from kquota.quota_type import ClientQuotaType, QuotaTypeLike
 
 def _quota_types() -> list[tuple[str, int, str, str]]:
     """``(name, value, config key, metric group)`` of every quota type, in value order."""
@@ -70,6 +71,18 @@ class ClientHandle:
         self, mutations: float, now_ms: Optional[int] = None, strict: bool = False
     ) -> int: ...
     def controller_mutation_tokens(self, now_ms: Optional[int] = None) -> Optional[float]: ...
+    def throttle_response(
+        self, byte_quota_type: QuotaTypeLike, byte_throttle_ms: int, request_throttle_ms: int, now_ms: Optional[int] = None
+    ) -> tuple[int, Optional[ClientQuotaType]]: ...
+    def record_throttle_time(self, quota_type: QuotaTypeLike, throttle_ms: int, now_ms: Optional[int] = None) -> None: ...
+    def produce_response(
+        self, size: float, request_nanos: float, answered: bool = True, now_ms: Optional[int] = None
+    ) -> tuple[int, Optional[ClientQuotaType]]: ...
+    def fetch_request_cap(self) -> float: ...
+    def fetch_response(
+        self, size: float, cap: float, request_nanos: float, now_ms: Optional[int] = None
+    ) -> tuple[Literal["deliver", "empty", "mute"], int, Optional[ClientQuotaType]]: ...
+    def request_response(self, nanos: float, now_ms: Optional[int] = None) -> tuple[int, Optional[ClientQuotaType]]: ...
 
 @disjoint_base
 class QuotaKernel:
@@ -163,7 +176,6 @@ class QuotaKernel:
         extra: list[tuple[str, str, float]],
         help: dict[str, str],
     ) -> PrometheusStream: ...
-    def _record_throttle_time(self, quota_type: QuotaTypeLike, throttle_time_ms: float, now_ms: Optional[int] = None) -> None: ...
     def _sensor_stats(self, quota_type: QuotaTypeLike) -> tuple[int, int, int]: ...
     def _estimated_now_ms(self) -> int: ...
     def _expire_sensors(self, now_ms: Optional[int] = None) -> tuple[int, int]: ...
@@ -225,6 +237,12 @@ def fetch_answer(size: float, window_bytes: float, throttle_ms: int) -> Literal[
     """The proxy's answer to a recorded Fetch response: ``"deliver"``, ``"empty"`` (Kafka's
     throttled answer, its size taken back) or ``"mute"`` (delivered, kept recorded, muted for at
     least ``size / quota``); ``window_bytes`` is ``math.inf`` without a quota."""
+
+def combine_throttles(
+    byte_quota_type: QuotaTypeLike, byte_throttle_ms: int, request_throttle_ms: int
+) -> tuple[int, Optional[ClientQuotaType]]:
+    """``KafkaApis``' combination of a response's byte-rate and request-time throttles:
+    ``(throttle_time_ms, enforced type or None)``; records nothing."""
 
 @final
 class QuotaConfig:

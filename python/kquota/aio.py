@@ -84,6 +84,18 @@ class ThrottledConnection:
         """Records ``value`` for this connection now and returns the throttle in ms."""
         return self.handle.record_and_get_throttle_time_ms(quota_type, value, self.now_ms())
 
+    def respond(self, byte_quota_type: QuotaTypeLike, byte_throttle_ms: int, request_throttle_ms: int) -> int:
+        """Kafka's response step for a Produce or Fetch response whose byte-rate and request-time
+        throttles you recorded: returns the ``throttle_time_ms`` to write into the response (the
+        larger) and mutes the connection under the quota that produced it (the byte-rate quota
+        only when strictly larger), recording this entity's ``throttle-time``. Call it once the
+        response is written."""
+        ms, enforce = self.handle.throttle_response(byte_quota_type, byte_throttle_ms, request_throttle_ms,
+                                                    self.now_ms())
+        if enforce is not None:
+            self._mute(enforce, ms)
+        return int(ms)
+
     @property
     def muted(self) -> bool:
         """Whether reads are held back by a throttle."""
@@ -91,16 +103,21 @@ class ThrottledConnection:
 
     def throttle(self, quota_type: QuotaTypeLike, throttle_ms: int) -> None:
         """Mutes the connection for ``throttle_ms`` (no-op for 0): the transport stops reading
-        and reads wait until then. Records the throttle into the type's ``throttle-time`` and
-        adds the connection to the type's delay queue (``queue-size``). A second throttle while
+        and reads wait until then. Records the throttle into this entity's and the type's
+        ``throttle-time`` and adds the connection to the type's delay queue (``queue-size``). A second throttle while
         muted extends the mute to the later deadline."""
         check_ms("throttle_ms", throttle_ms)
         if throttle_ms == 0 or self._closed:
             return
         qt = coerce_quota_type(quota_type)
+        self.handle.record_throttle_time(qt, throttle_ms, self.now_ms())
+        self._mute(qt, throttle_ms)
+
+    def _mute(self, qt: ClientQuotaType, throttle_ms: int) -> None:
+        if throttle_ms == 0 or self._closed:
+            return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + throttle_ms / 1000.0
-        self.qm._record_throttle_time(qt, float(throttle_ms), loop_now_ms(loop))
         if self._entry is not None and self._entry.pending:
             if deadline <= self._entry.deadline:
                 return

@@ -5,17 +5,20 @@ bytes and the request's thread time, sends the larger of the two throttles in th
 mutes the channel under the quota that produced it: the byte-rate quota only when its throttle is
 strictly larger, otherwise the request quota. A produce request with ``acks=0`` gets no response,
 so Kafka does not record its request time at all.
+
+This is the pure rule. The whole step, which also records the enforced throttle into the
+entity's ``throttle-time`` (``ClientQuotaManager.throttle``), is ``ClientHandle.throttle_response``
+(and ``produce_response`` / ``fetch_response`` / ``request_response`` with the records); the proxy
+and :class:`kquota.aio.ThrottledConnection` use those.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
+from kquota._kquota import combine_throttles
 from kquota.exceptions import QuotaValueError
 from kquota.quota_type import ClientQuotaType
-
-#: Kafka's ``throttle_time_ms`` response field is an int32.
-_MAX_THROTTLE_MS = 2**31 - 1
 
 
 class ResponseThrottle(NamedTuple):
@@ -42,20 +45,10 @@ def response_throttle(
     >>> response_throttle(Q.FETCH, 0, 0)
     ResponseThrottle(throttle_time_ms=0, enforce=None)
     """
-    if not isinstance(byte_quota_type, ClientQuotaType) or byte_quota_type not in (
-        ClientQuotaType.PRODUCE,
-        ClientQuotaType.FETCH,
-    ):
-        raise QuotaValueError(f"byte_quota_type must be PRODUCE or FETCH, got {byte_quota_type!r}")
     for name, v in (("byte_throttle_ms", byte_throttle_ms), ("request_throttle_ms", request_throttle_ms)):
         if isinstance(v, bool) or not isinstance(v, int):
             raise TypeError(f"{name} must be an int, got {type(v).__name__}")
-        if not 0 <= v <= _MAX_THROTTLE_MS:
-            # The record calls return at most 2^31 - 1 (Kafka's int32 field).
-            raise QuotaValueError(f"{name} must be from 0 to 2^31 - 1 ms, got {v}")
-    throttle = max(byte_throttle_ms, request_throttle_ms)
-    if throttle == 0:
-        return ResponseThrottle(0, None)
-    if byte_throttle_ms > request_throttle_ms:
-        return ResponseThrottle(throttle, byte_quota_type)
-    return ResponseThrottle(throttle, ClientQuotaType.REQUEST)
+    if not isinstance(byte_quota_type, ClientQuotaType):
+        raise QuotaValueError(f"byte_quota_type must be PRODUCE or FETCH, got {byte_quota_type!r}")
+    # The rule is the kernel's (quota_core::combine_throttles), as the proxy and kquota.aio use it.
+    return ResponseThrottle(*combine_throttles(byte_quota_type, byte_throttle_ms, request_throttle_ms))

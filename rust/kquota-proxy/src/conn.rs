@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use quota_core::{ClientHandle, ClientQuotaType};
+use quota_core::{ClientHandle, ClientQuotaType, ResponseThrottle};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::Notify;
 
@@ -261,24 +261,21 @@ impl Conn {
 
     // ------------------------------------------------------------------ quotas
 
-    /// Records a request's proxy time (KIP-124 on proxy time) and returns its throttle.
-    pub fn request_throttle(&self, key: i16, handle: Option<&Arc<ClientHandle>>, ns: u64) -> i32 {
+    /// Kafka's response step for a relayed API other than Produce and Fetch: its proxy time
+    /// recorded (KIP-124 on proxy time) and the request quota's throttle enforced; returns it.
+    pub fn request_step(&self, key: i16, handle: Option<&Arc<ClientHandle>>, ns: u64) -> i32 {
         let shared = &self.shared;
         match handle {
             Some(h) if !shared.cfg.tables.is_exempt(key) => {
-                let throttle = h.record_request_time(ns as f64, None).unwrap_or(0);
+                let r = h.request_response(ns as f64, None).unwrap_or(ResponseThrottle::NONE);
                 self.log(h, ClientQuotaType::Request, ns as f64);
-                throttle
+                r.mute_ms()
             }
             _ => {
                 let _ = shared.kernel.record_exempt_request_time(ns as f64, None);
                 0
             }
         }
-    }
-
-    pub fn record(&self, h: &ClientHandle, t: ClientQuotaType, value: f64) -> i32 {
-        h.record_and_get_throttle_time_ms(t, value, None).unwrap_or(0)
     }
 
     pub fn log(&self, h: &ClientHandle, t: ClientQuotaType, value: f64) {

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use quota_core::{fetch_answer, ClientHandle, ClientQuotaType, FetchAnswer};
+use quota_core::{ClientHandle, ClientQuotaType, FetchAnswer};
 
 use crate::conn::Conn;
 use crate::endpoints::rewrite_section;
@@ -35,10 +35,7 @@ pub fn on_request(
     if req.replica_id >= 0 {
         return Ok(Kind::Plain(Some(handle)));
     }
-    let cap =
-        handle
-            .kernel()
-            .max_value_in_quota_window(ClientQuotaType::Fetch, handle.user(), handle.client_id());
+    let cap = handle.fetch_request_cap();
     if cap < f64::from(req.max_bytes) {
         cap_max_bytes(&mut buf[4..], &req, cap.max(0.0) as i32);
     }
@@ -71,31 +68,21 @@ pub async fn on_response(
     if body + if v >= 7 { 10 } else { 4 } > head {
         return Err(format!("Fetch v{v} response shorter than its fixed fields"));
     }
-    let bandwidth = conn.record(&fs.handle, ClientQuotaType::Fetch, size as f64);
     let ns = fwd.ns + t0.elapsed().as_nanos() as u64;
-    let mut throttle = bandwidth.max(conn.request_throttle(FETCH, Some(&fs.handle), ns));
+    let step = fs
+        .handle
+        .fetch_response(size as f64, fs.cap, ns as f64, None)
+        .map_err(|e| e.to_string())?;
+    let throttle = step.throttle.mute_ms();
+    conn.log(&fs.handle, ClientQuotaType::Request, ns as f64);
     let rest = size - head;
-    let mut empty = false;
-    match fetch_answer(size as f64, fs.cap, throttle) {
-        FetchAnswer::DeliverMuted => {
-            // A large share of the quota window, or more than all of it: Kafka's empty answer
-            // would leave the window's remainder unused (or repeat forever). Delivered, kept
-            // recorded, and muted until the quota has allowed it: Kafka's throttle alone counts
-            // `samples - 1` windows the client never waited, and let such a consumer through at
-            // up to 1.5x its quota.
-            let h = &fs.handle;
-            let paid =
-                h.kernel()
-                    .time_at_quota_ms(ClientQuotaType::Fetch, h.user(), h.client_id(), size as f64);
-            throttle = throttle.max(paid);
+    let empty = match step.answer {
+        FetchAnswer::Empty => v < 7 || read_i16(&buf, 4 + body + 4) == Some(0),
+        FetchAnswer::Deliver | FetchAnswer::DeliverMuted => {
             conn.log(&fs.handle, ClientQuotaType::Fetch, size as f64);
+            false
         }
-        FetchAnswer::Empty => {
-            let _ = fs.handle.unrecord(ClientQuotaType::Fetch, size as f64, None);
-            empty = v < 7 || read_i16(&buf, 4 + body + 4) == Some(0);
-        }
-        FetchAnswer::Deliver => conn.log(&fs.handle, ClientQuotaType::Fetch, size as f64),
-    }
+    };
     if empty {
         // FetchContext.getThrottledResponse. A sessionless fetch (epoch -1) gets no session; an
         // incremental one keeps its own; a full one (epoch 0) keeps the session the broker has

@@ -1,7 +1,8 @@
 //! Produce through the proxy (KafkaApis.handleProduceRequest): the request size (header + body)
-//! is recorded when the broker answers; throttle = max(bandwidth, request quota), written into
-//! `ThrottleTimeMs`; NodeEndpoints (v10+) rewritten to the proxy's addresses. acks=0 requests
-//! are recorded on arrival (see `Conn::dispatch`).
+//! is recorded when the broker answers, by the kernel's response step
+//! (`ClientHandle::produce_response`), whose throttle is written into `ThrottleTimeMs`;
+//! NodeEndpoints (v10+) rewritten to the proxy's addresses. acks=0 requests are recorded on
+//! arrival (see `requests::dispatch`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -25,10 +26,12 @@ pub fn on_response(
     mut buf: Vec<u8>,
     t0: Instant,
 ) -> Result<(Vec<u8>, i32), String> {
-    let bandwidth = conn.record(handle, ClientQuotaType::Produce, req_size as f64);
-    conn.log(handle, ClientQuotaType::Produce, req_size as f64);
     let ns = fwd.ns + t0.elapsed().as_nanos() as u64;
-    let throttle = bandwidth.max(conn.request_throttle(PRODUCE, Some(handle), ns));
+    let throttle = handle
+        .produce_response(req_size as f64, ns as f64, true, None)
+        .map_or(0, |r| r.mute_ms());
+    conn.log(handle, ClientQuotaType::Produce, req_size as f64);
+    conn.log(handle, ClientQuotaType::Request, ns as f64);
     let v = fwd.version;
     if v >= 10 || throttle > 0 {
         let tables = &conn.shared.cfg.tables;

@@ -136,11 +136,11 @@ async fn dispatch(
             let mut pending = None;
             if acks == 0 {
                 // No answer, but recorded and muted in order; exempt from the request quota.
-                let throttle = conn.record(&handle, ClientQuotaType::Produce, size as f64);
+                let ns = t0.elapsed().as_nanos() as f64;
+                let throttle = handle
+                    .produce_response(size as f64, ns, false, None)
+                    .map_or(0, |r| r.mute_ms());
                 conn.log(&handle, ClientQuotaType::Produce, size as f64);
-                let _ = shared
-                    .kernel
-                    .record_exempt_request_time(t0.elapsed().as_nanos() as f64, None);
                 let mut st = conn.state();
                 let slot = Conn::push_slot(&mut st);
                 conn.settle_locked(&mut st, slot, None, throttle);

@@ -75,7 +75,7 @@ pub async fn read_responses(
             Kind::Python => shared.bridge.on_response(conn.id, fwd.slot, &buf[4..])?,
             Kind::Plain(handle) => {
                 let ns = fwd.ns + t0.elapsed().as_nanos() as u64;
-                let throttle = conn.request_throttle(fwd.key, handle.as_ref(), ns);
+                let throttle = conn.request_step(fwd.key, handle.as_ref(), ns);
                 if throttle > 0 && shared.cfg.tables.throttle_first(fwd.key, fwd.version) {
                     let at = crate::header::response_body_offset(
                         &buf[4..],

@@ -8,11 +8,38 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use quota_core::{ClientHandle as CoreHandle, QuotaKernel};
+use quota_core::{ClientHandle as CoreHandle, ClientQuotaType as CoreType, FetchAnswer, QuotaKernel, ResponseThrottle};
 
 use crate::args::{ms, Int, Real};
-use crate::errors::PyQuotaResult;
-use crate::quota_type::QuotaTypeArg;
+use crate::errors::{invalid_argument, PyQuotaResult};
+use crate::quota_type::{member, QuotaTypeArg};
+
+/// A response step's `(throttle_time_ms, enforced ClientQuotaType or None)`.
+type StepTuple<'py> = (i32, Option<Bound<'py, PyAny>>);
+
+fn step_tuple(py: Python<'_>, r: ResponseThrottle) -> PyResult<StepTuple<'_>> {
+    Ok((r.throttle_time_ms, r.enforce.map(|t| member(py, t)).transpose()?))
+}
+
+/// A throttle argument: an int from 0 to 2^31 - 1 ms (Kafka's int32 `throttle_time_ms`).
+pub fn throttle_ms_arg(name: &str, v: i64) -> PyQuotaResult<i32> {
+    i32::try_from(v)
+        .ok()
+        .filter(|ms| *ms >= 0)
+        .ok_or_else(|| invalid_argument(format!("{name} must be from 0 to 2^31 - 1 ms, got {v}")).into())
+}
+
+/// A byte-rate quota type argument: PRODUCE or FETCH.
+pub fn byte_type_arg(t: QuotaTypeArg) -> PyQuotaResult<CoreType> {
+    match t.0 {
+        CoreType::Produce | CoreType::Fetch => Ok(t.0),
+        other => Err(invalid_argument(format!(
+            "byte_quota_type must be PRODUCE or FETCH, got {}",
+            other.name()
+        ))
+        .into()),
+    }
+}
 
 /// `{"user": ..., "client-id": ...}`.
 pub fn tags_dict<'py>(py: Python<'py>, tags: (String, String)) -> PyResult<Bound<'py, PyDict>> {
@@ -84,6 +111,97 @@ impl PyClientHandle {
             .peek_throttle_time_ms(quota_type.0, value.0, ms(now_ms))?)
     }
 
+    /// Kafka's response step (``KafkaApis`` + ``ClientQuotaManager.throttle``) for throttles an
+    /// embedder computed: the larger goes in the response; the byte-rate quota is enforced
+    /// only when strictly larger; the enforced throttle is recorded into this entity's (and the
+    /// type's) ``throttle-time``. Returns ``(throttle_time_ms, enforced type or None)``; mute
+    /// the connection for ``throttle_time_ms`` once the response is out.
+    #[pyo3(signature = (byte_quota_type, byte_throttle_ms, request_throttle_ms, now_ms=None))]
+    fn throttle_response<'py>(
+        &self,
+        py: Python<'py>,
+        byte_quota_type: QuotaTypeArg,
+        byte_throttle_ms: i64,
+        request_throttle_ms: i64,
+        now_ms: Option<Int>,
+    ) -> PyQuotaResult<StepTuple<'py>> {
+        let t = byte_type_arg(byte_quota_type)?;
+        let r = quota_core::combine_throttles(
+            t,
+            throttle_ms_arg("byte_throttle_ms", byte_throttle_ms)?,
+            throttle_ms_arg("request_throttle_ms", request_throttle_ms)?,
+        );
+        self.inner.throttle(r, ms(now_ms))?;
+        Ok(step_tuple(py, r)?)
+    }
+
+    /// Records a throttle applied to a response, enforced for ``quota_type``, into this
+    /// entity's and the type's ``throttle-time`` (``ClientQuotaManager.throttle``); 0 records
+    /// nothing.
+    #[pyo3(signature = (quota_type, throttle_ms, now_ms=None))]
+    fn record_throttle_time(&self, quota_type: QuotaTypeArg, throttle_ms: i64, now_ms: Option<Int>) -> PyQuotaResult<()> {
+        let r = ResponseThrottle {
+            throttle_time_ms: throttle_ms_arg("throttle_ms", throttle_ms)?,
+            enforce: Some(quota_type.0),
+        };
+        self.inner.throttle(r, ms(now_ms))?;
+        Ok(())
+    }
+
+    /// A Produce response's step: ``size`` bytes (header + body) recorded, then the request's
+    /// thread time ``request_nanos`` (KIP-124; exempt when the request gets no answer,
+    /// ``answered=False`` for acks=0), the throttles combined and the enforced one recorded.
+    /// Returns ``(throttle_time_ms, enforced type or None)``.
+    #[pyo3(signature = (size, request_nanos, answered=true, now_ms=None))]
+    fn produce_response<'py>(
+        &self,
+        py: Python<'py>,
+        size: Real,
+        request_nanos: Real,
+        answered: bool,
+        now_ms: Option<Int>,
+    ) -> PyQuotaResult<StepTuple<'py>> {
+        let r = self
+            .inner
+            .produce_response(size.0, request_nanos.0, answered, ms(now_ms))?;
+        Ok(step_tuple(py, r)?)
+    }
+
+    /// The most a Fetch request may ask for (``MaxBytes``): the bytes the quota window allows;
+    /// ``math.inf`` without a fetch quota.
+    fn fetch_request_cap(&self) -> f64 {
+        self.inner.fetch_request_cap()
+    }
+
+    /// A Fetch response's step: ``size`` bytes and ``request_nanos`` recorded and combined;
+    /// over quota the answer is ``"empty"`` (Kafka's: an empty response with the throttle, the
+    /// size taken back) or ``"mute"`` (delivered, kept recorded, muted at least ``size /
+    /// quota``), else ``"deliver"``. ``cap`` is :meth:`fetch_request_cap` when the request was
+    /// read. Returns ``(answer, throttle_time_ms, enforced type or None)``.
+    #[pyo3(signature = (size, cap, request_nanos, now_ms=None))]
+    fn fetch_response<'py>(
+        &self,
+        py: Python<'py>,
+        size: Real,
+        cap: f64,
+        request_nanos: Real,
+        now_ms: Option<Int>,
+    ) -> PyQuotaResult<(&'static str, i32, Option<Bound<'py, PyAny>>)> {
+        let step = self
+            .inner
+            .fetch_response(size.0, cap, request_nanos.0, ms(now_ms))?;
+        let (throttle, enforce) = step_tuple(py, step.throttle)?;
+        Ok((fetch_answer_name(step.answer), throttle, enforce))
+    }
+
+    /// Any other request's response step: its thread time recorded (KIP-124), the request
+    /// quota's throttle enforced and recorded. Returns ``(throttle_time_ms, REQUEST or None)``.
+    #[pyo3(signature = (nanos, now_ms=None))]
+    fn request_response<'py>(&self, py: Python<'py>, nanos: Real, now_ms: Option<Int>) -> PyQuotaResult<StepTuple<'py>> {
+        let r = self.inner.request_response(nanos.0, ms(now_ms))?;
+        Ok(step_tuple(py, r)?)
+    }
+
     /// Records network-thread time (KIP-124) without a check.
     #[pyo3(signature = (nanos, now_ms=None))]
     fn record_network_thread_time(&self, nanos: Real, now_ms: Option<Int>) -> PyQuotaResult<()> {
@@ -152,5 +270,14 @@ impl PyClientHandle {
             self.inner.user(),
             self.inner.client_id()
         )
+    }
+}
+
+/// The Python name of a Fetch answer: ``"deliver"``, ``"empty"`` or ``"mute"``.
+pub fn fetch_answer_name(a: FetchAnswer) -> &'static str {
+    match a {
+        FetchAnswer::Deliver => "deliver",
+        FetchAnswer::Empty => "empty",
+        FetchAnswer::DeliverMuted => "mute",
     }
 }

@@ -369,19 +369,6 @@ impl PyQuotaKernel {
         crate::exposition::stream(py, Arc::clone(&self.kernel), ms(now_ms), extra, help)
     }
 
-    /// Records a throttle applied to a response into the type's ``throttle-time`` average.
-    #[pyo3(signature = (quota_type, throttle_time_ms, now_ms=None))]
-    fn _record_throttle_time(
-        &self,
-        quota_type: QuotaTypeArg,
-        throttle_time_ms: Real,
-        now_ms: Option<Int>,
-    ) -> PyQuotaResult<()> {
-        Ok(self
-            .kernel
-            .record_throttle_time(quota_type.0, throttle_time_ms.0, ms(now_ms))?)
-    }
-
     /// ``(live sensors, overflowed resolutions, expired sensors)`` of a quota type.
     fn _sensor_stats(&self, quota_type: QuotaTypeArg) -> (usize, u64, u64) {
         let (k, t) = (&self.kernel, quota_type.0);

@@ -1,7 +1,7 @@
 //! Kafka's rules exposed to Python once, so the Python layer keeps no copy of them: the
 //! Sanitizer, the dynamic config keys, the entity-side codes, alter validation without a kernel,
 //! the 8-level precedence walk (Kafka's `DefaultQuotaCallback`) over a plain quota table for
-//! plugins, and the proxy's answer to a recorded Fetch response. Every rule itself lives in
+//! plugins, the proxy's answer to a recorded Fetch response and Kafka's throttle combination. Every rule itself lives in
 //! `quota-core`; this file converts arguments only.
 
 use std::sync::RwLock;
@@ -17,7 +17,8 @@ use crate::entity::{
 };
 use crate::errors::PyQuotaResult;
 use crate::names::{replace_surrogates, Name};
-use crate::quota_type::QuotaTypeArg;
+use crate::handle::{byte_type_arg, fetch_answer_name, throttle_ms_arg};
+use crate::quota_type::{member, QuotaTypeArg};
 
 /// Kafka's ``Sanitizer.sanitize``: a principal's user tag and ZooKeeper node name. A lone
 /// surrogate (no UTF-8 form) becomes ``?`` first, as Java's encoder writes it.
@@ -46,11 +47,25 @@ fn validate_quota_changes(changes: Vec<ChangeTuple>, capacity_percent: Option<f6
 /// recorded, muted for at least ``size / quota``).
 #[pyfunction]
 fn fetch_answer(size: f64, window_bytes: f64, throttle_ms: i32) -> &'static str {
-    match quota_core::fetch_answer(size, window_bytes, throttle_ms) {
-        quota_core::FetchAnswer::Deliver => "deliver",
-        quota_core::FetchAnswer::Empty => "empty",
-        quota_core::FetchAnswer::DeliverMuted => "mute",
-    }
+    fetch_answer_name(quota_core::fetch_answer(size, window_bytes, throttle_ms))
+}
+
+/// ``KafkaApis``' combination of a response's byte-rate throttle (``byte_quota_type``: PRODUCE
+/// or FETCH) and request-time throttle: ``(throttle_time_ms, enforced type or None)``, the
+/// byte-rate quota enforced only when its throttle is strictly larger. Records nothing.
+#[pyfunction]
+fn combine_throttles<'py>(
+    py: Python<'py>,
+    byte_quota_type: QuotaTypeArg,
+    byte_throttle_ms: i64,
+    request_throttle_ms: i64,
+) -> PyQuotaResult<(i32, Option<Bound<'py, PyAny>>)> {
+    let r = quota_core::combine_throttles(
+        byte_type_arg(byte_quota_type)?,
+        throttle_ms_arg("byte_throttle_ms", byte_throttle_ms)?,
+        throttle_ms_arg("request_throttle_ms", request_throttle_ms)?,
+    );
+    Ok((r.throttle_time_ms, r.enforce.map(|t| member(py, t)).transpose()?))
 }
 
 /// Quotas per (type, entity) with Kafka's precedence, for plugins that honour the quotas the
@@ -117,6 +132,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sanitize, m)?)?;
     m.add_function(wrap_pyfunction!(validate_quota_changes, m)?)?;
     m.add_function(wrap_pyfunction!(fetch_answer, m)?)?;
+    m.add_function(wrap_pyfunction!(combine_throttles, m)?)?;
     m.add_class::<PyQuotaConfig>()?;
     m.add("CONFIG_KEYS", PyTuple::new(m.py(), config_keys())?)?;
     m.add("ENTITY_ABSENT", ENTITY_ABSENT)?;

@@ -24,7 +24,7 @@ use crate::rate::RateSensor;
 use crate::sensor::QuotaSensor;
 use crate::settings::KernelConfig;
 use crate::snapshot::ConfigSnapshot;
-use crate::throttle_time::ThrottleAvg;
+use crate::throttle_time_avg::{EntityThrottleTimes, ThrottleAvg};
 use crate::type_runtime::TypeRuntime;
 use crate::types::{ClientQuotaType, WindowSpec};
 
@@ -48,8 +48,10 @@ pub struct QuotaKernel {
     pub(crate) names: ByteBudget,
     /// Set by [`close`](QuotaKernel::close): nothing is recorded or configured after it.
     pub(crate) closed: AtomicBool,
-    /// Kafka's per-entity `throttle-time` Avg, kept per quota type.
+    /// Kafka's `throttle-time` Avg over every entity of a quota type.
     pub(crate) throttle_time: [OnceLock<ThrottleAvg>; 4],
+    /// Kafka's per-entity `throttle-time` Avg (tags `user`, `client-id`), per quota type.
+    pub(crate) entity_throttle_time: [EntityThrottleTimes; 4],
     /// Where the callers' clock is believed to be (for expiry and metrics without a `now_ms`).
     clock: ClockAnchor,
 }
@@ -71,6 +73,7 @@ impl QuotaKernel {
             names: ByteBudget::new(settings.max_name_bytes),
             closed: AtomicBool::new(false),
             throttle_time: Default::default(),
+            entity_throttle_time: std::array::from_fn(|_| EntityThrottleTimes::new()),
             clock: ClockAnchor::new(),
         })
     }

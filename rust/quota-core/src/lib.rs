@@ -5,10 +5,12 @@
 //! * Kernel and its operations: [`kernel`] (state, constructor), [`configure`] (alter, publish,
 //!   callbacks, close), [`resolution`] (names to tags to sensors), [`limits`] (the one limit
 //!   lookup), [`record`] (the per-request path), [`request_quota`] (KIP-124),
-//!   [`mutation_quota`] (KIP-599), [`expiry`] (idle sensors and the thread), [`metrics`]
+//!   [`mutation_quota`] (KIP-599), [`response`] (Kafka's response step: the throttles
+//!   combined and enforced, Produce and Fetch answers), [`expiry`] (idle sensors and the thread), [`metrics`]
 //!   (lock-free snapshots), [`handle`] (per-connection handles).
 //! * Per-type state: [`type_runtime`] (kind bits, generations), [`registry`] (sensor map, cap,
-//!   overflow), [`tag_cache`] (metric-tag cache), [`throttle_time`] (`throttle-time` Avg).
+//!   overflow), [`tag_cache`] (metric-tag cache), [`throttle_time_avg`] (`throttle-time` Avg, per type
+//!   and per entity).
 //! * Configuration: [`settings`] (constructor settings), [`snapshot`] (immutable snapshots),
 //!   [`entity`] (KIP-546 entities), [`precedence`] (Kafka's `DefaultQuotaCallback`),
 //!   [`validate`] (input rules), [`callback`] (the KIP-257 hook trait), [`sanitize`].
@@ -44,6 +46,7 @@ pub mod record;
 pub mod record_mode;
 pub mod registry;
 pub mod request_quota;
+pub mod response;
 pub mod resolution;
 mod sample_ring;
 pub mod sanitize;
@@ -52,7 +55,7 @@ pub mod settings;
 pub mod snapshot;
 pub mod tag_cache;
 pub mod throttle;
-pub mod throttle_time;
+pub mod throttle_time_avg;
 pub mod token_bucket;
 pub mod type_runtime;
 pub mod types;
@@ -67,6 +70,7 @@ pub use error::QuotaError;
 pub use expiry::{ExpiryReport, ExpiryTask};
 pub use fetch_answer::{fetch_answer, FetchAnswer, EMPTY_ANSWER_MAX_SHARE};
 pub use handle::ClientHandle;
+pub use response::{combine_throttles, FetchStep, ResponseThrottle};
 pub use kernel::QuotaKernel;
 pub use measurement::Measurement;
 pub use metrics::{MetricsSnapshot, SensorRow, TypeRow};

@@ -107,6 +107,7 @@ impl QuotaKernel {
                     values,
                 });
             });
+            self.attach_entity_throttle_times(t, &mut out.sensors, now);
             let throttle = self.throttle_time[t.index()]
                 .get()
                 .map_or(f64::NAN, |a| a.average(&self.settings().metrics_window, now));
@@ -128,5 +129,29 @@ impl QuotaKernel {
             });
         }
         Ok(out)
+    }
+
+    /// Adds each throttled entity's `throttle-time` to its sensor row of type `t` (the rows of
+    /// `t` are the last ones in `rows`). Expired entities are dropped on the way; an entity
+    /// whose sensor has expired reports nothing, as in Kafka.
+    fn attach_entity_throttle_times(&self, t: ClientQuotaType, rows: &mut [SensorRow], now: i64) {
+        let entities = self.entity_throttle_time[t.index()].drain_expired_and_list(&self.settings.metrics_window, now);
+        if entities.is_empty() {
+            return;
+        }
+        let first = rows.iter().position(|r| r.quota_type == t).unwrap_or(rows.len());
+        let index: std::collections::HashMap<(&str, &str), usize> = rows[first..]
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ((&*r.user, &*r.client_id), first + i))
+            .collect();
+        let found: Vec<(usize, f64)> = entities
+            .iter()
+            .filter_map(|(u, c, avg)| index.get(&(&**u, &**c)).map(|&i| (i, *avg)))
+            .collect();
+        drop(index);
+        for (i, avg) in found {
+            rows[i].values.push(("throttle-time", avg));
+        }
     }
 }

@@ -11,7 +11,7 @@ use crate::precedence::direct_tags;
 use crate::record_mode::RecordMode;
 use crate::sensor::QuotaSensor;
 use crate::throttle::throttle_time_ms;
-use crate::throttle_time::ThrottleAvg;
+use crate::throttle_time_avg::ThrottleAvg;
 use crate::types::ClientQuotaType;
 use crate::validate::{check_record_value, check_unrecord_value};
 
@@ -215,5 +215,22 @@ impl QuotaKernel {
             .get_or_init(|| ThrottleAvg::new(spec, now))
             .record(spec, throttle_ms, now);
         Ok(())
+    }
+
+    /// Records a throttle into the `throttle-time` of the entity tagged `(user, client_id)`
+    /// (`ClientQuotaManager.throttle`'s `throttleTimeSensor`); `now` resolved by the caller.
+    pub(crate) fn record_entity_throttle_time(
+        &self,
+        t: ClientQuotaType,
+        user: &str,
+        client_id: &str,
+        throttle_ms: f64,
+        now: i64,
+    ) {
+        if throttle_ms <= 0.0 {
+            return;
+        }
+        let spec = &self.settings.metrics_window;
+        self.entity_throttle_time[t.index()].record(spec, user, client_id, throttle_ms, now, self.settings.max_sensors);
     }
 }

@@ -1,0 +1,181 @@
+//! Kafka's response step, once for every caller: `KafkaApis` records a response's byte-rate and
+//! request-time quotas, writes the larger throttle into the response and enforces the quota
+//! that produced it; `ClientQuotaManager.throttle` then records that entity's `throttle-time`
+//! and mutes the channel. The Produce and Fetch decisions around it (acks=0, Kafka's empty Fetch
+//! answer or delivery and a mute) are here too, so the proxy's data plane, `kquota.aio` and
+//! `kquota.response_throttle` all run the same rules.
+
+use crate::clock::resolve_now;
+use crate::error::QuotaError;
+use crate::fetch_answer::{fetch_answer, FetchAnswer};
+use crate::handle::ClientHandle;
+use crate::types::ClientQuotaType;
+use crate::validate::check_record_value;
+
+/// What a response carries and which quota it enforces.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ResponseThrottle {
+    /// The response's `throttle_time_ms`; the connection is muted this long once the response
+    /// has gone out (KIP-219).
+    pub throttle_time_ms: i32,
+    /// The quota whose throttle is enforced (`None` without a throttle).
+    pub enforce: Option<ClientQuotaType>,
+}
+
+impl ResponseThrottle {
+    pub const NONE: ResponseThrottle = ResponseThrottle {
+        throttle_time_ms: 0,
+        enforce: None,
+    };
+
+    /// How long the connection is muted after this response (ms): its throttle.
+    #[inline]
+    pub fn mute_ms(&self) -> i32 {
+        self.throttle_time_ms
+    }
+}
+
+/// `KafkaApis.handleProduceRequest` / `handleFetchRequest`: the larger of the byte-rate throttle
+/// (of `byte_type`) and the request-time throttle goes in the response; the byte-rate quota is
+/// enforced only when its throttle is strictly larger, a tie is the request quota's.
+#[inline]
+pub fn combine_throttles(byte_type: ClientQuotaType, byte_ms: i32, request_ms: i32) -> ResponseThrottle {
+    let throttle = byte_ms.max(request_ms);
+    if throttle <= 0 {
+        return ResponseThrottle::NONE;
+    }
+    let enforce = if byte_ms > request_ms {
+        byte_type
+    } else {
+        ClientQuotaType::Request
+    };
+    ResponseThrottle {
+        throttle_time_ms: throttle,
+        enforce: Some(enforce),
+    }
+}
+
+/// A Fetch response's step: how it is answered, and its throttle.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct FetchStep {
+    pub answer: FetchAnswer,
+    pub throttle: ResponseThrottle,
+}
+
+impl ClientHandle {
+    /// `ClientQuotaManager.throttle`: records `r`'s throttle into the `throttle-time` of the
+    /// quota it enforces, for this entity and for the type; returns the mute (ms).
+    pub fn throttle(&self, r: ResponseThrottle, now: Option<i64>) -> Result<i32, QuotaError> {
+        let Some(t) = r.enforce else {
+            return Ok(0);
+        };
+        if r.throttle_time_ms <= 0 {
+            return Ok(0);
+        }
+        let now = resolve_now(now)?;
+        let k = self.kernel();
+        k.record_throttle_time(t, f64::from(r.throttle_time_ms), Some(now))?;
+        // Under the enforced sensor's metric tags, as Kafka's `throttleTimeSensor` is one of the
+        // entity's quota sensors.
+        let (user, client) = k.quota_metric_tags(t, self.user(), self.client_id());
+        k.record_entity_throttle_time(t, &user, &client, f64::from(r.throttle_time_ms), now);
+        Ok(r.mute_ms())
+    }
+
+    /// A response of a request that is neither Produce nor Fetch: its request time (KIP-124,
+    /// `nanos` of the thread spent on it) recorded, the request quota's throttle enforced.
+    pub fn request_response(&self, nanos: f64, now: Option<i64>) -> Result<ResponseThrottle, QuotaError> {
+        let now = Some(resolve_now(now)?);
+        let r = combine_throttles(ClientQuotaType::Request, 0, self.record_request_time(nanos, now)?);
+        self.throttle(r, now)?;
+        Ok(r)
+    }
+
+    /// `handleProduceRequest`'s response step for a request of `size` bytes (header + body):
+    /// the bytes recorded, then the request time (`request_nanos` of the thread spent on it),
+    /// the throttles combined and the enforced one recorded. A request that gets no answer
+    /// (acks=0, `answered` false) is exempt from the request quota, as in Kafka: its time counts
+    /// as exempt time. It is muted like any other.
+    pub fn produce_response(
+        &self,
+        size: f64,
+        request_nanos: f64,
+        answered: bool,
+        now: Option<i64>,
+    ) -> Result<ResponseThrottle, QuotaError> {
+        check_record_value(size)?;
+        let now = Some(resolve_now(now)?);
+        let bytes = self.record_and_get_throttle_time_ms(ClientQuotaType::Produce, size, now)?;
+        let request = if answered {
+            self.record_request_time(request_nanos, now)?
+        } else {
+            self.kernel().record_exempt_request_time(request_nanos, now)?;
+            0
+        };
+        let r = combine_throttles(ClientQuotaType::Produce, bytes, request);
+        self.throttle(r, now)?;
+        Ok(r)
+    }
+
+    /// The most a Fetch may ask for: Kafka caps a consumer's `MaxBytes` (and `MinBytes`) to the
+    /// bytes its quota window allows (`getMaxValueInQuotaWindow`); infinite without a quota.
+    pub fn fetch_request_cap(&self) -> f64 {
+        self.kernel()
+            .max_value_in_quota_window(ClientQuotaType::Fetch, self.user(), self.client_id())
+    }
+
+    /// `handleFetchRequest`'s response step for a response of `size` bytes to a request capped
+    /// at `cap` ([`fetch_request_cap`](Self::fetch_request_cap) when the request was read): the
+    /// bytes and the request time recorded and combined; over quota, Kafka's empty answer with
+    /// the size taken back, or, for a response too large a share of the window for that
+    /// ([`fetch_answer`]), delivery kept recorded and a mute of at least the time the quota
+    /// takes to allow it (enforced as the byte quota's). The enforced throttle is recorded.
+    pub fn fetch_response(
+        &self,
+        size: f64,
+        cap: f64,
+        request_nanos: f64,
+        now: Option<i64>,
+    ) -> Result<FetchStep, QuotaError> {
+        check_record_value(size)?;
+        let now = Some(resolve_now(now)?);
+        let bytes = self.record_and_get_throttle_time_ms(ClientQuotaType::Fetch, size, now)?;
+        let request = self.record_request_time(request_nanos, now)?;
+        let mut r = combine_throttles(ClientQuotaType::Fetch, bytes, request);
+        let answer = fetch_answer(size, cap, r.throttle_time_ms);
+        match answer {
+            FetchAnswer::DeliverMuted => {
+                let paid = self.kernel().time_at_quota_ms(
+                    ClientQuotaType::Fetch,
+                    self.user(),
+                    self.client_id(),
+                    size,
+                );
+                if paid > r.throttle_time_ms {
+                    r = ResponseThrottle {
+                        throttle_time_ms: paid,
+                        enforce: Some(ClientQuotaType::Fetch),
+                    };
+                }
+            }
+            FetchAnswer::Empty => self.unrecord(ClientQuotaType::Fetch, size, now)?,
+            FetchAnswer::Deliver => {}
+        }
+        self.throttle(r, now)?;
+        Ok(FetchStep { answer, throttle: r })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ClientQuotaType::*;
+
+    #[test]
+    fn the_larger_throttle_goes_out_and_a_tie_is_the_request_quotas() {
+        assert_eq!(combine_throttles(Produce, 300, 120), ResponseThrottle { throttle_time_ms: 300, enforce: Some(Produce) });
+        assert_eq!(combine_throttles(Fetch, 50, 50), ResponseThrottle { throttle_time_ms: 50, enforce: Some(Request) });
+        assert_eq!(combine_throttles(Fetch, 10, 70), ResponseThrottle { throttle_time_ms: 70, enforce: Some(Request) });
+        assert_eq!(combine_throttles(Fetch, 0, 0), ResponseThrottle::NONE);
+    }
+}
