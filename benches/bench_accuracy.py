@@ -1,0 +1,106 @@
+"""How closely real clients flat out through ``kquota proxy`` track their quota: writes
+``benches/results/accuracy.md``.
+
+For each quota (100 KB/s, 1 MB/s, 10 MB/s; Kafka's default 11 windows of 1 s) every client kind
+runs flat out at once through one proxy in front of a fresh tansu, each with its own client id
+and quota: producers (confluent-kafka with 16 KB and librdkafka's default 1 MB batches,
+kafka-python, aiokafka) and consumers (confluent-kafka with default and 64 KB fetches,
+aiokafka, kafka-python) of a preloaded topic. Each cell reports the bytes the proxy recorded over
+the measurement window divided by the quota, next to the kernel's closed-loop reference for the
+same request sizes over the same window (what a broker gives a client that sends one request at
+a time and waits out each throttle), and the first window's burst against Kafka's allowance
+(``quota * (window_num - 1)`` s). The window starts at 12 s and is long enough that one request
+is at most 1/20 of the bytes measured and that several of Kafka's sample-expiry periods fall in
+it (see ``tests/proxy_accuracy.py`` for why a 30 s window swings with the phase).
+
+Run: ``python benches/bench_accuracy.py [--rates 100000,1000000,10000000] [--window S]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+
+from proxy_accuracy import CONSUMERS, PRODUCERS, Cell, measure, preload, run_cells  # noqa: E402
+from proxy_support import Tansu, make_topic  # noqa: E402
+
+WINDOW_NUM = 11
+START_S = 12.0
+#: The largest request a client here sends (librdkafka's default batch): the window holds at
+#: least 20 of them, and at least 120 s (about ten of Kafka's sample-expiry periods).
+LARGEST_REQUEST = 1 << 20
+
+
+def window_for(quota: float) -> float:
+    return max(120.0, 20 * LARGEST_REQUEST / quota)
+
+
+def run_rate(quota: float, length: float) -> list:
+    end = START_S + length
+    broker = Tansu()
+    try:
+        topics = {"produce": make_topic(broker.address), "consume": make_topic(broker.address)}
+        print(f"[{quota:.0f} B/s] preloading {quota * (end + 5) / 1e6:.0f} MB", flush=True)
+        preload(broker.address, topics["consume"], int(quota * (end + 5)))
+        tag = f"{int(quota)}"
+        cells = [Cell(k, "produce", quota, f"p-{k}-{tag}") for k in PRODUCERS]
+        cells += [Cell(k, "consume", quota, f"c-{k}-{tag}") for k in CONSUMERS]
+        print(f"[{quota:.0f} B/s] {len(cells)} clients for {end:.0f} s", flush=True)
+        rows = run_cells(broker, cells, WINDOW_NUM, end, topics)
+        out = []
+        for c in cells:
+            if c.error:
+                out.append((c, None))
+                continue
+            out.append((c, measure(c, rows, WINDOW_NUM, START_S, end)))
+        return out
+    finally:
+        broker.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rates", default="100000,1000000,10000000",
+                    help="quotas in bytes/s, comma-separated (default: %(default)s)")
+    ap.add_argument("--window", type=float, default=None,
+                    help="measurement window in seconds (default: max(120, 20 requests of 1 MB))")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "accuracy.md"), help="report path")
+    args = ap.parse_args()
+    lines = [
+        "# Accuracy: real clients flat out through `kquota proxy`",
+        "",
+        f"Run {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.machine()}, "
+        f"{os.cpu_count()} cores; tansu 0.6 behind the native plane; quota.window.num={WINDOW_NUM}, 1 s windows; "
+        f"all clients of a rate at once, each its own client id and quota. `rate` is the bytes the proxy "
+        f"recorded (request bytes for Produce, response bytes for Fetch) from {START_S:.0f} s over the "
+        "window, divided by the quota; `closed loop` is the kernel replaying the same request sizes one at a "
+        "time, each after its throttle (a broker's answer to a client that waits); `burst` is the first "
+        "second's bytes over Kafka's first-window allowance (quota x (window_num - 1) s).",
+        "",
+        "| quota | client | window | requests | rate | closed loop | burst |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for q in [float(x) for x in args.rates.split(",")]:
+        length = args.window or window_for(q)
+        for c, r in run_rate(q, length):
+            name = f"{c.role} {c.kind}"
+            if r is None:
+                lines.append(f"| {q / 1e3:.0f} KB/s | {name} | - | - | failed: {c.error[0]!r} | - | - |")
+            else:
+                lines.append(f"| {q / 1e3:.0f} KB/s | {name} | {START_S:.0f}-{START_S + length:.0f} s | {r.requests} "
+                             f"| {r.rate:.3f}x | {r.reference:.3f}x | {r.burst:.2f} |")
+            print(lines[-1], flush=True)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("wrote", args.out)
+
+
+if __name__ == "__main__":
+    main()
