@@ -51,21 +51,26 @@ def test_every_page_is_in_the_navigation_and_built(site):
         assert "md-nav" in _page(site, md), md
 
 
-def test_the_build_fetches_nothing():
+def test_the_build_fetches_nothing_and_the_pages_load_nothing_remote(site):
     # Only local plugins: Material's `social` and `privacy` plugins download at build time.
     plugins = re.search(r"^plugins:\n((?:[ -].*\n)+)", MKDOCS_YML, re.M).group(1)
     names = set(re.findall(r"^  - ([\w-]+)", plugins, re.M))
     assert names == {"search", "mkdocstrings"}, names
     assert re.search(r"^  font: false$", MKDOCS_YML, re.M), "the theme must not load web fonts"
+    remote = re.compile(r'<(?:link|script|img)\b[^>]*\b(?:href|src)="(?:https?:)?//', re.I)
+    loading = [p.relative_to(site).as_posix() for p in site.rglob("*.html") if remote.search(p.read_text())]
+    assert not loading, f"pages that load a remote resource: {loading}"
 
 
 def test_api_reference_renders_the_docstrings(site):
     kquota_ref = _text(_page(site, "reference/kquota.md"))
-    for name in ("QuotaManager", "alter_client_quotas", "describe_client_quotas", "response_throttle",
-                 "ClientQuotaEntity", "ThrottlingQuotaExceededError", "callback_failure"):
+    for name in ("QuotaManager", "alter_client_quotas", "describe_client_quotas", "ClientQuotaEntity",
+                 "ThrottlingQuotaExceededError", "callback_failure"):
         assert name in kquota_ref, name
     assert ":class:" not in kquota_ref and ":meth:" not in kquota_ref  # reST roles rewritten
     assert "ThrottledConnection" in _text(_page(site, "reference/aio.md"))
+    assert "response_throttle" in _text(_page(site, "reference/response.md"))
+    assert "load_quota_config" in _text(_page(site, "reference/config_file.md"))
     assert "open_store" in _text(_page(site, "reference/stores.md"))
     assert "QuotaConfigWatcher" in _text(_page(site, "reference/watcher.md"))
     assert "QuotaGroupsCallback" in _text(_page(site, "reference/plugins.md"))
