@@ -10,7 +10,7 @@ PAGE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "guides" / "cal
 
 def section_blocks():
     text = PAGE.read_text()
-    section = text.split("\n## Quota groups\n", 1)[1]
+    section = text.split("\n## Shipped plugins\n", 1)[1]
     return re.findall(r"```python\n(.*?)```", section, re.S)
 
 
