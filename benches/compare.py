@@ -8,7 +8,8 @@ The work is keyed: ``ENTITIES`` distinct (user, client-id) pairs visited round r
 record of one unit (kquota: 100 bytes) per call, so every limiter holds ``ENTITIES`` live
 keys. One round = one pass over the entities; per-call time = round time / ``ENTITIES``.
 Rows are measured in interleaved passes (every row once, then every row again, ...), each pass
-with fresh objects, and the medians pool every round of every pass. See ``README.md``.
+with fresh objects, and the medians pool every round of every pass. See
+``docs/guides/performance.md``.
 """
 
 from __future__ import annotations

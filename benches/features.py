@@ -2,7 +2,7 @@
 
 Each builder raises :class:`peers.Unavailable` with the reason when the running kquota does not
 have the API, so the suite lists the row as "not available in this build" rather than timing
-something else. The API names follow ``/work/shared/spec/api.md``.
+something else. The API names follow ``docs/api.md``.
 """
 
 from __future__ import annotations

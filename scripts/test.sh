@@ -9,8 +9,9 @@
 # 3. a private ZooKeeper server on 127.0.0.1:$KQUOTA_ZK_PORT (default 21810; an existing value is
 #    honoured) runs for the duration of the tests (with CI=true the ZooKeeper tests fail, not
 #    skip, without it);
-# 4. static checks: ruff, cargo clippy (warnings are errors) and mypy's stubtest of the
-#    hand-written stub of the native module;
+# 4. static checks: ruff, cargo clippy (warnings are errors), mypy's stubtest of the
+#    hand-written stub of the native module, and the documentation site (`mkdocs build --strict`
+#    into a temporary directory, which tests/test_docs_site.py then reads);
 # 5. the Rust kernel's own tests, then the Python suite.
 # Extra pytest arguments are passed on: `bash scripts/test.sh tests/test_cli.py -x`.
 set -euo pipefail
@@ -60,11 +61,16 @@ trap 'bash scripts/zookeeper.sh stop' EXIT
 bash scripts/zookeeper.sh start
 
 # ------------------------------------------------------------------ 4. static checks
-section "static checks: ruff, clippy, stubtest"
+section "static checks: ruff, clippy, stubtest, docs"
 "$PWD/$VENV/bin/ruff" check python tests benches examples scripts
 cargo clippy --manifest-path rust/Cargo.toml --workspace --all-targets -q -- -D warnings
 # The hand-written stub of the native module against the module itself.
 "$PY" -m mypy.stubtest kquota._kquota
+# The documentation site, built offline (no plugin fetches anything); any warning fails.
+KQUOTA_DOCS_SITE="$(mktemp -d)"
+export KQUOTA_DOCS_SITE
+trap 'bash scripts/zookeeper.sh stop; rm -rf "$KQUOTA_DOCS_SITE"' EXIT
+NO_MKDOCS_2_WARNING=1 "$PY" -m mkdocs build --strict --site-dir "$KQUOTA_DOCS_SITE"
 
 # ------------------------------------------------------------------ 5. tests
 section "Rust tests"

@@ -2,7 +2,7 @@
 CONTROLLER_MUTATION).
 
 Test-only; never shipped. It models the behaviour of Apache Kafka's broker as described in
-shared/spec/semantics.md and docs/semantics-notes.md:
+docs/semantics.md and docs/semantics-notes.md:
 
 * ``SampledStat`` / ``WindowedSum`` / ``Rate`` (clients/.../common/metrics/stats): a ring of
   ``window_num + 1`` samples grown lazily, non-aligned sample starts, purge of samples whose last

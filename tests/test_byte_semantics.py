@@ -1,6 +1,6 @@
 """Byte-rate quota semantics (PRODUCE / FETCH).
 
-One case per rule of shared/spec/semantics.md and docs/semantics-notes.md. Unless a test needs
+One case per rule of docs/semantics.md and docs/semantics-notes.md. Unless a test needs
 a kquota-only API, every case runs against both the kquota kernel and the pure-Python oracle
 (tests/oracle.py), and for both byte-rate quota types.
 """

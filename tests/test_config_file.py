@@ -1,4 +1,4 @@
-"""The quota configuration file of shared/spec/pipeline.md: round trip and validation."""
+"""The quota configuration file of docs/pipeline.md: round trip and validation."""
 
 import json
 

@@ -1,6 +1,6 @@
 """Controller-mutation quotas (KIP-599, ``controller_mutation_rate``): Kafka's token bucket.
 
-One case per rule of shared/spec/semantics.md and docs/semantics-notes.md ("Controller-mutation
+One case per rule of docs/semantics.md and docs/semantics-notes.md ("Controller-mutation
 quotas"). Cases that only use the public per-request API run against both the kquota kernel and
 the pure-Python oracle (tests/oracle.py); validation, error and sensor-count cases are
 kquota-only.

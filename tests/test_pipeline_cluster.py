@@ -1,7 +1,8 @@
 """`kquota pipeline` end to end on a real Spark standalone cluster (master + two workers on
 loopback) and on a real Spark Connect server, both from the pyspark package: the results equal
-local mode's. Executors run this interpreter (one machine: ``PYSPARK_PYTHON``); the README
-documents ``spark.archives`` with a packed virtual environment for real clusters."""
+local mode's. Executors run this interpreter (one machine: ``PYSPARK_PYTHON``); the pipeline
+guide (docs/guides/pipeline.md) documents ``spark.archives`` with a packed virtual environment
+for real clusters."""
 
 import subprocess
 import sys

@@ -1,5 +1,5 @@
 """``kquota proxy`` as a process: quotas from a store, the request log in the pipeline's schema,
-metrics, a clean exit 0 on SIGTERM / SIGINT with no traceback, and the README's loop (capture,
+metrics, a clean exit 0 on SIGTERM / SIGINT with no traceback, and the proxy guide's loop (capture,
 recommend, apply, enforced live) on real traffic."""
 
 from __future__ import annotations
@@ -159,12 +159,12 @@ def test_request_log_rotates_on_time_without_traffic(tmp_path):
 
 
 def test_captured_traffic_recommended_and_applied_is_enforced_live(broker, spark, tmp_path):
-    """The README's loop, every step through kquota's own commands on real traffic: ``kquota
-    proxy --request-log`` captures a client producing at a steady ~100 KB/s; ``kquota pipeline
-    usage`` and ``recommend`` turn the capture into that client's quota (its p99 per-second rate
-    x 1.2); ``kquota configs --alter --quota-file`` writes the recommendation to the store; and
-    a running proxy following that store holds the same client, now producing as fast as it can,
-    to the recommended rate."""
+    """The proxy guide's loop (docs/guides/proxy.md), every step through kquota's own commands on
+    real traffic: ``kquota proxy --request-log`` captures a client producing at a steady ~100 KB/s;
+    ``kquota pipeline usage`` and ``recommend`` turn the capture into that client's quota (its p99
+    per-second rate x 1.2); ``kquota configs --alter --quota-file`` writes the recommendation to the
+    store; and a running proxy following that store holds the same client, now producing as fast as
+    it can, to the recommended rate."""
     from confluent_kafka import Producer
 
     from kquota.cli import main

@@ -1,6 +1,6 @@
 """Request-time quotas (KIP-124, ``request_percentage``).
 
-One case per rule of shared/spec/semantics.md and docs/semantics-notes.md ("Request-time
+One case per rule of docs/semantics.md and docs/semantics-notes.md ("Request-time
 quotas"). Cases that only use the public per-request API run against both the kquota kernel and
 the pure-Python oracle (tests/oracle.py); cases about validation, errors and sensor counts are
 kquota-only.

@@ -1,4 +1,4 @@
-"""The quota configuration file of ``shared/spec/pipeline.md``.
+"""The quota configuration file of ``docs/pipeline.md``.
 
 One JSON document shared by ``kquota configs --describe --json``, ``kquota pipeline simulate
 --quotas`` and ``kquota pipeline recommend``::

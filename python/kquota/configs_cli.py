@@ -7,7 +7,7 @@
 
 Entity names pair with entity types in order, as in Kafka's ``ConfigCommand``
 (``--entity-default`` counts as an empty name, i.e. ``<default>``). ``--describe --json`` prints
-the quota configuration file of ``shared/spec/pipeline.md``; ``--alter --quota-file FILE``
+the quota configuration file of ``docs/pipeline.md``; ``--alter --quota-file FILE``
 feeds such a file back in. Errors print one line and exit with status 1.
 """
 

@@ -29,7 +29,7 @@ def generate_frame(
     start_ms: int = 1_700_000_000_000,
     partitions: Optional[int] = None,
 ) -> Any:
-    """The synthetic log as a Spark DataFrame (columns of ``shared/spec/pipeline.md``)."""
+    """The synthetic log as a Spark DataFrame (columns of ``docs/pipeline.md``)."""
     from pyspark.sql import functions as F
 
     for name, v, lo in (("rows", rows, 1), ("brokers", brokers, 1), ("users", users, 1),

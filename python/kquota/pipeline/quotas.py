@@ -1,4 +1,4 @@
-"""Where ``--quotas`` comes from: a configuration file (``shared/spec/pipeline.md``) or, when
+"""Where ``--quotas`` comes from: a configuration file (``docs/pipeline.md``) or, when
 the config stores are installed, a store URL."""
 
 from __future__ import annotations

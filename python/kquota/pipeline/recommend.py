@@ -6,7 +6,7 @@ the quota is the chosen percentile of its per-broker, per-second rates (see
 ``request_percentage`` up to 0.01 % and capped at the broker's thread capacity. Entities whose
 name is empty (an empty client-id) cannot carry a quota of their own and are skipped (counted).
 
-The result is written as a quota configuration file (``shared/spec/pipeline.md``; what
+The result is written as a quota configuration file (``docs/pipeline.md``; what
 ``simulate --quotas`` and the config stores read) and as ``kafka-configs.sh`` command lines.
 """
 

@@ -1,4 +1,4 @@
-"""Reading request logs (``shared/spec/pipeline.md``): format detection, schema validation and
+"""Reading request logs (``docs/pipeline.md``): format detection, schema validation and
 bad-row accounting.
 
 Columns: ``ts_ms`` integer, ``broker`` integer (optional, default 0), ``user`` string,

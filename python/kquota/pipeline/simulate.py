@@ -7,7 +7,7 @@ throttles are exactly those of feeding the same requests, in the same order, to 
 ``QuotaManager`` per broker; the closed model lets throttled clients back off as KIP-219 clients
 do (see :mod:`kquota.pipeline.replay`).
 
-Output (``shared/spec/pipeline.md``):
+Output (``docs/pipeline.md``):
 
 * ``OUT/requests/`` — the input columns plus ``throttle_ms`` (int);
 * ``OUT/summary/`` — one row per quota type and metric-tag set (the sensor the requests were

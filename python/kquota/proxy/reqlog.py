@@ -1,7 +1,7 @@
 """``--request-log DIR``: every recorded request as a row of the pipeline's request log.
 
 Rows (``ts_ms``, ``broker``, ``user``, ``client_id``, ``quota_type``, ``value``;
-``shared/spec/pipeline.md``) are buffered and written by a background thread as Parquet files
+``docs/pipeline.md``) are buffered and written by a background thread as Parquet files
 ``requests-<first ts>-<seq>.parquet``, a new file every ``rotate_rows`` rows or
 ``rotate_seconds`` seconds, so ``kquota pipeline usage/recommend/simulate --input DIR`` reads
 real traffic. The proxy is one quota domain (one ``QuotaManager`` for every broker), so
