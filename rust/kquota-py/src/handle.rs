@@ -26,7 +26,7 @@ pub fn throttle_ms_arg(name: &str, v: i64) -> PyQuotaResult<i32> {
     i32::try_from(v)
         .ok()
         .filter(|ms| *ms >= 0)
-        .ok_or_else(|| invalid_argument(format!("{name} must be from 0 to 2^31 - 1 ms, got {v}")).into())
+        .ok_or_else(|| invalid_argument(format!("{name} must be from 0 to 2^31 - 1 ms, got {v}")))
 }
 
 /// A byte-rate quota type argument: PRODUCE or FETCH.
@@ -36,8 +36,7 @@ pub fn byte_type_arg(t: QuotaTypeArg) -> PyQuotaResult<CoreType> {
         other => Err(invalid_argument(format!(
             "byte_quota_type must be PRODUCE or FETCH, got {}",
             other.name()
-        ))
-        .into()),
+        ))),
     }
 }
 

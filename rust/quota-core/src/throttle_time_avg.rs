@@ -47,8 +47,11 @@ impl ThrottleAvg {
 /// whose average has no sample left in the window is dropped when room is needed or by expiry,
 /// and past `cap` live entities a new one is not tracked (the type's average still is).
 pub(crate) struct EntityThrottleTimes {
-    map: Mutex<HashMap<(Box<str>, Box<str>), ThrottleAvg>>,
+    map: Mutex<HashMap<EntityTags, ThrottleAvg>>,
 }
+
+/// `(user, client-id)` metric tags.
+type EntityTags = (Box<str>, Box<str>);
 
 impl EntityThrottleTimes {
     pub(crate) fn new() -> Self {
