@@ -3,7 +3,11 @@
 //! (addresses, SASL, KIP-599 mutations, client-quota admin) are handed to Python through a
 //! [`Bridge`].
 
+pub mod bridge;
+pub mod brokers;
+pub mod config;
 pub mod conn;
+pub mod counters;
 pub mod endpoints;
 pub mod fetch;
 pub mod fetch_path;
@@ -15,6 +19,7 @@ pub mod outbox;
 pub mod produce;
 pub mod produce_path;
 pub mod relay;
+pub mod request_log;
 pub mod requests;
 pub mod responses;
 pub mod session;
@@ -22,5 +27,7 @@ pub mod shared;
 pub mod tables;
 pub mod wire;
 
-pub use shared::{Bridge, ProxyConfig, Registered, Shared};
+pub use bridge::{Bridge, Registered};
+pub use config::ProxyConfig;
+pub use shared::Shared;
 pub use tables::ApiTables;
