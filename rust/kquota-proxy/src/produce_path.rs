@@ -16,7 +16,7 @@ use crate::endpoints::rewrite_section;
 use crate::forwarded::{Fwd, Kind};
 use crate::header::{response_body_offset, RequestHeader};
 use crate::io::{read_rest, Reader};
-use crate::produce::{produce_acks, produce_layout};
+use crate::produce_layout::{produce_acks, produce_layout};
 use crate::relay::Relay;
 use crate::tables::PRODUCE;
 use crate::wire::{patch_throttle, ProtoError};
