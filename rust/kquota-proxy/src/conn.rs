@@ -17,9 +17,10 @@ use quota_core::{ClientHandle, ClientQuotaType, ResponseThrottle};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::Notify;
 
+use crate::bridge::Registered;
 use crate::forwarded::{Fwd, Kind};
 use crate::outbox::Outbox;
-use crate::shared::{Registered, Shared};
+use crate::shared::Shared;
 use crate::wire::read_i32;
 
 /// acks=0 correlation ids remembered (some brokers answer them anyway).

@@ -12,7 +12,7 @@ use quota_core::{ClientHandle, ClientQuotaType, FetchAnswer};
 
 use crate::conn::Conn;
 use crate::endpoints::rewrite_section;
-use crate::fetch::{cap_max_bytes, fetch_request, throttled_body, walk_to_top_tags, SliceWalk, Walk};
+use crate::fetch_layout::{cap_max_bytes, fetch_request, throttled_body, walk_to_top_tags, SliceWalk, Walk};
 use crate::forwarded::{FetchState, Fwd, Kind};
 use crate::header::{response_body_offset, response_frame, RequestHeader};
 use crate::io::{Reader, BACKLOG, CHUNK};

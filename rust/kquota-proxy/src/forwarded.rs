@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use quota_core::ClientHandle;
 
-use crate::fetch::FetchRequest;
+use crate::fetch_layout::FetchRequest;
 use crate::header::RequestHeader;
 
 pub enum Kind {

@@ -2,19 +2,37 @@
 //! kernel (`quota-core`) applied in place; the APIs that need the proxy's configuration
 //! (addresses, SASL, KIP-599 mutations, client-quota admin) are handed to Python through a
 //! [`Bridge`].
+//!
+//! Its rooms:
+//! - Kafka's wire: [`wire`] (the encodings), [`tables`] (per-API facts Python passes in),
+//!   [`header`], [`produce_layout`] and [`fetch_layout`] (where the fields the quota needs are),
+//!   [`endpoints`] (NodeEndpoints rewritten to the proxy's addresses);
+//! - what every connection shares ([`shared`]): [`config`], [`bridge`] (the contracts with
+//!   Python), [`brokers`] (the broker map), [`counters`], [`request_log`];
+//! - one connection: [`listen`] (the listeners), [`session`] (its life), [`conn`] (slots, order,
+//!   mute, the request quota of relayed APIs), [`requests`] and [`responses`] (the two readers,
+//!   each a dispatch by API), [`forwarded`] (what the response reader knows of each request);
+//! - the quota paths, each API's request and response halves: [`produce_path`], [`fetch_path`];
+//! - bytes in and out: [`io`] (reading frames), [`outbox`] (ordered writes with back-pressure),
+//!   [`relay`] (uninspected bytes spliced socket to socket).
 
+pub mod bridge;
+pub mod brokers;
+pub mod config;
 pub mod conn;
+pub mod counters;
 pub mod endpoints;
-pub mod fetch;
+pub mod fetch_layout;
 pub mod fetch_path;
 pub mod forwarded;
 pub mod header;
 pub mod io;
 pub mod listen;
 pub mod outbox;
-pub mod produce;
+pub mod produce_layout;
 pub mod produce_path;
 pub mod relay;
+pub mod request_log;
 pub mod requests;
 pub mod responses;
 pub mod session;
@@ -22,5 +40,7 @@ pub mod shared;
 pub mod tables;
 pub mod wire;
 
-pub use shared::{Bridge, ProxyConfig, Registered, Shared};
+pub use bridge::{Bridge, Registered};
+pub use config::ProxyConfig;
+pub use shared::Shared;
 pub use tables::ApiTables;

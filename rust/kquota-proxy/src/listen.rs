@@ -10,7 +10,10 @@ use quota_core::QuotaKernel;
 use tokio::net::TcpListener;
 use tokio::runtime::Handle;
 
-use crate::shared::{bind, Bridge, ProxyConfig, Shared};
+use crate::bridge::Bridge;
+use crate::brokers::bind;
+use crate::config::ProxyConfig;
+use crate::shared::Shared;
 
 /// The data plane's shared state with its bootstrap listener open; returns its port.
 pub fn start(
@@ -52,7 +55,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, node: i32) {
             continue;
         }
         *shared.accepted.lock().unwrap().entry(node).or_insert(0) += 1;
-        let Some(upstream) = shared.upstream(node) else {
+        let Some(upstream) = shared.brokers.upstream(&shared.cfg, node) else {
             continue;
         };
         let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);

@@ -1,21 +1,86 @@
 //! Produce through the proxy (KafkaApis.handleProduceRequest): the request size (header + body)
 //! is recorded when the broker answers, by the kernel's response step
 //! (`ClientHandle::produce_response`), whose throttle is written into `ThrottleTimeMs`;
-//! NodeEndpoints (v10+) rewritten to the proxy's addresses. acks=0 requests are recorded on
-//! arrival (see `requests::dispatch`).
+//! NodeEndpoints (v10+) rewritten to the proxy's addresses. acks=0 requests, which get no
+//! answer, are recorded on arrival ([`on_request`]). A large request's batches are relayed
+//! cut-through, unread.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 use quota_core::{ClientHandle, ClientQuotaType};
 
-use crate::conn::Conn;
+use crate::conn::{Conn, HandleCache};
 use crate::endpoints::rewrite_section;
-use crate::forwarded::Fwd;
-use crate::header::response_body_offset;
-use crate::produce::produce_layout;
+use crate::forwarded::{Fwd, Kind};
+use crate::header::{response_body_offset, RequestHeader};
+use crate::io::{read_rest, Reader};
+use crate::produce_layout::{produce_acks, produce_layout};
+use crate::relay::Relay;
 use crate::tables::PRODUCE;
 use crate::wire::{patch_throttle, ProtoError};
+
+/// Sends a Produce request (prefixed frame whose head is in `buf`, `rest` bytes of its `size`
+/// still unread) to the broker; returns whether the connection's unanswered Produce requests
+/// would throttle its client once recorded (Kafka's throttle is only known from the answer:
+/// the reader then waits for it instead of pipelining).
+///
+/// acks=0: no answer will come, so the request is recorded, logged and its slot settled (and
+/// muted, in order) here; it is exempt from the request quota, as in Kafka.
+#[allow(clippy::too_many_arguments)]
+pub async fn on_request(
+    conn: &Arc<Conn>,
+    h: &RequestHeader,
+    mut buf: Vec<u8>,
+    mut rest: usize,
+    size: usize,
+    t0: Instant,
+    rd: &mut Reader,
+    relay: &mut Relay,
+    handles: &mut HandleCache,
+    user: &Arc<str>,
+) -> Result<bool, String> {
+    let shared = &conn.shared;
+    let acks = match produce_acks(&buf[4..], h.body_offset, h.api_version) {
+        Ok(a) => a,
+        Err(_) if rest > 0 => {
+            read_rest(rd, &mut buf, &mut rest).await?;
+            produce_acks(&buf[4..], h.body_offset, h.api_version).map_err(|e| e.to_string())?
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    let handle = handles.get(shared, user, h.client_id(&buf[4..]))?;
+    let mut pending = None;
+    if acks == 0 {
+        // No answer, but recorded and muted in order; exempt from the request quota.
+        let ns = t0.elapsed().as_nanos() as f64;
+        let throttle = handle
+            .produce_response(size as f64, ns, false, None)
+            .map_or(0, |r| r.mute_ms());
+        conn.log(&handle, ClientQuotaType::Produce, size as f64);
+        let mut st = conn.state();
+        let slot = Conn::push_slot(&mut st);
+        conn.settle_locked(&mut st, slot, None, throttle);
+        Conn::remember_unanswered(&mut st, h.correlation_id);
+        conn.to_broker.send(buf);
+    } else {
+        pending = Some(Arc::clone(&handle));
+        let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, Kind::Produce { handle, size });
+        conn.forward_new(fwd, buf);
+    }
+    if rest > 0 {
+        shared.counters.streamed_requests.fetch_add(1, Ordering::Relaxed);
+        relay.relay(rd, &conn.to_broker, rest).await?;
+    }
+    Ok(pending.is_some_and(|handle| {
+        let unanswered = conn.unanswered_produce_bytes() as f64;
+        handle
+            .peek_throttle_time_ms(ClientQuotaType::Produce, unanswered, None)
+            .unwrap_or(0)
+            > 0
+    }))
+}
 
 /// The answer (prefixed frame) and its throttle.
 pub fn on_response(

@@ -6,7 +6,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use quota_core::ClientQuotaType;
 use tokio::io::AsyncReadExt;
 
 use crate::conn::{Conn, HandleCache};
@@ -90,14 +89,16 @@ pub async fn read_requests(conn: &Arc<Conn>, mut rd: Reader, mut relay: Relay) -
     }
 }
 
-/// Forwards or hands over one request; returns whether the connection's unanswered requests
-/// would throttle its client once recorded (only Produce answers that).
+/// Hands one request to its API's request half: Python's (through the bridge), Produce's
+/// (`produce_path::on_request`), Fetch's (`fetch_path::on_request`), or relayed unparsed with
+/// the request quota. Returns whether the connection's unanswered requests would throttle its
+/// client once recorded (only Produce answers that).
 #[allow(clippy::too_many_arguments)]
 async fn dispatch(
     conn: &Arc<Conn>,
     h: &RequestHeader,
     mut buf: Vec<u8>,
-    mut rest: usize,
+    rest: usize,
     size: usize,
     t0: Instant,
     rd: &mut Reader,
@@ -123,45 +124,7 @@ async fn dispatch(
     let user = Arc::clone(&conn.state().user);
     match h.api_key {
         PRODUCE => {
-            let acks = match crate::produce::produce_acks(&buf[4..], h.body_offset, h.api_version) {
-                Ok(a) => a,
-                Err(_) if rest > 0 => {
-                    read_rest(rd, &mut buf, &mut rest).await?;
-                    crate::produce::produce_acks(&buf[4..], h.body_offset, h.api_version)
-                        .map_err(|e| e.to_string())?
-                }
-                Err(e) => return Err(e.to_string()),
-            };
-            let handle = handles.get(shared, &user, h.client_id(&buf[4..]))?;
-            let mut pending = None;
-            if acks == 0 {
-                // No answer, but recorded and muted in order; exempt from the request quota.
-                let ns = t0.elapsed().as_nanos() as f64;
-                let throttle = handle
-                    .produce_response(size as f64, ns, false, None)
-                    .map_or(0, |r| r.mute_ms());
-                conn.log(&handle, ClientQuotaType::Produce, size as f64);
-                let mut st = conn.state();
-                let slot = Conn::push_slot(&mut st);
-                conn.settle_locked(&mut st, slot, None, throttle);
-                Conn::remember_unanswered(&mut st, h.correlation_id);
-                conn.to_broker.send(buf);
-            } else {
-                pending = Some(Arc::clone(&handle));
-                let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, Kind::Produce { handle, size });
-                conn.forward_new(fwd, buf);
-            }
-            if rest > 0 {
-                shared.counters.streamed_requests.fetch_add(1, Ordering::Relaxed);
-                relay.relay(rd, &conn.to_broker, rest).await?;
-            }
-            Ok(pending.is_some_and(|handle| {
-                let unanswered = conn.unanswered_produce_bytes() as f64;
-                handle
-                    .peek_throttle_time_ms(ClientQuotaType::Produce, unanswered, None)
-                    .unwrap_or(0)
-                    > 0
-            }))
+            crate::produce_path::on_request(conn, h, buf, rest, size, t0, rd, relay, handles, &user).await
         }
         FETCH => {
             let handle = handles.get(shared, &user, h.client_id(&buf[4..]))?;

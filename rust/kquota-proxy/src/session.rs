@@ -8,10 +8,11 @@ use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
+use crate::bridge::Registered;
 use crate::conn::Conn;
 use crate::io::READ_BUFFER;
 use crate::relay::Relay;
-use crate::shared::{Registered, Shared};
+use crate::shared::Shared;
 
 /// Serves one accepted client connection until either side closes or a frame is malformed.
 pub async fn serve(shared: Arc<Shared>, id: u64, node: i32, sock: TcpStream, upstream: (String, u16)) {

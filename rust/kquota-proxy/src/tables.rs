@@ -1,7 +1,7 @@
 //! What the Python side tells the data plane about the protocol (one source: the schema data
-//! the asyncio proxy's codec reads): per API key, the first flexible version, the first
-//! response version that begins with `ThrottleTimeMs`, the versions the proxy parses, which APIs
-//! Python handles and which are exempt from the request quota.
+//! Python's codec reads): per API key, the first flexible version, the first response version
+//! that begins with `ThrottleTimeMs`, the versions the proxy parses, which APIs Python handles
+//! and which are exempt from the request quota.
 
 pub const PRODUCE: i16 = 0;
 pub const FETCH: i16 = 1;

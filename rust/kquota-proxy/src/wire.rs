@@ -98,12 +98,6 @@ impl<'a> Cursor<'a> {
         self.skip(n)
     }
 
-    /// Skips (nullable) bytes or records.
-    pub fn skip_bytes(&mut self, compact: bool) -> Proto<()> {
-        let n = self.length(compact, 4)?.unwrap_or(0);
-        self.skip(n)
-    }
-
     /// The element count of a (nullable) array.
     pub fn array_len(&mut self, compact: bool) -> Proto<usize> {
         let n = self.length(compact, 4)?.unwrap_or(0);

@@ -1,6 +1,6 @@
-//! Produce (KafkaApis.handleProduceRequest): `acks` from the request's head, and where the
-//! response keeps `ThrottleTimeMs` (after the partition responses) and its top-level tagged
-//! fields (NodeEndpoints, v10+).
+//! Produce's wire layout, the fields the quota needs (the path is `produce_path`): `acks` from
+//! the request's head, and where the response keeps `ThrottleTimeMs` (after the partition
+//! responses) and its top-level tagged fields (NodeEndpoints, v10+).
 
 use std::ops::Range;
 

@@ -1,6 +1,6 @@
-//! Fetch (KafkaApis.handleFetchRequest): the request fields the quota needs, read in place;
-//! the max-bytes cap written in place; the throttled empty answer; and the walk of a flexible
-//! response to its top-level tagged fields (NodeEndpoints, v16+).
+//! Fetch's wire layout, the fields the quota needs (the path is `fetch_path`): the request's,
+//! read in place; the max-bytes cap written in place; the throttled empty answer; and the walk
+//! of a flexible response to its top-level tagged fields (NodeEndpoints, v16+).
 
 use crate::wire::{malformed, write_i32, Cursor, Proto};
 

@@ -1,0 +1,16 @@
+//! The data plane's counters, read by Python's `stats` (relaxed: they are reported, never
+//! acted on).
+
+use std::sync::atomic::AtomicU64;
+
+#[derive(Default)]
+pub struct Counters {
+    /// Connections refused at `max_connections`.
+    pub refused: AtomicU64,
+    /// Produce requests whose rest was relayed cut-through.
+    pub streamed_requests: AtomicU64,
+    /// Fetch responses whose rest was relayed (or skipped) cut-through.
+    pub streamed_responses: AtomicU64,
+    /// Request-log rows dropped because the log was full.
+    pub log_dropped: AtomicU64,
+}

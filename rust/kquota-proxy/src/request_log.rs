@@ -1,0 +1,40 @@
+//! The native paths' request-log rows, kept until Python drains them (`take_request_log`) into
+//! its request-log writer. The log's schema is owned by Python's request-log module; the row
+//! here mirrors its columns, less `broker` (Python adds it).
+
+use std::sync::{Arc, Mutex};
+
+/// The request-log row without the broker column: (ts_ms, user, client_id, quota_type, value),
+/// the other columns of Python's request-log schema in its order; `quota_type` is the
+/// `ClientQuotaType` value (Python writes its name).
+pub type LogRow = (i64, Arc<str>, String, u8, f64);
+
+/// Rows kept between two drains at most (beyond, rows are dropped and counted).
+const MAX_LOG_ROWS: usize = 1 << 20;
+
+/// The rows since the last drain (bounded).
+#[derive(Default)]
+pub struct RequestLog {
+    rows: Mutex<Vec<LogRow>>,
+}
+
+impl RequestLog {
+    /// Adds a row stamped now; `false` if the log is full and the row dropped.
+    pub fn add(&self, user: &Arc<str>, client_id: &str, quota_type: u8, value: f64) -> bool {
+        let ts = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let mut rows = self.rows.lock().unwrap();
+        if rows.len() >= MAX_LOG_ROWS {
+            return false;
+        }
+        rows.push((ts, Arc::clone(user), client_id.to_owned(), quota_type, value));
+        true
+    }
+
+    /// The rows since the last call.
+    pub fn take(&self) -> Vec<LogRow> {
+        std::mem::take(&mut *self.rows.lock().unwrap())
+    }
+}
