@@ -268,7 +268,9 @@ impl Conn {
         let shared = &self.shared;
         match handle {
             Some(h) if !shared.cfg.tables.is_exempt(key) => {
-                let r = h.request_response(ns as f64, None).unwrap_or(ResponseThrottle::NONE);
+                let r = h
+                    .request_response(ns as f64, None)
+                    .unwrap_or(ResponseThrottle::NONE);
                 self.log(h, ClientQuotaType::Request, ns as f64);
                 r.mute_ms()
             }

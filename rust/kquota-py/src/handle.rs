@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use quota_core::{ClientHandle as CoreHandle, ClientQuotaType as CoreType, FetchAnswer, QuotaKernel, ResponseThrottle};
+use quota_core::{
+    ClientHandle as CoreHandle, ClientQuotaType as CoreType, FetchAnswer, QuotaKernel, ResponseThrottle,
+};
 
 use crate::args::{ms, Int, Real};
 use crate::errors::{invalid_argument, PyQuotaResult};
@@ -138,7 +140,12 @@ impl PyClientHandle {
     /// entity's and the type's ``throttle-time`` (``ClientQuotaManager.throttle``); 0 records
     /// nothing.
     #[pyo3(signature = (quota_type, throttle_ms, now_ms=None))]
-    fn record_throttle_time(&self, quota_type: QuotaTypeArg, throttle_ms: i64, now_ms: Option<Int>) -> PyQuotaResult<()> {
+    fn record_throttle_time(
+        &self,
+        quota_type: QuotaTypeArg,
+        throttle_ms: i64,
+        now_ms: Option<Int>,
+    ) -> PyQuotaResult<()> {
         let r = ResponseThrottle {
             throttle_time_ms: throttle_ms_arg("throttle_ms", throttle_ms)?,
             enforce: Some(quota_type.0),
@@ -196,7 +203,12 @@ impl PyClientHandle {
     /// Any other request's response step: its thread time recorded (KIP-124), the request
     /// quota's throttle enforced and recorded. Returns ``(throttle_time_ms, REQUEST or None)``.
     #[pyo3(signature = (nanos, now_ms=None))]
-    fn request_response<'py>(&self, py: Python<'py>, nanos: Real, now_ms: Option<Int>) -> PyQuotaResult<StepTuple<'py>> {
+    fn request_response<'py>(
+        &self,
+        py: Python<'py>,
+        nanos: Real,
+        now_ms: Option<Int>,
+    ) -> PyQuotaResult<StepTuple<'py>> {
         let r = self.inner.request_response(nanos.0, ms(now_ms))?;
         Ok(step_tuple(py, r)?)
     }

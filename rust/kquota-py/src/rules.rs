@@ -16,8 +16,8 @@ use crate::entity::{
     config_keys, entity_name, quota_changes, ChangeTuple, ENTITY_ABSENT, ENTITY_DEFAULT, ENTITY_NAMED,
 };
 use crate::errors::PyQuotaResult;
-use crate::names::{replace_surrogates, Name};
 use crate::handle::{byte_type_arg, fetch_answer_name, throttle_ms_arg};
+use crate::names::{replace_surrogates, Name};
 use crate::quota_type::{member, QuotaTypeArg};
 
 /// Kafka's ``Sanitizer.sanitize``: a principal's user tag and ZooKeeper node name. A lone

@@ -135,7 +135,8 @@ impl QuotaKernel {
     /// `t` are the last ones in `rows`). Expired entities are dropped on the way; an entity
     /// whose sensor has expired reports nothing, as in Kafka.
     fn attach_entity_throttle_times(&self, t: ClientQuotaType, rows: &mut [SensorRow], now: i64) {
-        let entities = self.entity_throttle_time[t.index()].drain_expired_and_list(&self.settings.metrics_window, now);
+        let entities =
+            self.entity_throttle_time[t.index()].drain_expired_and_list(&self.settings.metrics_window, now);
         if entities.is_empty() {
             return;
         }

@@ -231,6 +231,13 @@ impl QuotaKernel {
             return;
         }
         let spec = &self.settings.metrics_window;
-        self.entity_throttle_time[t.index()].record(spec, user, client_id, throttle_ms, now, self.settings.max_sensors);
+        self.entity_throttle_time[t.index()].record(
+            spec,
+            user,
+            client_id,
+            throttle_ms,
+            now,
+            self.settings.max_sensors,
+        );
     }
 }

@@ -173,9 +173,27 @@ mod tests {
 
     #[test]
     fn the_larger_throttle_goes_out_and_a_tie_is_the_request_quotas() {
-        assert_eq!(combine_throttles(Produce, 300, 120), ResponseThrottle { throttle_time_ms: 300, enforce: Some(Produce) });
-        assert_eq!(combine_throttles(Fetch, 50, 50), ResponseThrottle { throttle_time_ms: 50, enforce: Some(Request) });
-        assert_eq!(combine_throttles(Fetch, 10, 70), ResponseThrottle { throttle_time_ms: 70, enforce: Some(Request) });
+        assert_eq!(
+            combine_throttles(Produce, 300, 120),
+            ResponseThrottle {
+                throttle_time_ms: 300,
+                enforce: Some(Produce)
+            }
+        );
+        assert_eq!(
+            combine_throttles(Fetch, 50, 50),
+            ResponseThrottle {
+                throttle_time_ms: 50,
+                enforce: Some(Request)
+            }
+        );
+        assert_eq!(
+            combine_throttles(Fetch, 10, 70),
+            ResponseThrottle {
+                throttle_time_ms: 70,
+                enforce: Some(Request)
+            }
+        );
         assert_eq!(combine_throttles(Fetch, 0, 0), ResponseThrottle::NONE);
     }
 }

@@ -61,7 +61,15 @@ impl EntityThrottleTimes {
     }
 
     /// Records `throttle_ms` for the entity tagged `(user, client_id)`.
-    pub(crate) fn record(&self, spec: &WindowSpec, user: &str, client_id: &str, throttle_ms: f64, now: i64, cap: usize) {
+    pub(crate) fn record(
+        &self,
+        spec: &WindowSpec,
+        user: &str,
+        client_id: &str,
+        throttle_ms: f64,
+        now: i64,
+        cap: usize,
+    ) {
         let mut map = self.map.lock();
         if let Some(avg) = map.get(&(Box::from(user), Box::from(client_id))) {
             avg.record(spec, throttle_ms, now);
@@ -89,7 +97,11 @@ impl EntityThrottleTimes {
 
     /// Every tracked entity's `(user, client_id, average)` at `now`, dropping those with no
     /// sample left in the window (Kafka's expired sensors report nothing).
-    pub(crate) fn drain_expired_and_list(&self, spec: &WindowSpec, now: i64) -> Vec<(Box<str>, Box<str>, f64)> {
+    pub(crate) fn drain_expired_and_list(
+        &self,
+        spec: &WindowSpec,
+        now: i64,
+    ) -> Vec<(Box<str>, Box<str>, f64)> {
         let mut map = self.map.lock();
         map.retain(|_, a| !a.average(spec, now).is_nan());
         map.iter()

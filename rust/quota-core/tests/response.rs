@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use quota_core::{
-    ClientHandle, ClientQuotaType, EntityName, FetchAnswer, KernelConfig, QuotaChange, QuotaEntity, QuotaKernel,
-    ResponseThrottle,
+    ClientHandle, ClientQuotaType, EntityName, FetchAnswer, KernelConfig, QuotaChange, QuotaEntity,
+    QuotaKernel, ResponseThrottle,
 };
 
 use ClientQuotaType::*;
@@ -29,8 +29,14 @@ fn kernel(quotas: &[(ClientQuotaType, f64)]) -> Arc<QuotaKernel> {
 
 fn entity_throttle_time(k: &QuotaKernel, t: ClientQuotaType, now: i64) -> Option<f64> {
     let snap = k.metrics_snapshot(Some(now)).unwrap();
-    let row = snap.sensors.iter().find(|r| r.quota_type == t && &*r.client_id == "app")?;
-    row.values.iter().find(|(n, _)| *n == "throttle-time").map(|(_, v)| *v)
+    let row = snap
+        .sensors
+        .iter()
+        .find(|r| r.quota_type == t && &*r.client_id == "app")?;
+    row.values
+        .iter()
+        .find(|(n, _)| *n == "throttle-time")
+        .map(|(_, v)| *v)
 }
 
 fn type_throttle_time(k: &QuotaKernel, t: ClientQuotaType, now: i64) -> f64 {
@@ -49,13 +55,22 @@ fn produce_over_quota_throttles_records_the_entitys_throttle_time_and_mutes() {
     assert!(entity_throttle_time(&k, Produce, 0).is_none());
     let r = h.produce_response(1000.0, 1000.0, true, Some(100)).unwrap();
     // Kafka's formula over a window of 10.1 s: (11000 / 10.1 - 1000) / 1000 * 10100 = 900 ms.
-    assert_eq!(r, ResponseThrottle { throttle_time_ms: 900, enforce: Some(Produce) });
+    assert_eq!(
+        r,
+        ResponseThrottle {
+            throttle_time_ms: 900,
+            enforce: Some(Produce)
+        }
+    );
     assert_eq!(r.mute_ms(), 900);
     assert_eq!(entity_throttle_time(&k, Produce, 100), Some(900.0));
     assert_eq!(type_throttle_time(&k, Produce, 100), 900.0);
     // Another entity without a quota: no throttle, nothing recorded for it.
     let other = ClientHandle::new(Arc::clone(&k), "", "other");
-    assert_eq!(other.produce_response(1e9, 0.0, true, Some(200)).unwrap(), ResponseThrottle::NONE);
+    assert_eq!(
+        other.produce_response(1e9, 0.0, true, Some(200)).unwrap(),
+        ResponseThrottle::NONE
+    );
 }
 
 #[test]
@@ -66,7 +81,10 @@ fn a_request_quota_tie_is_enforced_as_the_request_quotas() {
     let r = h.request_response(200e6, Some(0)).unwrap();
     assert_eq!(r.enforce, Some(Request));
     assert!(r.throttle_time_ms > 0);
-    assert_eq!(entity_throttle_time(&k, Request, 0), Some(f64::from(r.throttle_time_ms)));
+    assert_eq!(
+        entity_throttle_time(&k, Request, 0),
+        Some(f64::from(r.throttle_time_ms))
+    );
     // A produce with no byte quota takes the request throttle, enforced as REQUEST.
     let p = h.produce_response(100.0, 1e6, true, Some(10)).unwrap();
     assert_eq!(p.enforce, Some(Request));
@@ -97,7 +115,10 @@ fn fetch_over_quota_small_response_is_answered_empty_and_taken_back() {
     assert!(s.throttle.throttle_time_ms > 0);
     // Unrecorded: the rate is what it was.
     assert_eq!(k.measured_rate(Fetch, "", "app", Some(100)).unwrap(), before);
-    assert_eq!(entity_throttle_time(&k, Fetch, 100), Some(f64::from(s.throttle.throttle_time_ms)));
+    assert_eq!(
+        entity_throttle_time(&k, Fetch, 100),
+        Some(f64::from(s.throttle.throttle_time_ms))
+    );
 }
 
 #[test]
@@ -108,7 +129,13 @@ fn fetch_over_quota_large_response_is_delivered_and_muted_until_the_quota_allows
     // Larger than the whole window: delivered, muted at least size / quota = 20 s.
     let s = h.fetch_response(20_000.0, cap, 0.0, Some(0)).unwrap();
     assert_eq!(s.answer, FetchAnswer::DeliverMuted);
-    assert_eq!(s.throttle, ResponseThrottle { throttle_time_ms: 20_000, enforce: Some(Fetch) });
+    assert_eq!(
+        s.throttle,
+        ResponseThrottle {
+            throttle_time_ms: 20_000,
+            enforce: Some(Fetch)
+        }
+    );
     assert!(k.measured_rate(Fetch, "", "app", Some(0)).unwrap() > 0.0);
 }
 
@@ -118,6 +145,9 @@ fn no_quota_no_throttle_and_no_cap() {
     let h = ClientHandle::new(Arc::clone(&k), "", "app");
     assert_eq!(h.fetch_request_cap(), f64::INFINITY);
     let s = h.fetch_response(1e9, f64::INFINITY, 1e6, Some(0)).unwrap();
-    assert_eq!((s.answer, s.throttle), (FetchAnswer::Deliver, ResponseThrottle::NONE));
+    assert_eq!(
+        (s.answer, s.throttle),
+        (FetchAnswer::Deliver, ResponseThrottle::NONE)
+    );
     assert!(h.produce_response(-1.0, 0.0, true, Some(0)).is_err());
 }
