@@ -98,7 +98,7 @@ def read_until(proc, pattern, timeout=60):
 @pytest.mark.parametrize("sig, when", [
     (signal.SIGINT, r"^\s+3s "),  # Ctrl-C while the clients run: the terminal signals the whole group
     (signal.SIGTERM, r"proxy:  kquota proxy on "),  # while it sets up
-])
+], ids=["SIGINT-while-running", "SIGTERM-while-starting"])
 def test_a_signal_stops_everything_cleanly(sig, when):
     proc = demo("--seconds", "60", start_new_session=True)
     head = read_until(proc, when)
@@ -130,3 +130,19 @@ def test_plain_demo_is_still_the_pipeline_demo_and_bad_options_are_usage_errors(
                        text=True, timeout=60)
     assert p.returncode == 2 and p.stderr.splitlines() == [
         "kquota demo proxy: error: argument --seconds: must be >= 1, got 0", "(run 'kquota demo proxy -h' for help)"]
+
+
+def test_a_child_that_dies_while_starting_is_reported_with_its_log_line(tmp_path):
+    import threading
+
+    from kquota.demo_proxy import wait_for
+    from kquota.exceptions import KQuotaError
+
+    log = tmp_path / "tansu.log"
+    log.write_text("starting\nERROR: cannot bind 127.0.0.1:1: permission denied\n")
+    proc = subprocess.Popen(["false"])
+    proc.wait()
+    with pytest.raises(KQuotaError) as e:
+        wait_for("the tansu broker", lambda: None, proc, str(log), threading.Event())
+    assert str(e.value) == (f"the tansu broker exited with status 1; {log} says: "
+                            "ERROR: cannot bind 127.0.0.1:1: permission denied")

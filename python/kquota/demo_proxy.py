@@ -25,6 +25,7 @@ import time
 import urllib.request
 from typing import Any, Callable, Optional, TextIO
 
+from kquota.demo import log_tail
 from kquota.exceptions import KQuotaError
 
 #: The client id the quotas are set for; the demo's producer and consumer both use it.
@@ -163,15 +164,6 @@ def wait_for(what: str, ready: Callable[[], Optional[Any]], proc: subprocess.Pop
             raise KQuotaError(f"{what} did not start within {timeout:g} s{log_tail(log_path)}")
         time.sleep(0.05)
     return None
-
-
-def log_tail(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = [line.strip() for line in f if line.strip()]
-    except OSError:
-        return ""
-    return f"; its log ({path}) ends: {lines[-1]}" if lines else ""
 
 
 def _die_with_parent() -> None:
