@@ -153,3 +153,20 @@ def test_a_child_that_dies_while_starting_is_reported_with_its_log_line(tmp_path
         wait_for("the tansu broker", lambda: None, proc, str(log), threading.Event())
     assert str(e.value) == (f"the tansu broker exited with status 1; {log} says: "
                             "ERROR: cannot bind 127.0.0.1:1: permission denied")
+
+
+def test_a_failing_client_stops_the_demo_with_one_line_and_leaves_nothing(monkeypatch):
+    import io
+
+    from kquota import demo_proxy
+    from kquota.exceptions import KQuotaError
+
+    def broken(address, meter, stop):
+        raise RuntimeError("no such topic")
+
+    monkeypatch.setattr(demo_proxy, "consume_loop", broken)
+    out = io.StringIO()
+    with pytest.raises(KQuotaError, match=r"^the demo's consumer failed: no such topic$"):
+        demo_proxy.run_demo_proxy(seconds=30, out=out)
+    assert "Summary" not in out.getvalue()
+    assert_nothing_left(out.getvalue())

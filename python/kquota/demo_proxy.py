@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -199,23 +200,19 @@ def stop_process(proc: subprocess.Popen, graceful: bool) -> None:
 
 
 def proxy_address(log_path: str) -> Optional[tuple[str, int]]:
-    """(bootstrap port, metrics port) once the proxy's log has announced both."""
+    """(bootstrap ``host:port``, metrics port) once the proxy's log has announced both."""
     try:
         with open(log_path, encoding="utf-8", errors="replace") as f:
             text = f.read()
     except OSError:
         return None
-    listen = metrics = None
-    for line in text.splitlines():
-        if "kquota proxy listening on " in line:
-            listen = line.split("kquota proxy listening on ", 1)[1].split()[0]
-        elif "metrics on http://" in line:
-            metrics = line.split("metrics on ", 1)[1].split()[0]
-    return (listen, int(metrics.rsplit(":", 1)[1].split("/")[0])) if listen and metrics else None  # type: ignore[return-value]
+    listen = re.search(r"kquota proxy listening on (\S+:\d+) ", text)
+    metrics = re.search(r"metrics on http://\S+:(\d+)/metrics", text)
+    return (listen.group(1), int(metrics.group(1))) if listen and metrics else None
 
 
 def proxy_metrics(port: int) -> dict[str, float]:
-    """The proxy's byte-rate and throttle-time samples of the demo's client, by sample name."""
+    """The proxy's Prometheus samples of the demo's client id (``kafka_server_produce_byte_rate``, ...)."""
     out: dict[str, float] = {}
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
@@ -269,7 +266,7 @@ def next_steps(quota: int) -> str:
         f"    kcat -b 127.0.0.1:9192 -X client.id={CLIENT_ID} -C -t YOUR-TOPIC -o beginning",
         "  and watch the proxy's view: curl -s 127.0.0.1:9190/metrics | grep kafka_server_",
         "  (both use the default store; --store sqlite:///path/quotas.db names another; quotas altered",
-        "  while the proxy runs apply within a second). Every option: kquota proxy -h, kquota configs -h",
+        "  while the proxy runs apply within seconds). Every option: kquota proxy -h, kquota configs -h",
     ])
 
 
@@ -384,8 +381,17 @@ def _run(tansu_bin: str, tmp: str, settings: tuple[int, int, int], out: TextIO, 
         return
 
     meters = {"producer": Meter(), "consumer": Meter()}
+    failures: list[str] = []
+
+    def client(name: str, loop: Callable[[str, Meter, threading.Event], None]) -> None:
+        try:
+            loop(address, meters[name], clients_stop)
+        except Exception as e:  # noqa: BLE001 - said in one line by the main thread, not a thread's traceback
+            failures.append(f"the demo's {name} failed: {e}")
+            stop.set()
+
     for name, loop in (("producer", produce_loop), ("consumer", consume_loop)):
-        t = threading.Thread(target=loop, args=(address, meters[name], clients_stop), name=f"demo-{name}", daemon=True)
+        t = threading.Thread(target=client, args=(name, loop), name=f"demo-{name}", daemon=True)
         threads.append(t)
         t.start()
     print(f"  clients: a producer and a consumer (confluent-kafka), client.id={CLIENT_ID}, via {address}\n",
@@ -397,6 +403,8 @@ def _run(tansu_bin: str, tmp: str, settings: tuple[int, int, int], out: TextIO, 
             break
         print(_line(second, quota, meters["producer"].tick(), meters["consumer"].tick()), file=out, flush=True)
     clients_stop.set()
+    if failures:
+        raise KQuotaError(failures[0])
     seen = proxy_metrics(metrics_port)
     print(f"\nSummary ({len(meters['producer'].seconds)} s)", file=out)
     print(_summary("producer", meters["producer"], quota, seen.get("kafka_server_produce_byte_rate")), file=out)
