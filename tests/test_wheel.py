@@ -145,3 +145,15 @@ def test_proxy_from_the_wheel_throttles_a_real_client(installed):
             proxy.kill()
             proxy.wait()
         broker.stop()
+
+
+def test_the_wheels_built_match_the_pythons_claimed():
+    """requires-python, the classifiers and the script's list of interpreters tell one story."""
+    supported = re.search(r'^SUPPORTED="([^"]+)"', (ROOT / "scripts" / "build-wheels.sh").read_text(), re.M).group(1)
+    versions = supported.split()
+    text = (ROOT / "pyproject.toml").read_text()
+    assert re.search(r'^requires-python = ">=(\S+)"$', text, re.M).group(1) == versions[0]
+    claimed = re.findall(r'"Programming Language :: Python :: (3\.\d+)"', text)
+    assert claimed == versions
+    assert [int(v.split(".")[1]) for v in versions] == list(range(9, 9 + len(versions)))  # no gap
+    assert PY in versions  # the interpreter the tests run on has a wheel
