@@ -35,6 +35,10 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def _demo(args: argparse.Namespace) -> int:
+    if args.demo_command == "proxy":
+        from kquota.demo_proxy import run_demo_proxy
+
+        return run_demo_proxy(seconds=args.seconds, quota=args.quota, window_num=args.quota_window_num)
     from kquota.demo import run_demo
 
     run_demo(rows=args.rows, out_dir=args.out, master=args.master, seed=args.seed, verbose=args.verbose)
@@ -62,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo", help="the traffic pipeline on a synthetic sample: usage, recommend, simulate, HTML report",
         description="Generate a synthetic request log, measure usage, recommend per-user quotas, replay "
-                    "them through the kernel and write an HTML report, on an embedded Spark.")
+                    "them through the kernel and write an HTML report, on an embedded Spark. 'kquota demo proxy' "
+                    "shows kquota proxy throttling a real producer and consumer instead.")
     demo.add_argument("--rows", type=pipeline_commands._positive_int, default=200_000,
                       help="number of synthetic requests to generate")
     demo.add_argument("--out", help="output directory (default: a new temporary directory)")
@@ -70,6 +75,25 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--verbose", action="store_true", help="show Spark's own log lines (hidden by default)")
     pipeline_commands.add_master(demo)
     demo.set_defaults(func=_demo)
+    from kquota import demo_proxy as proxy_demo
+
+    demo_sub = demo.add_subparsers(dest="demo_command", metavar="[proxy]",
+                                   description="with no subcommand: the traffic pipeline demo")
+    demo_proxy = demo_sub.add_parser(
+        "proxy", help="kquota proxy throttling a real producer and consumer: broker, proxy and clients on loopback",
+        description="Start a Kafka-compatible broker (tansu) on loopback, a kquota proxy in front of it with a "
+                    "produce and consume quota for one client id, and a producer and a consumer of that client "
+                    "running flat out through it; print each second's rates against the quota and the throttle "
+                    "times, then a summary and the commands to do the same on your own cluster. Stops everything "
+                    "it started at the end, on Ctrl-C or on SIGTERM. Needs: pip install 'kquota[demo-proxy]'.")
+    demo_proxy.add_argument("--seconds", type=pipeline_commands._positive_int, default=proxy_demo.DEFAULT_SECONDS,
+                            help="how long the clients run, in seconds")
+    demo_proxy.add_argument("--quota", type=pipeline_commands._positive_int, default=proxy_demo.MB, metavar="BYTES",
+                            help="producer_byte_rate and consumer_byte_rate of the demo's client id, bytes/s")
+    demo_proxy.add_argument("--quota-window-num", type=pipeline_commands._positive_int,
+                            default=proxy_demo.DEMO_WINDOW_NUM, metavar="N",
+                            help="the proxy's quota.window.num (1 s windows); Kafka's usual 11 lets a client "
+                                 "burst about 10 s worth of its quota before the first throttle")
     configs_cli.add_parser(sub)
     pipeline_commands.add_parser(sub)
     from kquota.proxy import cli as proxy_cli

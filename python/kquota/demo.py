@@ -113,7 +113,7 @@ def _run(rows: int, out_dir: Optional[str], master: str, seed: int, percentile: 
             with jvm_stderr_to(None if verbose else paths["spark_log"]):
                 spark = get_spark(master)
         except Exception as e:
-            raise KQuotaError(f"Spark did not start ({str(e).strip().splitlines()[0]}){_log_tail(paths['spark_log'])}"
+            raise KQuotaError(f"Spark did not start ({str(e).strip().splitlines()[0]}){log_tail(paths['spark_log'])}"
                               ) from None
         if verbose:
             spark.sparkContext.setLogLevel("WARN")
@@ -146,7 +146,7 @@ def _run(rows: int, out_dir: Optional[str], master: str, seed: int, percentile: 
     return {"paths": paths, "summary": summary, "recommendation": rec, "timings": dict(stages.times)}
 
 
-def _log_tail(path: str) -> str:
+def log_tail(path: str) -> str:
     """``; spark.log says: <its first error line, else its last line>`` (empty if no log)."""
     import re
 
