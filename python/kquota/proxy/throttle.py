@@ -1,63 +1,33 @@
-"""Writing the proxy's throttle into responses: ``throttle_time_ms`` = max(broker's, proxy's).
+"""The ``ThrottleTimeMs`` field of a response: the proxy's throttle written into it, as
+max(broker's, proxy's). Only the field: the throttle itself is the kernel's response step
+(``ClientHandle.request_response``), Produce's and Fetch's the native data plane's.
 
-Most responses begin with ``ThrottleTimeMs`` (patched in place); Produce keeps it after the
-partition responses, so its (small) responses are re-encoded.
+The responses patched here begin with ``ThrottleTimeMs`` (:data:`THROTTLE_FIRST`), patched in
+place; ApiVersions' is written by its clamp (:mod:`kquota.proxy.versions`), Produce's (after
+its partition responses) natively.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Optional
 
-from kquota.proxy import apis
-from kquota.proxy.codec import decode_body, encode_body, read_fixed
-from kquota.proxy.frames import response_frame, with_prefix
+from kquota.proxy.codec import read_fixed
+from kquota.proxy.frames import with_prefix
 from kquota.proxy.schemas import THROTTLE_FIRST
 
 _I32 = struct.Struct(">i")
 
 
-def has_throttle_field(api_key: int, version: int) -> bool:
-    """Whether this response version carries ``throttle_time_ms`` (else only the mute applies)."""
-    if api_key == apis.PRODUCE or api_key == apis.API_VERSIONS:
-        return version >= 1
+def patch_throttle(frame: bytes, api_key: int, version: int, body_offset: int, throttle_ms: int) -> bytes:
+    """The response (prefixed) with ``ThrottleTimeMs`` = max(broker's, ``throttle_ms``); a
+    response version without the field at its start is returned unchanged (the mute still
+    applies)."""
+    out = with_prefix(frame)
     first = THROTTLE_FIRST.get(api_key)
-    return first is not None and version >= first
-
-
-def broker_throttle_first(frame: bytes, api_key: int, version: int, body_offset: int) -> int:
-    """The broker's throttle of a response that begins with ``ThrottleTimeMs`` (0 if none)."""
-    first = THROTTLE_FIRST.get(api_key)
-    if first is None or version < first or body_offset + 4 > len(frame):
-        return 0
-    return _I32.unpack_from(frame, body_offset)[0]
-
-
-def patch_throttle(frame: bytes, api_key: int, version: int, body_offset: int, throttle_ms: int,
-                   body: Optional[dict] = None) -> bytes:
-    """The response (prefixed) with throttle = max(broker's, ``throttle_ms``)."""
-    if throttle_ms <= 0 or not has_throttle_field(api_key, version):
-        return with_prefix(frame)
-    if api_key == apis.PRODUCE:
-        if body is None:
-            body = decode_body("ProduceResponse", version, frame, body_offset)
-        body["ThrottleTimeMs"] = max(body.get("ThrottleTimeMs", 0), throttle_ms)
-        corr = _I32.unpack_from(frame, 0)[0]
-        return response_frame(corr, api_key, version, encode_body("ProduceResponse", version, body))
-    if api_key == apis.API_VERSIONS:
-        return with_prefix(frame)  # answered before any quota applies; clamped separately
-    return patch_throttle_head(frame, len(frame), api_key, version, body_offset, throttle_ms)
-
-
-def patch_throttle_head(head: bytes, size: int, api_key: int, version: int, body_offset: int,
-                        throttle_ms: int) -> bytes:
-    """The beginning ``head`` of a response of ``size`` bytes, prefixed with that size, with
-    throttle = max(broker's, ``throttle_ms``): for a streamed response (its ``ThrottleTimeMs``
-    comes first, so the head holds it; Produce and ApiVersions are never streamed)."""
-    out = bytearray(_I32.pack(size))
-    out += head
-    if throttle_ms > 0 and has_throttle_field(api_key, version) and api_key in THROTTLE_FIRST:
-        at = 4 + body_offset
-        if read_fixed(_I32, out, at, "ThrottleTimeMs") < throttle_ms:
-            _I32.pack_into(out, at, throttle_ms)
-    return bytes(out)
+    if throttle_ms <= 0 or first is None or version < first:
+        return out
+    patched = bytearray(out)
+    at = 4 + body_offset
+    if read_fixed(_I32, patched, at, "ThrottleTimeMs") < throttle_ms:
+        _I32.pack_into(patched, at, throttle_ms)
+    return bytes(patched)
