@@ -9,9 +9,9 @@
         async with NativeProxyServer(qm, bootstrap=("127.0.0.1", 9092), listen=("127.0.0.1", 9192)):
             await asyncio.Event().wait()
 
-Modules: ``codec``/``schemas`` (wire format), ``frames`` (headers), ``addresses`` (broker
-address rewriting), ``versions`` (ApiVersions clamp), ``throttle`` (the ``ThrottleTimeMs``
-field), ``request`` (the request contract handlers work to), ``settings`` (options),
+Modules: ``protocol`` (Kafka's wire protocol: codec and schemas, frames, apis, the
+ApiVersions clamp, broker address rewriting, the ``ThrottleTimeMs`` field), ``request`` (the
+request contract handlers work to), ``settings`` (options),
 ``handlers`` (the inspected APIs), ``dispatch`` (API -> handler), ``mutations`` (KIP-599),
 ``admin`` (client-quota admin APIs), ``sasl``, ``reqlog`` (request log), ``native`` and
 ``bridge`` (the data plane, ``kquota._kquota.ProxyDataPlane``, Rust on tokio; ``serve``),

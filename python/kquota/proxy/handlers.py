@@ -11,12 +11,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Optional
 
-from kquota.proxy import addresses, apis, mutations, sasl
-from kquota.proxy.codec import decode_body, encode_body
+from kquota.proxy import mutations, sasl
+from kquota.proxy.protocol import addresses, apis
+from kquota.proxy.protocol.codec import decode_body, encode_body
 from kquota.proxy.dispatch import register
-from kquota.proxy.frames import response_body_offset, response_frame
+from kquota.proxy.protocol.frames import response_body_offset, response_frame
 from kquota.proxy.request import Answer, Pending
-from kquota.proxy.versions import clamp_api_versions, unsupported_api_versions
+from kquota.proxy.protocol.versions import clamp_api_versions, unsupported_api_versions
 
 if TYPE_CHECKING:  # annotations only: the native plane's connection, which imports no handler
     from kquota.proxy.bridge import BridgeConnection

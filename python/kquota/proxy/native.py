@@ -19,12 +19,13 @@ import time
 from typing import Any, Optional
 
 from kquota.quota_type import ClientQuotaType
-from kquota.proxy import apis, handlers  # noqa: F401  (handlers registers the API handlers)
+from kquota.proxy import handlers  # noqa: F401  (handlers registers the API handlers)
+from kquota.proxy.protocol import apis
 from kquota.proxy.bridge import BridgeConnection
 from kquota.proxy.dispatch import _DISPATCH, handler_for
-from kquota.proxy.frames import parse_request_header
+from kquota.proxy.protocol.frames import parse_request_header
 from kquota.proxy.request import Pending
-from kquota.proxy.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
+from kquota.proxy.protocol.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
 from kquota.proxy.settings import ProxySettings
 
 log = logging.getLogger("kquota.proxy")

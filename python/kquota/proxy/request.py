@@ -11,10 +11,10 @@ from collections.abc import Awaitable
 from typing import Any, Callable, Optional
 
 from kquota.quota_type import ClientQuotaType
-from kquota.proxy import apis
-from kquota.proxy.codec import CodecError
-from kquota.proxy.frames import RequestHeader, response_body_offset
-from kquota.proxy.throttle import patch_throttle
+from kquota.proxy.protocol import apis
+from kquota.proxy.protocol.codec import CodecError
+from kquota.proxy.protocol.frames import RequestHeader, response_body_offset
+from kquota.proxy.protocol.throttle_field import patch_throttle
 
 _I32 = struct.Struct(">i")
 #: (bytes to send or None, throttle in ms to mute for after sending).
