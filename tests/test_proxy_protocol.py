@@ -262,12 +262,19 @@ def test_request_quota_on_proxy_time_throttles_and_mutes(broker):
         w = Wire(p.proxy.bootstrap_address, client_id="busy")
         throttles = []
         gaps = []
+        recorded: list = []
         for _ in range(4):
             t0 = time.monotonic()
             resp = w.call(apis.METADATA, 4, "Metadata", {"Topics": None, "AllowAutoTopicCreation": False})
             gaps.append(time.monotonic() - t0)
             throttles.append(resp["ThrottleTimeMs"])
+            if resp["ThrottleTimeMs"] > 0 and not recorded:
+                recorded = [m.value for m in qm.metrics() if (m.group, m.name) == ("Request", "throttle-time")
+                            and m.tags.get("client-id") == "busy"]
         assert max(throttles) > 0
+        # The throttle is recorded into the entity's throttle-time, as Kafka's
+        # ClientQuotaManager.throttle does (the kernel's request_response step).
+        assert recorded and recorded[0] > 0, recorded
         # The request after a throttled answer waits for the mute (the answer itself is at once).
         i = next(i for i, t in enumerate(throttles) if t > 0)
         if i + 1 < len(gaps):
