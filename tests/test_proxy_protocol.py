@@ -349,3 +349,42 @@ def test_store_and_callback_failures_never_stop_traffic(broker):
     finally:
         p.stop()
         qm.close()
+
+
+def test_serve_runs_the_proxy_until_its_event_is_set(broker):
+    """``kquota.proxy.serve``, the asyncio entry point: the proxy answers until ``stop`` is set,
+    then is closed (its port refuses connections)."""
+    import asyncio
+    import socket
+    import threading
+
+    from kquota.proxy import serve
+    from proxy_support import free_port, wait_port
+
+    qm = kquota.QuotaManager()
+    port = free_port()
+    loop = asyncio.new_event_loop()
+    stop: list = []
+
+    async def main() -> None:
+        stop.append(asyncio.Event())
+        await serve(qm, ("127.0.0.1", broker.port), ("127.0.0.1", port), stop[0])
+
+    t = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
+    t.start()
+    try:
+        wait_port(port)
+        w = Wire(("127.0.0.1", port))
+        assert w.call(apis.METADATA, 4, "Metadata", {"Topics": None, "AllowAutoTopicCreation": False})["Brokers"]
+        w.close()
+        loop.call_soon_threadsafe(stop[0].set)
+        t.join(15)
+        assert not t.is_alive()
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    finally:
+        if t.is_alive():
+            loop.call_soon_threadsafe(stop[0].set)
+            t.join(15)
+        loop.close()
+        qm.close()

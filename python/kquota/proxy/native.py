@@ -42,8 +42,8 @@ def version_table(first: dict[int, int]) -> list[int]:
 
 
 def python_keys() -> list[int]:
-    """The APIs handed to Python: every one with a handler (Produce, Fetch and the rest are
-    native)."""
+    """The APIs handed to Python: those with a handler (Produce, Fetch and every API relayed
+    unparsed stay native)."""
     return sorted(_DISPATCH)
 
 
