@@ -1,7 +1,8 @@
 """Cut-through streaming of large frames by the data plane, against tansu with real clients:
 large Produce batches of every compression type and large Fetch responses relayed intact, a
-throttled large fetch still answered empty and muted, NodeEndpoints rewritten in a streamed
-Fetch response, and malformed streamed requests closing only their connection."""
+throttled large fetch still answered empty and muted (with the session Kafka's throttled answer
+keeps), NodeEndpoints rewritten in a streamed Fetch response, and malformed streamed requests
+closing only their connection."""
 
 from __future__ import annotations
 
@@ -261,6 +262,49 @@ def test_streamed_fetch_node_endpoints_rewritten_in_flight(host):
         w.close()
     finally:
         px.stop()
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(5)
+
+
+@pytest.mark.parametrize("epoch,session", [(-1, 0), (0, 77), (5, 77)])
+def test_throttled_empty_fetch_answer_keeps_the_brokers_session(epoch, session):
+    """Kafka's throttled Fetch answer (``FetchContext.getThrottledResponse``) is empty: a
+    sessionless fetch (epoch -1) gets no session id; an incremental one keeps its session, and a
+    full one (epoch 0) the session the broker has just created for it (the proxy cannot stop the
+    broker from creating it), so the client goes on incrementally instead of opening a session
+    per throttled fetch. The broker here answers every Fetch with session 77 and a few records."""
+    body = _fetch_body([], records=b"r" * 10)
+    del body["NodeEndpoints"]
+    body["SessionId"] = 77
+    fake = _OneFetchBroker(body)  # 82-byte answers: a tenth of the quota window at most
+    loop = asyncio.new_event_loop()
+    port = loop.run_until_complete(fake.start())
+    import threading
+
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    qm = kquota.QuotaManager()  # 11 windows of 1 s: a 2,000-byte quota window at 200 B/s
+    qm.alter_client_quotas([({"client-id": "s"}, {"consumer_byte_rate": 200})])
+    px = ProxyThread(("127.0.0.1", port), qm=qm)
+    try:
+        w = Wire(px.proxy.bootstrap_address, client_id="s")
+        request = {"MaxWaitMs": 0, "MinBytes": 1, "MaxBytes": 1000, "IsolationLevel": 0, "SessionId": 77,
+                   "SessionEpoch": epoch, "Topics": [], "ForgottenTopicsData": [], "RackId": ""}
+        delivered = 0
+        for _ in range(60):  # over the quota after some 25 answers
+            resp = w.call(apis.FETCH, 16, "Fetch", request)
+            if resp["ThrottleTimeMs"] > 0:
+                break
+            assert resp["Responses"] and resp["SessionId"] == 77  # the broker's answer, as it is
+            delivered += 1
+        assert delivered >= 10
+        # Kafka's empty answer (not the broker's, delivered with the throttle).
+        assert resp["ThrottleTimeMs"] > 0 and resp["Responses"] == [] and resp["ErrorCode"] == 0
+        assert resp["SessionId"] == session
+        w.close()
+    finally:
+        px.stop()
+        qm.close()
         loop.call_soon_threadsafe(loop.stop)
         t.join(5)
 
