@@ -42,12 +42,12 @@ bottleneck of produce. A control row measures direct against direct the same way
 
 Rows 1-3 run twice: with no quota, and with a (non-binding) quota on the client, whose requests
 then take a quota'd client's path (throttle computed against the bound, Fetch max bytes capped to
-the quota window) without ever being throttled. Every row is measured for each
-data plane (``--data-plane native``: Rust/tokio, the default; ``asyncio``: all Python), named in
-the row label; each measurement gets a fresh broker with a proxy process of its own in front.
+the quota window) without ever being throttled. The proxy's rows are labelled ``native`` (its
+data plane: Rust/tokio); each measurement gets a fresh broker with a proxy process of its own in
+front.
 
 Usage: ``python benches/bench_proxy.py [--messages N] [--repeats R] [--segments S] [--latency-pairs P]
-[--data-planes native,asyncio] [--no-write]``
+[--no-write]``
 """
 
 from __future__ import annotations
@@ -76,6 +76,9 @@ from proxy_support import Tansu, make_topic, free_port, wait_port  # noqa: E402
 
 VALUE = b"x" * 1024
 MODES = (("no quota", "plain"), ("quota'd, not binding", "quotaed"))  # label, client id
+#: What a kquota proxy is called in ``fresh_broker``'s ``via`` and in the row labels (its data
+#: plane: Rust on tokio).
+PROXY = "native"
 CLK = os.sysconf("SC_CLK_TCK")
 
 
@@ -180,13 +183,12 @@ class MockBroker:
 class ProxyProcess(Relay):
     """``kquota proxy`` in its own process (so its CPU can be read)."""
 
-    def __init__(self, broker: Tansu, store_dir: str, data_plane: str) -> None:
+    def __init__(self, broker: Tansu, store_dir: str) -> None:
         self.port = free_port()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", broker.address,
              "--listen", f"127.0.0.1:{self.port}", "--store", f"sqlite://{store_dir}/q.db",
-             "--log-level", "WARNING", "--event-loop", os.environ.get("KQ_PROXY_LOOP", "auto"),
-             "--data-plane", data_plane],
+             "--log-level", "WARNING", "--event-loop", os.environ.get("KQ_PROXY_LOOP", "auto")],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         wait_port(self.port, 30)
 
@@ -194,7 +196,7 @@ class ProxyProcess(Relay):
 @contextlib.contextmanager
 def fresh_broker(kind: str, store_dir: str, via: str | None, codes: dict[str, list[int]]) -> Iterator[tuple]:
     """A new broker (``"tansu"`` or ``"mock"``) and what is in front of it: nothing (``via`` None),
-    a kquota proxy (``via`` a data plane) or the byte pump (``via`` ``"pump"``, tansu only).
+    a kquota proxy (``via`` :data:`PROXY`) or the byte pump (``via`` ``"pump"``, tansu only).
 
     A fresh broker per measurement: tansu's memory storage keeps every message, and it slows with
     what it holds (a 10-minute 10k msg/s run, ~6 GB held, measured 14.7 ms direct p99, against
@@ -209,7 +211,7 @@ def fresh_broker(kind: str, store_dir: str, via: str | None, codes: dict[str, li
         if via == "pump":
             relay = BytePump(port, broker)  # type: ignore[arg-type]
         elif via:
-            relay = ProxyProcess(broker, store_dir, via)  # type: ignore[arg-type]
+            relay = ProxyProcess(broker, store_dir)  # type: ignore[arg-type]
         yield broker, relay
     finally:
         if relay is not None:
@@ -487,7 +489,7 @@ def broker_core(brokers: Iterable[Tansu], relay: Relay | None, cores: tuple[int,
 
 def throughput_pairs(fresh: Callable[..., contextlib.AbstractContextManager], via: str | None, client: str,
                      args: argparse.Namespace, cores: tuple[int, int] | None = None) -> dict[str, list[float]]:
-    """Throughput pairs: direct to one fresh tansu against ``via`` (a data plane, ``"pump"``, or
+    """Throughput pairs: direct to one fresh tansu against ``via`` (:data:`PROXY`, ``"pump"``, or
     None: direct again, the control) to another, both up at once, segments alternating.
 
     ``args.repeats`` times two fresh brokers; on them ``args.segments`` pairs of produce segments
@@ -578,15 +580,12 @@ def main() -> None:
                          "spread a broker's multi-millisecond pauses evenly over both sides, and the pairs "
                          "give the added latency's bootstrap interval")
     ap.add_argument("--connections", type=int, default=1000,
-                    help="client connections opened at once against each data plane (default 1000)")
-    ap.add_argument("--data-planes", default="native,asyncio",
-                    help="comma-separated proxy data planes to measure (default: native,asyncio)")
+                    help="client connections opened at once against the proxy (default 1000)")
     ap.add_argument("--no-write", action="store_true", help="print only")
     args = ap.parse_args()
 
     load_before = os.getloadavg()
     store_dir = tempfile.mkdtemp(prefix="kq-bench-proxy-")
-    planes = [p for p in args.data_planes.split(",") if p]
     rows: dict[str, dict] = {}
     codes: dict[str, list[int]] = {}
     # A quota far above what the run reaches: the enforcement path runs, never throttles. Written
@@ -596,24 +595,23 @@ def main() -> None:
     with SQLiteConfigStore(os.path.join(store_dir, "q.db")) as store:
         store.alter([({"client-id": "quotaed"}, {"producer_byte_rate": 10e9, "consumer_byte_rate": 10e9})])
 
-    def fresh(kind: str, plane: str | None = None) -> contextlib.AbstractContextManager:
-        return fresh_broker(kind, store_dir, plane, codes)
+    def fresh(kind: str, via: str | None = None) -> contextlib.AbstractContextManager:
+        return fresh_broker(kind, store_dir, via, codes)
 
-    for plane in planes:
-        for mode, client in MODES:
-            label = f"{plane}, {mode}"
-            throughput_rows(rows, label, throughput_pairs(fresh, plane, client, args))
-            # 10k msg/s is the issue's rate; 1k msg/s shows the proxy's own added latency when
-            # the direct path does not queue either (on a loaded 2-core machine 10k may). Both
-            # sides on one broker: their segments interleave, so it ages alike under both.
-            with fresh("tansu", plane) as (broker, proxy):
-                for rate in (10_000, 1_000):
-                    topic = new_topic(broker)
-                    add_latency_rows(rows, label, broker.address, proxy.address, (topic, topic), rate, args, client)
-            with fresh("mock", plane) as (broker, proxy):
+    for mode, client in MODES:
+        label = f"{PROXY}, {mode}"
+        throughput_rows(rows, label, throughput_pairs(fresh, PROXY, client, args))
+        # 10k msg/s is the issue's rate; 1k msg/s shows the proxy's own added latency when the
+        # direct path does not queue either (on a loaded 2-core machine 10k may). Both sides on
+        # one broker: their segments interleave, so it ages alike under both.
+        with fresh("tansu", PROXY) as (broker, proxy):
+            for rate in (10_000, 1_000):
                 topic = new_topic(broker)
-                add_latency_rows(rows, f"{label}, mock broker", broker.address, proxy.address, (topic, topic),
-                                 10_000, args, client)
+                add_latency_rows(rows, label, broker.address, proxy.address, (topic, topic), rate, args, client)
+        with fresh("mock", PROXY) as (broker, proxy):
+            topic = new_topic(broker)
+            add_latency_rows(rows, f"{label}, mock broker", broker.address, proxy.address, (topic, topic),
+                             10_000, args, client)
     # The controls: direct against direct, segments interleaved the same way. What these rows
     # "add" is the measurement's own noise on each broker, the resolution of the rows above.
     with fresh("tansu") as (broker, _):
@@ -626,11 +624,11 @@ def main() -> None:
                          (topic, topic), 10_000, args, "plain", "control")
     # Throughput's control: fresh broker against fresh broker, paired and ordered as the rows above.
     throughput_rows(rows, "direct vs direct: the noise", throughput_pairs(fresh, None, "plain", args), "control")
-    # The broker on a core of its own, as on a host of its own: the first plane, and its control.
+    # The broker on a core of its own, as on a host of its own: the proxy, and its control.
     cores = own_cores()
-    if cores and planes:
-        throughput_rows(rows, f"{planes[0]}, no quota, broker on its own core",
-                        throughput_pairs(fresh, planes[0], "plain", args, cores))
+    if cores:
+        throughput_rows(rows, f"{PROXY}, no quota, broker on its own core",
+                        throughput_pairs(fresh, PROXY, "plain", args, cores))
         throughput_rows(rows, "direct vs direct, broker on its own core: the noise",
                         throughput_pairs(fresh, None, "plain", args, cores), "control")
     # The floor: an unparsing asyncio byte pump (same build). The pump's broker advertises the
@@ -639,13 +637,12 @@ def main() -> None:
     with fresh("tansu") as (direct, _), fresh("tansu", "pump") as (broker, pump):
         add_latency_rows(rows, "raw byte pump, no parsing", direct.address, pump.address,
                          (new_topic(direct), new_topic(broker)), 10_000, args, "plain", "floor")
-    for plane in planes:
-        with fresh("tansu", plane) as (_, proxy):
-            rss0 = proxy.rss_mb()
-            conn = asyncio.run(many_connections(proxy.port, args.connections))
-            conn["proxy_rss_mb_before"] = rss0
-            conn["proxy_rss_mb_with_conns"] = proxy.rss_mb()
-            rows[f"concurrent connections [{plane}]"] = conn
+    with fresh("tansu", PROXY) as (_, proxy):
+        rss0 = proxy.rss_mb()
+        conn = asyncio.run(many_connections(proxy.port, args.connections))
+        conn["proxy_rss_mb_before"] = rss0
+        conn["proxy_rss_mb_with_conns"] = proxy.rss_mb()
+        rows[f"concurrent connections [{PROXY}]"] = conn
     load_after = os.getloadavg()
     result = {
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),

@@ -114,18 +114,6 @@ def key(qt_name):
     return BYTE_KEY[qt_name]
 
 
-def _data_planes():
-    plane = os.environ.get("KQUOTA_PROXY_DATA_PLANE")
-    return [plane] if plane else ["native", "asyncio"]
-
-
-@pytest.fixture(scope="module", params=_data_planes())
-def data_plane(request):
-    """The proxy data plane under test: each end-to-end proxy test runs on both (native, asyncio)
-    unless ``KQUOTA_PROXY_DATA_PLANE`` names one."""
-    return request.param
-
-
 @pytest.fixture(scope="module")
 def broker():
     """A tansu broker on loopback for one test module's proxy tests."""
@@ -137,12 +125,12 @@ def broker():
 
 
 @pytest.fixture(scope="module")
-def proxy(broker, data_plane):
-    """A proxy in front of the module's ``broker`` on the data plane under test (a module that
-    needs other options defines its own)."""
+def proxy(broker):
+    """A proxy in front of the module's ``broker`` (a module that needs other options defines
+    its own)."""
     from proxy_support import ProxyThread
 
-    p = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane)
+    p = ProxyThread(("127.0.0.1", broker.port))
     yield p
     p.stop()
 

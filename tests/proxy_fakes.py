@@ -11,8 +11,8 @@ import struct
 import threading
 from typing import Any, Callable, Optional
 
-from kquota.proxy.codec import decode_body, encode_body
-from kquota.proxy.frames import parse_request_header, response_frame
+from kquota.proxy.protocol.codec import decode_body, encode_body
+from kquota.proxy.protocol.frames import parse_request_header, response_frame
 from proxy_support import Tansu, free_port
 
 _I32 = struct.Struct(">i")

@@ -18,10 +18,7 @@ import uuid
 from typing import Any, Optional
 
 import kquota
-from kquota.proxy.planes import DATA_PLANES, make_proxy
-
-#: The data plane ``ProxyThread`` uses by default (``KQUOTA_PROXY_DATA_PLANE``, else native).
-DEFAULT_DATA_PLANE = os.environ.get("KQUOTA_PROXY_DATA_PLANE", "native")
+from kquota.proxy.native import NativeProxyServer
 
 
 def free_port() -> int:
@@ -102,16 +99,12 @@ class MockCluster:
 
 
 class ProxyThread:
-    """A proxy (``data_plane``: ``"native"`` or ``"asyncio"``) on its own event loop thread;
-    ``qm`` is shared with the test."""
+    """A proxy on its own event loop thread; ``qm`` is shared with the test."""
 
-    def __init__(self, bootstrap: tuple[str, int], qm: Optional[Any] = None, data_plane: Optional[str] = None,
-                 **options: Any) -> None:
+    def __init__(self, bootstrap: tuple[str, int], qm: Optional[Any] = None, **options: Any) -> None:
         self.qm = qm if qm is not None else kquota.QuotaManager()
-        self.data_plane = data_plane or DEFAULT_DATA_PLANE
-        assert self.data_plane in DATA_PLANES, self.data_plane
         self.loop = asyncio.new_event_loop()
-        self.proxy = make_proxy(self.qm, bootstrap, ("127.0.0.1", 0), self.data_plane, **options)
+        self.proxy = NativeProxyServer(self.qm, bootstrap, ("127.0.0.1", 0), **options)
         started = threading.Event()
         self._error: list[BaseException] = []
 

@@ -306,7 +306,7 @@ def test_time_at_quota_ms_is_value_over_the_limit(make_qm, kq):
 
 
 def test_fetch_answer_kafka_empty_only_up_to_a_tenth_of_the_window():
-    """The proxy's answer to a recorded Fetch response (both data planes ask it)."""
+    """The proxy's answer to a recorded Fetch response (the kernel's Fetch response step asks it)."""
     from kquota._kquota import fetch_answer
 
     assert fetch_answer(100, 1000, 0) == "deliver"

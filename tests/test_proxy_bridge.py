@@ -1,6 +1,7 @@
-"""What crosses between the proxy's planes: a principal learnt by the Python SASL handler must
-reach the quotas of the native Produce path (``ProxyDataPlane.set_user``), and the Fetch max
-bytes cap computed natively must reach the broker. Run on both data planes (same behaviour)."""
+"""What crosses between the proxy's Python handlers and its native data plane: a principal
+learnt by the Python SASL handler must reach the quotas of the native Produce path
+(``ProxyDataPlane.set_user``), and the Fetch max bytes cap computed natively must reach the
+broker."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import kquota
 import pytest
-from kquota.proxy import apis
+from kquota.proxy.protocol import apis
 from kquota.proxy.reqlog import RequestLog
 from proxy_fakes import FetchRecorder, SaslFront
 from proxy_support import ProxyThread, make_topic
@@ -35,14 +36,14 @@ def logged_rows(log: RequestLog, directory: Path) -> list[dict]:
     return [row for f in sorted(directory.glob("*.parquet")) for row in pq.read_table(str(f)).to_pylist()]
 
 
-def test_sasl_principal_reaches_the_produce_quota(sasl_front, data_plane, tmp_path):
+def test_sasl_principal_reaches_the_produce_quota(sasl_front, tmp_path):
     """librdkafka authenticates as alice (SASL/PLAIN) on every connection: her produce quota
     throttles her, the same client id as ANONYMOUS is charged nothing, and the request log
     (taken from the running proxy) names her."""
     qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
     qm.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": 20_000})])
     log = RequestLog(str(tmp_path), rotate_seconds=600)
-    proxy = ProxyThread(("127.0.0.1", sasl_front.port), qm=qm, data_plane=data_plane, request_log=log)
+    proxy = ProxyThread(("127.0.0.1", sasl_front.port), qm=qm, request_log=log)
     try:
         topic = make_topic(proxy.address)
         throttles: list[float] = []
@@ -70,13 +71,13 @@ def test_sasl_principal_reaches_the_produce_quota(sasl_front, data_plane, tmp_pa
         qm.close()
 
 
-def test_fetch_max_bytes_reach_the_broker_capped(data_plane):
+def test_fetch_max_bytes_reach_the_broker_capped():
     """Kafka: fetchMaxBytes = min(maxBytes, quota x (samples - 1) x window), minBytes capped
     likewise; a client without a quota keeps its own."""
     broker = FetchRecorder()
     qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
     qm.alter_client_quotas([({"client-id": "capped"}, {"consumer_byte_rate": 50_000})])
-    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane=data_plane)
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm)
     request = {"ReplicaId": -1, "MaxWaitMs": 10, "MinBytes": 60_000_000, "MaxBytes": 50_000_000,
                "IsolationLevel": 0, "SessionId": 0, "SessionEpoch": -1, "ForgottenTopicsData": [], "RackId": "",
                "Topics": [{"Topic": "t", "Partitions": [{
@@ -100,10 +101,10 @@ def test_fetch_max_bytes_reach_the_broker_capped(data_plane):
 
 def test_tables_handed_to_the_native_plane_match_the_codec():
     """One source for the wire rules: the native plane's tables are the codec's."""
-    from kquota.proxy.codec import is_flexible
+    from kquota.proxy.protocol.codec import is_flexible
     from kquota.proxy.dispatch import _DISPATCH
     from kquota.proxy.native import python_keys, version_table
-    from kquota.proxy.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
+    from kquota.proxy.protocol.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
 
     flexible = version_table(FLEXIBLE_FIRST)
     for key in range(len(flexible)):
@@ -112,4 +113,5 @@ def test_tables_handed_to_the_native_plane_match_the_codec():
     throttle = version_table(THROTTLE_FIRST)
     assert {k: v for k, v in enumerate(throttle) if v >= 0} == THROTTLE_FIRST
     assert set(python_keys()) == set(_DISPATCH) - {apis.PRODUCE, apis.FETCH}
+    assert not {apis.PRODUCE, apis.FETCH} & set(python_keys())  # always native
     assert {apis.API_VERSIONS, apis.METADATA, apis.SASL_AUTHENTICATE, apis.ALTER_CLIENT_QUOTAS} <= set(python_keys())

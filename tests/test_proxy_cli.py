@@ -42,7 +42,7 @@ def stop_proxy(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> tuple[int, 
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig, data_plane):
+def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig):
     from confluent_kafka import Consumer, Producer, TopicPartition
     from kquota.stores.sqlite import SQLiteConfigStore
 
@@ -53,10 +53,10 @@ def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig, data_pl
     cfg = tmp_path / "proxy.properties"
     cfg.write_text("# broker-style\nquota.window.num=5\nsocket.request.max.bytes=2000000\n")
     # Two native worker threads in one of the runs: the connection state is shared across them.
-    threads = ("--threads", "2") if data_plane == "native" and sig == signal.SIGINT else ()
+    threads = ("--threads", "2") if sig == signal.SIGINT else ()
     proc, port = start_proxy(broker, tmp_path, "--request-log", str(log_dir), "--metrics-port", str(metrics_port),
-                             "--config", str(cfg), "--data-plane", data_plane, *threads)
-    topic = f"cli-topic-{data_plane}-{sig}"  # the broker is shared by both planes' runs
+                             "--config", str(cfg), *threads)
+    topic = f"cli-topic-{sig}"  # the broker is shared by both runs
     try:
         address = f"127.0.0.1:{port}"
         from confluent_kafka.admin import AdminClient, NewTopic
@@ -84,7 +84,7 @@ def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig, data_pl
     assert code == 0, text
     assert "Traceback" not in text
     assert "kquota proxy listening on 127.0.0.1:%d" % port in text
-    assert ("(native data plane)" in text) == (data_plane == "native")
+    assert "(native data plane)" in text
     files = sorted(log_dir.glob("*.parquet"))
     assert files, text
     table = pq.read_table([str(f) for f in files]) if len(files) > 1 else pq.read_table(str(files[0]))
@@ -112,7 +112,7 @@ def test_cli_bad_arguments_fail_in_one_line(tmp_path):
     assert "quota.window.num must be an integer" in r.stderr.decode()
     assert "Traceback" not in r.stderr.decode()
     for extra, message in ((["--threads", "0"], "--threads must be between 1 and 64, got 0"),
-                           (["--threads", "2", "--data-plane", "asyncio"], "--threads applies to --data-plane native only")):
+                           (["--threads", "65"], "--threads must be between 1 and 64, got 65")):
         r = subprocess.run([sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", "127.0.0.1:1",
                             "--store", f"sqlite://{tmp_path}/q.db", *extra], capture_output=True, timeout=30, check=False)
         assert r.returncode == 1
@@ -123,9 +123,10 @@ def test_cli_help_names_every_option():
     r = subprocess.run([sys.executable, "-m", "kquota", "proxy", "--help"], capture_output=True, timeout=30, check=False)
     text = r.stdout.decode()
     for option in ("--bootstrap-server", "--listen", "--store", "--quota-window-num", "--quota-window-size-seconds",
-                   "--config", "--metrics-port", "--request-log", "--admin-principals", "--data-plane", "--threads"):
+                   "--config", "--metrics-port", "--request-log", "--admin-principals", "--threads", "--event-loop"):
         assert option in text
-    assert "(default: native)" in " ".join(text.split())
+    assert "--data-plane" not in text  # one data plane: the asyncio one is retired
+    assert "(default: 1)" in " ".join(text.split())
 
 
 def test_request_log_is_a_pipeline_input(tmp_path, spark):

@@ -22,8 +22,8 @@ def cluster():
 
 
 @pytest.fixture(scope="module")
-def proxy(cluster, data_plane):
-    p = ProxyThread(cluster.first, data_plane=data_plane)
+def proxy(cluster):
+    p = ProxyThread(cluster.first)
     yield p
     p.stop()
 

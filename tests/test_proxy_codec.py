@@ -1,5 +1,6 @@
-"""Units of the proxy: the schema-driven codec, ApiVersions clamp, SASL usernames, the throttled
-fetch answer, KIP-599 planning and the client-quota filter."""
+"""Units of the proxy: the schema-driven codec, ApiVersions clamp, SASL usernames, the
+``ThrottleTimeMs`` patch, broker address rewriting, KIP-599 planning and the client-quota
+filter."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ import struct
 import kquota
 import pytest
 from kquota.entity import ClientQuotaEntity
-from kquota.proxy import apis, mutations, sasl
+from kquota.proxy import mutations, sasl
+from kquota.proxy.protocol import apis
 from kquota.proxy.admin import _matches, principal_names
-from kquota.proxy.codec import CodecError, decode_body, encode_body
-from kquota.proxy.frames import parse_request_header, response_body_offset
-from kquota.proxy.handlers import fetch_request_fields, produce_acks, throttled_fetch_response
-from kquota.proxy.throttle import patch_throttle_head
-from kquota.proxy.versions import clamp_api_versions
+from kquota.proxy.protocol.codec import CodecError, decode_body, encode_body
+from kquota.proxy.protocol.frames import parse_request_header
+from kquota.proxy.protocol.throttle_field import patch_throttle
+from kquota.proxy.protocol.versions import clamp_api_versions
 
 
 def test_round_trip_keeps_unknown_tagged_fields():
@@ -66,7 +67,7 @@ def test_tagged_fields_at_their_default_are_left_out_as_kafka_writes_them():
 def test_every_transcribed_default_encodes():
     # A default the transcription left as text (Kafka writes FetchRequest MaxBytes as 0x7fffffff)
     # would fail only when a message leaves the field out; encoding each default finds it now.
-    from kquota.proxy.codec import SCHEMAS, _default, _write_value
+    from kquota.proxy.protocol.codec import SCHEMAS, _default, _write_value
 
     def walk(fields, v):
         for f in fields:
@@ -91,16 +92,13 @@ def test_absurd_array_length_rejected_without_allocation():
         decode_body("MetadataResponse", 1, raw, 0)
 
 
-def test_request_header_v2_and_produce_acks():
+def test_request_header_v2():
     client = b"cid"
     head = struct.pack(">hhih", 0, 9, 42, len(client)) + client + b"\x00"
     body = b"\x01" + struct.pack(">h", -1)  # null compact transactional id, acks = -1
     frame = head + body
     h = parse_request_header(frame)
     assert (h.api_key, h.api_version, h.correlation_id, h.client_id, h.body_offset) == (0, 9, 42, "cid", len(head))
-    assert produce_acks(frame, h.body_offset, 9) == -1
-    frame7 = struct.pack(">hhih", 0, 7, 1, -1) + struct.pack(">h", 3) + b"txn" + struct.pack(">h", 0)
-    assert produce_acks(frame7, parse_request_header(frame7).body_offset, 7) == 0
 
 
 def test_api_versions_clamped_and_proxy_apis_added():
@@ -160,28 +158,8 @@ def test_fields_read_in_place_from_a_short_frame_are_codec_errors():
     that connection closes), like any other short frame. Found by fuzzing: a Produce v3-8
     request cut inside its TransactionalId length raised ``struct.error``, which the proxy
     logged as an internal error; the other in-place reads had the same gap."""
-    head = struct.pack(">hhih", apis.PRODUCE, 7, 1, -1)
-    with pytest.raises(CodecError, match="TransactionalId"):
-        produce_acks(head + b"\x00", len(head), 7)
-    fetch = struct.pack(">hhih", apis.FETCH, 6, 1, -1)
-    with pytest.raises(CodecError):
-        fetch_request_fields(fetch + b"\x00\x00", len(fetch), 6)
-    short_fetch_answer = struct.pack(">i", 9) + b"\x00"  # correlation id, empty tags, no body
-    with pytest.raises(CodecError, match="SessionId"):
-        throttled_fetch_response(9, 12, short_fetch_answer, 5, {"SessionEpoch": 0}, 100)
     with pytest.raises(CodecError, match="ThrottleTimeMs"):
-        patch_throttle_head(struct.pack(">i", 9) + b"\x00\x01", 100, apis.FETCH, 11, 4, 50)
-
-
-@pytest.mark.parametrize("epoch,expected_session", [(-1, 0), (0, 77), (5, 77)])
-def test_throttled_fetch_answer_session(epoch, expected_session):
-    broker = struct.pack(">i", 9) + b"\x00" + bytes(encode_body("FetchResponse", 12, {
-        "ThrottleTimeMs": 0, "ErrorCode": 0, "SessionId": 77, "Responses": []}))
-    offset = response_body_offset(broker, apis.FETCH, 12)
-    out = throttled_fetch_response(9, 12, broker, offset, {"SessionEpoch": epoch}, 1234)
-    body = decode_body("FetchResponse", 12, out[4:], response_body_offset(out[4:], apis.FETCH, 12))
-    assert body["ThrottleTimeMs"] == 1234 and body["Responses"] == []
-    assert body["SessionId"] == expected_session
+        patch_throttle(struct.pack(">i", 9) + b"\x00\x01", apis.FETCH, 11, 4, 50)
 
 
 def test_mutation_plan_strict_and_permissive():
@@ -260,89 +238,17 @@ def _resolve_log():
     return seen, resolve
 
 
-@pytest.mark.parametrize("api_key,version,schema", [(apis.FETCH, 16, "FetchResponse"), (apis.FETCH, 17, "FetchResponse"),
-                                                    (apis.PRODUCE, 10, "ProduceResponse"),
-                                                    (apis.PRODUCE, 11, "ProduceResponse")])
-def test_node_endpoints_rewritten_records_untouched(api_key, version, schema):
-    import asyncio
-
-    from kquota.proxy.addresses import rewrite_addresses
-
-    records = bytes(range(256)) * 4
-    if api_key == apis.FETCH:
-        body = {"ThrottleTimeMs": 0, "ErrorCode": 0, "SessionId": 0, "Responses": [
-            {"TopicId": bytes(16), "Partitions": [
-                {"PartitionIndex": 0, "ErrorCode": 6, "HighWatermark": 10, "CurrentLeader": {"LeaderId": 2, "LeaderEpoch": 1},
-                 "Records": records}]}],
-            "NodeEndpoints": [{"NodeId": 2, "Host": "broker-2.internal", "Port": 9092, "Rack": "r1"}]}
-    else:
-        body = {"Responses": [{"Name": "t", "PartitionResponses": [
-            {"Index": 0, "ErrorCode": 6, "CurrentLeader": {"LeaderId": 2, "LeaderEpoch": 1}}]}],
-            "ThrottleTimeMs": 5, "NodeEndpoints": [{"NodeId": 2, "Host": "broker-2.internal", "Port": 9092}]}
-    frame = struct.pack(">i", 3) + b"\x00" + bytes(encode_body(schema, version, body))
-    seen, resolve = _resolve_log()
-    out = asyncio.run(rewrite_addresses(frame, api_key, version, 5, resolve))
-    assert seen == [(2, "broker-2.internal", 9092)]
-    back = decode_body(schema, version, out[4:], 5)
-    assert back["NodeEndpoints"][0]["Host"] == "proxy" and back["NodeEndpoints"][0]["Port"] == 10_002
-    if api_key == apis.FETCH:
-        assert bytes(back["Responses"][0]["Partitions"][0]["Records"]) == records
-    # Without NodeEndpoints nothing is rewritten.
-    del body["NodeEndpoints"]
-    frame = struct.pack(">i", 3) + b"\x00" + bytes(encode_body(schema, version, body))
-    assert asyncio.run(rewrite_addresses(frame, api_key, version, 5, resolve)) is None
-
-
 def test_find_coordinator_v4_coordinators_rewritten():
     import asyncio
 
-    from kquota.proxy.addresses import rewrite_addresses
+    from kquota.proxy.protocol.addresses import rewrite_body
 
     body = {"ThrottleTimeMs": 0, "Coordinators": [
         {"Key": "g1", "NodeId": 1, "Host": "b1", "Port": 1, "ErrorCode": 0, "ErrorMessage": None},
         {"Key": "g2", "NodeId": -1, "Host": "", "Port": -1, "ErrorCode": 15, "ErrorMessage": "not available"}]}
-    frame = struct.pack(">i", 3) + b"\x00" + bytes(encode_body("FindCoordinatorResponse", 4, body))
+    decoded = decode_body("FindCoordinatorResponse", 4, bytes(encode_body("FindCoordinatorResponse", 4, body)), 0)
     seen, resolve = _resolve_log()
-    out = asyncio.run(rewrite_addresses(frame, apis.FIND_COORDINATOR, 4, 5, resolve))
-    back = decode_body("FindCoordinatorResponse", 4, out[4:], 5)
+    assert asyncio.run(rewrite_body(apis.FIND_COORDINATOR, 4, decoded, resolve))
+    back = decode_body("FindCoordinatorResponse", 4, bytes(encode_body("FindCoordinatorResponse", 4, decoded)), 0)
     assert [(c["Host"], c["Port"]) for c in back["Coordinators"]] == [("proxy", 10_001), ("", -1)]
     assert seen == [(1, "b1", 1)]
-
-
-@pytest.mark.parametrize("version", [7, 11, 12, 14, 15, 16, 17])
-def test_fetch_request_fields_in_place_match_the_decoder(version):
-    from kquota.proxy.handlers import fetch_request_fields
-
-    req = {"ReplicaId": -1, "MaxWaitMs": 500, "MinBytes": 1, "MaxBytes": 52428800, "IsolationLevel": 1,
-           "SessionId": 12, "SessionEpoch": 3, "Topics": [{"Topic": "t", "TopicId": bytes(16), "Partitions": [
-               {"Partition": 0, "FetchOffset": 5, "PartitionMaxBytes": 1048576}]}], "ForgottenTopicsData": [],
-           "RackId": ""}
-    if version >= 15:
-        req["ReplicaState"] = {"ReplicaId": 3, "ReplicaEpoch": 1}
-    raw = b"\x00" * 7 + bytes(encode_body("FetchRequest", version, req))
-    got = fetch_request_fields(raw, 7, version)
-    full = decode_body("FetchRequest", version, raw, 7)
-    for k in ("MinBytes", "MaxBytes", "SessionId", "SessionEpoch"):
-        assert got[k] == full[k]
-    if version >= 15:
-        assert got["ReplicaState"]["ReplicaId"] == 3
-        del req["ReplicaState"]
-        raw = b"\x00" * 7 + bytes(encode_body("FetchRequest", version, req))
-        assert "ReplicaState" not in fetch_request_fields(raw, 7, version)
-    else:
-        assert got["ReplicaId"] == -1
-
-
-def test_top_level_tags_found_by_skipping():
-    from kquota.proxy.codec import top_level_tags
-
-    body = {"ThrottleTimeMs": 0, "ErrorCode": 0, "SessionId": 0, "Responses": [
-        {"TopicId": bytes(16), "Partitions": [{"PartitionIndex": 0, "Records": b"r" * 100,
-                                               "AbortedTransactions": [{"ProducerId": 1, "FirstOffset": 2}]}]}]}
-    raw = bytes(encode_body("FetchResponse", 16, body))
-    assert top_level_tags("FetchResponse", 16, raw, 0) == set()
-    body["NodeEndpoints"] = [{"NodeId": 1, "Host": "h", "Port": 1}]
-    raw = bytes(encode_body("FetchResponse", 16, body))
-    assert top_level_tags("FetchResponse", 16, raw, 0) == {0}
-    with pytest.raises(CodecError):
-        top_level_tags("FetchResponse", 16, raw[:30], 0)

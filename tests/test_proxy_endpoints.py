@@ -1,4 +1,4 @@
-"""KIP-951 NodeEndpoints through the proxy, on both data planes: a broker address in a Produce
+"""KIP-951 NodeEndpoints through the proxy: a broker address in a Produce
 v10+ or Fetch v16+ answer becomes the proxy's own listener for that broker — in a Produce
 answer (held whole, rewritten freely), a small Fetch answer (held whole) and a large one
 (streamed: its size prefix has gone out, so the section is fitted to its old length) — and the
@@ -17,9 +17,9 @@ from proxy_wire import Wire
 
 
 @pytest.fixture(scope="module")
-def endpoints_proxy(data_plane):
+def endpoints_proxy():
     broker = EndpointsBroker()
-    proxy = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane)
+    proxy = ProxyThread(("127.0.0.1", broker.port))
     yield proxy
     proxy.stop()
     broker.stop()
@@ -61,15 +61,15 @@ def test_fetch_answer_names_the_proxy_records_intact(endpoints_proxy, size):
 
 
 @pytest.mark.parametrize("port", [-1, 70_000])
-def test_broker_named_at_a_port_out_of_range_closes_only_that_connection(data_plane, port, caplog):
+def test_broker_named_at_a_port_out_of_range_closes_only_that_connection(port, caplog):
     """A broker answer naming a broker at a port no TCP address has (found by fuzzing a broker
     that answers garbage) is a malformed answer: that client connection is closed, logged as such
-    rather than as an internal error, on both planes and for every answer that names brokers
+    rather than as an internal error, for every answer that names brokers
     (Metadata in Python, Produce in the native plane's Rust). Before, the native plane's Python
     side failed converting the port (an OverflowError logged as an internal error) and the asyncio
     plane opened a listener for an address it could never reach."""
     broker = EndpointsBroker(endpoint_port=port)
-    proxy = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane)
+    proxy = ProxyThread(("127.0.0.1", broker.port))
     try:
         for call in (lambda w: w.call(3, 12, "Metadata", {"Topics": None, "AllowAutoTopicCreation": False,
                                                           "IncludeTopicAuthorizedOperations": False}),
@@ -87,13 +87,13 @@ def test_broker_named_at_a_port_out_of_range_closes_only_that_connection(data_pl
 
 
 @pytest.mark.parametrize("host", ["bad\x00host", "x" * 64 + ".example", ""], ids=["nul", "long-label", "empty"])
-def test_broker_named_at_a_host_no_resolver_takes_closes_only_that_connection(data_plane, host, caplog):
+def test_broker_named_at_a_host_no_resolver_takes_closes_only_that_connection(host, caplog):
     """A broker named at a host no resolver accepts (found by fuzzing: a NUL, or a DNS label over
     63 bytes, raised ValueError on the asyncio plane, logged as an internal error) is a broker
     that cannot be reached: a client of that broker's proxy port is closed, with a warning, as
     for a broker that is down; the bootstrap connection and the proxy carry on."""
     broker = EndpointsBroker(endpoint_host=host)
-    proxy = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane)
+    proxy = ProxyThread(("127.0.0.1", broker.port))
     try:
         w = Wire(proxy.proxy.bootstrap_address)
         answer = w.call(3, 12, "Metadata", {"Topics": None, "AllowAutoTopicCreation": False,

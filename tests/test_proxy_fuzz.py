@@ -1,4 +1,4 @@
-"""Mutation fuzzing of the proxy, on both data planes, from real clients' frames.
+"""Mutation fuzzing of the proxy from real clients' frames.
 
 The corpus is what librdkafka (producer, consumer, admin), kafka-python and aiokafka really send
 to tansu, captured by a recording relay, plus the requests no installed client sends (SASL,
@@ -27,7 +27,7 @@ import time
 import uuid
 
 import pytest
-from kquota.proxy.codec import encode_body
+from kquota.proxy.protocol.codec import encode_body
 from proxy_fakes import LoopbackServer, read_frame
 from proxy_support import ProxyThread, Tansu, free_port, make_topic
 
@@ -259,10 +259,10 @@ def _internal_errors(caplog, capfd) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] + panics
 
 
-def test_mutated_requests_close_only_their_connection(corpus, data_plane, caplog, capfd):
+def test_mutated_requests_close_only_their_connection(corpus, caplog, capfd):
     def fresh() -> tuple[Tansu, ProxyThread]:
         broker = Tansu()
-        return broker, ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane, admin_principals=["ANONYMOUS"])
+        return broker, ProxyThread(("127.0.0.1", broker.port), admin_principals=["ANONYMOUS"])
 
     mutate = _Mutator(seed=15 + SEED)
     rng = mutate.rng
@@ -285,7 +285,7 @@ def test_mutated_requests_close_only_their_connection(corpus, data_plane, caplog
     assert not _internal_errors(caplog, capfd)
 
 
-def test_garbled_broker_answers_close_only_their_connection(corpus, data_plane, caplog, capfd):
+def test_garbled_broker_answers_close_only_their_connection(corpus, caplog, capfd):
     rng_broker = _Mutator(seed=599 + SEED)
 
     def garble(frame: bytes) -> bytes:
@@ -297,7 +297,7 @@ def test_garbled_broker_answers_close_only_their_connection(corpus, data_plane, 
         return _I32.pack(len(out)) + out
 
     relay = _Relay(garble=garble)
-    proxy = ProxyThread(("127.0.0.1", relay.port), data_plane=data_plane, admin_principals=["ANONYMOUS"])
+    proxy = ProxyThread(("127.0.0.1", relay.port), admin_principals=["ANONYMOUS"])
     rng = random.Random(13 + SEED)
     try:
         ports = [proxy.proxy.bootstrap_address[1]]

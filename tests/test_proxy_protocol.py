@@ -9,8 +9,8 @@ import uuid
 
 import kquota
 import pytest
-from kquota.proxy import apis
-from kquota.proxy.codec import decode_body
+from kquota.proxy.protocol import apis
+from kquota.proxy.protocol.codec import decode_body
 from proxy_support import ProxyThread, Tansu
 from proxy_wire import Wire
 
@@ -18,8 +18,8 @@ kafka = pytest.importorskip("kafka")
 
 
 @pytest.fixture
-def proxy(broker, data_plane):
-    p = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane, admin_principals=["ANONYMOUS"], max_frame_bytes=1 << 20)
+def proxy(broker):
+    p = ProxyThread(("127.0.0.1", broker.port), admin_principals=["ANONYMOUS"], max_frame_bytes=1 << 20)
     yield p
     p.stop()
 
@@ -76,8 +76,8 @@ def test_alter_then_describe_client_quotas_over_the_kafka_protocol(proxy):
     w.close()
 
 
-def test_alter_refused_unless_admin_principal(broker, data_plane):
-    p = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane, admin_principals=["User:admin"])
+def test_alter_refused_unless_admin_principal(broker):
+    p = ProxyThread(("127.0.0.1", broker.port), admin_principals=["User:admin"])
     try:
         w = Wire(p.proxy.bootstrap_address)
         resp = w.call(apis.ALTER_CLIENT_QUOTAS, 0, "AlterClientQuotas", {"Entries": [
@@ -107,10 +107,10 @@ def _existing(address: str) -> set[str]:
     return set(AdminClient({"bootstrap.servers": address}).list_topics(timeout=10).topics)
 
 
-def test_strict_create_topics_refuses_topics_over_the_mutation_quota(broker, data_plane):
+def test_strict_create_topics_refuses_topics_over_the_mutation_quota(broker):
     qm = kquota.QuotaManager(controller_window_num=2, controller_window_size_seconds=1)
     qm.alter_client_quotas([({"client-id": "creator"}, {"controller_mutation_rate": 1})])
-    p = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane, qm=qm)
+    p = ProxyThread(("127.0.0.1", broker.port), qm=qm)
     try:
         w = Wire(p.proxy.bootstrap_address, client_id="creator")
         names = ["m-" + uuid.uuid4().hex[:8] for _ in range(6)]
@@ -200,7 +200,7 @@ def test_api_versions_of_a_version_not_offered_answered_as_kafka_then_retried(pr
 def test_a_version_the_proxy_does_not_offer_closes_only_that_connection(proxy, caplog):
     """Kafka's ``SocketServer`` closes a connection whose request has a version the broker does not
     support. The proxy does so for every API it inspects, just outside the versions its
-    ApiVersions offers, on both planes alike. Before, such a request was decoded at that version
+    ApiVersions offers. Before, such a request was decoded at that version
     (an internal error for v-1, a Metadata v13 passed on unclamped) or, on one plane only,
     relayed (Produce v2 on asyncio, v12 on native)."""
     good = Wire(_bootstrap(proxy))
@@ -218,8 +218,8 @@ def test_a_version_the_proxy_does_not_offer_closes_only_that_connection(proxy, c
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
-def test_connection_bound(broker, data_plane):
-    p = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane, max_connections=2)
+def test_connection_bound(broker):
+    p = ProxyThread(("127.0.0.1", broker.port), max_connections=2)
     try:
         a, b = Wire(p.proxy.bootstrap_address), Wire(p.proxy.bootstrap_address)
         _metadata_ok(a)
@@ -234,9 +234,9 @@ def test_connection_bound(broker, data_plane):
         p.stop()
 
 
-def test_broker_loss_closes_client_connections(data_plane):
+def test_broker_loss_closes_client_connections():
     t = Tansu()
-    p = ProxyThread(("127.0.0.1", t.port), data_plane=data_plane)
+    p = ProxyThread(("127.0.0.1", t.port))
     try:
         w = Wire(p.proxy.bootstrap_address)
         _metadata_ok(w)
@@ -250,24 +250,31 @@ def test_broker_loss_closes_client_connections(data_plane):
 # ---------------------------------------------------------------------------- request quota
 
 
-def test_request_quota_on_proxy_time_throttles_and_mutes(broker, data_plane):
+def test_request_quota_on_proxy_time_throttles_and_mutes(broker):
     """request_percentage is enforced on the proxy's own time per request: a tiny quota gives
     Metadata responses a throttle_time_ms and the connection is muted for it."""
     import time
 
     qm = kquota.QuotaManager(window_num=2, window_size_seconds=1)
     qm.alter_client_quotas([({"client-id": "busy"}, {"request_percentage": 0.001})])
-    p = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane, qm=qm)
+    p = ProxyThread(("127.0.0.1", broker.port), qm=qm)
     try:
         w = Wire(p.proxy.bootstrap_address, client_id="busy")
         throttles = []
         gaps = []
+        recorded: list = []
         for _ in range(4):
             t0 = time.monotonic()
             resp = w.call(apis.METADATA, 4, "Metadata", {"Topics": None, "AllowAutoTopicCreation": False})
             gaps.append(time.monotonic() - t0)
             throttles.append(resp["ThrottleTimeMs"])
+            if resp["ThrottleTimeMs"] > 0 and not recorded:
+                recorded = [m.value for m in qm.metrics() if (m.group, m.name) == ("Request", "throttle-time")
+                            and m.tags.get("client-id") == "busy"]
         assert max(throttles) > 0
+        # The throttle is recorded into the entity's throttle-time, as Kafka's
+        # ClientQuotaManager.throttle does (the kernel's request_response step).
+        assert recorded and recorded[0] > 0, recorded
         # The request after a throttled answer waits for the mute (the answer itself is at once).
         i = next(i for i, t in enumerate(throttles) if t > 0)
         if i + 1 < len(gaps):
@@ -304,9 +311,9 @@ class _FailingCallback(kquota.ClientQuotaCallback):
         raise RuntimeError("callback bug")
 
 
-def test_store_and_callback_failures_never_stop_traffic(broker, data_plane):
+def test_store_and_callback_failures_never_stop_traffic(broker):
     qm = kquota.QuotaManager(callback=_FailingCallback())  # callback_failure="open" (default)
-    p = ProxyThread(("127.0.0.1", broker.port), data_plane=data_plane, qm=qm, store=_BrokenStore(),
+    p = ProxyThread(("127.0.0.1", broker.port), qm=qm, store=_BrokenStore(),
                     admin_principals=["ANONYMOUS"])
     try:
         w = Wire(p.proxy.bootstrap_address)
@@ -341,4 +348,43 @@ def test_store_and_callback_failures_never_stop_traffic(broker, data_plane):
         w.close()
     finally:
         p.stop()
+        qm.close()
+
+
+def test_serve_runs_the_proxy_until_its_event_is_set(broker):
+    """``kquota.proxy.serve``, the asyncio entry point: the proxy answers until ``stop`` is set,
+    then is closed (its port refuses connections)."""
+    import asyncio
+    import socket
+    import threading
+
+    from kquota.proxy import serve
+    from proxy_support import free_port, wait_port
+
+    qm = kquota.QuotaManager()
+    port = free_port()
+    loop = asyncio.new_event_loop()
+    stop: list = []
+
+    async def main() -> None:
+        stop.append(asyncio.Event())
+        await serve(qm, ("127.0.0.1", broker.port), ("127.0.0.1", port), stop[0])
+
+    t = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
+    t.start()
+    try:
+        wait_port(port)
+        w = Wire(("127.0.0.1", port))
+        assert w.call(apis.METADATA, 4, "Metadata", {"Topics": None, "AllowAutoTopicCreation": False})["Brokers"]
+        w.close()
+        loop.call_soon_threadsafe(stop[0].set)
+        t.join(15)
+        assert not t.is_alive()
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    finally:
+        if t.is_alive():
+            loop.call_soon_threadsafe(stop[0].set)
+            t.join(15)
+        loop.close()
         qm.close()

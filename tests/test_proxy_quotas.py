@@ -20,12 +20,12 @@ WINDOW_NUM = 2  # quota.window.num: a short burst allowance (1 s) keeps the test
 
 
 @contextlib.contextmanager
-def quota_proxy(broker, data_plane: str, quotas: list, window_num: int = WINDOW_NUM) -> Iterator[tuple]:
+def quota_proxy(broker, quotas: list, window_num: int = WINDOW_NUM) -> Iterator[tuple]:
     """(qm, proxy): a manager with ``quotas`` and a short burst window, and a proxy to ``broker``
-    on ``data_plane`` enforcing it; both closed after."""
+    enforcing it; both closed after."""
     qm = kquota.QuotaManager(window_num=window_num, window_size_seconds=1)
     qm.alter_client_quotas(quotas)
-    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane=data_plane)
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm)
     try:
         yield qm, proxy
     finally:
@@ -49,9 +49,9 @@ def consume_loop(address: str, topic: str, client_id: str, meter: Meter, stop: t
     c.close()
 
 
-def test_produce_and_fetch_quotas_track_their_rate_and_spare_others(broker, data_plane):
+def test_produce_and_fetch_quotas_track_their_rate_and_spare_others(broker):
     produce_quota, fetch_quota = 300_000, 400_000
-    with quota_proxy(broker, data_plane, [
+    with quota_proxy(broker, [
         ({"client-id": "slow-producer"}, {"producer_byte_rate": produce_quota}),
         ({"client-id": "slow-consumer"}, {"consumer_byte_rate": fetch_quota}),
     ]) as (qm, proxy):
@@ -93,11 +93,11 @@ def test_produce_and_fetch_quotas_track_their_rate_and_spare_others(broker, data
         assert fast_p > 3 * produce_quota, fast_p
 
 
-def test_quota_altered_in_the_store_applies_within_seconds(broker, tmp_path, data_plane):
+def test_quota_altered_in_the_store_applies_within_seconds(broker, tmp_path):
     store = SQLiteConfigStore(str(tmp_path / "q.db"), poll_interval=0.2)
     qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
     watcher = QuotaConfigWatcher(store, qm).start()
-    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane=data_plane, store=store)
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, store=store)
     try:
         topic = make_topic(proxy.address)
         meter = Meter()
@@ -130,33 +130,10 @@ def test_quota_altered_in_the_store_applies_within_seconds(broker, tmp_path, dat
         qm.close()
 
 
-def test_fetch_max_bytes_capped_to_the_quota_window(broker, caplog):
-    """Kafka: fetchMaxBytes = min(maxBytes, quota x (samples - 1) x window), seen in the asyncio
-    plane's debug log with real clients (both planes: ``test_fetch_max_bytes_reach_the_broker_capped``)."""
-    with quota_proxy(broker, "asyncio", [({"client-id": "capped"}, {"consumer_byte_rate": 50_000})]) as (qm, proxy):
-        topic = make_topic(proxy.address)
-        p = Producer({"bootstrap.servers": broker.address, "batch.size": 16384})
-        for _ in range(500):
-            p.produce(topic, VALUE)
-        assert p.flush(10) == 0
-        caplog.set_level("DEBUG", logger="kquota.proxy")
-        meter = Meter()
-        stop = threading.Event()
-        t = threading.Thread(target=consume_loop, args=(proxy.address, topic, "capped", meter, stop, {}))
-        t.start()
-        deadline = time.monotonic() + 10
-        while not any("by 'capped'" in r.getMessage() for r in caplog.records) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        stop.set()
-        t.join(30)
-        capped = [r.getMessage() for r in caplog.records if "by 'capped'" in r.getMessage()]
-        assert capped and all(f"max bytes {50_000 * (WINDOW_NUM - 1)}," in m for m in capped), capped[:3]
-
-
-def test_acks0_producer_is_muted_without_responses(broker, data_plane):
+def test_acks0_producer_is_muted_without_responses(broker):
     """acks=0 gets no response to carry a throttle: only the mute slows it (Kafka's rule)."""
     quota = 200_000
-    with quota_proxy(broker, data_plane, [({"client-id": "fire-and-forget"}, {"producer_byte_rate": quota})]) as (
+    with quota_proxy(broker, [({"client-id": "fire-and-forget"}, {"producer_byte_rate": quota})]) as (
             qm, proxy):
         topic = make_topic(proxy.address)
         p = Producer({"bootstrap.servers": proxy.address, "client.id": "fire-and-forget", "acks": 0,
@@ -199,14 +176,14 @@ def bursts(events: list[tuple[float, int]], gap: float = 0.5) -> list[tuple[floa
     return out
 
 
-def test_responses_larger_than_the_quota_window_track_the_quota(broker, data_plane):
+def test_responses_larger_than_the_quota_window_track_the_quota(broker):
     """A consumer whose every Fetch response is larger than the quota window (here one 1 MB
     batch against 300 KB: tansu, as Kafka's KIP-74 first batch, answers at least one whole
     batch) is still served, and muted until the quota has allowed each response, so its
     long-run rate tracks the quota. Kafka's throttle alone (topped up to samples - 1 windows)
     let it through at 1.4x."""
     quota = 300_000
-    with quota_proxy(broker, data_plane, [({"client-id": "big-batches"}, {"consumer_byte_rate": quota})]) as (
+    with quota_proxy(broker, [({"client-id": "big-batches"}, {"consumer_byte_rate": quota})]) as (
             _qm, proxy):
         topic = make_topic(proxy.address)
         p = Producer({"bootstrap.servers": broker.address, "linger.ms": 100, "batch.size": 1_000_000})
@@ -236,7 +213,7 @@ def test_responses_larger_than_the_quota_window_track_the_quota(broker, data_pla
         assert meter.throttles and max(meter.throttles) >= 0.8 * 1000 * runs[0][1] / quota, meter.throttles
 
 
-def test_responses_a_large_share_of_the_quota_window_track_the_quota(broker, data_plane):
+def test_responses_a_large_share_of_the_quota_window_track_the_quota(broker):
     """Responses within the quota window but over a tenth of it: Kafka's empty answer pays the
     consumer in whole responses, and the window's remainder goes unused until a response's
     sample expires (0.66x here, 0.5x for tansu's 6 MB answers to a 1 MB/s consumer with the
@@ -245,7 +222,7 @@ def test_responses_a_large_share_of_the_quota_window_track_the_quota(broker, dat
     50 KB batches come back as ~200 KB, two thirds of a 300 KB window."""
     quota, window_num = 100_000, 4
     window = quota * (window_num - 1)
-    with quota_proxy(broker, data_plane, [({"client-id": "big-share"}, {"consumer_byte_rate": quota})],
+    with quota_proxy(broker, [({"client-id": "big-share"}, {"consumer_byte_rate": quota})],
                      window_num=window_num) as (_qm, proxy):
         topic = make_topic(proxy.address)
         p = Producer({"bootstrap.servers": broker.address, "linger.ms": 50, "batch.size": 50_000})
@@ -268,14 +245,14 @@ def test_responses_a_large_share_of_the_quota_window_track_the_quota(broker, dat
         assert 0.8 * quota <= rate <= 1.2 * quota, (rate, runs)
 
 
-def test_client_ignoring_throttle_time_is_held_to_its_quota_by_the_mute(broker, data_plane):
+def test_client_ignoring_throttle_time_is_held_to_its_quota_by_the_mute(broker):
     """kafka-python told it talks to a 1.0 broker ignores throttle_time_ms (client-side
     throttling is for 2.0+ brokers, KIP-219): only the proxy's mute slows it, and its long-run
     produce rate tracks the quota."""
     import kafka
 
     quota = 200_000
-    with quota_proxy(broker, data_plane, [({"client-id": "old-client"}, {"producer_byte_rate": quota})]) as (
+    with quota_proxy(broker, [({"client-id": "old-client"}, {"producer_byte_rate": quota})]) as (
             qm, proxy):
         topic = make_topic(proxy.address)
         p = kafka.KafkaProducer(bootstrap_servers=proxy.address, client_id="old-client", api_version=(1, 0),
@@ -294,13 +271,13 @@ def test_client_ignoring_throttle_time_is_held_to_its_quota_by_the_mute(broker, 
         assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "ANONYMOUS", "old-client") > 0
 
 
-def test_pipelined_produce_requests_do_not_overtake_a_throttle(broker, data_plane):
+def test_pipelined_produce_requests_do_not_overtake_a_throttle(broker):
     """Kafka reads a connection's next request only after answering the previous one, so a
     request sent behind one that will be throttled waits out that throttle. librdkafka pipelines
     its Produce requests: sent at once, they must not all pass before the first answer's throttle
     (Debian's kcat, librdkafka 2.0, once wrote 4 MB past a 200 KB/s quota in 63 ms this way)."""
     quota, size, count = 200_000, 250_000, 6
-    with quota_proxy(broker, data_plane, [({"client-id": "pipeliner"}, {"producer_byte_rate": quota})]) as (
+    with quota_proxy(broker, [({"client-id": "pipeliner"}, {"producer_byte_rate": quota})]) as (
             qm, proxy):
         topic = make_topic(proxy.address)
         p = Producer({"bootstrap.servers": proxy.address, "client.id": "pipeliner", "linger.ms": 0,

@@ -1,23 +1,21 @@
-"""Cut-through streaming of large frames (kquota.proxy.streaming): NodeEndpoints fitted into a
-streamed Fetch response's held tail (unit), and, against tansu with real clients, large Produce
-batches of every compression type and large Fetch responses relayed intact, and a throttled
-large fetch still answered empty and muted."""
+"""Cut-through streaming of large frames by the data plane, against tansu with real clients:
+large Produce batches of every compression type and large Fetch responses relayed intact, a
+throttled large fetch still answered empty and muted (with the session Kafka's throttled answer
+keeps), NodeEndpoints rewritten in a streamed Fetch response, and malformed streamed requests
+closing only their connection."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import random
 import socket
 import struct
 import time
 
 import kquota
 import pytest
-from kquota.proxy import addresses, apis, streaming
-from kquota.proxy.addresses import StreamedTail, fit_tagged_section
-from kquota.proxy.codec import CodecError, decode_body, encode_body, tagged_section_offset, top_level_tags
-from kquota.proxy.streaming import NotYet, StreamedView
+from kquota.proxy.protocol import apis
+from kquota.proxy.protocol.codec import decode_body, encode_body
 from proxy_support import ProxyThread, make_topic
 from proxy_wire import Wire
 
@@ -26,189 +24,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 PROXY_HOST = "127.0.0.1"
 
 
-async def _resolve(node_id: int, host: str, port: int) -> tuple[str, int]:
-    return PROXY_HOST, 30000 + node_id
-
-
-def _fetch_body(hosts: list[str], records: bytes = b"r" * 100, tags: dict | None = None) -> dict:
+def _fetch_body(hosts: list[str], records: bytes) -> dict:
     body = {"ThrottleTimeMs": 0, "ErrorCode": 0, "SessionId": 7,
             "Responses": [{"TopicId": bytes(range(16)), "Partitions": [{
                 "PartitionIndex": 0, "ErrorCode": 0, "HighWatermark": 1, "LastStableOffset": 1,
                 "LogStartOffset": 0, "AbortedTransactions": None, "PreferredReadReplica": -1,
                 "Records": records}]}],
             "NodeEndpoints": [{"NodeId": i, "Host": h, "Port": 9092 + i, "Rack": None} for i, h in enumerate(hosts)]}
-    if tags:
-        body["_tags"] = tags
     return body
-
-
-def _fit(frame: bytes) -> bytes:
-    start = tagged_section_offset("FetchResponse", 16, frame, 0)
-    fitted = asyncio.run(fit_tagged_section(apis.FETCH, 16, frame[start:], _resolve))
-    assert len(fitted) == len(frame) - start
-    return frame[:start] + fitted
-
-
-def _assert_proxied(decoded: dict, hosts: list[str]) -> None:
-    for i, node in enumerate(decoded.get("NodeEndpoints") or ()):
-        assert (node["NodeId"], node["Host"], node["Port"]) == (i, PROXY_HOST, 30000 + i)
-    assert not any(h in (node["Host"] for node in decoded.get("NodeEndpoints") or ()) for h in hosts)
-
-
-# Broker host lengths around the proxy host's (9 bytes): equal, longer by 1, 2, 127-131 (the
-# one-byte varint limit), 16381-16386 (the two-byte limit), and shorter (rewrite longer).
-@pytest.mark.parametrize("length", [1, 5, 8, 9, 10, 11, 12, 40, 135, 136, 137, 138, 139, 140,
-                                    9 + 16380, 9 + 16381, 9 + 16382, 9 + 16383, 9 + 16384, 9 + 16385])
-def test_node_endpoints_fitted_to_the_same_length(length):
-    host = "b" * length
-    frame = bytes(encode_body("FetchResponse", 16, _fetch_body([host])))
-    out = _fit(frame)
-    assert len(out) == len(frame)
-    decoded = decode_body("FetchResponse", 16, out, 0)
-    assert bytes(decoded["Responses"][0]["Partitions"][0]["Records"]) == b"r" * 100
-    _assert_proxied(decoded, [host])
-    if length == 9 or length >= 11:
-        # Equal length, or room for a padding tag: rewritten, not dropped.
-        assert [n["Host"] for n in decoded["NodeEndpoints"]] == [PROXY_HOST]
-    if length < 9:
-        assert "NodeEndpoints" not in decoded  # the rewrite is longer: dropped
-    if length > 9 and "NodeEndpoints" in decoded:
-        assert len(decoded["_tags"]) == 1  # the padding tag, which clients skip
-
-
-def test_unknown_tags_kept_and_padding_tag_above_them():
-    hosts = ["broker-%d.example.internal" % i for i in range(5)]
-    frame = bytes(encode_body("FetchResponse", 16, _fetch_body(hosts, tags={5: b"abc"})))
-    decoded = decode_body("FetchResponse", 16, _fit(frame), 0)
-    _assert_proxied(decoded, hosts)
-    assert len(decoded["NodeEndpoints"]) == 5
-    assert decoded["_tags"][5] == b"abc"
-    assert min(decoded["_tags"]) == 5 and len(decoded["_tags"]) == 2
-
-
-def test_section_without_node_endpoints_unchanged():
-    body = _fetch_body([])
-    del body["NodeEndpoints"]
-    frame = bytes(encode_body("FetchResponse", 16, body))
-    assert _fit(frame) == frame
-
-
-def _chunked(frame: bytes, seed: int) -> list[bytes]:
-    rnd = random.Random(seed)
-    out, pos = [], 0
-    while pos < len(frame):
-        n = rnd.randint(1, 40000)
-        out.append(frame[pos:pos + n])
-        pos += n
-    return out
-
-
-def _stream_tail(frame: bytes, chunks: list[bytes], held_from: int) -> bytes:
-    tail = StreamedTail(apis.FETCH, 16, 0, len(frame), _resolve)
-    for c in chunks:
-        tail.feed(c)
-    return asyncio.run(tail.finish(frame[held_from:], held_from))
-
-
-@pytest.mark.parametrize("seed", range(5))
-def test_streamed_tail_rewritten_in_place(seed):
-    hosts = ["broker-a.internal", "b"]
-    body = _fetch_body(hosts, records=os.urandom(300_000))
-    body["Responses"][0]["Partitions"] *= 3  # several partitions, their records spanning chunks
-    frame = bytes(encode_body("FetchResponse", 16, body))
-    held_from = len(frame) - 65536
-    tail = _stream_tail(frame, _chunked(frame[:held_from], seed), held_from)
-    assert len(tail) == 65536
-    out = frame[:held_from] + tail
-    assert out == _fit(frame)
-    decoded = decode_body("FetchResponse", 16, out, 0)
-    _assert_proxied(decoded, hosts)
-    assert len(decoded["NodeEndpoints"]) == 2
-
-
-def test_node_endpoints_beyond_the_held_tail_refused():
-    hosts = ["h%d-" % i + "x" * 3000 for i in range(30)]  # ~90 KB of NodeEndpoints
-    frame = bytes(encode_body("FetchResponse", 16, _fetch_body(hosts, records=os.urandom(100_000))))
-    held_from = len(frame) - 65536
-    with pytest.raises(CodecError, match="held tail"):
-        _stream_tail(frame, _chunked(frame[:held_from], 0), held_from)
-    # Unknown tags only, beginning before the held tail: nothing to hide, passed as is.
-    body = _fetch_body([], tags={3: b"z" * 100})
-    del body["NodeEndpoints"]
-    frame = bytes(encode_body("FetchResponse", 16, body))
-    held_from = len(frame) - 10
-    assert _stream_tail(frame, [frame[:held_from]], held_from) == frame[held_from:]
-
-
-def _event_loops() -> list:
-    loops = [asyncio.new_event_loop]
-    try:
-        import uvloop
-
-        loops.append(uvloop.new_event_loop)
-    except ImportError:  # the proxy extra's optional loop
-        pass
-    return loops
-
-
-@pytest.mark.parametrize("first", [None, [b"head"]], ids=["rest", "head+rest"])
-@pytest.mark.parametrize("new_loop", _event_loops(), ids=lambda f: f.__module__.split(".")[0])
-def test_pump_into_a_closed_peer_is_a_connection_error(new_loop, first):
-    """A streamed frame whose destination has gone ends the connection as a lost peer (logged
-    at debug), on every loop: uvloop raises ``RuntimeError`` for a write to a closed transport,
-    which the proxy logged as an internal error (found by fuzzing a broker that closes
-    mid-request)."""
-    async def run() -> None:
-        src_sock, feed = socket.socketpair()
-        dst_sock, _peer = socket.socketpair()
-        reader, src_writer = await asyncio.open_connection(sock=src_sock)  # kept: its loss closes src
-        _, writer = await asyncio.open_connection(sock=dst_sock)
-        feed.sendall(b"x" * 1000)
-        writer.close()  # the destination is gone before the frame's rest moves
-        await asyncio.sleep(0.05)  # and its transport closed for good
-        with pytest.raises(ConnectionError):
-            await asyncio.wait_for(streaming.pump(reader, writer, 1000, first=first), 5)
-        for w in (src_writer, writer):
-            w.close()
-        feed.close()
-        _peer.close()
-
-    loop = new_loop()
-    try:
-        loop.run_until_complete(run())
-    finally:
-        loop.close()
-
-
-def test_streamed_view_remembers_only_what_was_read():
-    data = os.urandom(5000)
-    v = StreamedView(len(data))
-    v.add(data[:100])
-    assert len(v) == 5000 and v[3] == data[3] and v[99] == data[99]
-    with pytest.raises(NotYet):
-        v[100]
-    v.add(data[100:200])
-    assert v[3] == data[3] and v[150] == data[150]  # remembered, and the new chunk
-    with pytest.raises(IndexError):
-        v[50]  # passed unread: gone
-
-
-def test_tag_walk_reused_only_for_the_same_shape():
-    """The memoised walk must notice a response of the same length whose structure differs."""
-    def produce_response(name: str, endpoints: bool) -> bytes:
-        body = {"Responses": [{"Name": name, "PartitionResponses": [{
-            "Index": 0, "ErrorCode": 0, "BaseOffset": 5, "LogAppendTimeMs": -1, "LogStartOffset": 0,
-            "RecordErrors": [], "ErrorMessage": None}]}], "ThrottleTimeMs": 0}
-        if endpoints:
-            body["NodeEndpoints"] = [{"NodeId": 1, "Host": "h", "Port": 1, "Rack": None}]
-        return bytes(encode_body("ProduceResponse", 11, body))
-
-    with_tag = produce_response("t", True)
-    plain = next(r for r in (produce_response("t" * n, False) for n in range(1, 60)) if len(r) == len(with_tag))
-    assert top_level_tags("ProduceResponse", 11, plain, 0) == set()
-    assert top_level_tags("ProduceResponse", 11, with_tag, 0) == {0}
-    assert top_level_tags("ProduceResponse", 11, plain, 0) == set()
-    assert top_level_tags("ProduceResponse", 11, plain[:-3] + b"\x00\x00\x00", 0) == set()  # offsets differ
 
 
 # ---------------------------------------------------------------------------- with tansu
@@ -230,17 +53,9 @@ def consume(address: str, topic: str, count: int, timeout: float = 30.0) -> list
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
-def test_large_batches_streamed_intact_each_compression(proxy, codec, monkeypatch):
+def test_large_batches_streamed_intact_each_compression(proxy, codec):
     """~1 MB batches of incompressible values: requests streamed to the broker, the large
     Fetch responses (librdkafka: v16, tail held for NodeEndpoints) streamed back, all intact."""
-    tails = []
-
-    class Counted(StreamedTail):
-        def __init__(self, *args):
-            tails.append(args[1])  # the Fetch version
-            super().__init__(*args)
-
-    monkeypatch.setattr(addresses, "StreamedTail", Counted)
     topic = make_topic(proxy.address)
     requests, responses = proxy.proxy.streamed_requests, proxy.proxy.streamed_responses
     p = Producer({"bootstrap.servers": proxy.address, "compression.type": codec, "linger.ms": 200,
@@ -252,8 +67,6 @@ def test_large_batches_streamed_intact_each_compression(proxy, codec, monkeypatc
     assert proxy.proxy.streamed_requests > requests
     assert consume(proxy.address, topic, len(sent)) == sent
     assert proxy.proxy.streamed_responses > responses
-    if proxy.data_plane == "asyncio":  # the native plane holds the tail in Rust
-        assert tails and min(tails) >= 16  # librdkafka's Fetch v16+: the held-tail path ran
 
 
 def test_aiokafka_consumes_streamed_fetches(proxy, broker):
@@ -297,7 +110,7 @@ def _fetch_v12(w: Wire, topic: str) -> tuple[dict, float]:
     return resp, time.monotonic() - t0
 
 
-def _slow_fetches(broker, data_plane: str, quota: int):
+def _slow_fetches(broker, quota: int):
     """(topic of ~150 KB, manager with a fetch quota on client-id "slow", proxy in front)."""
     topic = make_topic(broker.address)
     p = Producer({"bootstrap.servers": broker.address, "linger.ms": 20})
@@ -306,7 +119,7 @@ def _slow_fetches(broker, data_plane: str, quota: int):
     assert p.flush(20) == 0
     qm = kquota.QuotaManager()  # 11 windows of 1 s: the quota window holds 10 s of the quota
     qm.alter_client_quotas([({"client-id": "slow"}, {"consumer_byte_rate": quota})])
-    return topic, qm, ProxyThread(("127.0.0.1", broker.port), qm=qm, data_plane=data_plane)
+    return topic, qm, ProxyThread(("127.0.0.1", broker.port), qm=qm)
 
 
 def _fetch_until_throttled(w: Wire, topic: str, limit: int) -> tuple[list[dict], dict]:
@@ -320,12 +133,12 @@ def _fetch_until_throttled(w: Wire, topic: str, limit: int) -> tuple[list[dict],
     raise AssertionError(f"no throttle in {limit} fetches")
 
 
-def test_throttled_large_fetch_answered_empty_and_muted(broker, data_plane):
+def test_throttled_large_fetch_answered_empty_and_muted(broker):
     """A streamed (large) Fetch response over the quota, yet at most a tenth of the quota
     window's bytes, is answered as Kafka does: empty, with the throttle, its bytes unrecorded;
     the connection is muted, and stays in step with the broker (the rest of the response was
     discarded)."""
-    topic, qm, px = _slow_fetches(broker, data_plane, 160_000)  # window 1.6 MB; ~151 KB answers
+    topic, qm, px = _slow_fetches(broker, 160_000)  # window 1.6 MB; ~151 KB answers
     try:
         fast = Wire(px.proxy.bootstrap_address, client_id="fast")
         resp, _ = _fetch_v12(fast, topic)
@@ -351,11 +164,11 @@ def test_throttled_large_fetch_answered_empty_and_muted(broker, data_plane):
         qm.close()
 
 
-def test_throttled_fetch_over_a_tenth_of_the_window_delivered_and_muted(broker, data_plane):
+def test_throttled_fetch_over_a_tenth_of_the_window_delivered_and_muted(broker):
     """Over the quota and over a tenth of the quota window (kquota.fetch_answer): delivered
     whole with the throttle, kept recorded, and muted for at least the time the quota takes to
     allow it; Kafka's empty answer would leave most of the window unused."""
-    topic, qm, px = _slow_fetches(broker, data_plane, 50_000)  # window 500 KB; ~151 KB answers
+    topic, qm, px = _slow_fetches(broker, 50_000)  # window 500 KB; ~151 KB answers
     try:
         slow = Wire(px.proxy.bootstrap_address, client_id="slow")
         # Three fit the window (453 KB over 10 s); the fourth would make it 60 KB/s.
@@ -391,7 +204,7 @@ class _OneFetchBroker:
         return self.server.sockets[0].getsockname()[1]
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        from kquota.proxy.frames import response_frame
+        from kquota.proxy.protocol.frames import response_frame
 
         try:
             while True:
@@ -406,7 +219,7 @@ class _OneFetchBroker:
 
 
 @pytest.mark.parametrize("host", ["broker-5.cluster.internal", "b"])
-def test_streamed_fetch_node_endpoints_rewritten_in_flight(host, data_plane):
+def test_streamed_fetch_node_endpoints_rewritten_in_flight(host):
     """A 300 KB Fetch v16 response naming a broker: streamed to the client with its length kept,
     records intact, NodeEndpoints naming the proxy's port for that broker (or, when the proxy's
     address is the longer one, absent) — never the broker's."""
@@ -420,7 +233,7 @@ def test_streamed_fetch_node_endpoints_rewritten_in_flight(host, data_plane):
 
     t = threading.Thread(target=loop.run_forever, daemon=True)
     t.start()
-    px = ProxyThread(("127.0.0.1", port), data_plane=data_plane)
+    px = ProxyThread(("127.0.0.1", port))
     try:
         w = Wire(px.proxy.bootstrap_address, client_id="c")
         request = {"MaxWaitMs": 100, "MinBytes": 1, "MaxBytes": 50_000_000, "IsolationLevel": 0,
@@ -435,7 +248,11 @@ def test_streamed_fetch_node_endpoints_rewritten_in_flight(host, data_plane):
         assert px.proxy.streamed_responses == 1
         decoded = decode_body("FetchResponse", 16, frame, 5)
         assert bytes(decoded["Responses"][0]["Partitions"][0]["Records"]) == records
-        section = frame[tagged_section_offset("FetchResponse", 16, frame, 5):]
+        # The top-level tagged fields start where they would without NodeEndpoints (the length
+        # is kept, the fields before them are the broker's).
+        untagged = {k: v for k, v in body.items() if k != "NodeEndpoints"}
+        section = frame[5 + len(encode_body("FetchResponse", 16, untagged)) - 1:]
+        assert section[:1] != b"\x00"  # a non-empty tagged section: NodeEndpoints or the padding
         assert host.encode() not in section
         if len(host) >= len(PROXY_HOST):
             assert [(n["NodeId"], n["Host"], n["Port"]) for n in decoded["NodeEndpoints"]] == [
@@ -445,6 +262,49 @@ def test_streamed_fetch_node_endpoints_rewritten_in_flight(host, data_plane):
         w.close()
     finally:
         px.stop()
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(5)
+
+
+@pytest.mark.parametrize("epoch,session", [(-1, 0), (0, 77), (5, 77)])
+def test_throttled_empty_fetch_answer_keeps_the_brokers_session(epoch, session):
+    """Kafka's throttled Fetch answer (``FetchContext.getThrottledResponse``) is empty: a
+    sessionless fetch (epoch -1) gets no session id; an incremental one keeps its session, and a
+    full one (epoch 0) the session the broker has just created for it (the proxy cannot stop the
+    broker from creating it), so the client goes on incrementally instead of opening a session
+    per throttled fetch. The broker here answers every Fetch with session 77 and a few records."""
+    body = _fetch_body([], records=b"r" * 10)
+    del body["NodeEndpoints"]
+    body["SessionId"] = 77
+    fake = _OneFetchBroker(body)  # 82-byte answers: a tenth of the quota window at most
+    loop = asyncio.new_event_loop()
+    port = loop.run_until_complete(fake.start())
+    import threading
+
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    qm = kquota.QuotaManager()  # 11 windows of 1 s: a 2,000-byte quota window at 200 B/s
+    qm.alter_client_quotas([({"client-id": "s"}, {"consumer_byte_rate": 200})])
+    px = ProxyThread(("127.0.0.1", port), qm=qm)
+    try:
+        w = Wire(px.proxy.bootstrap_address, client_id="s")
+        request = {"MaxWaitMs": 0, "MinBytes": 1, "MaxBytes": 1000, "IsolationLevel": 0, "SessionId": 77,
+                   "SessionEpoch": epoch, "Topics": [], "ForgottenTopicsData": [], "RackId": ""}
+        delivered = 0
+        for _ in range(60):  # over the quota after some 25 answers
+            resp = w.call(apis.FETCH, 16, "Fetch", request)
+            if resp["ThrottleTimeMs"] > 0:
+                break
+            assert resp["Responses"] and resp["SessionId"] == 77  # the broker's answer, as it is
+            delivered += 1
+        assert delivered >= 10
+        # Kafka's empty answer (not the broker's, delivered with the throttle).
+        assert resp["ThrottleTimeMs"] > 0 and resp["Responses"] == [] and resp["ErrorCode"] == 0
+        assert resp["SessionId"] == session
+        w.close()
+    finally:
+        px.stop()
+        qm.close()
         loop.call_soon_threadsafe(loop.stop)
         t.join(5)
 

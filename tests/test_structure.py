@@ -132,3 +132,101 @@ def test_readme_architecture_names_every_python_module():
         if path.name not in section:
             missing.append(path.relative_to(PYTHON).as_posix())
     assert not missing, f"not named in docs/architecture.md: {missing}"
+
+
+# ------------------------------------------------------------------ the proxy's one enforcement path
+
+#: The kernel's per-request record, peek and decision entry points, and the pure throttle
+#: combination. The proxy's per-request quota rules run once, in the native data plane, through
+#: the kernel's response steps (quota-core ``response.rs``); Python's proxy package may reach the
+#: kernel's per-request quotas only through those steps (``request_response``, ``throttle_response``,
+#: ``produce_response``, ``fetch_response``, ``fetch_request_cap``), never by recording and
+#: combining throttles itself, as the retired asyncio data plane did (issue 27).
+KERNEL_RECORD_ENTRY_POINTS = frozenset({
+    "record_and_get_throttle_time_ms", "record_no_throttle", "unrecord", "peek_throttle_time_ms",
+    "record_request_time", "record_network_thread_time", "record_throttle_time", "time_at_quota_ms",
+    "max_value_in_quota_window", "fetch_answer", "combine_throttles", "response_throttle",
+})
+#: What an asyncio (or blocking) socket data plane calls: listeners, connections, streams.
+SOCKET_APIS = frozenset({
+    "start_server", "open_connection", "create_server", "create_connection", "StreamReader",
+    "StreamWriter", "sock_recv", "sock_sendall", "sock_accept", "socket",
+})
+PROXY = PYTHON / "kquota" / "proxy"
+
+
+def _names_used(tree: ast.AST) -> set[str]:
+    """Every name a module refers to: attributes (``h.unrecord``), bare names, imported names
+    (``from kquota._kquota import fetch_answer``, ``import socket``) and strings (``getattr(h,
+    "unrecord")``)."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            out.add(node.attr)
+        elif isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update(part for a in node.names for part in a.name.split("."))
+            if isinstance(node, ast.ImportFrom) and node.module:
+                out.update(node.module.split("."))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.add(node.value)
+    return out
+
+
+def _proxy_sources() -> dict[str, ast.AST]:
+    return {str(p.relative_to(PYTHON)): ast.parse(p.read_text(encoding="utf-8"), str(p))
+            for p in sorted(PROXY.rglob("*.py"))}
+
+
+def test_enforcement_checkers_catch_what_they_forbid():
+    # The checkers themselves: each way back in is seen.
+    for source in ("h.record_and_get_throttle_time_ms(PRODUCE, size)", "handle.unrecord(FETCH, n)",
+                   "from kquota._kquota import fetch_answer", "from kquota.response import response_throttle",
+                   "getattr(h, 'peek_throttle_time_ms')(PRODUCE, 0)", "x = h.record_request_time(ns)"):
+        assert _names_used(ast.parse(source)) & KERNEL_RECORD_ENTRY_POINTS, source
+    assert not _names_used(ast.parse("t, _ = h.request_response(ns)")) & KERNEL_RECORD_ENTRY_POINTS
+    for source in ("await asyncio.start_server(cb, host, port)", "r, w = await asyncio.open_connection(h, p)",
+                   "import socket", "def f(reader: asyncio.StreamReader) -> None: ..."):
+        assert _names_used(ast.parse(source)) & SOCKET_APIS, source
+
+
+def test_no_per_request_quota_rule_in_the_python_proxy():
+    """Produce's and Fetch's quota paths, and every throttle combination, live once: in the native
+    data plane on the kernel's response steps. No module of ``kquota/proxy/`` records into the
+    kernel's per-request quotas, peeks at them, or combines throttles except through those steps,
+    and neither Produce nor Fetch has a Python handler."""
+    offenders = {name: sorted(_names_used(tree) & KERNEL_RECORD_ENTRY_POINTS)
+                 for name, tree in _proxy_sources().items()}
+    offenders = {name: found for name, found in offenders.items() if found}
+    assert offenders == {}, f"per-request quota rules outside the kernel's response steps: {offenders}"
+    # The Python-handled APIs do use a step (the check above is about a live path).
+    assert any("request_response" in _names_used(tree) for tree in _proxy_sources().values())
+
+    from kquota.proxy import native  # noqa: F401  (native registers the handlers)
+    from kquota.proxy.protocol import apis
+    from kquota.proxy.dispatch import _DISPATCH
+
+    assert apis.PRODUCE not in _DISPATCH and apis.FETCH not in _DISPATCH
+
+
+def test_native_plane_imports_no_socket_plane():
+    """The native data plane's Python side (``native.py``, ``bridge.py``) and everything of
+    ``kquota/proxy/`` it imports, directly or not, open no socket: the sockets are Rust's
+    (``ProxyDataPlane``). The request contract and the settings are modules of their own
+    (``request.py``, ``settings.py``), not parts of a socket plane."""
+    graph = python_import_graph()
+    sources = {name: ast.parse(path.read_text(encoding="utf-8"), str(path))
+               for name, (path, _) in _python_modules().items() if name.startswith("kquota.proxy")}
+    for root in ("kquota.proxy.native", "kquota.proxy.bridge"):
+        seen, todo = set(), [root]
+        while todo:
+            name = todo.pop()
+            if name in seen or name not in sources:
+                continue
+            seen.add(name)
+            todo.extend(graph[name])
+        assert "kquota.proxy.request" in seen  # the contract, apart from any plane
+        socketed = {name: sorted(_names_used(sources[name]) & SOCKET_APIS) for name in seen}
+        socketed = {name: found for name, found in socketed.items() if found}
+        assert socketed == {}, f"{root} imports socket-plane modules: {socketed}"

@@ -9,17 +9,16 @@
         async with NativeProxyServer(qm, bootstrap=("127.0.0.1", 9092), listen=("127.0.0.1", 9192)):
             await asyncio.Event().wait()
 
-Modules: ``codec``/``schemas`` (wire format), ``frames`` (headers), ``addresses`` (broker
-address rewriting), ``versions`` (ApiVersions clamp), ``connection`` (one client connection),
-``handlers`` (the inspected APIs), ``mutations`` (KIP-599), ``admin`` (client-quota admin APIs),
-``throttle``, ``sasl``, ``reqlog`` (request log), ``server`` (the asyncio data plane), ``native``
-and ``bridge`` (the native data plane, ``kquota._kquota.ProxyDataPlane``, the default), ``planes``
-(``serve``: either), ``cli``.
+Modules: ``protocol`` (Kafka's wire protocol: codec and schemas, frames, apis, the
+ApiVersions clamp, broker address rewriting, the ``ThrottleTimeMs`` field), ``request`` (the
+request contract handlers work to), ``settings`` (options),
+``handlers`` (the inspected APIs), ``dispatch`` (API -> handler), ``mutations`` (KIP-599),
+``admin`` (client-quota admin APIs), ``sasl``, ``reqlog`` (request log), ``native`` and
+``bridge`` (the data plane, ``kquota._kquota.ProxyDataPlane``, Rust on tokio; ``serve``),
+``cli``.
 """
 
-from kquota.proxy.native import NativeProxyServer
+from kquota.proxy.native import NativeProxyServer, serve
 from kquota.proxy.reqlog import RequestLog
-from kquota.proxy.planes import serve
-from kquota.proxy.server import ProxyServer
 
-__all__ = ["NativeProxyServer", "ProxyServer", "RequestLog", "serve"]
+__all__ = ["NativeProxyServer", "RequestLog", "serve"]

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from kquota.entity import ClientQuotaEntity
 from kquota.exceptions import KQuotaError, QuotaConfigError
-from kquota.proxy import apis
+from kquota.proxy.protocol import apis
 
 log = logging.getLogger("kquota.proxy")
 

@@ -13,8 +13,8 @@ import logging
 from typing import Any, Optional
 
 from kquota.proxy import sasl
-from kquota.proxy.codec import CodecError
-from kquota.proxy.connection import Pending, RequestPaths, ResponseHandler, StreamHandler
+from kquota.proxy.protocol.codec import CodecError
+from kquota.proxy.request import Pending, RequestPaths, ResponseHandler
 
 log = logging.getLogger("kquota.proxy")
 
@@ -51,16 +51,10 @@ class BridgeConnection(RequestPaths):
         if not self.closed:
             self._plane.set_user(self.conn_id, name)
 
-    async def read_rest(self, frame: bytes) -> bytes:
-        """The whole request: Python slots always get whole frames."""
-        return frame
-
-    async def forward(self, p: Pending, frame: bytes, on_response: ResponseHandler,
-                      on_stream: Optional[StreamHandler] = None) -> None:
-        """Sends the request to the broker; ``on_response`` turns its response into the answer
-        (``on_stream`` is unused: the native plane hands Python whole responses)."""
+    async def forward(self, p: Pending, frame: bytes, on_response: ResponseHandler) -> None:
+        """Sends the request to the broker; ``on_response`` turns its (whole) response into the
+        answer."""
         p.on_response = on_response
-        p.on_stream = on_stream
         slot = self.slots.pop(p)
         self.forwarded[slot] = p
         self._plane.forward(self.conn_id, slot, frame)
@@ -78,7 +72,8 @@ class BridgeConnection(RequestPaths):
         self._plane.settle(self.conn_id, slot, data, int(throttle_ms))
 
     def fail(self, failure: BaseException) -> None:
-        """Closes the connection after a handler failed (logged as the asyncio plane does)."""
+        """Closes the connection after a handler failed (a malformed frame logged at info, a lost
+        peer at debug, anything else as an internal error)."""
         if isinstance(failure, CodecError):
             log.info("closing connection from %s: %s", self.peer, failure)
         elif isinstance(failure, ConnectionError):

@@ -90,14 +90,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    "in DIR (the pipeline's request-log schema)")
     p.add_argument("--admin-principals", metavar="P,...",
                    help="comma-separated principals (User:name) allowed to AlterClientQuotas through the proxy (default: none)")
-    p.add_argument("--data-plane", default="native", choices=["native", "asyncio"],
-                   help="native: sockets, Produce, Fetch and relayed APIs in Rust (tokio), the inspected APIs in "
-                        "Python; asyncio: everything in Python (default: native)")
     p.add_argument("--threads", type=int, default=1, metavar="N",
-                   help="worker threads of the native data plane, 1-64; more only help with many busy "
-                        "connections and spare cores (default: 1)")
+                   help="worker threads of the data plane (Rust, tokio: sockets, Produce, Fetch, relayed APIs), "
+                        "1-64; more only help with many busy connections and spare cores (default: 1)")
     p.add_argument("--event-loop", default="auto", choices=["auto", "uvloop", "asyncio"],
-                   help="asyncio event loop: auto is uvloop when installed, else the standard one")
+                   help="asyncio event loop of the APIs handled in Python (Metadata, SASL, admin, ...): auto is "
+                        "uvloop when installed, else the standard one")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="log level")
     p.set_defaults(func=run)
@@ -109,16 +107,14 @@ def run(args: argparse.Namespace) -> int:
     from kquota.manager import QuotaManager
     from kquota.proxy.admin import principal_names
     from kquota.proxy.reqlog import RequestLog
-    from kquota.proxy.planes import make_proxy
-    from kquota.proxy.server import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES
+    from kquota.proxy.native import NativeProxyServer
+    from kquota.proxy.settings import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES
     from kquota.stores.url import open_store
     from kquota.watcher import QuotaConfigWatcher
 
     logging.basicConfig(level=getattr(logging, args.log_level), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not 1 <= args.threads <= 64:
         raise KQuotaError(f"--threads must be between 1 and 64, got {args.threads}")
-    if args.threads != 1 and args.data_plane != "native":
-        raise KQuotaError("--threads applies to --data-plane native only")
     bootstrap = parse_address(args.bootstrap_server, "--bootstrap-server")
     listen = parse_address(args.listen, "--listen")
     props = read_properties(args.config) if args.config else {}
@@ -150,14 +146,13 @@ def run(args: argparse.Namespace) -> int:
             log.info("metrics on http://127.0.0.1:%d/metrics", metrics_server.server_port)
         if args.request_log:
             request_log = RequestLog(args.request_log)
-        proxy = make_proxy(
-            qm, bootstrap, listen, args.data_plane, store=store,
+        proxy = NativeProxyServer(
+            qm, bootstrap, listen, store=store,
             admin_principals=principal_names((args.admin_principals or "").split(",")),
             max_frame_bytes=_int_prop(props, "socket.request.max.bytes", DEFAULT_MAX_FRAME_BYTES),
             max_connections=_int_prop(props, "max.connections", DEFAULT_MAX_CONNECTIONS),
             request_log=request_log, default_partitions=_int_prop(props, "num.partitions", 1),
-            advertised_host=args.advertised_host,
-            **({"threads": args.threads} if args.data_plane == "native" else {}),
+            advertised_host=args.advertised_host, threads=args.threads,
         )
         _run(_main(proxy), args.event_loop)
         log.info("kquota proxy stopped")

@@ -1,41 +1,30 @@
 """Which handler serves a request: the APIs the proxy inspects register theirs (see
-:mod:`kquota.proxy.handlers`), every other API is relayed as bytes; both data planes look
-requests up here, so both refuse the same versions."""
+:mod:`kquota.proxy.handlers`) and are handed to Python by the native data plane; every other API
+is relayed as bytes natively."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable
 from typing import Any, Callable, Optional
 
-from kquota.proxy import apis
-from kquota.proxy.codec import CodecError
-from kquota.proxy.frames import RequestHeader
+from kquota.proxy.protocol import apis
+from kquota.proxy.protocol.codec import CodecError
+from kquota.proxy.protocol.frames import RequestHeader
 
 #: A handler: ``(connection, pending request, frame, start ns)``; it forwards or answers.
 Handler = Callable[[Any, Any, bytes, int], Awaitable[None]]
 
 _DISPATCH: dict[int, Handler] = {}
 
-#: APIs whose handlers take the head of a large request (and forward it, the rest streamed).
-_STREAMED: set[int] = set()
 
-
-def register(api_key: int, streamed: bool = False) -> Callable:
-    """Registers the request handler of one API; a ``streamed`` handler may be given only the
-    head of a large request (``conn.read_rest`` gives the whole one), and must forward it."""
+def register(api_key: int) -> Callable:
+    """Registers the request handler of one API (given whole requests)."""
 
     def deco(fn: Callable) -> Callable:
         _DISPATCH[api_key] = fn
-        if streamed:
-            _STREAMED.add(api_key)
         return fn
 
     return deco
-
-
-def is_streamed(api_key: int) -> bool:
-    """Whether the API's handler takes the head of a large request."""
-    return api_key in _STREAMED
 
 
 def handler_for(header: RequestHeader) -> Optional[Handler]:

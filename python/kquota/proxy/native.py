@@ -4,8 +4,8 @@
 frames, ordering, mutes and back-pressure, and runs Produce, Fetch and every API relayed unparsed
 natively. The APIs the proxy inspects otherwise (ApiVersions, Metadata, FindCoordinator,
 DescribeCluster, SASL, Create/DeleteTopics, CreatePartitions, Describe/AlterClientQuotas) come to
-Python through a bridge and run the same handlers as the asyncio plane
-(:mod:`kquota.proxy.handlers`) on a :class:`kquota.proxy.bridge.BridgeConnection`.
+Python through a bridge and run their handlers (:mod:`kquota.proxy.handlers`) on a
+:class:`kquota.proxy.bridge.BridgeConnection`.
 
 The bridge's methods are called on native threads: they only schedule work on the proxy's event
 loop and return, so the native plane never waits for Python.
@@ -19,19 +19,20 @@ import time
 from typing import Any, Optional
 
 from kquota.quota_type import ClientQuotaType
-from kquota.proxy import apis, handlers  # noqa: F401  (handlers registers the API handlers)
+from kquota.proxy import handlers  # noqa: F401  (handlers registers the API handlers)
+from kquota.proxy.protocol import apis
 from kquota.proxy.bridge import BridgeConnection
-from kquota.proxy.connection import Pending
 from kquota.proxy.dispatch import _DISPATCH, handler_for
-from kquota.proxy.frames import parse_request_header
-from kquota.proxy.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
-from kquota.proxy.server import ProxySettings
+from kquota.proxy.protocol.frames import parse_request_header
+from kquota.proxy.request import Pending
+from kquota.proxy.protocol.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
+from kquota.proxy.settings import ProxySettings
 
 log = logging.getLogger("kquota.proxy")
 #: How often the native request-log rows are moved to the ``RequestLog`` (seconds).
 REQUEST_LOG_DRAIN_SECONDS = 0.2
 
-__all__ = ["BridgeConnection", "NativeProxyServer", "python_keys", "version_table"]
+__all__ = ["BridgeConnection", "NativeProxyServer", "python_keys", "serve", "version_table"]
 
 
 def version_table(first: dict[int, int]) -> list[int]:
@@ -41,8 +42,9 @@ def version_table(first: dict[int, int]) -> list[int]:
 
 
 def python_keys() -> list[int]:
-    """The APIs handed to Python: every handled one but Produce and Fetch (native)."""
-    return sorted(k for k in _DISPATCH if k not in (apis.PRODUCE, apis.FETCH))
+    """The APIs handed to Python: those with a handler (Produce, Fetch and every API relayed
+    unparsed stay native)."""
+    return sorted(_DISPATCH)
 
 
 class _Bridge:
@@ -78,8 +80,13 @@ class _OpenConnections:
 class NativeProxyServer(ProxySettings):
     """A Kafka protocol proxy enforcing ``qm``'s quotas, its data plane native.
 
-    The same arguments and public surface as :class:`kquota.proxy.server.ProxyServer` (see
-    there), plus ``threads``: the native plane's worker threads.
+    The arguments of :class:`kquota.proxy.settings.ProxySettings` (see there), plus ``threads``:
+    the native plane's worker threads.
+
+    Port-per-broker (as kroxylicious): clients bootstrap from the ``listen`` address; each broker
+    the cluster names gets a listener on the same host (port ``listen port + 1 + node id`` when
+    the listen port is fixed, a free port when it is 0) and every address the cluster returns is
+    rewritten to it, so all traffic, and all quota enforcement, passes through the proxy.
     """
 
     def __init__(self, qm: Any, bootstrap: tuple[str, int], listen: tuple[str, int] = ("127.0.0.1", 9192),
@@ -191,11 +198,6 @@ class NativeProxyServer(ProxySettings):
 
     # ------------------------------------------------------------------ request log
 
-    def log_request(self, conn: Any, client_id: str, quota_type: Any, value: float) -> None:
-        """Appends one row to the request log (if any)."""
-        if self.request_log is not None:
-            self.request_log.add(int(time.time() * 1000), conn.user, client_id, quota_type.name, value)
-
     def _take_request_log(self) -> None:
         if self.request_log is None or self._plane is None:
             return
@@ -231,7 +233,7 @@ class NativeProxyServer(ProxySettings):
     async def _handle(self, conn: BridgeConnection, slot: int, frame: bytes, ns: int) -> None:
         t0 = time.perf_counter_ns()
         header = parse_request_header(frame)
-        p = Pending(header, len(frame), ns)
+        p = Pending(header, ns)
         conn.slots[p] = slot
         handler = handler_for(header)
         if handler is None:  # never: python_keys are handled APIs
@@ -261,3 +263,15 @@ class NativeProxyServer(ProxySettings):
             log.info("closing native connection %d: %s", conn_id, reason)  # the plane's own reason
         if conn is not None:
             conn.closed = True
+
+
+async def serve(qm: Any, bootstrap: tuple[str, int], listen: tuple[str, int],
+                stop: Optional[asyncio.Event] = None, **options: Any) -> None:
+    """Runs a :class:`NativeProxyServer` until ``stop`` is set (forever if ``None``): the asyncio
+    entry point."""
+    proxy = NativeProxyServer(qm, bootstrap, listen, **options)
+    await proxy.start()
+    try:
+        await (stop.wait() if stop is not None else asyncio.Event().wait())
+    finally:
+        await proxy.close()

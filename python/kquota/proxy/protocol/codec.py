@@ -1,4 +1,4 @@
-"""Kafka wire encoding: primitives and a generic codec driven by :mod:`kquota.proxy.schemas`.
+"""Kafka wire encoding: primitives and a generic codec driven by :mod:`kquota.proxy.protocol.schemas`.
 
 A message decodes to a dict keyed by Kafka's field names (``"ThrottleTimeMs"``); ``records``
 and ``bytes`` fields stay bytes (memoryview slices of the frame, never copied while decoding).
@@ -11,11 +11,10 @@ out (some brokers write them all, and librdkafka before 2.2 misreads a section o
 from __future__ import annotations
 
 import struct
-from operator import itemgetter
 from typing import Any, Optional
 
-from kquota.proxy.schemas import FLEXIBLE_FIRST
-from kquota.proxy.schemas import SCHEMAS as _SCHEMAS
+from kquota.proxy.protocol.schemas import FLEXIBLE_FIRST
+from kquota.proxy.protocol.schemas import SCHEMAS as _SCHEMAS
 
 #: message name -> {"api_key", "valid", "flexible", "fields"} (see schemas.py).
 SCHEMAS: dict[str, dict[str, Any]] = _SCHEMAS  # type: ignore[assignment]
@@ -230,87 +229,6 @@ def _decode_tags(tagged: Optional[dict], v: int, buf: Any, pos: int, obj: dict) 
     return pos
 
 
-def _tagged_fields(fields: tuple, v: int) -> dict:
-    """tag -> field, of the tagged fields active at version ``v``."""
-    return {f[5]: f for f in fields if _in(f[3], v) and _in(f[6], v)}
-
-
-# ------------------------------------------------------------------------------- skipping
-#
-# The hot path only needs to know where a response's top-level tagged fields are (does a Produce
-# or Fetch response carry NodeEndpoints?): walking over the bytes without building dicts is a
-# few times cheaper than decoding. Plans (the fields active at a version) are cached.
-
-_PLANS: dict[tuple[int, int, bool], list] = {}
-
-
-def _plan(fields: tuple, v: int, flex: bool) -> list:
-    key = (id(fields), v, flex)
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = []
-        for f in fields:
-            if not _in(f[3], v) or (flex and _in(f[6], v)):
-                continue
-            size = _fixed_size(f[1])
-            if size and plan and plan[-1][2]:
-                # Consecutive fixed-size fields are skipped as one step (e.g. the five numbers
-                # that open a Produce partition response).
-                t, first, before, _ = plan[-1]
-                plan[-1] = (t, first, before + size, 0)
-                continue
-            plan.append((f[1], f, size, _fixed_size(f[2]) if f[1] == "array" else 0))
-        _PLANS[key] = plan
-    return plan
-
-
-def _fixed_size(t: str) -> int:
-    fixed = _FIXED.get(t)
-    if fixed is not None:
-        return fixed.size
-    return 1 if t == "bool" else 16 if t == "uuid" else 0
-
-
-def _skip_value(t: str, f: tuple, size: int, elem_size: int, v: int, flex: bool, buf: Any, pos: int) -> int:
-    if size:
-        pos += size
-    elif t == "string" or t == "bytes" or t == "records":
-        n, pos = _length(buf, pos, flex, t != "string")
-        pos += max(n, 0)
-    elif t == "bool":
-        pos += 1
-    elif t == "uuid":
-        pos += 16
-    elif t == "struct":
-        pos = skip_struct(f[8], v, flex, buf, pos)
-    elif t == "array":
-        n, pos = _length(buf, pos, flex, True)
-        if n > 0:
-            if elem_size:
-                pos += n * elem_size
-            elif f[2] == "struct":
-                for _ in range(n):
-                    pos = skip_struct(f[8], v, flex, buf, pos)
-            else:
-                elem = f[2]
-                for _ in range(n):
-                    pos = _skip_value(elem, f, 0, 0, v, flex, buf, pos)
-    else:
-        raise CodecError(f"unknown type {t}")
-    if pos > len(buf):
-        raise CodecError(f"truncated {f[0]}")
-    return pos
-
-
-def skip_struct(fields: tuple, v: int, flex: bool, buf: Any, pos: int) -> int:
-    """The position after one struct of ``fields`` (nothing is built)."""
-    for t, f, size, elem_size in _plan(fields, v, flex):
-        pos = _skip_value(t, f, size, elem_size, v, flex, buf, pos)
-    if flex:
-        pos = skip_tagged_fields(buf, pos, "tagged field")
-    return pos
-
-
 def skip_tagged_fields(buf: Any, pos: int, what: str) -> int:
     """The position after a tagged-field section (count, then tag, size, bytes per field);
     ``CodecError`` naming ``what`` if it runs past the end of ``buf``."""
@@ -322,93 +240,6 @@ def skip_tagged_fields(buf: Any, pos: int, what: str) -> int:
     if pos > len(buf):
         raise CodecError(f"truncated {what}")
     return pos
-
-
-def tagged_section_offset(name: str, v: int, buf: Any, pos: int) -> int:
-    """Where a flexible message body's top-level tagged-field section starts (the body's other
-    fields are skipped, nothing is built). ``buf`` needs only ``len`` and integer indexing, so a
-    :class:`kquota.proxy.streaming.StreamedView` of a frame still arriving serves as well as bytes."""
-    spec = SCHEMAS[name]
-    if not _in(spec["flexible"], v):
-        raise CodecError(f"{name} v{v} has no tagged fields")
-    for t, f, size, elem_size in _plan(spec["fields"], v, True):
-        pos = _skip_value(t, f, size, elem_size, v, True, buf, pos)
-    return pos
-
-
-def section_tags(buf: Any, pos: int, what: str = "tagged fields") -> list[int]:
-    """The tags of the tagged-field section at ``pos``, in wire order."""
-    count, pos = read_uvarint(buf, pos)
-    tags = []
-    for _ in range(count):
-        tag, pos = read_uvarint(buf, pos)
-        n, pos = read_uvarint(buf, pos)
-        pos += n
-        tags.append(tag)
-    if pos > len(buf):
-        raise CodecError(f"truncated {what}")
-    return tags
-
-
-class _Recorder:
-    """A buffer that notes which bytes a walk read."""
-
-    __slots__ = ("buf", "reads")
-
-    def __init__(self, buf: Any) -> None:
-        self.buf = buf
-        self.reads: list[int] = []
-
-    def __len__(self) -> int:
-        return len(self.buf)
-
-    def __getitem__(self, i: int) -> int:
-        self.reads.append(i)
-        return self.buf[i]
-
-
-#: (message, version, position, frame length) -> (getter of the bytes the walk read, their
-#: values, the tags found): the last walk of each shape.
-_TAG_MEMO: dict[tuple, tuple] = {}
-_TAG_MEMO_MAX = 512
-
-
-def top_level_tags(name: str, v: int, buf: Any, pos: int) -> frozenset[int]:
-    """The tags present in a message body's top-level tagged fields (empty if not flexible).
-
-    A walk depends only on the frame's length and the bytes it reads (lengths, counts, tags),
-    so when those bytes equal the last walk's of the same shape — successive Produce responses
-    on a connection differ only in offsets and timestamps — its answer is reused unwalked."""
-    if not _in(SCHEMAS[name]["flexible"], v):
-        return frozenset()
-    key = (name, v, pos, len(buf))
-    memo = _TAG_MEMO.get(key)
-    if memo is not None and memo[0](buf) == memo[1]:
-        return memo[2]
-    rec = _Recorder(buf)
-    tags = frozenset(section_tags(rec, tagged_section_offset(name, v, rec, pos), f"{name} v{v}: tagged fields"))
-    getter = itemgetter(*sorted(set(rec.reads)))
-    if len(_TAG_MEMO) >= _TAG_MEMO_MAX:
-        _TAG_MEMO.clear()
-    _TAG_MEMO[key] = (getter, getter(buf), tags)
-    return tags
-
-
-def decode_tagged_section(name: str, v: int, buf: Any, pos: int) -> tuple[dict, int]:
-    """Decodes the top-level tagged-field section at ``pos`` (see :func:`tagged_section_offset`)
-    into a dict as :func:`decode_body` would hold those fields; returns it and the end."""
-    obj: dict[str, Any] = {}
-    if not isinstance(buf, memoryview):
-        buf = memoryview(buf)
-    end = _decode_tags(_tagged_fields(SCHEMAS[name]["fields"], v), v, buf, pos, obj)
-    return obj, end
-
-
-def encode_tagged_section(name: str, v: int, obj: dict) -> bytearray:
-    """Encodes the top-level tagged fields of ``obj`` (the inverse of :func:`decode_tagged_section`)."""
-    out = bytearray()
-    _encode_tags(SCHEMAS[name]["fields"], v, obj, out, [])
-    return out
 
 
 def encode_struct(fields: tuple, v: int, flex: bool, obj: dict, out: bytearray) -> None:
@@ -472,7 +303,3 @@ def encode_body(name: str, v: int, obj: dict, out: Optional[bytearray] = None) -
     out += obj.get("_trailing", b"")
     return out
 
-
-def valid_versions(name: str) -> tuple[int, int]:
-    """The version range of a transcribed message."""
-    return SCHEMAS[name]["valid"]

@@ -7,36 +7,15 @@ responses always v0 so that any client can read them.
 
 from __future__ import annotations
 
-import asyncio
 import struct
 from dataclasses import dataclass
 
-from kquota.proxy.codec import CodecError, is_flexible, skip_tagged_fields, write_uvarint
+from kquota.proxy.protocol.codec import CodecError, is_flexible, skip_tagged_fields, write_uvarint
 
 API_VERSIONS = 18
 CONTROLLED_SHUTDOWN = 7
 _HDR = struct.Struct(">hhih")
 _I32 = struct.Struct(">i")
-
-
-class FrameTooLarge(CodecError):
-    """A frame longer than ``socket.request.max.bytes``."""
-
-
-def frame_size(prefix: bytes, max_bytes: int) -> int:
-    """The size a 4-byte prefix announces; ``FrameTooLarge`` above ``max_bytes`` (or negative)."""
-    size = _I32.unpack(prefix)[0]
-    if size < 0 or size > max_bytes:
-        raise FrameTooLarge(f"frame of {size} bytes (limit {max_bytes})")
-    return size
-
-
-async def read_exactly(reader: asyncio.StreamReader, n: int) -> bytes:
-    """``n`` bytes of a frame; ``CodecError`` if the stream ends first."""
-    try:
-        return await reader.readexactly(n)
-    except asyncio.IncompleteReadError:
-        raise CodecError("connection closed inside a frame") from None
 
 
 @dataclass
@@ -87,12 +66,6 @@ def response_body_offset(frame: bytes, api_key: int, version: int) -> int:
     if response_header_flexible(api_key, version):
         pos = skip_tagged_fields(frame, pos, "response header")
     return pos
-
-
-def response_correlation_id(frame: bytes) -> int:
-    if len(frame) < 4:
-        raise CodecError("response shorter than its correlation id")
-    return _I32.unpack_from(frame, 0)[0]
 
 
 def response_frame(correlation_id: int, api_key: int, version: int, body: bytes | bytearray) -> bytes:

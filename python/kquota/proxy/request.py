@@ -1,0 +1,82 @@
+"""The request contract between the proxy's data plane and the request handlers of
+:mod:`kquota.proxy.handlers`: a request awaiting its answer (:class:`Pending`), what a handler
+makes of a response (an :data:`Answer`, through a :data:`ResponseHandler`), and what handlers
+use of a connection besides ordering (:class:`RequestPaths`). The native plane's
+:class:`kquota.proxy.bridge.BridgeConnection` implements it; no socket lives here."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Awaitable
+from typing import Any, Callable, Optional
+
+from kquota.quota_type import ClientQuotaType
+from kquota.proxy.protocol import apis
+from kquota.proxy.protocol.codec import CodecError
+from kquota.proxy.protocol.frames import RequestHeader, response_body_offset
+from kquota.proxy.protocol.throttle_field import patch_throttle
+
+_I32 = struct.Struct(">i")
+#: (bytes to send or None, throttle in ms to mute for after sending).
+Answer = tuple[Any, int]
+ResponseHandler = Callable[["Pending", bytes], Awaitable[Answer]]
+
+
+class Pending:
+    """A request awaiting its answer; ``ns`` is the proxy time spent on it so far,
+    ``on_response`` set once it is forwarded."""
+
+    __slots__ = ("header", "ns", "on_response")
+
+    def __init__(self, header: RequestHeader, ns: int) -> None:
+        self.header = header
+        self.on_response: Optional[ResponseHandler] = None
+        self.ns = ns
+
+
+class RequestPaths:
+    """What the request handlers use of a connection besides ordering: the quota handle of
+    (user, client-id), the request quota's response step on proxy time, the unparsed response
+    path and broker addresses. A connection sets ``server``, ``user``, ``_handle`` and
+    ``_handle_key``."""
+
+    server: Any
+    user: str
+    _handle: Any
+    _handle_key: tuple[str, str]
+
+    def handle(self, client_id: str) -> Any:
+        """The quota handle of (user, client-id), cached for the connection."""
+        key = (self.user, client_id)
+        if key != self._handle_key:
+            self._handle = self.server.qm.client(self.user, client_id)
+            self._handle_key = key
+        return self._handle
+
+    def request_throttle(self, p: Pending) -> int:
+        """The request quota's response step on the proxy time of a request (KIP-124 on proxy
+        time: recorded, throttle enforced and recorded as the native relayed path does); returns
+        the throttle."""
+        h = p.header
+        if h.api_key in apis.REQUEST_QUOTA_EXEMPT:
+            self.server.qm.record_exempt_request_time(p.ns)
+            return 0
+        throttle, _ = self.handle(h.client_id).request_response(p.ns)
+        self.server.log_request(self, h.client_id, ClientQuotaType.REQUEST, p.ns)
+        return int(throttle)
+
+    async def plain_response(self, p: Pending, frame: bytes) -> Answer:
+        """Any response the proxy relays unparsed: only the request quota's throttle is added."""
+        throttle = self.request_throttle(p)
+        if throttle > 0:
+            h = p.header
+            offset = response_body_offset(frame, h.api_key, h.api_version)
+            return patch_throttle(frame, h.api_key, h.api_version, offset, throttle), throttle
+        return (_I32.pack(len(frame)), frame), 0
+
+    async def resolve(self, node_id: int, host: str, port: int) -> tuple[str, int]:
+        """The proxy address standing for a broker (its listener opens on first use); a port no
+        TCP address has is a malformed answer (``CodecError``), as on the native paths."""
+        if not 0 <= port <= 0xFFFF:
+            raise CodecError(f"broker {node_id}: port {port} out of range")
+        return await self.server.broker_listener(node_id, host, port)

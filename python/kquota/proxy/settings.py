@@ -1,0 +1,82 @@
+"""``ProxySettings``: the options and shared state of a ``kquota proxy``, apart from its data
+plane (:class:`kquota.proxy.native.NativeProxyServer` builds on it), and the request log's one
+writer for the requests handled in Python."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any, Optional
+
+from kquota.proxy.admin import QuotaAdmin
+
+DEFAULT_MAX_FRAME_BYTES = 104_857_600  # socket.request.max.bytes
+DEFAULT_MAX_CONNECTIONS = 4096
+DEFAULT_MAX_INFLIGHT = 64
+
+
+class ProxySettings:
+    """The options and shared state of a Kafka protocol proxy enforcing ``qm``'s quotas on the
+    clients of one cluster.
+
+    Args:
+        qm: the ``kquota.QuotaManager`` holding the quotas (keep it in sync with a store with a
+            ``QuotaConfigWatcher``; the proxy only reads it, and alters it when there is no store).
+        bootstrap: ``(host, port)`` of one broker of the cluster.
+        listen: ``(host, port)`` clients bootstrap from; port 0 picks free ports.
+        store: the ``ConfigStore`` AlterClientQuotas writes to and DescribeClientQuotas reads
+            (``None``: ``qm`` itself).
+        admin_principals: user names allowed to alter quotas over the Kafka protocol.
+        max_frame_bytes: ``socket.request.max.bytes``; a longer request closes its connection.
+        max_connections: client connections beyond this are closed at once.
+        max_inflight: requests per connection awaiting answers before the proxy stops reading.
+        request_log: a :class:`kquota.proxy.reqlog.RequestLog` (or ``None``).
+        default_partitions: the cluster's ``num.partitions`` (KIP-599 charges for CreateTopics
+            without a partition count).
+        advertised_host: the host written into rewritten addresses (default: the listen host).
+        drain_seconds: how long closing waits for the answers still owed.
+    """
+
+    def __init__(
+        self,
+        qm: Any,
+        bootstrap: tuple[str, int],
+        listen: tuple[str, int] = ("127.0.0.1", 9192),
+        *,
+        store: Any = None,
+        admin_principals: Iterable[str] = (),
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_inflight: int = DEFAULT_MAX_INFLIGHT,
+        request_log: Any = None,
+        default_partitions: int = 1,
+        advertised_host: Optional[str] = None,
+        drain_seconds: float = 5.0,
+    ) -> None:
+        self.qm = qm
+        self.bootstrap = bootstrap
+        self.listen = listen
+        self.advertised_host = advertised_host or listen[0]
+        self.admin = QuotaAdmin(qm, store, admin_principals)
+        self.max_frame_bytes = max_frame_bytes
+        self.max_connections = max_connections
+        self.max_inflight = max_inflight
+        self.request_log = request_log
+        self.default_partitions = default_partitions
+        self.drain_seconds = drain_seconds
+        #: A connection throttled within this long is read one request at a time (the quota
+        #: window: quota.window.num x quota.window.size.seconds).
+        self.quota_window_seconds = float(getattr(qm, "window_num", 11) * getattr(qm, "window_size_seconds", 1))
+        #: topic -> partition count, from the Metadata responses relayed (KIP-599 charges).
+        self.topic_partitions: dict[str, int] = {}
+        self._bootstrap_port = 0
+
+    @property
+    def bootstrap_address(self) -> tuple[str, int]:
+        """Where clients bootstrap (the bound port when ``listen`` asked for port 0)."""
+        return self.advertised_host, self._bootstrap_port
+
+    def log_request(self, conn: Any, client_id: str, quota_type: Any, value: float) -> None:
+        """Appends one row to the request log (if any) for a request handled in Python."""
+        if self.request_log is not None:
+            self.request_log.add(int(time.time() * 1000), conn.user, client_id, quota_type.name, value)
