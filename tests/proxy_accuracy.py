@@ -18,13 +18,18 @@ several such periods is what tracks the quota.
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import kquota
 from proxy_support import VALUE, ProxyThread
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 #: Client kinds measured, producers then consumers.
 PRODUCERS = ("confluent-16k", "confluent-1m", "kafka-python", "aiokafka")
@@ -59,7 +64,6 @@ class Cell:
     start_ms: int = 0
     stop: threading.Event = field(default_factory=threading.Event)
     error: list = field(default_factory=list)
-    thread: Optional[threading.Thread] = None
 
 
 def rate_over(rows: list[tuple[int, float]], t0_ms: int, start_s: float, end_s: float) -> float:
@@ -233,37 +237,47 @@ def preload(address: str, topic: str, nbytes: int) -> None:
 
 
 def run_cells(broker: Any, cells: list[Cell], window_num: int, end_s: float, topics: dict[str, str]) -> RequestRows:
-    """Runs every cell's client at once through one proxy (each its own client id and quota)
-    for ``end_s`` seconds; returns the proxy's request rows."""
+    """Runs every cell's client at once through one proxy (each its own client id and quota, each
+    client in a process of its own, as real clients are) for ``end_s`` seconds; returns the
+    proxy's request rows."""
     rows = RequestRows()
     qm = kquota.QuotaManager(window_num=window_num, window_size_seconds=1)
     qm.alter_client_quotas([
         ({"client-id": c.client_id}, {("producer_byte_rate" if c.role == "produce" else "consumer_byte_rate"): c.quota})
         for c in cells])
     proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, request_log=rows)
+    procs: list[tuple[Cell, subprocess.Popen]] = []
     try:
         for c in cells:
-            loop = client(c.kind, c.role)
-
-            def body(c: Cell = c, loop: Callable = loop) -> None:
-                try:
-                    loop(proxy.address, c, topics[c.role])
-                except Exception as e:  # noqa: BLE001 (reported by the caller)
-                    c.error.append(e)
-
             c.start_ms = int(time.time() * 1000)
-            c.thread = threading.Thread(target=body, daemon=True)
-            c.thread.start()
-        time.sleep(end_s + 1)
-        for c in cells:
-            c.stop.set()
-        for c in cells:
-            assert c.thread is not None
-            c.thread.join(20)
+            procs.append((c, subprocess.Popen(
+                [sys.executable, __file__, c.kind, c.role, proxy.address, topics[c.role], c.client_id, str(end_s + 1)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=HERE))))
+        for c, proc in procs:
+            try:
+                _, err = proc.communicate(timeout=end_s + 60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
+            if proc.returncode != 0:
+                c.error.append(err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {proc.returncode}"])
     finally:
+        for _, proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         proxy.stop()
         qm.close()
     return rows
+
+
+def _client_main(argv: list[str]) -> None:
+    """``proxy_accuracy.py KIND ROLE ADDRESS TOPIC CLIENT_ID SECONDS``: one client flat out."""
+    kind, role, address, topic, client_id, seconds = argv
+    cell = Cell(kind, role, 0.0, client_id)
+    threading.Timer(float(seconds), cell.stop.set).start()
+    client(kind, role)(address, cell, topic)
+    os._exit(0)  # no client library's background thread outlives the measurement
 
 
 @dataclass
@@ -284,3 +298,7 @@ def measure(cell: Cell, rows: RequestRows, window_num: int, start_s: float, end_
     allowance = cell.quota * (window_num - 1)
     burst = first_burst(mine, cell.start_ms, 1000) / allowance
     return Result(cell, rate, ref, burst, len(mine))
+
+
+if __name__ == "__main__":
+    _client_main(sys.argv[1:])
