@@ -184,7 +184,7 @@ class ProxyProcess(Relay):
         self.port = free_port()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", broker.address,
-             "--listen", f"127.0.0.1:{self.port}", "--store", f"sqlite://{store_dir}/q.db",
+             "--listen", f"127.0.0.1:{self.port}", "--store", f"sqlite:///{store_dir}/q.db",
              "--log-level", "WARNING", "--event-loop", os.environ.get("KQ_PROXY_LOOP", "auto"),
              "--data-plane", data_plane],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

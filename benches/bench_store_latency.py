@@ -124,7 +124,7 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for poll in (0.05, 0.01):
-            results.append(measure("sqlite://" + os.path.join(tmp, f"bench-{poll}.db"), args.n, poll))
+            results.append(measure("sqlite:///" + os.path.join(tmp, f"bench-{poll}.db"), args.n, poll))
             print(json.dumps(results[-1]), flush=True)
     started = False
     if not zk_up(args.zk):

@@ -251,7 +251,7 @@ cli_tokens = st.one_of(
 @GUARD
 @given(st.lists(cli_tokens, max_size=7))
 def test_cli_configs(tokens):
-    argv = ["configs", "--store", "sqlite://" + CLI_STORE.path, *tokens]
+    argv = ["configs", "--store", "sqlite:///" + CLI_STORE.path, *tokens]
     before = CLI_STORE.describe()
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):

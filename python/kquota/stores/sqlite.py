@@ -36,6 +36,7 @@ from kquota.stores.base import (
     log_error,
 )
 from kquota.stores.layout import entity_path, parse_entity_path
+from kquota.stores.url import sqlite_url
 from kquota.validation import validate_alter
 
 SCHEMA_VERSION = 1
@@ -73,8 +74,8 @@ class SQLiteConfigStore(ConfigStore):
 
     def __init__(self, path: str, poll_interval: float = 0.05, read_only: bool = False) -> None:
         self.path = os.fspath(path)
-        # sqlite:///abs/path for an absolute path, sqlite://rel/path for a relative one.
-        self.url = "sqlite://" + self.path
+        # The canonical URL (sqlite:/// + the encoded absolute path): reopens this file from anywhere.
+        self.url = sqlite_url(self.path)
         self.poll_interval = float(poll_interval)
         self.read_only = bool(read_only)
         self._lock = threading.Lock()
@@ -152,7 +153,9 @@ class SQLiteConfigStore(ConfigStore):
             raise self._foreign(f"its tables are {', '.join(sorted(tables)) or 'none'}")
 
     def _uri(self, mode: str) -> str:
-        return "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=" + mode
+        # file:// + an absolute path = an empty authority, whatever the path starts with (a path
+        # "//var/..." after bare "file:" would make "var" the authority); ?, #, % and spaces quoted.
+        return "file://" + urllib.parse.quote(os.path.abspath(self.path), safe="/") + "?mode=" + mode
 
     def _connect(self) -> sqlite3.Connection:
         try:
