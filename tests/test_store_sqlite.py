@@ -101,6 +101,7 @@ def test_large_alter_tells_watchers_to_resync(tmp_path):
 
 def test_pruned_change_log_forces_a_resync(tmp_path, monkeypatch):
     monkeypatch.setattr(sqlite_store, "KEEP_CHANGES", 10)
+    monkeypatch.setattr(sqlite_store, "directory_events", lambda d: None)  # only this test's _poll() calls
     s = open_store("sqlite:///" + str(tmp_path / "q.db"), poll_interval=3600)
     got = []
     w = s.watch(got.append)
@@ -113,6 +114,57 @@ def test_pruned_change_log_forces_a_resync(tmp_path, monkeypatch):
         s.alter([({"user": "last"}, {"producer_byte_rate": 1})])
         w._poll()
         assert got[1] == frozenset({E({"user": "last"})})
+    finally:
+        w.stop()
+        s.close()
+
+
+def test_data_version_changes_with_other_connections_commits_only(tmp_path):
+    """What the watch relies on: PRAGMA data_version moves when another connection (this process
+    or another) commits, not for the connection's own commits nor for reads."""
+    s = open_store("sqlite:///" + str(tmp_path / "q.db"))
+    watcher = s._connect()
+    try:
+        def version():
+            return watcher.execute("PRAGMA data_version").fetchone()[0]
+
+        v = version()
+        watcher.execute("SELECT * FROM quota").fetchall()
+        watcher.execute("BEGIN IMMEDIATE")
+        watcher.execute("UPDATE meta SET value = value WHERE key = 'schema'")
+        watcher.execute("COMMIT")
+        assert version() == v
+        s.alter([({"user": "a"}, {"producer_byte_rate": 1})])
+        assert version() != v
+        v = version()
+        subprocess.run([sys.executable, "-c", WRITER, s.url, "1"], input="\n", text=True, capture_output=True, check=True,
+                       timeout=60)
+        assert version() != v
+    finally:
+        watcher.close()
+        s.close()
+
+
+def test_an_idle_watch_sleeps_until_a_commit_wakes_it(tmp_path, monkeypatch):
+    """No wake-ups while nothing changes (not one per poll_interval), and a commit from another
+    process is seen through the file event, long before the idle safety check."""
+    if sqlite_store.directory_events(str(tmp_path)) is None:
+        pytest.skip("no inotify on this platform: the watch polls")
+    checks = []
+    real = sqlite_store._SQLiteWatch._check
+    monkeypatch.setattr(sqlite_store._SQLiteWatch, "_check", lambda self: (checks.append(1), real(self)))
+    s = open_store("sqlite:///" + str(tmp_path / "q.db"), poll_interval=0.01)
+    got = threading.Event()
+    w = s.watch(lambda ents: got.set())
+    try:
+        time.sleep(sqlite_store.SETTLE_S + 0.5)
+        checks.clear()
+        time.sleep(1.0)
+        assert checks == []  # polling every 10 ms would have checked about 100 times
+        subprocess.run([sys.executable, "-c", WRITER, s.url, "1"], input="\n", text=True, capture_output=True, check=True,
+                       timeout=60)
+        assert got.wait(sqlite_store.IDLE_CHECK_S / 2)
+        assert 0 < len(checks) < 200
     finally:
         w.stop()
         s.close()
