@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, Optional
 
+from kquota._kquota import BROKER_DEFAULTS
 from kquota.proxy import handlers  # noqa: F401  (registers the API handlers)
 from kquota.proxy.admin import QuotaAdmin
 from kquota.proxy.connection import ClientConnection
@@ -58,7 +59,8 @@ class ProxySettings:
         self.drain_seconds = drain_seconds
         #: A connection throttled within this long is read one request at a time (the quota
         #: window: quota.window.num x quota.window.size.seconds).
-        self.quota_window_seconds = float(getattr(qm, "window_num", 11) * getattr(qm, "window_size_seconds", 1))
+        self.quota_window_seconds = float(getattr(qm, "window_num", BROKER_DEFAULTS["window_num"])
+                                          * getattr(qm, "window_size_seconds", BROKER_DEFAULTS["window_size_seconds"]))
         #: topic -> partition count, from the Metadata responses relayed (KIP-599 charges).
         self.topic_partitions: dict[str, int] = {}
         self._bootstrap_port = 0

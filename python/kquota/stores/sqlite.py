@@ -39,7 +39,6 @@ from kquota.stores.base import (
 )
 from kquota.stores.file_events import directory_events
 from kquota.stores.layout import entity_path, parse_entity_path
-from kquota.stores.url import sqlite_url
 from kquota.validation import validate_alter
 
 SCHEMA_VERSION = 1
@@ -67,6 +66,20 @@ CREATE TABLE IF NOT EXISTS changes (seq INTEGER NOT NULL, entity TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS changes_seq ON changes (seq);
 INSERT OR IGNORE INTO meta VALUES ('schema', 1), ('seq', 0), ('pruned_through', 0);
 """
+
+
+def absolute_path(path: str) -> str:
+    """``path`` made absolute (against the working directory) with one leading slash: POSIX keeps
+    a leading ``//`` (implementation-defined; Linux reads it as ``/``), which would make the
+    ``file:`` URI or the ``sqlite:`` URL built from it ambiguous."""
+    out = os.path.abspath(path)
+    return "/" + out.lstrip("/") if out.startswith("//") else out
+
+
+def sqlite_url(path: str) -> str:
+    """The canonical URL of a SQLite file: ``sqlite:///`` + the percent-encoded absolute path
+    (see :mod:`kquota.stores.url`), which opens the same file from any working directory."""
+    return "sqlite:///" + urllib.parse.quote(absolute_path(os.fspath(path)), safe="/:@+,=~")
 
 
 class SQLiteConfigStore(ConfigStore):
@@ -161,9 +174,9 @@ class SQLiteConfigStore(ConfigStore):
             raise self._foreign(f"its tables are {', '.join(sorted(tables)) or 'none'}")
 
     def _uri(self, mode: str) -> str:
-        # file:// + an absolute path = an empty authority, whatever the path starts with (a path
-        # "//var/..." after bare "file:" would make "var" the authority); ?, #, % and spaces quoted.
-        return "file://" + urllib.parse.quote(os.path.abspath(self.path), safe="/") + "?mode=" + mode
+        # file:// + a path with one leading slash: an empty authority (bare "file:" + "//var/..."
+        # made "var" the authority: "invalid uri authority"); ?, #, % and spaces quoted.
+        return "file://" + urllib.parse.quote(absolute_path(self.path), safe="/") + "?mode=" + mode
 
     def _connect(self) -> sqlite3.Connection:
         try:

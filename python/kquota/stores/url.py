@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from kquota.stores.base import ConfigStore, ConfigStoreError
+from kquota.stores.sqlite import SQLiteConfigStore, absolute_path as _absolute, sqlite_url
 
 #: Environment variable naming the default store.
 STORE_ENV = "KQUOTA_STORE"
@@ -70,11 +71,6 @@ class StoreLocation:
     chroot: Optional[str] = None
 
 
-def sqlite_url(path: str) -> str:
-    """The canonical URL of a SQLite file: ``sqlite:///`` + the percent-encoded absolute path."""
-    return "sqlite:///" + urllib.parse.quote(_absolute(os.fspath(path)), safe="/:@+,=~")
-
-
 def default_store_url() -> str:
     """``$KQUOTA_STORE``, else the URL of ``kquota/quotas.db`` in the user's data directory
     (``$XDG_DATA_HOME``, else ``~/.local/share``)."""
@@ -87,13 +83,6 @@ def default_store_url() -> str:
 def _default_path() -> str:
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return os.path.join(base, "kquota", "quotas.db")
-
-
-def _absolute(path: str) -> str:
-    out = os.path.abspath(path)
-    # POSIX keeps a leading "//" (implementation-defined); Linux reads it as "/". One slash keeps
-    # the path and the file: URI built from it unambiguous.
-    return "/" + out.lstrip("/") if out.startswith("//") else out
 
 
 def _home(url: str, path: str) -> str:
@@ -180,8 +169,6 @@ def open_store(url: Optional[str] = None, **options: Any) -> ConfigStore:
             os.makedirs(os.path.dirname(_default_path()), exist_ok=True)
     where = parse_store_url(url)
     if where.kind == "sqlite":
-        from kquota.stores.sqlite import SQLiteConfigStore
-
         assert where.path is not None
         return SQLiteConfigStore(where.path, **options)
     from kquota.stores.zookeeper import ZooKeeperConfigStore
