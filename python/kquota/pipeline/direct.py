@@ -89,13 +89,6 @@ def _piece(out_dir: str, file_ix: int, broker: int) -> str:
     return f"{_tmp_dir(out_dir)}/f{file_ix:06d}-b{broker}.arrows"
 
 
-def _write_atomic(fs: Any, path: str, write: Callable[[Any], None]) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with fs.open_output_stream(tmp) as sink:
-        write(sink)
-    fs.move(tmp, path)
-
-
 def split_file(p: Plan, file_ix: int) -> list:
     """Split task: one input file into per-broker IPC pieces. Returns ``(broker, rows)`` pairs,
     or ``[(-1, 0, problem)]`` when the file needs the Spark path."""
