@@ -132,9 +132,9 @@ def test_request_log_is_a_pipeline_input(tmp_path, spark):
     """The rotated files read as one request log in the pipeline (no bad rows), and the pipeline's
     simulate replays them: capture -> usage/recommend/simulate on real traffic."""
     from kquota.pipeline.schema import read_requests
-    from kquota.proxy.reqlog import RequestLog
+    from kquota.proxy.reqlog import RequestLogWriter
 
-    log = RequestLog(str(tmp_path / "log"), rotate_rows=100)
+    log = RequestLogWriter(str(tmp_path / "log"), rotate_rows=100)
     for i in range(250):
         log.add(1_700_000_000_000 + i, "alice" if i % 2 else "ANONYMOUS", f"c{i % 3}",
                 ["PRODUCE", "FETCH", "REQUEST"][i % 3], 1000.0 + i)
@@ -147,9 +147,9 @@ def test_request_log_is_a_pipeline_input(tmp_path, spark):
 
 
 def test_request_log_rotates_on_time_without_traffic(tmp_path):
-    from kquota.proxy.reqlog import RequestLog
+    from kquota.proxy.reqlog import RequestLogWriter
 
-    log = RequestLog(str(tmp_path), rotate_rows=1000, rotate_seconds=0.3)
+    log = RequestLogWriter(str(tmp_path), rotate_rows=1000, rotate_seconds=0.3)
     log.add(1, "u", "c", "PRODUCE", 10)
     deadline = time.monotonic() + 5
     while not list(tmp_path.glob("*.parquet")) and time.monotonic() < deadline:

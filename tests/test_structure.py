@@ -157,3 +157,11 @@ def test_kafkas_constants_are_not_literals_in_python() -> None:
                    re.compile(r'= "\\x0[12]"')):
             found += [f"{path.relative_to(ROOT)}: {m.group(0)}" for m in rx.finditer(text)]
     assert found == []
+
+
+def test_the_request_log_schema_has_one_definition() -> None:
+    """Only kquota/request_log.py spells the request log's columns (issue 32)."""
+    columns = re.compile(r'"ts_ms",\s*"(broker|user)"')
+    found = [str(p.relative_to(ROOT)) for p in sorted((PYTHON / "kquota").rglob("*.py"))
+             if p.name != "request_log.py" and columns.search(p.read_text(encoding="utf-8"))]
+    assert found == []
