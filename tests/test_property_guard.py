@@ -227,6 +227,12 @@ def test_sqlite_store_calls(raw, wanted):
 @GUARD
 @given(st.one_of(numbers, others, names.filter(lambda s: "://" not in s)))
 def test_open_store_urls(url):
+    # A plain path names a SQLite file (docs/store-urls.md): what it creates lands in a scratch
+    # directory, with ~ pointing there too.
+    scratch = tempfile.mkdtemp(dir=STORE_DIR)
+    here, home = os.getcwd(), os.environ.get("HOME")
+    os.chdir(scratch)
+    os.environ["HOME"] = scratch
     store = None
     try:
         store = open_store(url)
@@ -235,6 +241,11 @@ def test_open_store_urls(url):
     finally:
         if store is not None:
             store.close()
+        os.chdir(here)
+        if home is None:
+            del os.environ["HOME"]
+        else:
+            os.environ["HOME"] = home
 
 
 CLI_OPTIONS = [

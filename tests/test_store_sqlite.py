@@ -39,7 +39,7 @@ def test_url_forms(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("url", ["", "sqlite://", "sqlite:///", "sqlite://host/q.db", "sqlite:q.db", "sqlite:///q.db?mode=ro",
                                  "sqlite:///q#1.db", "sqlite:///100%.db", "sqlite:///%ff.db", "sqlite:///a%00.db",
-                                 "sqlite:///:memory:", "mysql://x/y", "zookeeper://", 42])
+                                 "sqlite:///:memory:", "mysql://x/y", "zookeeper://", 42, "a\x00b.db", "\udc80.db"])
 def test_bad_urls(url, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigStoreError) as e:

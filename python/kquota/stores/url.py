@@ -94,6 +94,17 @@ def _home(url: str, path: str) -> str:
     return expanded
 
 
+def _file_name(url: str, path: str) -> str:
+    """``path`` if SQLite can open a file by it: no NUL, and UTF-8 (SQLite's file names are)."""
+    if "\x00" in path:
+        raise ConfigStoreError(f"invalid store path {url!r}: a NUL character cannot be in a file name")
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigStoreError(f"invalid store path {url!r}: not encodable as UTF-8 (a lone surrogate)") from None
+    return path
+
+
 def parse_store_url(url: str) -> StoreLocation:
     """Parses a store URL or plain path (the forms of this module's docstring); raises
     ``ConfigStoreError`` with a one-line message for anything else."""
@@ -106,7 +117,7 @@ def parse_store_url(url: str) -> StoreLocation:
         head = url.split(":", 1)[0].lower()
         if ":" in url and head in ("sqlite", "zookeeper", "zk"):
             raise ConfigStoreError(f"invalid store URL {url!r}: expected {head}:// (e.g. {_FORMS})")
-        return StoreLocation(url, "sqlite", path=_absolute(_home(url, url)))
+        return StoreLocation(url, "sqlite", path=_absolute(_home(url, _file_name(url, url))))
     scheme, rest = m.group(1).lower(), url[m.end():]
     if scheme == "sqlite":
         return StoreLocation(url, "sqlite", path=_sqlite_path(url, rest))
