@@ -49,7 +49,9 @@ KEEP_CHANGES = 1000
 #: How long a writer waits for another process's transaction (ms).
 BUSY_TIMEOUT_MS = 10_000
 _ALL = "*"
-#: After a file event, how long a watch keeps checking every ``poll_interval`` (seconds).
+#: After a file event, how long a watch checks every ``FAST_CHECK_S`` at most (seconds) ...
+FAST_S, FAST_CHECK_S = 0.5, 0.01
+#: ... and then every ``poll_interval``, until this long after the event (seconds).
 SETTLE_S = 2.0
 #: With file events, the longest a watch sleeps between two checks (seconds).
 IDLE_CHECK_S = 5.0
@@ -419,11 +421,14 @@ class _SQLiteWatch(StoreWatch):
             self._stop.wait(interval)
             return last_event, checks
         # A commit write()s its frames (the event) before it publishes them in the wal-index, one
-        # fsync later: after an event, check at 1, 2, 4, ... ms, then every poll_interval until
-        # SETTLE_S has passed, then sleep until the next event (IDLE_CHECK_S at most: a safety
-        # net for a commit slower than SETTLE_S).
-        if time.monotonic() - last_event < SETTLE_S:
-            timeout = min(interval, 0.001 * (1 << min(checks, 16)))
+        # fsync later: after an event, check at 1, 2, 4, 8 ms then every 10 ms for FAST_S (an
+        # fsync's usual time), every poll_interval until SETTLE_S, then sleep until the next
+        # event (IDLE_CHECK_S at most: a safety net for a commit slower than SETTLE_S).
+        since = time.monotonic() - last_event
+        if since < FAST_S:
+            timeout = min(interval, FAST_CHECK_S, 0.001 * (1 << min(checks, 16)))
+        elif since < SETTLE_S:
+            timeout = interval
         else:
             timeout = max(IDLE_CHECK_S, interval)
         if self._events.wait(timeout):
