@@ -187,7 +187,7 @@ class ProxyProcess(Relay):
         self.port = free_port()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", broker.address,
-             "--listen", f"127.0.0.1:{self.port}", "--store", f"sqlite://{store_dir}/q.db",
+             "--listen", f"127.0.0.1:{self.port}", "--store", f"sqlite:///{store_dir}/q.db",
              "--log-level", "WARNING", "--event-loop", os.environ.get("KQ_PROXY_LOOP", "auto")],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         wait_port(self.port, 30)

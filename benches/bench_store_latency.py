@@ -124,7 +124,7 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for poll in (0.05, 0.01):
-            results.append(measure("sqlite://" + os.path.join(tmp, f"bench-{poll}.db"), args.n, poll))
+            results.append(measure("sqlite:///" + os.path.join(tmp, f"bench-{poll}.db"), args.n, poll))
             print(json.dumps(results[-1]), flush=True)
     started = False
     if not zk_up(args.zk):
@@ -163,7 +163,8 @@ def main() -> None:
         "|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        how = f"poll every {r['poll_interval_ms']:g} ms" if r["poll_interval_ms"] else "ChildrenWatch on /config/changes"
+        how = (f"file events, poll_interval {r['poll_interval_ms']:g} ms" if r["poll_interval_ms"]
+               else "ChildrenWatch on /config/changes")
         lat, c = r["latency_ms"], r["alter_call_ms"]
         lines.append(f"| {r['store']} | {how} | {lat['median']:.1f} | {lat['p90']:.1f} | {lat['p99']:.1f} | "
                      f"{lat['max']:.1f} | {c['median']:.1f} / {c['p99']:.1f} |")

@@ -41,7 +41,7 @@ def fresh_zk_url():
 
 
 def fresh_sqlite_url(tmp_path):
-    return "sqlite://" + str(tmp_path / "quotas.db")
+    return "sqlite:///" + str(tmp_path / "quotas.db")
 
 
 def store_url(kind, tmp_path):

@@ -101,7 +101,7 @@ def cli(capsys, *args):
 
 
 def test_describe_says_when_nothing_matches_and_the_table_has_a_header(tmp_path, capsys):
-    url = "sqlite://" + str(tmp_path / "q.db")
+    url = "sqlite:///" + str(tmp_path / "q.db")
     s = open_store(url)
     s.alter([({"user": "alice"}, {"producer_byte_rate": 1024})])
     s.close()
@@ -111,7 +111,7 @@ def test_describe_says_when_nothing_matches_and_the_table_has_a_header(tmp_path,
     assert cli(capsys, "--store", url, "--describe", "--entity-type", "clients")[1] == "no quotas for clients/*\n"
     code, out, _ = cli(capsys, "--store", url, "--describe")
     assert out.splitlines() == ["USER   CLIENT-ID  CONFIGS", "alice  -          producer_byte_rate=1024"]
-    empty = "sqlite://" + str(tmp_path / "empty.db")
+    empty = "sqlite:///" + str(tmp_path / "empty.db")
     s = open_store(empty)
     s.close()
     assert cli(capsys, "--store", empty, "--describe")[1] == f"no quotas in {empty}\n"
@@ -120,24 +120,24 @@ def test_describe_says_when_nothing_matches_and_the_table_has_a_header(tmp_path,
 def test_describe_of_a_missing_store_says_so_and_creates_nothing(tmp_path):
     missing = tmp_path / "sub" / "typo.db"
     for args in (["--describe"], ["--describe", "--json"], ["--describe", "--user", "a"]):
-        p = kq("configs", "--store", f"sqlite://{missing}", *args)
+        p = kq("configs", "--store", f"sqlite:///{missing}", *args)
         assert p.returncode == 1 and p.stdout == ""
-        assert p.stderr.splitlines() == [f"kquota: error: no store at {missing} (sqlite://{missing}): nothing to "
+        assert p.stderr.splitlines() == [f"kquota: error: no store at {missing} (sqlite:///{missing}): nothing to "
                                          "describe, nothing created (an --alter creates it)"]
     assert not missing.exists() and not missing.parent.exists()
     # A relative path is resolved against the working directory, and the message says where.
-    p = kq("configs", "--store", "sqlite://rel.db", "--describe", cwd=tmp_path)
+    p = kq("configs", "--store", "sqlite:///rel.db", "--describe", cwd=tmp_path)
     assert p.returncode == 1 and f"no store at {tmp_path / 'rel.db'}" in p.stderr
     assert not (tmp_path / "rel.db").exists()
 
 
 def test_alter_on_a_new_path_says_where_the_store_was_created(tmp_path):
-    p = kq("configs", "--store", "sqlite://new.db", "--alter", "--add-config", "producer_byte_rate=5", "--user", "a",
+    p = kq("configs", "--store", "sqlite:///new.db", "--alter", "--add-config", "producer_byte_rate=5", "--user", "a",
            cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert p.stderr == f"kquota configs: created a new store at {tmp_path / 'new.db'}\n"
     assert p.stdout == 'Completed updating config for user="a".\n'
-    p = kq("configs", "--store", "sqlite://new.db", "--alter", "--add-config", "producer_byte_rate=6", "--user", "a",
+    p = kq("configs", "--store", "sqlite:///new.db", "--alter", "--add-config", "producer_byte_rate=6", "--user", "a",
            cwd=tmp_path)
     assert p.returncode == 0 and p.stderr == ""  # an existing store: nothing to announce
     # With the default store (no --store, no $KQUOTA_STORE) the first alter names the file too.
@@ -183,7 +183,7 @@ PYTHON_WORDS = ("mappingproxy", "NoneType", "dict", "list", "str ", "bool", "Err
 def test_quota_file_errors_name_entry_and_key_in_json_terms(tmp_path, doc, expected):
     f = tmp_path / "q.json"
     f.write_text(json.dumps(doc))
-    url = "sqlite://" + str(tmp_path / "s.db")
+    url = "sqlite:///" + str(tmp_path / "s.db")
     p = kq("configs", "--store", url, "--alter", "--quota-file", str(f))
     assert p.returncode == 1 and p.stdout == ""
     lines = p.stderr.splitlines()

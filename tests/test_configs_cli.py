@@ -127,17 +127,17 @@ def test_describe_json_feeds_back_in(capsys, url, tmp_path):
     assert dict(parse_quota_config(doc)) == expected
     path = tmp_path / "out.json"
     path.write_text(out)
-    other = "sqlite://" + str(tmp_path / "copy.db")
+    other = "sqlite:///" + str(tmp_path / "copy.db")
     assert cli(capsys, "--store", other, "--alter", "--quota-file", str(path))[0] == 0
     assert state(other) == expected
-    third = "sqlite://" + str(tmp_path / "third.db")
+    third = "sqlite:///" + str(tmp_path / "third.db")
     p = run_cli("--store", third, "--alter", "--quota-file", "-", stdin=out)
     assert p.returncode == 0, p.stderr
     assert state(third) == expected
 
 
 def test_default_store_from_environment(tmp_path):
-    url = "sqlite://" + str(tmp_path / "env.db")
+    url = "sqlite:///" + str(tmp_path / "env.db")
     p = run_cli("--alter", "--add-config", "producer_byte_rate=5", "--client", "c", env_extra={"KQUOTA_STORE": url})
     assert p.returncode == 0, p.stderr
     assert state(url) == {E({"client-id": "c"}): {"producer_byte_rate": 5.0}}
@@ -169,7 +169,7 @@ def test_default_store_from_environment(tmp_path):
     ],
 )
 def test_bad_alter_is_one_line_and_changes_nothing(tmp_path, args, message):
-    url = "sqlite://" + str(tmp_path / "q.db")
+    url = "sqlite:///" + str(tmp_path / "q.db")
     s = open_store(url)
     s.alter([({"user": "a"}, {"producer_byte_rate": 7})])
     s.close()
@@ -182,7 +182,7 @@ def test_bad_alter_is_one_line_and_changes_nothing(tmp_path, args, message):
 
 
 def test_bad_quota_file_changes_nothing(tmp_path):
-    url = "sqlite://" + str(tmp_path / "q.db")
+    url = "sqlite:///" + str(tmp_path / "q.db")
     f = tmp_path / "bad.json"
     f.write_text(json.dumps({"quotas": [{"entity": {"user": "ok"}, "config": {"producer_byte_rate": 1}},
                                         {"entity": {"user": "bad"}, "config": {"producer_byte_rate": 0}}]}))

@@ -227,6 +227,12 @@ def test_sqlite_store_calls(raw, wanted):
 @GUARD
 @given(st.one_of(numbers, others, names.filter(lambda s: "://" not in s)))
 def test_open_store_urls(url):
+    # A plain path names a SQLite file (docs/store-urls.md): what it creates lands in a scratch
+    # directory, with ~ pointing there too.
+    scratch = tempfile.mkdtemp(dir=STORE_DIR)
+    here, home = os.getcwd(), os.environ.get("HOME")
+    os.chdir(scratch)
+    os.environ["HOME"] = scratch
     store = None
     try:
         store = open_store(url)
@@ -235,6 +241,11 @@ def test_open_store_urls(url):
     finally:
         if store is not None:
             store.close()
+        os.chdir(here)
+        if home is None:
+            del os.environ["HOME"]
+        else:
+            os.environ["HOME"] = home
 
 
 CLI_OPTIONS = [
@@ -251,7 +262,7 @@ cli_tokens = st.one_of(
 @GUARD
 @given(st.lists(cli_tokens, max_size=7))
 def test_cli_configs(tokens):
-    argv = ["configs", "--store", "sqlite://" + CLI_STORE.path, *tokens]
+    argv = ["configs", "--store", "sqlite:///" + CLI_STORE.path, *tokens]
     before = CLI_STORE.describe()
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):

@@ -11,7 +11,7 @@ from pathlib import Path
 import kquota
 import pytest
 from kquota.proxy.protocol import apis
-from kquota.proxy.reqlog import RequestLog
+from kquota.proxy.reqlog import RequestLogWriter
 from proxy_fakes import FetchRecorder, SaslFront
 from proxy_support import ProxyThread, make_topic
 from proxy_wire import Wire
@@ -28,7 +28,7 @@ def sasl_front():
     f.stop()
 
 
-def logged_rows(log: RequestLog, directory: Path) -> list[dict]:
+def logged_rows(log: RequestLogWriter, directory: Path) -> list[dict]:
     """Every row of the request log so far (``flush`` writes what is buffered)."""
     import pyarrow.parquet as pq
 
@@ -42,7 +42,7 @@ def test_sasl_principal_reaches_the_produce_quota(sasl_front, tmp_path):
     (taken from the running proxy) names her."""
     qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
     qm.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": 20_000})])
-    log = RequestLog(str(tmp_path), rotate_seconds=600)
+    log = RequestLogWriter(str(tmp_path), rotate_seconds=600)
     proxy = ProxyThread(("127.0.0.1", sasl_front.port), qm=qm, request_log=log)
     try:
         topic = make_topic(proxy.address)

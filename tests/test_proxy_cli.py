@@ -24,7 +24,7 @@ def start_proxy(broker: Tansu, tmp_path, *extra: str) -> tuple[subprocess.Popen,
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
         [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", broker.address,
-         "--listen", f"127.0.0.1:{port}", "--store", f"sqlite://{tmp_path}/q.db", *extra],
+         "--listen", f"127.0.0.1:{port}", "--store", f"sqlite:///{tmp_path}/q.db", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         wait_port(port, 20)
@@ -100,13 +100,13 @@ def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig):
 
 def test_cli_bad_arguments_fail_in_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", "nohost",
-                        "--store", f"sqlite://{tmp_path}/q.db"], capture_output=True, timeout=30, check=False)
+                        "--store", f"sqlite:///{tmp_path}/q.db"], capture_output=True, timeout=30, check=False)
     assert r.returncode == 1
     assert r.stderr.decode().strip().splitlines() == ["kquota: error: --bootstrap-server must be HOST:PORT, got 'nohost'"]
     bad = tmp_path / "bad.properties"
     bad.write_text("quota.window.num=zero\n")
     r = subprocess.run([sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", "127.0.0.1:1",
-                        "--store", f"sqlite://{tmp_path}/q.db", "--config", str(bad)],
+                        "--store", f"sqlite:///{tmp_path}/q.db", "--config", str(bad)],
                        capture_output=True, timeout=30, check=False)
     assert r.returncode == 1
     assert "quota.window.num must be an integer" in r.stderr.decode()
@@ -114,7 +114,7 @@ def test_cli_bad_arguments_fail_in_one_line(tmp_path):
     for extra, message in ((["--threads", "0"], "--threads must be between 1 and 64, got 0"),
                            (["--threads", "65"], "--threads must be between 1 and 64, got 65")):
         r = subprocess.run([sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", "127.0.0.1:1",
-                            "--store", f"sqlite://{tmp_path}/q.db", *extra], capture_output=True, timeout=30, check=False)
+                            "--store", f"sqlite:///{tmp_path}/q.db", *extra], capture_output=True, timeout=30, check=False)
         assert r.returncode == 1
         assert r.stderr.decode().strip().splitlines() == [f"kquota: error: {message}"]
 
@@ -133,9 +133,9 @@ def test_request_log_is_a_pipeline_input(tmp_path, spark):
     """The rotated files read as one request log in the pipeline (no bad rows), and the pipeline's
     simulate replays them: capture -> usage/recommend/simulate on real traffic."""
     from kquota.pipeline.schema import read_requests
-    from kquota.proxy.reqlog import RequestLog
+    from kquota.proxy.reqlog import RequestLogWriter
 
-    log = RequestLog(str(tmp_path / "log"), rotate_rows=100)
+    log = RequestLogWriter(str(tmp_path / "log"), rotate_rows=100)
     for i in range(250):
         log.add(1_700_000_000_000 + i, "alice" if i % 2 else "ANONYMOUS", f"c{i % 3}",
                 ["PRODUCE", "FETCH", "REQUEST"][i % 3], 1000.0 + i)
@@ -148,9 +148,9 @@ def test_request_log_is_a_pipeline_input(tmp_path, spark):
 
 
 def test_request_log_rotates_on_time_without_traffic(tmp_path):
-    from kquota.proxy.reqlog import RequestLog
+    from kquota.proxy.reqlog import RequestLogWriter
 
-    log = RequestLog(str(tmp_path), rotate_rows=1000, rotate_seconds=0.3)
+    log = RequestLogWriter(str(tmp_path), rotate_rows=1000, rotate_seconds=0.3)
     log.add(1, "u", "c", "PRODUCE", 10)
     deadline = time.monotonic() + 5
     while not list(tmp_path.glob("*.parquet")) and time.monotonic() < deadline:
@@ -203,7 +203,7 @@ def test_captured_traffic_recommended_and_applied_is_enforced_live(broker, spark
         producer.start()
         time.sleep(2)
         unlimited = meter.rate(time.monotonic() - 1, time.monotonic())
-        assert main(["configs", "--store", f"sqlite://{tmp_path}/q.db", "--alter", "--quota-file",
+        assert main(["configs", "--store", f"sqlite:///{tmp_path}/q.db", "--alter", "--quota-file",
                      str(rec / "quotas.json")]) == 0
         applied = time.monotonic()
         time.sleep(9)

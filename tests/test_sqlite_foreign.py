@@ -74,7 +74,7 @@ def test_the_cli_describe_refuses_a_foreign_file_and_touches_nothing(tmp_path):
     before = digest(path)
     for args in (["--describe"], ["--alter", "--add-config", "producer_byte_rate=10", "--entity-type", "users",
                                   "--entity-name", "a"]):
-        r = run_cli("--store", "sqlite://" + path, *args)
+        r = run_cli("--store", "sqlite:///" + path, *args)
         assert r.returncode != 0
         assert "not a kquota store" in r.stderr and path in r.stderr
         assert "Traceback" not in r.stderr
@@ -99,13 +99,13 @@ def test_new_stores_are_marked_and_old_unmarked_stores_adopted(tmp_path):
 def test_read_only_open_creates_and_changes_nothing(tmp_path):
     missing = str(tmp_path / "missing.db")
     with pytest.raises(ConfigStoreError, match="no such file"):
-        open_store("sqlite://" + missing, read_only=True)
+        open_store("sqlite:///" + missing, read_only=True)
     assert os.listdir(tmp_path) == []
     path = str(tmp_path / "q.db")
     with SQLiteConfigStore(path) as s:
         s.alter([({"user": "a"}, {"producer_byte_rate": 10})])
     before = digest(path)
-    ro = open_store("sqlite://" + path, read_only=True)
+    ro = open_store("sqlite:///" + path, read_only=True)
     try:
         assert len(ro.describe()) == 1
         with pytest.raises(ConfigStoreError, match="read-only"):

@@ -1,9 +1,38 @@
 """Kafka's Sanitizer in Python, and entity paths in Kafka's ZooKeeper layout."""
 
+import re
+
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from kquota import ClientQuotaEntity
 from kquota.stores import desanitize, entity_path, parse_entity_path, sanitize
+
+
+def test_desanitize_reads_escapes_as_javas_url_decoder_does():
+    """URLDecoder's details, read in the JDK 17 source: each run of %XX escapes is decoded as one
+    byte sequence (a run cut mid-character is U+FFFD, not joined with the next run), the two
+    characters go through Integer.parseInt(s, 16) (a sign may lead: %+F is 0x0F, %-0 is 0, and a
+    negative value is refused), a lone '%' near the end is refused, other characters stay."""
+    assert desanitize("%C3+%A9") == "\ufffd \ufffd"  # two runs, neither a whole character
+    assert desanitize("%C3%A9+%E2%82%AC") == "é €"
+    assert desanitize("%+F") == "\x0f" and desanitize("%-0") == "\x00"
+    assert desanitize("é€😀") == "é€😀" and desanitize("a\udcffb") == "a?b"
+    for bad in ("%-1", "%%41", "a%2", "%2-", "% 1", "%é1"):
+        with pytest.raises(ValueError):
+            desanitize(bad)
+
+
+@given(st.text(max_size=40))
+@settings(max_examples=400, deadline=None)
+def test_sanitize_then_desanitize_is_the_identity(name):
+    """Kafka's Sanitizer round trip for any name without a lone surrogate (Java writes one as
+    '?', see test_sanitize_known_cases); the node name holds only node-safe characters."""
+    assume(not any(0xD800 <= ord(c) <= 0xDFFF for c in name))
+    node = sanitize(name)
+    assert re.fullmatch(r"[a-zA-Z0-9._\-%]*", node)
+    assert desanitize(node) == name
 
 
 @pytest.mark.parametrize(

@@ -19,38 +19,42 @@ E = ClientQuotaEntity
 
 
 def test_url_forms(tmp_path, monkeypatch):
-    s = open_store("sqlite://" + str(tmp_path / "a.db"))
-    assert s.url == "sqlite://" + str(tmp_path / "a.db") and s.url.startswith("sqlite:///")
+    s = open_store("sqlite:///" + str(tmp_path / "a.db"))
+    assert s.url == "sqlite:///" + str(tmp_path / "a.db") and s.url.startswith("sqlite:////")
     s.close()
     monkeypatch.chdir(tmp_path)
-    s = open_store("sqlite://rel.db")
-    assert os.path.exists(tmp_path / "rel.db")
+    s = open_store("sqlite:///rel.db")  # SQLAlchemy's convention: relative to the working directory
+    assert os.path.exists(tmp_path / "rel.db") and s.url == "sqlite:///" + str(tmp_path / "rel.db")
     s.close()
     monkeypatch.setenv("KQUOTA_STORE", "sqlite:///x/y.db")
     assert default_store_url() == "sqlite:///x/y.db"
     monkeypatch.delenv("KQUOTA_STORE")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    assert default_store_url() == "sqlite://" + str(tmp_path / "data" / "kquota" / "quotas.db")
+    assert default_store_url() == "sqlite:///" + str(tmp_path / "data" / "kquota" / "quotas.db")
     s = open_store()  # the default location is created on first use
     s.alter([({"user": "a"}, {"producer_byte_rate": 1})])
     s.close()
     assert os.path.exists(tmp_path / "data" / "kquota" / "quotas.db")
 
 
-@pytest.mark.parametrize("url", ["quotas.db", "sqlite://", "mysql://x/y", "zookeeper://", 42])
-def test_bad_urls(url):
+@pytest.mark.parametrize("url", ["", "sqlite://", "sqlite:///", "sqlite://host/q.db", "sqlite:q.db", "sqlite:///q.db?mode=ro",
+                                 "sqlite:///q#1.db", "sqlite:///100%.db", "sqlite:///%ff.db", "sqlite:///a%00.db",
+                                 "sqlite:///:memory:", "mysql://x/y", "zookeeper://", 42, "a\x00b.db", "\udc80.db"])
+def test_bad_urls(url, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigStoreError) as e:
         open_store(url)
     assert "\n" not in str(e.value)
+    assert list(tmp_path.iterdir()) == []  # nothing created
 
 
 def test_unopenable_files_name_the_url(tmp_path):
-    with pytest.raises(ConfigStoreError, match="sqlite:///nonexistent-dir/q.db"):
+    with pytest.raises(ConfigStoreError, match="nonexistent-dir/q.db"):
         open_store("sqlite:///nonexistent-dir/q.db")
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"not a database" * 500)
     with pytest.raises(ConfigStoreError, match=str(junk)):
-        open_store("sqlite://" + str(junk))
+        open_store("sqlite:///" + str(junk))
     other = tmp_path / "other.db"
     conn = sqlite3.connect(other)
     conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER)")
@@ -58,11 +62,11 @@ def test_unopenable_files_name_the_url(tmp_path):
     conn.commit()
     conn.close()
     with pytest.raises(ConfigStoreError, match="schema version 99"):
-        open_store("sqlite://" + str(other))
+        open_store("sqlite:///" + str(other))
 
 
 def test_wal_mode_and_sequence(tmp_path):
-    s = open_store("sqlite://" + str(tmp_path / "q.db"))
+    s = open_store("sqlite:///" + str(tmp_path / "q.db"))
     assert s._db().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert s.sequence() == 0
     s.alter([({"user": "a"}, {"producer_byte_rate": 1})])
@@ -72,7 +76,7 @@ def test_wal_mode_and_sequence(tmp_path):
 
 
 def test_corrupt_rows_are_reported_and_skipped(tmp_path):
-    s = open_store("sqlite://" + str(tmp_path / "q.db"))
+    s = open_store("sqlite:///" + str(tmp_path / "q.db"))
     s.alter([({"user": "a"}, {"producer_byte_rate": 1})])
     s._db().execute("INSERT INTO quota VALUES ('topics/t', 'producer_byte_rate', 5)")
     errors = []
@@ -82,7 +86,7 @@ def test_corrupt_rows_are_reported_and_skipped(tmp_path):
 
 
 def test_large_alter_tells_watchers_to_resync(tmp_path):
-    s = open_store("sqlite://" + str(tmp_path / "q.db"), poll_interval=0.01)
+    s = open_store("sqlite:///" + str(tmp_path / "q.db"), poll_interval=0.01)
     got = []
     done = threading.Event()
     w = s.watch(lambda ents: (got.append(ents), done.set()))
@@ -97,7 +101,8 @@ def test_large_alter_tells_watchers_to_resync(tmp_path):
 
 def test_pruned_change_log_forces_a_resync(tmp_path, monkeypatch):
     monkeypatch.setattr(sqlite_store, "KEEP_CHANGES", 10)
-    s = open_store("sqlite://" + str(tmp_path / "q.db"), poll_interval=3600)
+    monkeypatch.setattr(sqlite_store, "directory_events", lambda d: None)  # only this test's _poll() calls
+    s = open_store("sqlite:///" + str(tmp_path / "q.db"), poll_interval=3600)
     got = []
     w = s.watch(got.append)
     try:
@@ -109,6 +114,57 @@ def test_pruned_change_log_forces_a_resync(tmp_path, monkeypatch):
         s.alter([({"user": "last"}, {"producer_byte_rate": 1})])
         w._poll()
         assert got[1] == frozenset({E({"user": "last"})})
+    finally:
+        w.stop()
+        s.close()
+
+
+def test_data_version_changes_with_other_connections_commits_only(tmp_path):
+    """What the watch relies on: PRAGMA data_version moves when another connection (this process
+    or another) commits, not for the connection's own commits nor for reads."""
+    s = open_store("sqlite:///" + str(tmp_path / "q.db"))
+    watcher = s._connect()
+    try:
+        def version():
+            return watcher.execute("PRAGMA data_version").fetchone()[0]
+
+        v = version()
+        watcher.execute("SELECT * FROM quota").fetchall()
+        watcher.execute("BEGIN IMMEDIATE")
+        watcher.execute("UPDATE meta SET value = value WHERE key = 'schema'")
+        watcher.execute("COMMIT")
+        assert version() == v
+        s.alter([({"user": "a"}, {"producer_byte_rate": 1})])
+        assert version() != v
+        v = version()
+        subprocess.run([sys.executable, "-c", WRITER, s.url, "1"], input="\n", text=True, capture_output=True, check=True,
+                       timeout=60)
+        assert version() != v
+    finally:
+        watcher.close()
+        s.close()
+
+
+def test_an_idle_watch_sleeps_until_a_commit_wakes_it(tmp_path, monkeypatch):
+    """No wake-ups while nothing changes (not one per poll_interval), and a commit from another
+    process is seen through the file event, long before the idle safety check."""
+    if sqlite_store.directory_events(str(tmp_path)) is None:
+        pytest.skip("no inotify on this platform: the watch polls")
+    checks = []
+    real = sqlite_store._SQLiteWatch._check
+    monkeypatch.setattr(sqlite_store._SQLiteWatch, "_check", lambda self: (checks.append(1), real(self)))
+    s = open_store("sqlite:///" + str(tmp_path / "q.db"), poll_interval=0.01)
+    got = threading.Event()
+    w = s.watch(lambda ents: got.set())
+    try:
+        time.sleep(sqlite_store.SETTLE_S + 0.5)
+        checks.clear()
+        time.sleep(1.0)
+        assert checks == []  # polling every 10 ms would have checked about 100 times
+        subprocess.run([sys.executable, "-c", WRITER, s.url, "1"], input="\n", text=True, capture_output=True, check=True,
+                       timeout=60)
+        assert got.wait(sqlite_store.IDLE_CHECK_S / 2)
+        assert 0 < len(checks) < 200
     finally:
         w.stop()
         s.close()
@@ -145,7 +201,7 @@ def _wal_size(path):
 
 def test_kill_9_mid_alter_leaves_old_or_new_state(tmp_path):
     db = tmp_path / "q.db"
-    url = "sqlite://" + str(db)
+    url = "sqlite:///" + str(db)
     s = open_store(url)
     s.alter([({"user": "user-0", "client-id": "c0"}, {"producer_byte_rate": 999}), ({"user": "keep"}, {"producer_byte_rate": 5})])
     old = s.describe()
@@ -179,7 +235,7 @@ def test_kill_9_mid_alter_leaves_old_or_new_state(tmp_path):
 
 def test_kill_9_at_any_moment_never_mixes(tmp_path):
     db = tmp_path / "q.db"
-    url = "sqlite://" + str(db)
+    url = "sqlite:///" + str(db)
     s = open_store(url)
     s.alter([({"user": "keep"}, {"producer_byte_rate": 5})])
     old = s.describe()

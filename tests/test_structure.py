@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PYTHON = ROOT / "python"
@@ -230,3 +231,35 @@ def test_native_plane_imports_no_socket_plane():
         socketed = {name: sorted(_names_used(sources[name]) & SOCKET_APIS) for name in seen}
         socketed = {name: found for name, found in socketed.items() if found}
         assert socketed == {}, f"{root} imports socket-plane modules: {socketed}"
+
+
+# ------------------------------------------------------------ one definition of Kafka's constants
+
+
+def test_kafkas_constants_are_not_literals_in_python() -> None:
+    """Kafka's broker defaults (``_kquota.BROKER_DEFAULTS``), ``MAX_NAME_BYTES`` and the tag
+    prefixes come from the core: no parameter default, assignment or ``getattr`` fallback in
+    python/kquota spells them as a number or a control character."""
+    from kquota import _kquota
+
+    settings = "|".join(_kquota.BROKER_DEFAULTS)
+    kafka = "|".join(re.escape(f"{prefix}{name}") for prefix in ("", "controller.") for name in (
+        "quota.window.num", "quota.window.size.seconds")) + "|num.io.threads|num.network.threads"
+    default = re.compile(rf"\b({settings})\s*(:\s*[\w\[\], ]+)?=\s*\d", re.M)
+    fallback = re.compile(rf'(getattr\(\w+, "({settings})"|_int_prop\(props, "({kafka})"), \d')
+    files = sorted((PYTHON / "kquota").rglob("*.py")) + [PYTHON / "kquota" / "_kquota.pyi"]
+    found = []
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        for rx in (default, fallback, re.compile(r"MAX_NAME_BYTES\s*(:\s*int)?\s*=\s*\d"),
+                   re.compile(r'= "\\x0[12]"')):
+            found += [f"{path.relative_to(ROOT)}: {m.group(0)}" for m in rx.finditer(text)]
+    assert found == []
+
+
+def test_the_request_log_schema_has_one_definition() -> None:
+    """Only kquota/request_log.py spells the request log's columns (issue 32)."""
+    columns = re.compile(r'"ts_ms",\s*"(broker|user)"')
+    found = [str(p.relative_to(ROOT)) for p in sorted((PYTHON / "kquota").rglob("*.py"))
+             if p.name != "request_log.py" and columns.search(p.read_text(encoding="utf-8"))]
+    assert found == []

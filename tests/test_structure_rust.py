@@ -190,3 +190,28 @@ def test_readme_architecture_names_every_kernel_module() -> None:
     named = set(re.findall(r"src/(\w+\.rs)", section.group(1).split("rust/kquota-py/")[0]))
     gone = sorted(named - set(files) - {"lib.rs"})
     assert not gone, f"docs/architecture.md names quota-core files that do not exist: {gone}"
+
+
+# ---------------------------------------------------------------- the extension and the package
+
+KQUOTA_PY = ROOT / "rust" / "kquota-py" / "src"
+
+
+def test_the_extension_never_imports_the_kquota_package() -> None:
+    """Arrows run from the package to the extension only: `kquota.quota_type` and
+    `kquota.callback` hand their class and function over at import (`_register_quota_type`,
+    `_register_tag_decoder`); no module of the extension imports `kquota` back."""
+    pattern = re.compile(r'import\w*\(\s*(?:py\s*,\s*)?c?"(kquota\b[\w.]*)"')
+    hits = {p.relative_to(ROOT).as_posix(): pattern.findall(p.read_text())
+            for p in KQUOTA_PY.rglob("*.rs")}
+    assert {p: h for p, h in hits.items() if h} == {}
+
+
+def test_kafkas_constants_have_one_definition_in_the_extension() -> None:
+    """Broker defaults come from quota-core (`types.rs`, listed by `settings::BROKER_DEFAULTS`),
+    the tag prefixes from quota-core's `callback.rs`: the binding writes no literal of them."""
+    kernel = (KQUOTA_PY / "kernel.rs").read_text()
+    assert not re.search(r"\b(Int|Real)\(\d", kernel), "a literal default in kernel.rs"
+    for p in KQUOTA_PY.rglob("*.rs"):
+        text = p.read_text()
+        assert "'\\u{1}'" not in text and "'\\u{2}'" not in text, p

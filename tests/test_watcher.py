@@ -93,7 +93,7 @@ def test_value_the_manager_rejects_is_reported_and_the_rest_applied(url):
 
 
 def test_sqlite_large_alter_resyncs(tmp_path):
-    url = "sqlite://" + str(tmp_path / "q.db")
+    url = "sqlite:///" + str(tmp_path / "q.db")
     store = open_store(url, poll_interval=0.01)
     qm = QuotaManager()
     try:

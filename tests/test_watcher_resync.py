@@ -50,7 +50,7 @@ def wait_until(pred, timeout):
 
 
 def test_a_failed_reread_is_retried_until_applied(tmp_path):
-    store = open_store("sqlite://" + str(tmp_path / "q.db"))
+    store = open_store("sqlite:///" + str(tmp_path / "q.db"))
     flaky = FlakyStore(store, failures=4)
     qm = QuotaManager(expiry_interval_seconds=None)
     errors = []

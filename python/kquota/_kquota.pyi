@@ -14,6 +14,8 @@ __all__ = [
     "PrometheusStream",
     "_quota_types",
     "_quota_type_value",
+    "_register_quota_type",
+    "_register_tag_decoder",
     "_noop",
     "KQuotaError",
     "QuotaConfigError",
@@ -25,6 +27,12 @@ __all__ = [
     "ENTITY_ABSENT",
     "ENTITY_DEFAULT",
     "ENTITY_NAMED",
+    "BROKER_DEFAULTS",
+    "MAX_NAME_BYTES",
+    "INTERNAL_TAG_PREFIX",
+    "ENCODED_TAGS_PREFIX",
+    "desanitize",
+    "prometheus_name",
     "QuotaConfig",
     "sanitize",
     "validate_quota_changes",
@@ -40,6 +48,12 @@ def _quota_types() -> list[tuple[str, int, str, str]]:
 
 def _quota_type_value(quota_type: QuotaTypeLike) -> int:
     """The value of a member or of a member's name (``QuotaValueError`` for unknown names)."""
+
+def _register_quota_type(cls: type) -> None:
+    """Hands ``kquota.quota_type.ClientQuotaType`` to the extension (called once, at its import)."""
+
+def _register_tag_decoder(decode: Any) -> None:
+    """Hands ``kquota.callback.decode_tags`` to the extension (called once, at its import)."""
 
 class KQuotaError(Exception): ...
 class QuotaConfigError(KQuotaError, ValueError): ...
@@ -88,21 +102,22 @@ class ClientHandle:
 class QuotaKernel:
     """The native kernel; use the subclass ``kquota.QuotaManager``."""
 
+    # Defaults: Kafka's broker defaults (``BROKER_DEFAULTS``).
     def __new__(
         cls,
-        window_num: int = 11,
-        window_size_seconds: int = 1,
-        num_io_threads: int = 8,
-        num_network_threads: int = 3,
+        window_num: int = ...,
+        window_size_seconds: int = ...,
+        num_io_threads: int = ...,
+        num_network_threads: int = ...,
         producer_default: Optional[float] = None,
         consumer_default: Optional[float] = None,
-        metrics_num_samples: int = 2,
-        metrics_sample_window_ms: int = 30_000,
-        controller_window_num: int = 11,
-        controller_window_size_seconds: int = 1,
-        sensor_expiry_seconds: float = 3600.0,
+        metrics_num_samples: int = ...,
+        metrics_sample_window_ms: int = ...,
+        controller_window_num: int = ...,
+        controller_window_size_seconds: int = ...,
+        sensor_expiry_seconds: float = ...,
         max_sensors: Optional[int] = None,
-        expiry_interval_seconds: Optional[float] = 30.0,
+        expiry_interval_seconds: Optional[float] = ...,
         max_name_bytes: Optional[int] = None,
         **python_only: Any,
     ) -> QuotaKernel: ...
@@ -223,9 +238,26 @@ CONFIG_KEYS: Final[tuple[str, str, str, str]]
 ENTITY_ABSENT: Final[int]
 ENTITY_DEFAULT: Final[int]
 ENTITY_NAMED: Final[int]
+#: Kafka's broker defaults of the kernel's settings (``quota.window.num`` -> ``window_num``: 11,
+#: ...): ints for broker configs, float seconds for ``sensor_expiry_seconds`` and
+#: ``expiry_interval_seconds``. The one definition (quota-core ``types.rs``).
+BROKER_DEFAULTS: Final[dict[str, Any]]
+#: Kafka's wire limit for a principal name or client-id (an int16 string), bytes.
+MAX_NAME_BYTES: Final[int]
+#: User-tag prefix of the kernel's internal sensors (``"\x01"``).
+INTERNAL_TAG_PREFIX: Final[str]
+#: User-tag prefix of a callback's tag map kept as JSON (``"\x02"``).
+ENCODED_TAGS_PREFIX: Final[str]
 
 def sanitize(name: str) -> str:
     """Kafka's ``Sanitizer.sanitize`` (a lone surrogate becomes ``?`` first, as in Java)."""
+
+def desanitize(node_name: str) -> str:
+    """Kafka's ``Sanitizer.desanitize`` (Java's ``URLDecoder.decode``); ``ValueError`` on a
+    broken ``%`` escape."""
+
+def prometheus_name(group: str, name: str) -> str:
+    """``kafka_server_<group>_<name>``: a metric's Prometheus family (no ``_total``)."""
 
 def validate_quota_changes(
     changes: list[tuple[int, str, int, str, str, Optional[float]]],

@@ -25,17 +25,20 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from kquota import _kquota
 from kquota.quota_type import ClientQuotaType
 from kquota.entity import ClientQuotaEntity, KafkaPrincipal
 from kquota.exceptions import KQuotaError
 
-__all__ = ["ClientQuotaCallback", "ClusterMetadata", "PartitionInfo", "load_callback"]
+__all__ = ["ENCODED_TAGS_PREFIX", "ClientQuotaCallback", "ClusterMetadata", "PartitionInfo", "decode_tags",
+           "encode_tags", "load_callback"]
 
 logger = logging.getLogger("kquota.callback")
 
 #: Prefix of the kernel tag under which a tag map that is not exactly {"user", "client-id"} is
-#: stored (as canonical JSON); a control character, so no real tag value collides with it.
-_ENCODED = "\x02"
+#: stored (as canonical JSON); a control character, so no real tag value collides with it. The
+#: core's definition (the Prometheus exposition strips it); public for the metric readers.
+ENCODED_TAGS_PREFIX: str = _kquota.ENCODED_TAGS_PREFIX
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ def _overrides_reset(callback: Any) -> bool:
 
 #: User-tag prefixes reserved for the kernel: ``\x01`` its internal sensors, ``\x02`` an encoded
 #: tag map. Tag values are data: a value holding them is encoded, never passed through.
-_RESERVED = ("\x01", _ENCODED)
+_RESERVED = (_kquota.INTERNAL_TAG_PREFIX, ENCODED_TAGS_PREFIX)
 
 
 def encode_tags(tags: Mapping[str, str]) -> tuple[str, str]:
@@ -186,14 +189,18 @@ def encode_tags(tags: Mapping[str, str]) -> tuple[str, str]:
         user = tags["user"]
         if not user.startswith(_RESERVED) and "\0" not in user:
             return user, tags["client-id"]
-    return _ENCODED + json.dumps(sorted(tags.items()), ensure_ascii=False, separators=(",", ":")), ""
+    return ENCODED_TAGS_PREFIX + json.dumps(sorted(tags.items()), ensure_ascii=False, separators=(",", ":")), ""
 
 
 def decode_tags(user_tag: str, client_tag: str) -> dict[str, str]:
     """The callback's tag map for a kernel tag pair (the inverse of :func:`encode_tags`)."""
-    if user_tag.startswith(_ENCODED):
-        return dict(json.loads(user_tag[len(_ENCODED):]))
+    if user_tag.startswith(ENCODED_TAGS_PREFIX):
+        return dict(json.loads(user_tag[len(ENCODED_TAGS_PREFIX):]))
     return {"user": user_tag, "client-id": client_tag}
+
+
+# The extension reports a handle's callback tags through this function (it never imports kquota).
+_kquota._register_tag_decoder(decode_tags)
 
 
 def _short(value: Any) -> str:

@@ -55,8 +55,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     op = p.add_mutually_exclusive_group(required=True)
     op.add_argument("--alter", action="store_true", help="change quotas of one entity (or of a --quota-file)")
     op.add_argument("--describe", action="store_true", help="list quotas (all entities unless narrowed)")
-    p.add_argument("--store", metavar="URL", help="sqlite:///path or zookeeper://host:port[/chroot] "
-                   "(default: $KQUOTA_STORE, else a file in ~/.local/share/kquota)")
+    p.add_argument("--store", metavar="URL", help="sqlite:///relative.db, sqlite:////absolute/path.db, a plain "
+                   "path, or zookeeper://host:port[/chroot] (docs/store-urls.md; default: $KQUOTA_STORE, "
+                   "else a file in ~/.local/share/kquota)")
     p.add_argument("--entity-type", action="append", choices=sorted(_TYPES), default=[],
                    help="users or clients; repeat for <user, client-id>")
     p.add_argument("--entity-name", action=_EntityName, help="the name for the matching --entity-type")
@@ -303,13 +304,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _locate(store: Optional[str]) -> tuple[str, Optional[str]]:
-    """(the store's URL, the absolute path of its SQLite file if that file does not exist yet)."""
-    from kquota.stores.url import default_store_url
+    """(the store's URL, the absolute path of its SQLite file if that file does not exist yet),
+    read by the one URL parser (:func:`kquota.stores.url.parse_store_url`)."""
+    from kquota.stores.url import default_store_url, parse_store_url
 
     url = store if store is not None else default_store_url()
-    scheme, sep, rest = url.partition("://")
-    if sep and scheme.lower() == "sqlite" and rest and not os.path.exists(rest):
-        return url, os.path.abspath(rest)
+    where = parse_store_url(url)
+    if where.path is not None and not os.path.exists(where.path):
+        return url, where.path
     return url, None
 
 

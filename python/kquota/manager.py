@@ -6,7 +6,7 @@ import logging
 import numbers
 from typing import Any, Iterable, Mapping, Optional, Tuple
 
-from kquota._kquota import QuotaKernel
+from kquota._kquota import BROKER_DEFAULTS, QuotaKernel
 from kquota.callback import ClusterMetadata, _CallbackAdapter, decode_tags, load_callback
 from kquota.delay_queue import DelayQueue
 from kquota.entity import ClientQuotaEntity
@@ -30,11 +30,13 @@ class QuotaManager(QuotaKernel):
     Per-request methods (``record_and_get_throttle_time_ms``, ``record_no_throttle``,
     ``unrecord``, ``quota_metric_tags``, ``quota_limit``, ``max_value_in_quota_window``,
     ``measured_rate``, ``client``) are native; ``now_ms`` is integer milliseconds on a monotonic
-    clock, ``None`` reading the kernel's own (CLOCK_MONOTONIC, as ``time.monotonic()``).
+    clock, ``None`` reading the kernel's own (CLOCK_MONOTONIC, as ``time.monotonic()``). The
+    defaults of the broker settings below are Kafka's, from the core
+    (``kquota._kquota.BROKER_DEFAULTS``).
 
     Args:
-        window_num: ``quota.window.num``, samples per quota window (default 11).
-        window_size_seconds: ``quota.window.size.seconds`` (default 1).
+        window_num: ``quota.window.num``, samples per quota window.
+        window_size_seconds: ``quota.window.size.seconds``.
         num_io_threads, num_network_threads: the capacity behind ``request_percentage``
             (``(io + network) * 100``).
         producer_default, consumer_default: static broker defaults (KIP-55 step 8), bytes/s.
@@ -62,58 +64,69 @@ class QuotaManager(QuotaKernel):
 
     def __init__(
         self,
-        window_num: int = 11,
-        window_size_seconds: int = 1,
-        num_io_threads: int = 8,
-        num_network_threads: int = 3,
+        window_num: int = BROKER_DEFAULTS["window_num"],
+        window_size_seconds: int = BROKER_DEFAULTS["window_size_seconds"],
+        num_io_threads: int = BROKER_DEFAULTS["num_io_threads"],
+        num_network_threads: int = BROKER_DEFAULTS["num_network_threads"],
         producer_default: Optional[float] = None,
         consumer_default: Optional[float] = None,
         callback: Any = None,
         callback_configs: Optional[Mapping[str, Any]] = None,
         callback_failure: str = "open",
-        metrics_num_samples: int = 2,
-        metrics_sample_window_ms: int = 30_000,
-        controller_window_num: int = 11,
-        controller_window_size_seconds: int = 1,
-        sensor_expiry_seconds: float = 3600.0,
+        metrics_num_samples: int = BROKER_DEFAULTS["metrics_num_samples"],
+        metrics_sample_window_ms: int = BROKER_DEFAULTS["metrics_sample_window_ms"],
+        controller_window_num: int = BROKER_DEFAULTS["controller_window_num"],
+        controller_window_size_seconds: int = BROKER_DEFAULTS["controller_window_size_seconds"],
+        sensor_expiry_seconds: float = BROKER_DEFAULTS["sensor_expiry_seconds"],
         max_sensors: Optional[int] = None,
-        expiry_interval_seconds: Optional[float] = 30.0,
+        expiry_interval_seconds: Optional[float] = BROKER_DEFAULTS["expiry_interval_seconds"],
         max_name_bytes: Optional[int] = None,
     ) -> None:
-        # The native constructor has validated the lifecycle arguments' values already; types
-        # are checked here so that bool or str never pass as numbers.
+        # The native constructor (``__new__``) has validated the values and started the expiry
+        # thread; whatever is refused from here on stops that thread, in this one place.
+        try:
+            self._setup(producer_default, consumer_default, callback, callback_configs, callback_failure,
+                        sensor_expiry_seconds, max_sensors, expiry_interval_seconds)
+        except BaseException:
+            self._stop_background()
+            raise
+
+    def _setup(
+        self,
+        producer_default: Optional[float],
+        consumer_default: Optional[float],
+        callback: Any,
+        callback_configs: Optional[Mapping[str, Any]],
+        callback_failure: str,
+        sensor_expiry_seconds: float,
+        max_sensors: Optional[int],
+        expiry_interval_seconds: Optional[float],
+    ) -> None:
+        # Types are checked here so that bool or str never pass as numbers.
         for name, value in (
             ("sensor_expiry_seconds", sensor_expiry_seconds),
             ("expiry_interval_seconds", expiry_interval_seconds),
             ("max_sensors", max_sensors),
         ):
             if isinstance(value, bool):
-                self._stop_background()
-                raise QuotaValueError(f"{name} must be a number, got {value!r}")
+                    raise QuotaValueError(f"{name} must be a number, got {value!r}")
         for name, value in (("producer_default", producer_default), ("consumer_default", consumer_default)):
             # Exact ints past Long.MAX_VALUE (the float 2^63 is what Kafka's toLong accepts).
             if isinstance(value, numbers.Integral) and int(value) >= 2**63:
-                self._stop_background()
-                raise QuotaValueError(f"{name} must be at most 2^63 - 1, got {value}")
+                    raise QuotaValueError(f"{name} must be at most 2^63 - 1, got {value}")
         if max_sensors is not None and not isinstance(max_sensors, numbers.Integral):
-            self._stop_background()
             raise QuotaValueError(f"max_sensors must be an int or None, got {max_sensors!r}")
         self._delay_queues: dict[ClientQuotaType, Any] = {}
         if callback_failure not in ("open", "closed"):
-            self._stop_background()
             raise QuotaValueError(f"callback_failure must be 'open' or 'closed', got {callback_failure!r}")
         self._closed = False
         self._callback_failure = callback_failure
         self._adapter: Optional[_CallbackAdapter] = None
         self._callback_errors_before = 0
-        try:
-            if callback is not None:
-                self.set_callback(callback, callback_configs)
-            elif callback_configs is not None:
-                raise QuotaValueError("callback_configs given without a callback")
-        except BaseException:
-            self._stop_background()
-            raise
+        if callback is not None:
+            self.set_callback(callback, callback_configs)
+        elif callback_configs is not None:
+            raise QuotaValueError("callback_configs given without a callback")
 
     # ------------------------------------------------------------------ callbacks (KIP-257)
 

@@ -32,7 +32,7 @@ import re
 from typing import Iterable, Iterator, Mapping, NamedTuple
 
 from kquota import _kquota
-from kquota.callback import _ENCODED, decode_tags
+from kquota.callback import ENCODED_TAGS_PREFIX, decode_tags
 
 #: JMX domain of Kafka's broker quota metrics.
 JMX_DOMAIN = "kafka.server"
@@ -107,7 +107,7 @@ def collect(snapshot: "_kquota.MetricsSnapshot", extra_rows: Iterable[Metric] = 
     for group, name, user, client_id, value in iter_rows(snapshot):
         if user is None:
             tags = {}  # a fresh plain dict per row: prints as {} and callers may keep it
-        elif user.startswith(_ENCODED):
+        elif user.startswith(ENCODED_TAGS_PREFIX):
             tags = decode_tags(user, client_id)  # a callback's own tag map
         else:
             tags = {"user": user, "client-id": client_id}

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import re
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Tuple
@@ -25,14 +24,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Tuple
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric as PromMetric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from kquota.callback import _ENCODED
+from kquota import _kquota
+from kquota.callback import ENCODED_TAGS_PREFIX
 from kquota.exceptions import QuotaValueError
 from kquota.metrics import iter_rows, jmx_name
 
 if TYPE_CHECKING:
     from kquota.manager import QuotaManager
-
-PREFIX = "kafka_server"
 
 _HELP = {
     "byte-rate": "Tracking byte-rate per user/client-id (Kafka's quota sensor)",
@@ -55,14 +53,10 @@ _HELP = {
 }
 
 
-def _snake(group: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", group).lower()
-
-
 def prometheus_name(group: str, name: str) -> str:
-    """``kafka_server_<group>_<name>`` (without the ``_total`` a counter's sample adds)."""
-    base = f"{PREFIX}_{_snake(group)}_{name.replace('-', '_')}"
-    return base[: -len("_total")] if base.endswith("_total") else base
+    """``kafka_server_<group>_<name>`` (without the ``_total`` a counter's sample adds): the
+    native exposition's own naming (``kquota-py/src/exposition.rs``), so both name alike."""
+    return _kquota.prometheus_name(group, name)
 
 
 def jmx_mapping(qm: "QuotaManager") -> list[Tuple[str, str, str]]:
@@ -111,7 +105,7 @@ class QuotaCollector(Collector):
             else:
                 # A callback's tag map other than {user, client-id}: its JSON, as the native
                 # exposition writes it.
-                user = user[1:] if user.startswith(_ENCODED) else user
+                user = user[len(ENCODED_TAGS_PREFIX):] if user.startswith(ENCODED_TAGS_PREFIX) else user
                 family(group, name, True).add_metric([user, client_id], value)
         for m in self._qm.extra_metrics():
             family(m.group, m.name, False).add_metric([], m.value)

@@ -2,7 +2,8 @@
 
 ``ClientQuotaType`` is an :class:`enum.IntEnum` (as watchfiles defines ``Change``): the native
 module reads a member as the quota type of the same value and hands these members back to
-Python (callback arguments, delay queues, metrics). Its names and values need to match the
+Python (callback arguments, delay queues, metrics); this module registers the class with the
+extension at import (``_kquota._register_quota_type``). Its names and values need to match the
 Rust core's ``ClientQuotaType`` (``rust/kquota-py/src/quota_type.rs``); the config keys and
 metric groups are taken from the core, and the names and values are checked against it at
 import.
@@ -64,6 +65,9 @@ if [(name, value) for name, value, _, _ in _TABLE] != [(t.name, t.value) for t i
         "kquota.quota_type.ClientQuotaType does not match the native quota types "
         f"{[(name, value) for name, value, _, _ in _TABLE]}"
     )
+# The extension reads and returns these members; it is handed the class here, so it never
+# imports this package back.
+_kquota._register_quota_type(ClientQuotaType)
 _CONFIG_KEYS = tuple(key for _, _, key, _ in _TABLE)
 _METRIC_GROUPS = tuple(group for _, _, _, group in _TABLE)
 

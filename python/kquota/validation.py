@@ -25,8 +25,8 @@ ENTITY_ABSENT: int = _kquota.ENTITY_ABSENT
 ENTITY_DEFAULT: int = _kquota.ENTITY_DEFAULT
 ENTITY_NAMED: int = _kquota.ENTITY_NAMED
 
-#: Kafka's wire limit for a principal name or client-id (an int16 string).
-MAX_NAME_BYTES = 32_767
+#: Kafka's wire limit for a principal name or client-id (an int16 string), from the core.
+MAX_NAME_BYTES: int = _kquota.MAX_NAME_BYTES
 
 EntityLike = Union[ClientQuotaEntity, Mapping[str, Optional[str]]]
 Ops = Mapping[str, Union[int, float, None]]

@@ -31,10 +31,9 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 
 from kquota.pipeline.replay import TYPE_CODES
+from kquota.request_log import MAX_ABS_TS_MS, QUOTA_TYPES, REQUIRED
 
 SPLIT_SCHEMA = "file int, broker long, rows long, problem string"
-TYPE_DICTIONARY = ("PRODUCE", "FETCH", "REQUEST")
-MAX_ABS_TS_MS = 1 << 46
 BATCH_ROWS = 1 << 20
 #: At most this many replay tasks; beyond, brokers share tasks (largest first, round robin).
 MAX_REPLAY_TASKS = 512
@@ -89,13 +88,6 @@ def _piece(out_dir: str, file_ix: int, broker: int) -> str:
     return f"{_tmp_dir(out_dir)}/f{file_ix:06d}-b{broker}.arrows"
 
 
-def _write_atomic(fs: Any, path: str, write: Callable[[Any], None]) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with fs.open_output_stream(tmp) as sink:
-        write(sink)
-    fs.move(tmp, path)
-
-
 def split_file(p: Plan, file_ix: int) -> list:
     """Split task: one input file into per-broker IPC pieces. Returns ``(broker, rows)`` pairs,
     or ``[(-1, 0, problem)]`` when the file needs the Spark path."""
@@ -105,7 +97,7 @@ def split_file(p: Plan, file_ix: int) -> list:
 
     in_fs, in_path = fs_path(p.files[file_ix])
     out_fs, _ = fs_path(p.out_dir)
-    cols = ["ts_ms", "user", "client_id", "quota_type", "value"] + (["broker"] if p.has_broker else [])
+    cols = list(REQUIRED) + (["broker"] if p.has_broker else [])
     with in_fs.open_input_file(in_path) as f:
         pf = pq.ParquetFile(f, read_dictionary=["user", "client_id", "quota_type"])
         names = set(pf.schema_arrow.names)
@@ -225,7 +217,7 @@ def replay_brokers(p: Plan, quotas_doc: dict, model: str, task: int, brokers: li
             entities = entity_list(pair_keys, users.to_pylist(), clients.to_pylist())
             rep = replay_sorted(quotas_doc, model, ts, types, codes, entities, values)
             del codes
-            type_names = pa.array(TYPE_DICTIONARY)
+            type_names = pa.array(QUOTA_TYPES)
             for a in range(0, len(ts), BATCH_ROWS):
                 # One row group at a time: zero-copy views, so output costs no per-broker memory.
                 z = slice(a, a + BATCH_ROWS)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
+from kquota.request_log import COLUMNS
+
 #: Share of each quota type in the generated traffic.
 TYPE_MIX = (("PRODUCE", 0.55), ("FETCH", 0.40), ("REQUEST", 0.05))
 WRITERS = {"parquet": "parquet", "csv": "csv", "json": "json"}
@@ -73,15 +75,16 @@ def generate_frame(
     size = F.exp(F.lit(math.log(6_000.0)) + 1.1 * F.col("z"))
     nanos = F.exp(F.lit(math.log(150_000.0)) + 0.8 * F.col("z"))
     value = F.when(quota_type == "REQUEST", nanos).otherwise(size) * F.when(burst, 10.0).otherwise(1.0)
-    return df.select(
-        "ts_ms",
-        "broker",
-        "user",
-        F.when(F.col("anonymous_client"), F.lit(""))
-        .otherwise(F.concat(F.col("user"), F.lit("-app-"), F.col("client_ix").cast("string"))).alias("client_id"),
-        quota_type.alias("quota_type"),
-        F.floor(value + 1).cast("double").alias("value"),
-    )
+    columns = {
+        "ts_ms": F.col("ts_ms"),
+        "broker": F.col("broker"),
+        "user": F.col("user"),
+        "client_id": F.when(F.col("anonymous_client"), F.lit(""))
+        .otherwise(F.concat(F.col("user"), F.lit("-app-"), F.col("client_ix").cast("string"))),
+        "quota_type": quota_type,
+        "value": F.floor(value + 1).cast("double"),
+    }
+    return df.select(*(columns[c].alias(c) for c in COLUMNS))  # the log's column order
 
 
 def generate(spark: Any, rows: int, out: str, fmt: str = "parquet", **kwargs: Any) -> str:

@@ -1,5 +1,5 @@
-"""Reading request logs (``docs/pipeline.md``): format detection, schema validation and
-bad-row accounting.
+"""Reading request logs (the schema of :mod:`kquota.request_log`): format detection, schema
+validation and bad-row accounting.
 
 Columns: ``ts_ms`` integer, ``broker`` integer (optional, default 0), ``user`` string,
 ``client_id`` string (may be empty), ``quota_type`` PRODUCE/FETCH/REQUEST (any case), ``value``
@@ -21,16 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from kquota.exceptions import KQuotaError
+from kquota.request_log import COLUMNS, MAX_ABS_TS_MS, QUOTA_TYPES, REQUIRED
 
-COLUMNS = ("ts_ms", "broker", "user", "client_id", "quota_type", "value")
-REQUIRED = ("ts_ms", "user", "client_id", "quota_type", "value")
-QUOTA_TYPES = ("PRODUCE", "FETCH", "REQUEST")
 FORMATS = ("parquet", "csv", "json")
 _EXTENSIONS = {
     ".parquet": "parquet", ".pq": "parquet", ".csv": "csv",
     ".json": "json", ".jsonl": "json", ".ndjson": "json",
 }
-MAX_ABS_TS_MS = 1 << 46
 
 
 class RequestLogError(KQuotaError, ValueError):
@@ -38,8 +35,8 @@ class RequestLogError(KQuotaError, ValueError):
 
 
 @dataclass
-class RequestLog:
-    """A validated request log: ``requests`` (valid rows, normalized columns plus ``_row``),
+class RequestLogReader:
+    """A request log as :func:`read_requests` reads and validates it: ``requests`` (valid rows, normalized columns plus ``_row``),
     ``bad_rows`` (the raw row as text plus ``reason``), ``source``, ``fmt`` and ``raw`` (the
     file as read, before validation)."""
 
@@ -93,7 +90,7 @@ def detect_format(path: str, fmt: Optional[str] = None) -> str:
     )
 
 
-def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLog:
+def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLogReader:
     """Reads and validates a request log. Raises :class:`RequestLogError` for a bad schema."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -181,4 +178,4 @@ def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLo
     bad = checked.where(F.col("_reason").isNotNull()).select(
         "_row", *[F.col(f"_raw_{c}").alias(c) for c in COLUMNS if c in fields], F.col("_reason").alias("reason")
     )
-    return RequestLog(requests=requests, bad_rows=bad, source=path, fmt=fmt, raw=raw)
+    return RequestLogReader(requests=requests, bad_rows=bad, source=path, fmt=fmt, raw=raw)

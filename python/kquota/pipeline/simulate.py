@@ -31,13 +31,13 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from kquota.pipeline.replay import MODELS
-from kquota.pipeline.schema import COLUMNS, RequestLog
+from kquota.pipeline.schema import RequestLogReader
+from kquota.request_log import COLUMNS, SIMULATED_COLUMNS
 
 OUTPUT_SCHEMA = (
     "ts_ms long, broker long, user string, client_id string, quota_type string, value double, "
     "throttle_ms int, sent_ms long, tag_user string, tag_client_id string, quota double, over_ms long"
 )
-REQUEST_COLUMNS = ("ts_ms", "broker", "user", "client_id", "quota_type", "value", "throttle_ms")
 
 
 def replay_broker(pdf: Any, quotas_doc: dict, model: str) -> Any:
@@ -83,7 +83,7 @@ class SimulateResult:
 
 def simulate(
     spark: Any,
-    log: RequestLog,
+    log: RequestLogReader,
     quotas_doc: dict,
     out_dir: str,
     model: str = "open",
@@ -111,7 +111,7 @@ def simulate(
 
 def simulate_spark(
     spark: Any,
-    log: RequestLog,
+    log: RequestLogReader,
     quotas_doc: dict,
     out_dir: str,
     model: str = "open",
@@ -127,7 +127,7 @@ def simulate_spark(
     replayed = replayed.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         requests_path = os.path.join(out_dir, "requests")
-        replayed.select(*REQUEST_COLUMNS).write.mode("overwrite").parquet(requests_path)
+        replayed.select(*SIMULATED_COLUMNS).write.mode("overwrite").parquet(requests_path)
         if progress:
             progress(f"replayed requests written to {requests_path}")
         summary = summarize(replayed)

@@ -15,15 +15,6 @@ QUOTA_COLOR = "#d62728"
 WIDTH, HEIGHT = 600, 300
 
 
-def fmt_num(v: float) -> str:
-    """1234567 -> '1.23M' (compact, for terminal tables where width is scarce)."""
-    a = abs(v)
-    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if a >= div:
-            return f"{v / div:.3g}{suffix}"
-    return f"{v:.3g}"
-
-
 def _open(width: int, height: int, label: str) -> list[str]:
     return [f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" aria-label="{escape(label)}" '
             f'font-family="sans-serif" font-size="12">']

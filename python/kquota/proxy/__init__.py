@@ -19,6 +19,6 @@ request contract handlers work to), ``settings`` (options),
 """
 
 from kquota.proxy.native import NativeProxyServer, serve
-from kquota.proxy.reqlog import RequestLog
+from kquota.proxy.reqlog import RequestLogWriter
 
-__all__ = ["NativeProxyServer", "RequestLog", "serve"]
+__all__ = ["NativeProxyServer", "RequestLogWriter", "serve"]

@@ -104,9 +104,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """The ``kquota proxy`` command."""
+    from kquota._kquota import BROKER_DEFAULTS
     from kquota.manager import QuotaManager
     from kquota.proxy.admin import principal_names
-    from kquota.proxy.reqlog import RequestLog
+    from kquota.proxy.reqlog import RequestLogWriter
     from kquota.proxy.native import NativeProxyServer
     from kquota.proxy.settings import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES
     from kquota.stores.url import open_store
@@ -121,23 +122,25 @@ def run(args: argparse.Namespace) -> int:
     for key in props:
         if key not in KNOWN_PROPERTIES and not key.startswith("client.quota.callback."):
             log.warning("--config: %s is not used by the proxy", key)
-    window_num = args.quota_window_num or _int_prop(props, "quota.window.num", 11)
-    window_size = args.quota_window_size_seconds or _int_prop(props, "quota.window.size.seconds", 1)
+    window_num = args.quota_window_num or _int_prop(props, "quota.window.num", BROKER_DEFAULTS["window_num"])
+    window_size = args.quota_window_size_seconds or _int_prop(props, "quota.window.size.seconds",
+                                                               BROKER_DEFAULTS["window_size_seconds"])
     callback_configs = {k: v for k, v in props.items() if k.startswith("client.quota.callback.")
                         and k != "client.quota.callback.class"}
     qm = QuotaManager(
         window_num=window_num, window_size_seconds=window_size,
-        num_io_threads=_int_prop(props, "num.io.threads", 8),
-        num_network_threads=_int_prop(props, "num.network.threads", 3),
-        controller_window_num=_int_prop(props, "controller.quota.window.num", 11),
-        controller_window_size_seconds=_int_prop(props, "controller.quota.window.size.seconds", 1),
+        num_io_threads=_int_prop(props, "num.io.threads", BROKER_DEFAULTS["num_io_threads"]),
+        num_network_threads=_int_prop(props, "num.network.threads", BROKER_DEFAULTS["num_network_threads"]),
+        controller_window_num=_int_prop(props, "controller.quota.window.num", BROKER_DEFAULTS["controller_window_num"]),
+        controller_window_size_seconds=_int_prop(props, "controller.quota.window.size.seconds",
+                                                 BROKER_DEFAULTS["controller_window_size_seconds"]),
         callback=props.get("client.quota.callback.class") or None,
         callback_configs=callback_configs or None,
     )
     store = open_store(args.store)
     watcher = QuotaConfigWatcher(store, qm).start()
     metrics_server = None
-    request_log: Optional[RequestLog] = None
+    request_log: Optional[RequestLogWriter] = None
     try:
         if args.metrics_port is not None:
             from kquota.prometheus import start_http_server
@@ -145,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
             metrics_server, _ = start_http_server(qm, port=args.metrics_port, addr="127.0.0.1")
             log.info("metrics on http://127.0.0.1:%d/metrics", metrics_server.server_port)
         if args.request_log:
-            request_log = RequestLog(args.request_log)
+            request_log = RequestLogWriter(args.request_log)
         proxy = NativeProxyServer(
             qm, bootstrap, listen, store=store,
             admin_principals=principal_names((args.admin_principals or "").split(",")),

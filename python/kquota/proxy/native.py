@@ -29,7 +29,7 @@ from kquota.proxy.protocol.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
 from kquota.proxy.settings import ProxySettings
 
 log = logging.getLogger("kquota.proxy")
-#: How often the native request-log rows are moved to the ``RequestLog`` (seconds).
+#: How often the native request-log rows are moved to the ``RequestLogWriter`` (seconds).
 REQUEST_LOG_DRAIN_SECONDS = 0.2
 
 __all__ = ["BridgeConnection", "NativeProxyServer", "python_keys", "serve", "version_table"]

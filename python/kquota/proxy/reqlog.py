@@ -1,7 +1,7 @@
 """``--request-log DIR``: every recorded request as a row of the pipeline's request log.
 
-Rows (``ts_ms``, ``broker``, ``user``, ``client_id``, ``quota_type``, ``value``;
-``docs/pipeline.md``) are buffered and written by a background thread as Parquet files
+Rows (the columns of :mod:`kquota.request_log`, the one definition of the schema) are
+buffered and written by a background thread as Parquet files
 ``requests-<first ts>-<seq>.parquet``, a new file every ``rotate_rows`` rows or
 ``rotate_seconds`` seconds, so ``kquota pipeline usage/recommend/simulate --input DIR`` reads
 real traffic. The proxy is one quota domain (one ``QuotaManager`` for every broker), so
@@ -19,13 +19,14 @@ import threading
 import time
 from typing import Optional
 
+from kquota.request_log import arrow_schema
+
 log = logging.getLogger("kquota.proxy")
 
-COLUMNS = ("ts_ms", "broker", "user", "client_id", "quota_type", "value")
 
-
-class RequestLog:
-    """A rotated Parquet request log in ``directory`` (created if missing)."""
+class RequestLogWriter:
+    """Writes a rotated Parquet request log in ``directory`` (created if missing); rows in the
+    order of :data:`kquota.request_log.COLUMNS`."""
 
     def __init__(self, directory: str, rotate_rows: int = 100_000, rotate_seconds: float = 60.0,
                  max_pending_rows: int = 1_000_000, broker: int = 0) -> None:
@@ -81,8 +82,7 @@ class RequestLog:
         import pyarrow as pa  # type: ignore[import-untyped]
         import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-        schema = pa.schema([("ts_ms", pa.int64()), ("broker", pa.int32()), ("user", pa.string()),
-                            ("client_id", pa.string()), ("quota_type", pa.string()), ("value", pa.float64())])
+        schema = arrow_schema()
         while True:
             try:
                 rows = self._batches.get(timeout=min(self.rotate_seconds, 5.0))
@@ -111,3 +111,4 @@ class RequestLog:
                     with self._lock:
                         self._pending -= len(rows)
                 self._batches.task_done()
+

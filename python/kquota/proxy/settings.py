@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, Optional
 
+from kquota._kquota import BROKER_DEFAULTS
 from kquota.proxy.admin import QuotaAdmin
 
 DEFAULT_MAX_FRAME_BYTES = 104_857_600  # socket.request.max.bytes
@@ -30,7 +31,7 @@ class ProxySettings:
         max_frame_bytes: ``socket.request.max.bytes``; a longer request closes its connection.
         max_connections: client connections beyond this are closed at once.
         max_inflight: requests per connection awaiting answers before the proxy stops reading.
-        request_log: a :class:`kquota.proxy.reqlog.RequestLog` (or ``None``).
+        request_log: a :class:`kquota.proxy.reqlog.RequestLogWriter` (or ``None``).
         default_partitions: the cluster's ``num.partitions`` (KIP-599 charges for CreateTopics
             without a partition count).
         advertised_host: the host written into rewritten addresses (default: the listen host).
@@ -66,7 +67,8 @@ class ProxySettings:
         self.drain_seconds = drain_seconds
         #: A connection throttled within this long is read one request at a time (the quota
         #: window: quota.window.num x quota.window.size.seconds).
-        self.quota_window_seconds = float(getattr(qm, "window_num", 11) * getattr(qm, "window_size_seconds", 1))
+        self.quota_window_seconds = float(getattr(qm, "window_num", BROKER_DEFAULTS["window_num"])
+                                          * getattr(qm, "window_size_seconds", BROKER_DEFAULTS["window_size_seconds"]))
         #: topic -> partition count, from the Metadata responses relayed (KIP-599 charges).
         self.topic_partitions: dict[str, int] = {}
         self._bootstrap_port = 0

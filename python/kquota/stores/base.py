@@ -64,7 +64,7 @@ class StoreWatch(abc.ABC):
 class ConfigStore(abc.ABC):
     """Durable quota configuration: read all, atomic alter, watch for changes."""
 
-    #: The store's URL (``sqlite:///path`` or ``zookeeper://host:port[/chroot]``).
+    #: The store's canonical URL (``sqlite:////abs/path`` or ``zookeeper://host:port[/chroot]``).
     url: str
 
     @abc.abstractmethod

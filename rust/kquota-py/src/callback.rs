@@ -7,9 +7,29 @@
 //! is a failure too: a callback can never take the host down.
 
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use quota_core::{ClientQuotaType, QuotaCallbackHook};
 
 use crate::quota_type;
+
+/// `kquota.callback.decode_tags`, handed over by `kquota.callback` at import, so the extension
+/// never imports the package.
+static DECODE_TAGS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// Called by `kquota.callback` at import with its `decode_tags` (a callback's tag map from the
+/// kernel's tag pair): `ClientHandle.quota_metric_tags` reports callback tags through it.
+#[pyfunction]
+pub fn _register_tag_decoder(decode: &Bound<'_, PyAny>) {
+    let _ = DECODE_TAGS.set(decode.py(), decode.clone().unbind());
+}
+
+/// The callback's tag map for a kernel tag pair (see [`_register_tag_decoder`]).
+pub fn decode_tags<'py>(py: Python<'py>, user: &str, client_id: &str) -> PyResult<Bound<'py, PyAny>> {
+    let decode = DECODE_TAGS.get(py).ok_or_else(|| {
+        pyo3::exceptions::PyRuntimeError::new_err("kquota.callback has not registered decode_tags (import kquota)")
+    })?;
+    decode.bind(py).call1((user, client_id))
+}
 
 pub struct PyCallbackHook {
     adapter: Py<PyAny>,
@@ -45,7 +65,7 @@ impl PyCallbackHook {
                 // KeyboardInterrupt / SystemExit: never swallowed. The hook cannot raise into
                 // the kernel's call, so the exception is re-raised at the interpreter's next
                 // check (a pending call), and this request proceeds as a failed answer.
-                crate::pending::raise_later(py, e);
+                crate::deferred_exception::raise_later(py, e);
                 None
             }
             Err(e) => {
@@ -70,7 +90,7 @@ impl QuotaCallbackHook for PyCallbackHook {
             // one arrive anyway it is a failed answer, not a way into an internal sensor.
             out.extract::<(String, String)>()
                 .ok()
-                .filter(|(u, _)| !u.starts_with('\u{1}') && !u.contains('\0'))
+                .filter(|(u, _)| !u.starts_with(quota_core::INTERNAL_TAG_PREFIX) && !u.contains('\0'))
         })
     }
 

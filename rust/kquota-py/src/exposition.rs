@@ -11,16 +11,20 @@ use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use quota_core::QuotaKernel;
+use quota_core::{QuotaKernel, ENCODED_TAGS_PREFIX};
 
 use crate::errors::PyQuotaResult;
-use crate::snapshot::PyMetricsSnapshot;
+use crate::metrics_snapshot::PyMetricsSnapshot;
 
 /// Target size of one chunk.
 pub const CHUNK_BYTES: usize = 64 * 1024;
 
-/// `name` without a trailing `_total` (Prometheus adds it to a counter's sample).
-fn family_name(group: &str, name: &str) -> String {
+/// ``kafka_server_<group>_<name>``: the Prometheus family of a metric (``group`` in snake case,
+/// ``-`` as ``_``), without the ``_total`` a counter's sample adds. The one naming rule:
+/// ``kquota.prometheus.prometheus_name`` is this function.
+#[pyfunction]
+#[pyo3(name = "prometheus_name")]
+pub fn family_name(group: &str, name: &str) -> String {
     let mut out = String::from("kafka_server_");
     for (i, c) in group.chars().enumerate() {
         if c.is_ascii_uppercase() {
@@ -181,7 +185,7 @@ impl Stream {
                             out.push_str("{user=\"");
                             // A callback's tag map other than {user, client-id} is kept as its
                             // JSON (see kquota.callback.encode_tags), without the prefix.
-                            push_label_value(&mut out, user.strip_prefix('\u{2}').unwrap_or(user));
+                            push_label_value(&mut out, user.strip_prefix(ENCODED_TAGS_PREFIX).unwrap_or(user));
                             out.push_str("\",client_id=\"");
                             push_label_value(&mut out, client_id);
                             out.push_str("\"}");

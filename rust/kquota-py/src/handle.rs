@@ -12,7 +12,7 @@ use quota_core::{
     ClientHandle as CoreHandle, ClientQuotaType as CoreType, FetchAnswer, QuotaKernel, ResponseThrottle,
 };
 
-use crate::args::{ms, Int, Real};
+use crate::numeric_args::{ms, Int, Real};
 use crate::errors::{invalid_argument, PyQuotaResult};
 use crate::quota_type::{member, QuotaTypeArg};
 
@@ -237,9 +237,7 @@ impl PyClientHandle {
         let tags = k.quota_metric_tags(quota_type.0, self.inner.user(), self.inner.client_id());
         if k.has_callback_hook() {
             // A callback's own tag map, as `QuotaManager.quota_metric_tags` reports it.
-            let decoded = py
-                .import("kquota.callback")?
-                .call_method1("decode_tags", (tags.0, tags.1))?;
+            let decoded = crate::callback::decode_tags(py, &tags.0, &tags.1)?;
             return Ok(decoded.cast_into::<PyDict>()?);
         }
         tags_dict(py, tags)

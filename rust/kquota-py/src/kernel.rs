@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyDict};
+use quota_core::types as d;
 use quota_core::{ClientQuotaType as CoreType, QuotaKernel as CoreKernel};
 
-use crate::args::{ms, Int, Real};
+use crate::numeric_args::{ms, Int, Real};
 use crate::entity::{entity_parts, quota_changes, ChangeTuple};
 use crate::errors::PyQuotaResult;
 use crate::expiry::ExpiryThread;
@@ -21,7 +22,7 @@ use crate::name_cache::NameCache;
 use crate::names::Name;
 use crate::quota_type::QuotaTypeArg;
 use crate::settings::KernelArgs;
-use crate::snapshot::PyMetricsSnapshot;
+use crate::metrics_snapshot::PyMetricsSnapshot;
 
 /// `(user_kind, user, client_kind, client, {key: value})` as `_describe` returns it.
 type DescribedEntity<'py> = (u8, String, u8, String, Bound<'py, PyDict>);
@@ -38,19 +39,20 @@ pub struct PyQuotaKernel {
 #[pymethods]
 impl PyQuotaKernel {
     #[new]
+    // Kafka's broker defaults, from the one definition in quota-core (`BROKER_DEFAULTS` lists
+    // them for Python; `kquota.QuotaManager`'s signature shows their values).
     #[pyo3(signature = (
-        window_num=Int(11), window_size_seconds=Int(1), num_io_threads=Int(8), num_network_threads=Int(3),
-        producer_default=None, consumer_default=None, metrics_num_samples=Int(2),
-        metrics_sample_window_ms=Int(30_000), controller_window_num=Int(11),
-        controller_window_size_seconds=Int(1), sensor_expiry_seconds=Real(3600.0), max_sensors=None,
-        expiry_interval_seconds=Some(Real(30.0)), max_name_bytes=None, **python_only
+        window_num=Int(d::DEFAULT_WINDOW_NUM as i64), window_size_seconds=Int(d::DEFAULT_WINDOW_SIZE_SECONDS),
+        num_io_threads=Int(d::DEFAULT_NUM_IO_THREADS as i64),
+        num_network_threads=Int(d::DEFAULT_NUM_NETWORK_THREADS as i64), producer_default=None,
+        consumer_default=None, metrics_num_samples=Int(d::DEFAULT_METRICS_NUM_SAMPLES as i64),
+        metrics_sample_window_ms=Int(d::DEFAULT_METRICS_SAMPLE_WINDOW_MS),
+        controller_window_num=Int(d::DEFAULT_CONTROLLER_WINDOW_NUM as i64),
+        controller_window_size_seconds=Int(d::DEFAULT_CONTROLLER_WINDOW_SIZE_SECONDS),
+        sensor_expiry_seconds=Real(quota_core::DEFAULT_SENSOR_EXPIRY_MS as f64 / 1000.0), max_sensors=None,
+        expiry_interval_seconds=Some(Real(d::DEFAULT_EXPIRY_INTERVAL_SECONDS)), max_name_bytes=None,
+        **python_only
     ))]
-    // The defaults spelled out (PyO3 would show the `Int(..)` wrappers as `...`).
-    #[pyo3(text_signature = "(window_num=11, window_size_seconds=1, num_io_threads=8, \
-        num_network_threads=3, producer_default=None, consumer_default=None, metrics_num_samples=2, \
-        metrics_sample_window_ms=30000, controller_window_num=11, controller_window_size_seconds=1, \
-        sensor_expiry_seconds=3600.0, max_sensors=None, expiry_interval_seconds=30.0, \
-        max_name_bytes=None, **python_only)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         window_num: Int,

@@ -1,14 +1,14 @@
 //! `kquota._kquota`: the PyO3 face of `quota-core`. Argument conversion and error mapping only;
 //! every rule lives in the core crate.
 //!
-//! Classes: `kernel` (QuotaKernel), `handle` (ClientHandle), `snapshot` (MetricsSnapshot),
+//! Classes: `kernel` (QuotaKernel), `handle` (ClientHandle), `metrics_snapshot` (MetricsSnapshot),
 //! `exposition` (PrometheusStream); the per-request entry points of the first two are
 //! installed by `fast`. `ClientQuotaType` is a Python enum (`kquota/quota_type.py`) that
 //! `quota_type` reads.
 
-mod args;
 mod batch;
 mod callback;
+mod deferred_exception;
 mod entity;
 mod errors;
 mod expiry;
@@ -16,15 +16,15 @@ mod exposition;
 mod fast;
 mod handle;
 mod kernel;
+mod metrics_snapshot;
 mod name_cache;
 mod name_table;
 mod names;
-mod pending;
+mod numeric_args;
 mod proxy;
 mod quota_type;
 mod rules;
 mod settings;
-mod snapshot;
 mod zeroed_array;
 
 use pyo3::prelude::*;
@@ -33,11 +33,13 @@ use pyo3::prelude::*;
 fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<kernel::PyQuotaKernel>()?;
     m.add_class::<handle::PyClientHandle>()?;
-    m.add_class::<snapshot::PyMetricsSnapshot>()?;
+    m.add_class::<metrics_snapshot::PyMetricsSnapshot>()?;
     m.add_class::<exposition::PyPrometheusStream>()?;
     m.add_class::<proxy::PyProxyDataPlane>()?;
     m.add_function(wrap_pyfunction!(quota_type::_quota_types, m)?)?;
     m.add_function(wrap_pyfunction!(quota_type::_quota_type_value, m)?)?;
+    m.add_function(wrap_pyfunction!(quota_type::_register_quota_type, m)?)?;
+    m.add_function(wrap_pyfunction!(callback::_register_tag_decoder, m)?)?;
     m.add("_noop", fast::noop_function(m)?)?;
     errors::register(m)?;
     rules::register(m)?;

@@ -32,7 +32,7 @@ impl<'a, 'py> FromPyObject<'a, 'py> for Name<'a> {
         };
         // Longer than Kafka's wire limit: refused before any of it is kept.
         if name.len() > quota_core::MAX_NAME_BYTES {
-            let err = quota_core::budget::name_too_long("user/client_id", name.len());
+            let err = quota_core::name_budget::name_too_long("user/client_id", name.len());
             return Err(crate::errors::PyQuotaErr::from(err).into());
         }
         Ok(name)

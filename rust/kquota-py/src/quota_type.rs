@@ -6,9 +6,9 @@
 //! (the core's `ClientQuotaType::index`); the members are checked against them when first loaded
 //! and the Python module checks its names against [`_quota_types`] at import.
 //!
-//! The members are loaded lazily (the first call that meets or returns a quota type), because
-//! `kquota.quota_type` imports this extension module: importing it back while the extension
-//! initialises would be an import circle.
+//! `kquota.quota_type` hands its class over when it is imported ([`_register_quota_type`]):
+//! the extension never imports the `kquota` package, so every arrow runs from the package to
+//! the extension (tests/test_structure_rust.py checks that no module imports `kquota`).
 //!
 //! Accepted arguments: the four members, or a member's name as a string (case-insensitive). A
 //! plain `int` (or `bool`) is refused with `TypeError`, as before the enum moved to Python: a
@@ -36,8 +36,7 @@ static MEMBER_PTRS: [AtomicPtr<pyo3::ffi::PyObject>; 4] = [
     AtomicPtr::new(std::ptr::null_mut()),
 ];
 
-fn load(py: Python<'_>) -> PyResult<[Py<PyAny>; 4]> {
-    let class = py.import("kquota.quota_type")?.getattr("ClientQuotaType")?;
+fn load(class: &Bound<'_, PyAny>) -> PyResult<[Py<PyAny>; 4]> {
     let mut out: Vec<Py<PyAny>> = Vec::with_capacity(4);
     for t in CoreType::ALL {
         let member = class.getattr(t.name())?;
@@ -59,7 +58,28 @@ fn load(py: Python<'_>) -> PyResult<[Py<PyAny>; 4]> {
 }
 
 fn members(py: Python<'_>) -> PyResult<&'static [Py<PyAny>; 4]> {
-    MEMBERS.get_or_try_init(py, || load(py))
+    MEMBERS.get(py).ok_or_else(|| {
+        pyo3::exceptions::PyRuntimeError::new_err(
+            "kquota.quota_type has not registered ClientQuotaType yet (import kquota first)",
+        )
+    })
+}
+
+/// Called once by `kquota.quota_type` at import with its `ClientQuotaType`: checks every member's
+/// value against the core and keeps the members. A second class (a reloaded module) is refused:
+/// the members already handed out must stay the only ones.
+#[pyfunction]
+pub fn _register_quota_type(class: &Bound<'_, PyAny>) -> PyResult<()> {
+    let py = class.py();
+    let members = MEMBERS.get_or_try_init(py, || load(class))?;
+    for t in CoreType::ALL {
+        if !class.getattr(t.name())?.is(members[t.index()].bind(py)) {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                "a ClientQuotaType is registered already (kquota.quota_type cannot be reloaded)",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The member for `t` (what callbacks, delay queues and metrics receive).

@@ -7,7 +7,7 @@
 use std::sync::RwLock;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple};
 use quota_core::entity::{CLIENT_ID_QUOTAS, USER_CLIENT_ID_QUOTAS, USER_QUOTAS};
 use quota_core::precedence::TypeConfig;
 use quota_core::{ClientQuotaType as CoreType, KernelConfig, QuotaEntity};
@@ -27,6 +27,17 @@ fn sanitize(name: &Bound<'_, PyString>) -> PyResult<String> {
     Ok(match name.to_cow() {
         Ok(text) => quota_core::sanitize::sanitize(&text),
         Err(_) => quota_core::sanitize::sanitize(&replace_surrogates(name.as_borrowed())?),
+    })
+}
+
+/// Kafka's ``Sanitizer.desanitize`` (Java's ``URLDecoder.decode(name, "UTF-8")``): the name
+/// back from a sanitized node name; ``QuotaValueError`` (a ``ValueError``) on a broken ``%``
+/// escape. A lone surrogate reads as ``?``, as in ``sanitize``.
+#[pyfunction]
+fn desanitize(node_name: &Bound<'_, PyString>) -> PyQuotaResult<String> {
+    Ok(match node_name.to_cow() {
+        Ok(text) => quota_core::sanitize::desanitize(&text)?,
+        Err(_) => quota_core::sanitize::desanitize(&replace_surrogates(node_name.as_borrowed())?)?,
     })
 }
 
@@ -134,7 +145,22 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fetch_answer, m)?)?;
     m.add_function(wrap_pyfunction!(combine_throttles, m)?)?;
     m.add_class::<PyQuotaConfig>()?;
+    m.add_function(wrap_pyfunction!(desanitize, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::exposition::family_name, m)?)?;
     m.add("CONFIG_KEYS", PyTuple::new(m.py(), config_keys())?)?;
+    m.add("MAX_NAME_BYTES", quota_core::MAX_NAME_BYTES)?;
+    m.add("INTERNAL_TAG_PREFIX", quota_core::INTERNAL_TAG_PREFIX)?;
+    m.add("ENCODED_TAGS_PREFIX", quota_core::ENCODED_TAGS_PREFIX)?;
+    let defaults = PyDict::new(m.py());
+    for (setting, kafka_config, value) in quota_core::BROKER_DEFAULTS {
+        // Kafka's broker configs are integers; the two timing constants are seconds as floats.
+        if kafka_config.is_empty() {
+            defaults.set_item(setting, value)?;
+        } else {
+            defaults.set_item(setting, value as i64)?;
+        }
+    }
+    m.add("BROKER_DEFAULTS", defaults)?;
     m.add("ENTITY_ABSENT", ENTITY_ABSENT)?;
     m.add("ENTITY_DEFAULT", ENTITY_DEFAULT)?;
     m.add("ENTITY_NAMED", ENTITY_NAMED)?;

@@ -83,7 +83,7 @@ impl KernelArgs {
             max_name_bytes: at_least_one(
                 "max_name_bytes",
                 self.max_name_bytes,
-                quota_core::budget::DEFAULT_MAX_NAME_BYTES_HELD,
+                quota_core::name_budget::DEFAULT_MAX_NAME_BYTES_HELD,
             )?,
         };
         let interval = self

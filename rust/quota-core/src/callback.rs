@@ -10,9 +10,16 @@
 
 use crate::types::ClientQuotaType;
 
+/// The user-tag prefix of the kernel's internal sensors ([`FAILED_TAGS`]).
+pub const INTERNAL_TAG_PREFIX: char = '\u{1}';
+
+/// The user-tag prefix of a callback's tag map that is not exactly `{user, client-id}`, kept as
+/// its canonical JSON after the prefix (`kquota.callback.encode_tags`); the exposition strips it.
+pub const ENCODED_TAGS_PREFIX: char = '\u{2}';
+
 /// Tags of the one sensor that requests go to when the callback failed to tag them and there is
-/// no earlier answer to fall back on. `\u{1}` cannot start a callback's own tag (it is not
-/// printable and the binding rejects control characters in tags), so no callback can collide.
+/// no earlier answer to fall back on. [`INTERNAL_TAG_PREFIX`] cannot start a callback's own tag
+/// (the binding refuses such answers), so no callback can collide.
 pub const FAILED_TAGS: (&str, &str) = ("\u{1}callback-failed", "");
 
 pub trait QuotaCallbackHook: Send + Sync {

@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 use arc_swap::{ArcSwap, ArcSwapOption};
 use parking_lot::Mutex;
 
-use crate::budget::ByteBudget;
+use crate::name_budget::ByteBudget;
 use crate::callback::CallbackSlot;
 use crate::clock::{monotonic_ms, ClockAnchor};
 use crate::error::QuotaError;
@@ -44,7 +44,7 @@ pub struct QuotaKernel {
     pub(crate) exempt: OnceLock<RateSensor>,
     /// A custom quota callback (KIP-257) deciding tags and limits, if one is installed.
     pub(crate) hook: ArcSwapOption<CallbackSlot>,
-    /// Bytes of names held, bounded (see `budget`).
+    /// Bytes of names held, bounded (see `name_budget`).
     pub(crate) names: ByteBudget,
     /// Set by [`close`](QuotaKernel::close): nothing is recorded or configured after it.
     pub(crate) closed: AtomicBool,

@@ -69,7 +69,7 @@ fn short_eq(a: &[u8], b: &[u8]) -> bool {
 ///
 /// A thin pointer (8 bytes, where a `Box<str>` takes 16): every sensor holds one, and the
 /// sensor's size is a memory budget. The allocation is a `u32` length followed by the bytes;
-/// names are far below 4 GiB (`budget::MAX_NAME_BYTES`).
+/// names are far below 4 GiB (`name_budget::MAX_NAME_BYTES`).
 pub struct Tags {
     ptr: NonNull<u8>,
 }

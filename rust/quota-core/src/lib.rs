@@ -19,10 +19,9 @@
 //!   (`Rate.windowSize`), [`throttle`] (`QuotaUtils.throttleTime`, mutation throttle),
 //!   [`token_bucket`] (KIP-599's `TokenBucket`), [`fetch_answer`] (a proxy's answer to a
 //!   recorded Fetch response).
-//! * Leaves: [`types`], [`error`], [`clock`], [`budget`], [`idle`], [`keys`],
+//! * Leaves: [`types`], [`error`], [`clock`], [`name_budget`], [`idle`], [`keys`],
 //!   [`record_mode`].
 
-pub mod budget;
 pub mod callback;
 mod check_cache;
 pub mod clock;
@@ -40,6 +39,7 @@ pub mod limits;
 pub mod measurement;
 pub mod metrics;
 pub mod mutation_quota;
+pub mod name_budget;
 pub mod precedence;
 pub mod rate;
 pub mod record;
@@ -62,8 +62,8 @@ pub mod types;
 pub mod validate;
 mod windowed_sum;
 
-pub use budget::{check_name, check_names, MAX_NAME_BYTES};
-pub use callback::{QuotaCallbackHook, FAILED_TAGS};
+pub use name_budget::{check_name, check_names, MAX_NAME_BYTES};
+pub use callback::{QuotaCallbackHook, ENCODED_TAGS_PREFIX, FAILED_TAGS, INTERNAL_TAG_PREFIX};
 pub use clock::MAX_ABS_NOW_MS;
 pub use entity::{EntityName, QuotaEntity};
 pub use error::QuotaError;
@@ -76,7 +76,7 @@ pub use metrics::{MetricsSnapshot, SensorRow, TypeRow};
 pub use rate::RateSensor;
 pub use response::{combine_throttles, FetchStep, ResponseThrottle};
 pub use sensor::QuotaSensor;
-pub use settings::{KernelConfig, DEFAULT_MAX_SENSORS, DEFAULT_SENSOR_EXPIRY_MS};
+pub use settings::{KernelConfig, BROKER_DEFAULTS, DEFAULT_MAX_SENSORS, DEFAULT_SENSOR_EXPIRY_MS};
 pub use snapshot::{ConfigSnapshot, QuotaChange};
 pub use throttle::{mutation_throttle_time_ms, throttle_time_ms, time_at_bound_ms};
 pub use token_bucket::{StrictTake, TokenBucket};

@@ -127,7 +127,7 @@ impl QuotaKernel {
         // While tags are fixed by the kind bits and the user name needs no escaping, the tags
         // are the names themselves: search the registry directly, recording while its guard is
         // held (no reference-count traffic). Otherwise the metric-tag cache answers.
-        crate::budget::check_names(user, client_id)?;
+        crate::name_budget::check_names(user, client_id)?;
         let sensor = match direct_tags(kinds, user, client_id) {
             Some((tu, tc)) => {
                 if let Some(r) = rt

@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 use papaya::Equivalent;
 
-use crate::budget::ByteBudget;
+use crate::name_budget::ByteBudget;
 use crate::keys::PairRef;
 use crate::sensor::QuotaSensor;
 

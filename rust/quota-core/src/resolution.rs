@@ -81,7 +81,7 @@ impl QuotaKernel {
         now: i64,
     ) -> Result<Resolved, QuotaError> {
         self.check_open()?;
-        crate::budget::check_names(user, client_id)?;
+        crate::name_budget::check_names(user, client_id)?;
         let rt = &self.types[t.index()];
         let snap = self.config.load();
         let cfg = &snap.types[t.index()];
@@ -185,7 +185,7 @@ impl QuotaKernel {
             return Ok(None);
         }
         // Tags fixed by the kind bits: the registry answers directly (no snapshot, no tag strings).
-        crate::budget::check_names(user, client_id)?;
+        crate::name_budget::check_names(user, client_id)?;
         if let Some((tu, tc)) = direct_tags(kinds, user, client_id) {
             if let Some(s) = rt.sensors.with(tu, tc, Arc::clone) {
                 return Ok(Some((generation, s)));

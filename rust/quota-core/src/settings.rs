@@ -2,11 +2,33 @@
 
 use crate::entity::QuotaEntity;
 use crate::error::QuotaError;
-use crate::types::{ClientQuotaType, WindowSpec};
+use crate::types::{
+    ClientQuotaType, WindowSpec, DEFAULT_CONTROLLER_WINDOW_NUM, DEFAULT_CONTROLLER_WINDOW_SIZE_SECONDS,
+    DEFAULT_EXPIRY_INTERVAL_SECONDS, DEFAULT_METRICS_NUM_SAMPLES, DEFAULT_METRICS_SAMPLE_WINDOW_MS,
+    DEFAULT_NUM_IO_THREADS, DEFAULT_NUM_NETWORK_THREADS, DEFAULT_WINDOW_NUM, DEFAULT_WINDOW_SIZE_SECONDS,
+};
 use crate::validate::validate_value;
 
 /// Kafka's `ClientQuotaManager.InactiveSensorExpirationTimeSeconds`.
 pub const DEFAULT_SENSOR_EXPIRY_MS: i64 = 3_600_000;
+
+/// `(kernel setting, Kafka broker config, default)` of every setting with a Kafka default.
+pub const BROKER_DEFAULTS: [(&str, &str, f64); 10] = [
+    ("window_num", "quota.window.num", DEFAULT_WINDOW_NUM as f64),
+    ("window_size_seconds", "quota.window.size.seconds", DEFAULT_WINDOW_SIZE_SECONDS as f64),
+    ("num_io_threads", "num.io.threads", DEFAULT_NUM_IO_THREADS as f64),
+    ("num_network_threads", "num.network.threads", DEFAULT_NUM_NETWORK_THREADS as f64),
+    ("metrics_num_samples", "metrics.num.samples", DEFAULT_METRICS_NUM_SAMPLES as f64),
+    ("metrics_sample_window_ms", "metrics.sample.window.ms", DEFAULT_METRICS_SAMPLE_WINDOW_MS as f64),
+    ("controller_window_num", "controller.quota.window.num", DEFAULT_CONTROLLER_WINDOW_NUM as f64),
+    (
+        "controller_window_size_seconds",
+        "controller.quota.window.size.seconds",
+        DEFAULT_CONTROLLER_WINDOW_SIZE_SECONDS as f64,
+    ),
+    ("sensor_expiry_seconds", "", DEFAULT_SENSOR_EXPIRY_MS as f64 / 1000.0),
+    ("expiry_interval_seconds", "", DEFAULT_EXPIRY_INTERVAL_SECONDS),
+];
 /// Default cap on live sensors per quota type (about 0.5 GB of sensors at 502 B each).
 pub const DEFAULT_MAX_SENSORS: usize = 1_000_000;
 
@@ -32,7 +54,7 @@ pub struct KernelConfig {
     /// Cap on live sensors per quota type; at the cap new tags share an overflow sensor.
     pub max_sensors: usize,
     /// Budget for the bytes of names held (sensor tags and metric-tag cache keys, all types);
-    /// past it new tags share an overflow sensor, as at `max_sensors` (see `budget`).
+    /// past it new tags share an overflow sensor, as at `max_sensors` (see `name_budget`).
     pub max_name_bytes: usize,
 }
 
@@ -40,15 +62,18 @@ impl Default for KernelConfig {
     fn default() -> Self {
         KernelConfig {
             window: WindowSpec::default(),
-            num_io_threads: 8,
-            num_network_threads: 3,
+            num_io_threads: DEFAULT_NUM_IO_THREADS,
+            num_network_threads: DEFAULT_NUM_NETWORK_THREADS,
             producer_default: None,
             consumer_default: None,
             metrics_window: WindowSpec::BROKER_METRICS,
-            controller_window: WindowSpec::default(),
+            controller_window: WindowSpec {
+                samples: DEFAULT_CONTROLLER_WINDOW_NUM,
+                window_ms: DEFAULT_CONTROLLER_WINDOW_SIZE_SECONDS * 1000,
+            },
             sensor_expiry_ms: DEFAULT_SENSOR_EXPIRY_MS,
             max_sensors: DEFAULT_MAX_SENSORS,
-            max_name_bytes: crate::budget::DEFAULT_MAX_NAME_BYTES_HELD,
+            max_name_bytes: crate::name_budget::DEFAULT_MAX_NAME_BYTES_HELD,
         }
     }
 }

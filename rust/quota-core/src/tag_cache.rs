@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::budget::ByteBudget;
+use crate::name_budget::ByteBudget;
 use crate::keys::{shared_str, NamePair, PairRef};
 use crate::sensor::QuotaSensor;
 

@@ -63,6 +63,27 @@ impl ClientQuotaType {
     }
 }
 
+// Kafka's broker defaults of the settings a kernel takes (`KafkaConfig` / `QuotaConfig`): the one
+// definition; `settings::BROKER_DEFAULTS` lists them for the binding and the Python layer.
+/// `quota.window.num`.
+pub const DEFAULT_WINDOW_NUM: u32 = 11;
+/// `quota.window.size.seconds`.
+pub const DEFAULT_WINDOW_SIZE_SECONDS: i64 = 1;
+/// `num.io.threads`.
+pub const DEFAULT_NUM_IO_THREADS: u32 = 8;
+/// `num.network.threads`.
+pub const DEFAULT_NUM_NETWORK_THREADS: u32 = 3;
+/// `metrics.num.samples`.
+pub const DEFAULT_METRICS_NUM_SAMPLES: u32 = 2;
+/// `metrics.sample.window.ms`.
+pub const DEFAULT_METRICS_SAMPLE_WINDOW_MS: i64 = 30_000;
+/// `controller.quota.window.num`.
+pub const DEFAULT_CONTROLLER_WINDOW_NUM: u32 = 11;
+/// `controller.quota.window.size.seconds`.
+pub const DEFAULT_CONTROLLER_WINDOW_SIZE_SECONDS: i64 = 1;
+/// How often Kafka's `ClientQuotaManager` expires idle sensors (`Metrics`' 30 s sensor purge).
+pub const DEFAULT_EXPIRY_INTERVAL_SECONDS: f64 = 30.0;
+
 /// `quota.window.num` and `quota.window.size.seconds`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowSpec {
@@ -113,10 +134,10 @@ impl WindowSpec {
         })
     }
 
-    /// Kafka's broker `Metrics` default (`metrics.num.samples=2`, `metrics.sample.window.ms=30000`).
+    /// Kafka's broker `Metrics` default (`metrics.num.samples`, `metrics.sample.window.ms`).
     pub const BROKER_METRICS: WindowSpec = WindowSpec {
-        samples: 2,
-        window_ms: 30_000,
+        samples: DEFAULT_METRICS_NUM_SAMPLES,
+        window_ms: DEFAULT_METRICS_SAMPLE_WINDOW_MS,
     };
 
     /// Samples whose last event is this old or older are reset before measuring.
@@ -140,9 +161,10 @@ impl WindowSpec {
 
 impl Default for WindowSpec {
     fn default() -> Self {
+        // Kafka's `quota.window.num` and `quota.window.size.seconds`.
         WindowSpec {
-            samples: 11,
-            window_ms: 1000,
+            samples: DEFAULT_WINDOW_NUM,
+            window_ms: DEFAULT_WINDOW_SIZE_SECONDS * 1000,
         }
     }
 }

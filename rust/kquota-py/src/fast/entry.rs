@@ -5,7 +5,7 @@ use std::ptr;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use super::args::{bind, check_text, handle_args, now_ms, quota_type, strict_flag, text, value};
+use super::vectorcall_args::{bind, check_text, handle_args, now_ms, quota_type, strict_flag, text, value};
 use super::{MUTATIONS_NAME, NAME, REQUEST_NAME};
 use crate::errors::{PyQuotaErr, PyQuotaResult};
 use crate::handle::PyClientHandle;
@@ -162,8 +162,7 @@ pub(super) unsafe extern "C" fn named_request(
         let t = quota_core::ClientQuotaType::Request;
         let args = || {
             let (v, now) = (value(py, v, "thread_time_nanos")?, now_ms(py, now)?);
-            quota_core::check_nanos(v)?;
-            Ok((v * quota_core::NANOS_TO_PERCENT, now))
+            Ok((quota_core::thread_time_percent(v)?, now))
         };
         named_call(
             py,

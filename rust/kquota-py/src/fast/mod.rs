@@ -1,5 +1,5 @@
 //! Hand-written METH_FASTCALL entry points for the per-request calls (the method table and its
-//! installation; argument binding in `args`, the entry points in `entry`).
+//! installation; argument binding in `vectorcall_args`, the entry points in `entry`).
 //!
 //! `record_and_get_throttle_time_ms`, `record_request_time` and `record_controller_mutations` of
 //! `ClientHandle` and `QuotaKernel` run per request, so their arguments are handled directly on
@@ -8,7 +8,7 @@
 //! two classes (they have no `#[pymethods]` wrappers). Names, defaults, errors and
 //! `__text_signature__` follow the generic methods' conventions.
 
-mod args;
+mod vectorcall_args;
 mod entry;
 
 use std::ffi::CStr;

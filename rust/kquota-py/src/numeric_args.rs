@@ -1,6 +1,7 @@
-//! Numeric arguments of the generic entry points, held to the rules of the fast entry points
-//! (`fast.rs`): a bool or a str is not a number (`TypeError`), and a number too large for its
-//! slot is a bad value (`QuotaValueError`), never a bare `OverflowError`.
+//! Numeric arguments of the generic (PyO3) entry points, held to the rules of the fast entry
+//! points (`fast/`, whose own vectorcall binding is `fast/vectorcall_args.rs`): a bool or a str
+//! is not a number (`TypeError`), and a number too large for its slot is a bad value
+//! (`QuotaValueError`), never a bare `OverflowError`.
 
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;

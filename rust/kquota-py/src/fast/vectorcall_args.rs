@@ -106,7 +106,7 @@ pub(super) unsafe fn value(py: Python<'_>, ob: *mut ffi::PyObject, name: &str) -
     };
     if v == -1.0 {
         if let Some(err) = PyErr::take(py) {
-            return Err(crate::args::overflow_as_value_error(py, err, name));
+            return Err(crate::numeric_args::overflow_as_value_error(py, err, name));
         }
     }
     Ok(v)
@@ -121,7 +121,7 @@ pub(super) unsafe fn now_ms(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<
         let v = ffi::PyLong_AsLongLong(ob);
         if v == -1 {
             if let Some(err) = PyErr::take(py) {
-                return Err(crate::args::overflow_as_value_error(py, err, "now_ms"));
+                return Err(crate::numeric_args::overflow_as_value_error(py, err, "now_ms"));
             }
         }
         return Ok(Some(v));
@@ -134,7 +134,7 @@ pub(super) unsafe fn now_ms(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<
     Borrowed::from_ptr(py, ob)
         .extract::<i64>()
         .map(Some)
-        .map_err(|e| match crate::args::overflow_as_value_error(py, e, "now_ms") {
+        .map_err(|e| match crate::numeric_args::overflow_as_value_error(py, e, "now_ms") {
             e if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => e,
             e if e.get_type(py).is(crate::errors::quota_value_error(py)) => e,
             _ => PyTypeError::new_err("argument 'now_ms': must be an int or None"),
@@ -174,7 +174,7 @@ pub(super) unsafe fn text<'a>(
         return Ok(std::borrow::Cow::Owned(crate::names::replace_surrogates(s)?));
     }
     if len as usize > quota_core::MAX_NAME_BYTES {
-        return Err(PyQuotaErr::from(quota_core::budget::name_too_long(name, len as usize)).into());
+        return Err(PyQuotaErr::from(quota_core::name_budget::name_too_long(name, len as usize)).into());
     }
     // SAFETY: CPython returns valid UTF-8 cached on the str object, alive while the argument is.
     Ok(std::borrow::Cow::Borrowed(std::str::from_utf8_unchecked(

@@ -1,0 +1,50 @@
+"""The request log's schema: the one definition (``docs/pipeline.md``, "Request log").
+
+=============  ===========================  =================================================
+column         type (Arrow, as written)     meaning
+=============  ===========================  =================================================
+``ts_ms``      integer (int64)              request time, ms
+``broker``     integer, optional (int32)    broker id (quotas are per broker); default 0
+``user``       string                       raw principal name
+``client_id``  string                       raw client id (may be empty)
+``quota_type`` string                       ``PRODUCE``, ``FETCH``, ``REQUEST`` (any case)
+``value``      number (float64)             bytes, or thread-time nanoseconds for ``REQUEST``
+=============  ===========================  =================================================
+
+Within one broker, requests are applied in ``ts_ms`` order, ties in input order. The proxy's
+writer (:class:`kquota.proxy.reqlog.RequestLogWriter`), the pipeline's reader
+(:func:`kquota.pipeline.schema.read_requests`) and ``simulate``'s output
+(:data:`SIMULATED_COLUMNS`) all take their columns from here. (The native proxy's row,
+``kquota-proxy``'s ``LogRow``, is this row without ``broker``, which the writer adds.)
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+#: Every column, in the order the writer writes them.
+COLUMNS = ("ts_ms", "broker", "user", "client_id", "quota_type", "value")
+#: Optional columns and the value a reader gives rows without them.
+DEFAULTS = {"broker": 0}
+#: The columns a log must have.
+REQUIRED = tuple(c for c in COLUMNS if c not in DEFAULTS)
+#: The quota types a request is logged under (upper case; readers accept any case).
+QUOTA_TYPES = ("PRODUCE", "FETCH", "REQUEST")
+#: Readers count a row whose ``ts_ms`` is this far from 0 or further (about 2,230 years) as bad.
+MAX_ABS_TS_MS = 1 << 46
+#: ``simulate``'s ``requests/`` output: the log's columns plus the throttle the replay gave.
+SIMULATED_COLUMNS = COLUMNS + ("throttle_ms",)
+
+
+@lru_cache(maxsize=1)
+def arrow_schema() -> Any:
+    """The ``pyarrow.Schema`` the writer writes (pyarrow is imported on first use)."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    types = {"ts_ms": pa.int64(), "broker": pa.int32(), "user": pa.string(), "client_id": pa.string(),
+             "quota_type": pa.string(), "value": pa.float64()}
+    return pa.schema([(c, types[c]) for c in COLUMNS])
+
+
+__all__ = ["COLUMNS", "DEFAULTS", "MAX_ABS_TS_MS", "QUOTA_TYPES", "REQUIRED", "SIMULATED_COLUMNS", "arrow_schema"]
