@@ -12,6 +12,7 @@ use pyo3::types::{PyAny, PyDict};
 use quota_core::{ClientQuotaType as CoreType, QuotaKernel as CoreKernel};
 
 use crate::args::{ms, Int, Real};
+use crate::connections::PyConnectionQuotas;
 use crate::entity::{entity_parts, quota_changes, ChangeTuple};
 use crate::errors::PyQuotaResult;
 use crate::expiry::ExpiryThread;
@@ -404,6 +405,11 @@ impl PyQuotaKernel {
         let k = Arc::clone(&self.kernel);
         let r = py.detach(move || k.expire_sensors(ms(now_ms)))?;
         Ok((r.removed, r.now_ms))
+    }
+
+    /// The kernel's connection quotas (KIP-612); every call returns a view of the same state.
+    fn _connections(&self) -> PyConnectionQuotas {
+        PyConnectionQuotas { kernel: Arc::clone(&self.kernel) }
     }
 
     /// Stops the background expiry thread (waits for a pass in progress); no-op if none runs.

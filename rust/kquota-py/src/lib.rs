@@ -9,6 +9,7 @@
 mod args;
 mod batch;
 mod callback;
+mod connections;
 mod entity;
 mod errors;
 mod expiry;
@@ -41,6 +42,7 @@ fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("_noop", fast::noop_function(m)?)?;
     errors::register(m)?;
     rules::register(m)?;
+    connections::register(m)?;
     fast::install(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(
