@@ -10,9 +10,9 @@ import threading
 
 import pytest
 from store_helpers import store_url
+from test_configs_cli import cli, state
 
 from kquota import ClientQuotaEntity, QuotaManager
-from kquota.cli import main
 from kquota.config_file import parse_quota_config
 from kquota.stores import open_store
 from kquota.watcher import QuotaConfigWatcher
@@ -24,20 +24,6 @@ RATE = "connection_creation_rate"
 @pytest.fixture(params=["sqlite", "zookeeper"])
 def url(request, tmp_path):
     return store_url(request.param, tmp_path)
-
-
-def cli(capsys, *args):
-    code = main(["configs", *args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def state(url):
-    s = open_store(url)
-    try:
-        return s.describe()
-    finally:
-        s.close()
 
 
 def test_ips_round_trip(capsys, url):

@@ -10,6 +10,7 @@ import pytest
 from kquota.proxy import apis
 from proxy_support import ProxyThread
 from proxy_wire import Wire
+from test_proxy_protocol import describe_with_kafka_python
 
 RATE = "connection_creation_rate"
 EXACT, DEFAULT, ANY = 0, 1, 2
@@ -142,18 +143,6 @@ def test_describe_filters_as_kafka(proxy):
 
 def test_a_real_client_describes_ip_quotas(proxy):
     pytest.importorskip("kafka")
-    from kafka.admin import KafkaAdminClient
-    from kafka.protocol.admin import DescribeClientQuotasRequest
-
     proxy.qm.alter_client_quotas([({"ip": "::1"}, {RATE: 7}), ({"ip": None}, {RATE: 9})])
-    admin = KafkaAdminClient(bootstrap_servers=proxy.address)
-    try:
-        req = DescribeClientQuotasRequest[0](components=[("ip", ANY, None)], strict=False)
-        future = admin._send_request_to_node(admin._client.least_loaded_node(), req)
-        admin._wait_for_futures([future])
-        resp = future.value
-    finally:
-        admin.close()
-    assert resp.error_code == 0
-    got = {tuple((t, n) for t, n in entity): dict(values) for entity, values in resp.entries}
+    got = describe_with_kafka_python(proxy.address)  # kafka-python's own request encoding
     assert got == {(("ip", "::1"),): {RATE: 7.0}, (("ip", None),): {RATE: 9.0}}

@@ -134,35 +134,37 @@ def normalize_alter(entries: Iterable[Tuple[EntityLike, Ops]]) -> NormalizedAlte
             continue
         uk, u = entity_side(entity, USER)
         ck, c = entity_side(entity, CLIENT_ID)
-        values: dict[str, Optional[float]] = {}
-        for key, value in ops.items():
-            if key not in CONFIG_KEYS:
-                raise QuotaConfigError(
-                    f"invalid quota for entity {entity}, key {key}: unknown config key "
-                    f"(expected one of {', '.join(CONFIG_KEYS)})"
-                )
-            number = None if value is None else _config_value(entity, key, value)
-            out.changes.append((uk, u, ck, c, key, number))
-            values[key] = number
+        values = _checked_ops(entity, ops, CONFIG_KEYS, f"unknown config key (expected one of {', '.join(CONFIG_KEYS)})")
+        out.changes.extend((uk, u, ck, c, key, number) for key, number in values.items())
         out.entries.append((entity, values))
     return out
+
+
+def _checked_ops(
+    entity: ClientQuotaEntity, ops: Mapping[str, Any], keys: Tuple[str, ...], unknown: str
+) -> dict[str, Optional[float]]:
+    """``{key: number or None}`` of ``ops``, each key one of ``keys`` (else ``unknown`` is the
+    reason) and each value a number as :func:`_config_value` takes it."""
+    values: dict[str, Optional[float]] = {}
+    for key, value in ops.items():
+        if key not in keys:
+            raise QuotaConfigError(f"invalid quota for entity {entity}, key {key}: {unknown}")
+        values[key] = None if value is None else _config_value(entity, key, value)
+    return values
 
 
 def _ip_ops(entity: ClientQuotaEntity, ops: Mapping[str, Any], changes: list[IpChange]) -> dict[str, Optional[float]]:
     """Checks the ops of an ``ip`` entity (Kafka's ``ipConfigs``: ``connection_creation_rate``
     only, an INT above 0) and appends its changes."""
-    values: dict[str, Optional[float]] = {}
-    for key, value in ops.items():
-        if key not in IP_CONFIG_KEYS:
-            raise QuotaConfigError(
-                f"invalid quota for entity {entity}, key {key}: Invalid configuration key {key} "
-                f"(an ip entity takes {CONNECTION_CREATION_RATE} only)"
-            )
-        number = None if value is None else _config_value(entity, key, value)
+    values = {}
+    for key in ops:
+        # Kafka's word for a key the entity type does not take, per key.
+        values.update(_checked_ops(entity, {key: ops[key]}, IP_CONFIG_KEYS,
+                                   f"Invalid configuration key {key} (an ip entity takes {CONNECTION_CREATION_RATE} only)"))
+    for number in values.values():
         if number is not None:
             _kquota.validate_connection_rate(str(entity), number)
-        changes.append((entity[IP], number))
-        values[key] = number
+    changes.extend((entity[IP], number) for number in values.values())
     return values
 
 

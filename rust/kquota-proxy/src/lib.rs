@@ -14,6 +14,7 @@ pub mod listen;
 pub mod outbox;
 pub mod produce;
 pub mod produce_path;
+pub mod proxy_protocol;
 pub mod relay;
 pub mod requests;
 pub mod responses;
