@@ -41,17 +41,24 @@ def _prop_text(key: str, value: Any) -> str:
 
 
 class ConnectionQuotasMixin:
-    """The connection-quota methods of :class:`~kquota.QuotaManager`."""
+    """The connection-quota methods of :class:`~kquota.QuotaManager` (whose ``__init__`` calls
+    :meth:`_bind_connections` first)."""
 
     __slots__ = ()
+
+    def _bind_connections(self) -> None:
+        self._conn  # noqa: B018 - binds the per-connection entry points (see _conn)
 
     @property
     def _conn(self) -> ConnectionQuotas:
         d = self.__dict__  # type: ignore[attr-defined]
         c = d.get("_conn_view")
         if c is None:
-            # The native kernel's view of its connection quotas (QuotaKernel._connections).
+            # The native kernel's view of its connection quotas (QuotaKernel._connections);
+            # the per-connection entry points are kept bound beside it, so each call below is
+            # one Python frame and one native call.
             c = d["_conn_view"] = self._connections()  # type: ignore[attr-defined]
+            d["_conn_accept"], d["_conn_admit"], d["_conn_release"] = c.record_accept, c.admit, c.release
         return c
 
     def record_connection_accept(self, listener: str = "", now_ms: Optional[int] = None) -> int:
@@ -60,7 +67,7 @@ class ConnectionQuotasMixin:
         it before going on: Kafka's acceptor blocks that long. Call it before
         :meth:`record_connection` for the same connection, which takes it back if the address
         is throttled."""
-        return self._conn.record_accept(listener, now_ms)
+        return self._conn_accept(listener, now_ms)  # type: ignore[attr-defined, no-any-return]
 
     def connection_slot_available(self, listener: str = "") -> bool:
         """Whether ``listener`` and the whole server are under their ``max.connections`` (Kafka's
@@ -77,12 +84,12 @@ class ConnectionQuotasMixin:
         :class:`~kquota.exceptions.TooManyConnectionsError` when the address already holds
         ``max.connections.per.ip`` (or its override) connections; nothing is counted then.
         """
-        return self._conn.admit(ip, listener, now_ms)
+        return self._conn_admit(ip, listener, now_ms)  # type: ignore[attr-defined, no-any-return]
 
     def release_connection(self, ip: str, listener: str = "") -> bool:
         """Counts down a connection :meth:`record_connection` counted (Kafka's ``dec``); False
         if ``ip`` held none."""
-        return self._conn.release(ip, listener)
+        return self._conn_release(ip, listener)  # type: ignore[attr-defined, no-any-return]
 
     def connection_count(self, ip: Optional[str] = None) -> int:
         """Connections counted now for ``ip``, or for every address."""

@@ -83,6 +83,7 @@ class QuotaManager(ConnectionQuotasMixin, QuotaKernel):
         expiry_interval_seconds: Optional[float] = 30.0,
         max_name_bytes: Optional[int] = None,
     ) -> None:
+        self._bind_connections()
         # The native constructor has validated the lifecycle arguments' values already; types
         # are checked here so that bool or str never pass as numbers.
         for name, value in (

@@ -79,8 +79,10 @@ pub(crate) struct State {
     /// Created by the first connection (a sensor's first sample starts at its first record).
     pub(crate) broker: Option<RateSensor>,
     pub(crate) broker_pending: u64,
-    /// Keyed by the listener name; `""` is "no listener" (counts only broker-wide).
-    pub(crate) listeners: HashMap<String, ListenerState>,
+    /// By listener name; `""` is "no listener" (counts only broker-wide). A vector: listener
+    /// names come from the operator's configuration, not from clients, so there are a handful and
+    /// a scan beats hashing the name on every connection.
+    pub(crate) listeners: Vec<(String, ListenerState)>,
     /// The newest time seen, for expiry without a caller's time.
     pub(crate) newest_ms: i64,
 }
@@ -128,7 +130,7 @@ impl ConnectionQuotas {
                 total: 0,
                 broker: None,
                 broker_pending: 0,
-                listeners: HashMap::new(),
+                listeners: Vec::new(),
                 newest_ms: i64::MIN,
             }),
             totals: Totals::default(),
@@ -194,7 +196,7 @@ impl ConnectionQuotas {
     /// broker under its own.
     pub fn slot_available(&self, listener: &str) -> bool {
         let st = self.state.lock();
-        let count = st.listeners.get(listener).map_or(0, |l| l.count);
+        let count = find(&st.listeners, listener).map_or(0, |l| l.count);
         count < st.limits.listener(listener).max_connections as i64 && st.total < st.limits.max_connections as i64
     }
 
@@ -207,7 +209,7 @@ impl ConnectionQuotas {
         // Whether step 1 recorded this connection (so that it can be taken back).
         let from_accept = st.broker_pending > 0;
         st.broker_pending = st.broker_pending.saturating_sub(1);
-        let listener_recorded = match st.listeners.get_mut(listener) {
+        let listener_recorded = match find_mut(&mut st.listeners, listener) {
             Some(l) if l.pending > 0 => {
                 l.pending -= 1;
                 true
@@ -258,7 +260,7 @@ impl ConnectionQuotas {
             Some(n) => *n -= 1,
         }
         st.total -= 1;
-        if let Some(l) = st.listeners.get_mut(listener) {
+        if let Some(l) = find_mut(&mut st.listeners, listener) {
             l.count = (l.count - 1).max(0);
         }
         true
@@ -296,28 +298,45 @@ impl ConnectionQuotas {
     }
 }
 
+/// Name equality without a `memcmp` call: listener names are a few bytes, and the call (through
+/// the PLT, with its size dispatch) cost more than the compare on every connection.
+#[inline]
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| x == y)
+}
+
+fn find<'a>(listeners: &'a [(String, ListenerState)], name: &str) -> Option<&'a ListenerState> {
+    listeners.iter().find(|(n, _)| same(n, name)).map(|(_, l)| l)
+}
+
+fn find_mut<'a>(listeners: &'a mut [(String, ListenerState)], name: &str) -> Option<&'a mut ListenerState> {
+    listeners.iter_mut().find(|(n, _)| same(n, name)).map(|(_, l)| l)
+}
+
 fn listener_state<'a>(
-    listeners: &'a mut HashMap<String, ListenerState>,
+    listeners: &'a mut Vec<(String, ListenerState)>,
     name: &str,
     spec: &WindowSpec,
     metrics_spec: &WindowSpec,
     now: i64,
 ) -> &'a mut ListenerState {
-    // Listener names come from the operator's configuration, not from clients: the map stays
-    // as small as the set of listeners.
-    if !listeners.contains_key(name) {
-        listeners.insert(
-            name.to_owned(),
-            ListenerState {
-                count: 0,
-                rate: RateSensor::new(spec, now),
-                pending: 0,
-                throttle: ThrottleAvg::new(metrics_spec, now),
-                ip_throttle: ThrottleAvg::new(metrics_spec, now),
-            },
-        );
-    }
-    listeners.get_mut(name).expect("inserted above")
+    let i = match listeners.iter().position(|(n, _)| same(n, name)) {
+        Some(i) => i,
+        None => {
+            listeners.push((
+                name.to_owned(),
+                ListenerState {
+                    count: 0,
+                    rate: RateSensor::new(spec, now),
+                    pending: 0,
+                    throttle: ThrottleAvg::new(metrics_spec, now),
+                    ip_throttle: ThrottleAvg::new(metrics_spec, now),
+                },
+            ));
+            listeners.len() - 1
+        }
+    };
+    &mut listeners[i].1
 }
 
 /// The address's sensor; at the cap a new address shares the overflow sensor (the same
