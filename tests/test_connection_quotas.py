@@ -202,3 +202,12 @@ def test_idle_address_sensors_expire():
     assert qm.expire_sensors(now_ms=10_001) == 1
     rows = {(m.name, m.tags.get("ip")) for m in qm.connection_metrics(10_001)}
     assert ("connection-accept-rate", "10.0.0.2") in rows and ("connection-accept-rate", "10.0.0.1") not in rows
+
+
+def test_a_closed_manager_records_no_connection():
+    qm = manager()
+    qm.close()
+    with pytest.raises(kquota.KQuotaError, match="closed"):
+        qm.record_connection("10.0.0.1", now_ms=0)
+    with pytest.raises(kquota.KQuotaError, match="closed"):
+        qm.record_connection_accept(now_ms=0)

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use quota_core::ip_address::{canonical_ip_text, parse_ip};
-use quota_core::{Admission, ConnectionLimits, QuotaKernel as CoreKernel};
+use quota_core::{Admission, ConnectionLimits, QuotaError, QuotaKernel as CoreKernel};
 
 use crate::args::{ms, Int, Real};
 use crate::errors::{config_error, invalid_argument, PyQuotaResult, TooManyConnectionsError};
@@ -24,12 +24,23 @@ pub struct PyConnectionQuotas {
     pub(crate) kernel: Arc<CoreKernel>,
 }
 
+impl PyConnectionQuotas {
+    /// A closed manager records nothing more, connections included.
+    fn check_open(&self) -> PyQuotaResult<()> {
+        if self.kernel.is_closed() {
+            return Err(QuotaError::Closed.into());
+        }
+        Ok(())
+    }
+}
+
 #[pymethods]
 impl PyConnectionQuotas {
     /// Records a new connection on ``listener`` into the broker-wide and listener rates and
     /// returns the delay (ms) before serving it (Kafka's acceptor blocks that long).
     #[pyo3(signature = (listener="", now_ms=None))]
     fn record_accept(&self, listener: &str, now_ms: Option<Int>) -> PyQuotaResult<i32> {
+        self.check_open()?;
         Ok(self.kernel.connections.record_accept(listener, ms(now_ms))?)
     }
 
@@ -43,6 +54,7 @@ impl PyConnectionQuotas {
     /// after which to close it; raises ``TooManyConnectionsError`` over ``max.connections.per.ip``.
     #[pyo3(signature = (ip, listener="", now_ms=None))]
     fn admit(&self, ip: &str, listener: &str, now_ms: Option<Int>) -> PyQuotaResult<i32> {
+        self.check_open()?;
         let addr = address(ip)?;
         match self.kernel.connections.admit(addr, listener, ms(now_ms))? {
             Admission::Accepted => Ok(0),
