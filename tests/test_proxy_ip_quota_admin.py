@@ -146,3 +146,28 @@ def test_a_real_client_describes_ip_quotas(proxy):
     proxy.qm.alter_client_quotas([({"ip": "::1"}, {RATE: 7}), ({"ip": None}, {RATE: 9})])
     got = describe_with_kafka_python(proxy.address)  # kafka-python's own request encoding
     assert got == {(("ip", "::1"),): {RATE: 7.0}, (("ip", None),): {RATE: 9.0}}
+
+
+def test_with_a_store_ip_alters_go_to_the_store(tmp_path):
+    # A proxy with --store answers from and writes to the store (every watching proxy converges).
+    import asyncio
+
+    import kquota
+    from kquota.proxy.admin import QuotaAdmin
+    from kquota.stores import open_store
+
+    store = open_store("sqlite://" + str(tmp_path / "q.db"))
+    qm = kquota.QuotaManager(expiry_interval_seconds=None)
+    admin = QuotaAdmin(qm, store=store, admin_principals=["ANONYMOUS"])
+    try:
+        resp = asyncio.run(admin.alter({"Entries": [entry({"ip": "10.1.2.3"}, 20), entry({"ip": "bad"}, 1)],
+                                        "ValidateOnly": False}, "ANONYMOUS"))
+        assert [e["ErrorCode"] for e in resp["Entries"]] == [0, apis.INVALID_REQUEST]
+        assert store.describe() == {kquota.ClientQuotaEntity({"ip": "10.1.2.3"}): {RATE: 20.0}}
+        assert qm.describe_client_quotas() == {}  # the watcher, not the handler, applies it
+        resp = asyncio.run(admin.describe({"Components": [{"EntityType": "ip", "MatchType": EXACT,
+                                                           "Match": "10.1.2.3"}], "Strict": True}))
+        assert entities(resp) == {(("ip", "10.1.2.3"),): {RATE: 20.0}}
+    finally:
+        store.close()
+        qm.close()

@@ -154,11 +154,6 @@ impl ConnectionQuotas {
         self.state.lock().ip_rates.set(ip, value);
     }
 
-    /// Replaces every `ip` quota at once.
-    pub fn set_ip_rates(&self, rates: IpRateConfig) {
-        self.state.lock().ip_rates = rates;
-    }
-
     pub fn ip_rates(&self) -> IpRateConfig {
         self.state.lock().ip_rates.clone()
     }
@@ -291,10 +286,6 @@ impl ConnectionQuotas {
         let removed = before - st.sensors.len();
         self.totals.expired.fetch_add(removed as u64, Ordering::Relaxed);
         removed
-    }
-
-    pub fn spec(&self) -> &WindowSpec {
-        &self.spec
     }
 }
 
