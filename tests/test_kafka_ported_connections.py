@@ -275,3 +275,11 @@ def test_ip_rate_with_listener_rate_only_one_address_saturates():
             throttled[ip] |= inc(qm, clock, "EXTERNAL", ip) > 0
     assert metric(qm, clock, "connection-accept-throttle-time", listener="EXTERNAL") > 0
     assert sum(throttled.values()) < 2
+
+
+def test_listener_names_are_case_insensitive():
+    # Kafka normalises listener names (ListenerName.normalised): listener.name.external.* is EXTERNAL's.
+    qm = manager(**{"listener.name.external.max.connections": 1})
+    clock = Clock()
+    accept_connections(qm, clock, "external", LISTENERS["EXTERNAL"], 1, 0)
+    assert not qm.connection_slot_available("EXTERNAL") and not qm.connection_slot_available("External")

@@ -152,9 +152,15 @@ impl ConnectionLimits {
         *self.max_connections_per_ip_overrides.get(ip).unwrap_or(&self.max_connections_per_ip)
     }
 
-    /// A listener's limits (unlimited for a listener not configured).
+    /// A listener's limits (unlimited for a listener not configured). Listener names are
+    /// case-insensitive, as Kafka's `ListenerName.normalised` makes them; a scan, not a lookup,
+    /// so that no name is upper-cased (allocated) per connection.
     pub fn listener(&self, name: &str) -> ListenerLimits {
-        self.listeners.get(name).copied().unwrap_or_default()
+        self.listeners
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, l)| *l)
+            .unwrap_or_default()
     }
 }
 
@@ -182,6 +188,7 @@ mod tests {
             l.listener("EXTERNAL"),
             ListenerLimits { max_connections: 100, max_connection_creation_rate: 7 }
         );
+        assert_eq!(l.listener("external"), l.listener("EXTERNAL"));
         assert_eq!(l.listener("OTHER"), ListenerLimits::default());
     }
 

@@ -289,11 +289,12 @@ impl ConnectionQuotas {
     }
 }
 
-/// Name equality without a `memcmp` call: listener names are a few bytes, and the call (through
-/// the PLT, with its size dispatch) cost more than the compare on every connection.
+/// Listener-name equality, case-insensitive as Kafka's listener names, without a `memcmp` call:
+/// names are a few bytes, and the call (through the PLT) cost more than the compare on every
+/// connection.
 #[inline]
 fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| x == y)
+    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| x.eq_ignore_ascii_case(&y))
 }
 
 fn find<'a>(listeners: &'a [(String, ListenerState)], name: &str) -> Option<&'a ListenerState> {
