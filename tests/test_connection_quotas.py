@@ -211,3 +211,16 @@ def test_a_closed_manager_records_no_connection():
         qm.record_connection("10.0.0.1", now_ms=0)
     with pytest.raises(kquota.KQuotaError, match="closed"):
         qm.record_connection_accept(now_ms=0)
+
+
+def test_lone_surrogates_are_refused_as_kquota_errors():
+    # No client can send such a name (no UTF-8 form): a clear refusal, never a UnicodeEncodeError.
+    qm = manager()
+    for call in (lambda: qm.record_connection("\udc80", now_ms=0),
+                 lambda: qm.record_connection_accept("\udc80", now_ms=0),
+                 lambda: qm.release_connection("10.0.0.1", "\udc80"),
+                 lambda: qm.configure_connections({"max.connections.per.ip.overrides": "\udc80:1"}),
+                 lambda: qm.alter_client_quotas([({"ip": "\udc80"}, {RATE: 1})])):
+        with pytest.raises(kquota.KQuotaError, match="lone surrogate"):
+            call()
+    assert qm.describe_client_quotas() == {} and qm.connection_limits() == {}

@@ -37,7 +37,13 @@ CONNECTIONS_GROUP = "KQuotaConnections"
 def _prop_text(key: str, value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, numbers.Integral)):
         raise QuotaValueError(f"Invalid value {value!r} for configuration {key}: must be an int or its text")
-    return str(value)
+    text = str(value)
+    for part in (key, text):
+        try:
+            part.encode("utf-8")
+        except UnicodeEncodeError:
+            raise QuotaValueError(f"Invalid configuration {key!r}: it holds a lone surrogate") from None
+    return text
 
 
 class ConnectionQuotasMixin:

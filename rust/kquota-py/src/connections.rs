@@ -6,16 +6,32 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use std::borrow::Cow;
+
+use pyo3::types::{PyDict, PyList, PyString};
 use quota_core::ip_address::{canonical_ip_text, parse_ip};
 use quota_core::{Admission, ConnectionLimits, QuotaError, QuotaKernel as CoreKernel};
 
 use crate::args::{ms, Int, Real};
 use crate::errors::{config_error, invalid_argument, PyQuotaResult, TooManyConnectionsError};
 
+/// A text argument; a lone surrogate (no UTF-8 form, so no client could send it) is a
+/// `QuotaValueError` naming the argument, never a `UnicodeEncodeError`.
+fn text<'a>(s: &'a Bound<'_, PyString>, what: &str) -> PyQuotaResult<Cow<'a, str>> {
+    s.to_cow().map_err(|_| invalid_argument(format!("{what} holds a lone surrogate (it has no UTF-8 form)")))
+}
+
+/// A listener argument (`None`: no listener, only the broker-wide limits).
+fn listener_name<'a>(l: Option<&'a Bound<'_, PyString>>) -> PyQuotaResult<Cow<'a, str>> {
+    Ok(match l {
+        Some(l) => text(l, "the listener")?,
+        None => Cow::Borrowed(""),
+    })
+}
+
 /// An address argument: an IP literal, canonicalized (`QuotaValueError` otherwise).
-fn address(ip: &str) -> PyQuotaResult<IpAddr> {
-    parse_ip(ip).map_err(invalid_argument)
+fn address(ip: &Bound<'_, PyString>) -> PyQuotaResult<IpAddr> {
+    parse_ip(&text(ip, "the address")?).map_err(invalid_argument)
 }
 
 /// The connection quotas of one kernel (Kafka's ``ConnectionQuotas``).
@@ -38,25 +54,25 @@ impl PyConnectionQuotas {
 impl PyConnectionQuotas {
     /// Records a new connection on ``listener`` into the broker-wide and listener rates and
     /// returns the delay (ms) before serving it (Kafka's acceptor blocks that long).
-    #[pyo3(signature = (listener="", now_ms=None))]
-    fn record_accept(&self, listener: &str, now_ms: Option<Int>) -> PyQuotaResult<i32> {
+    #[pyo3(signature = (listener=None, now_ms=None))]
+    fn record_accept(&self, listener: Option<&Bound<'_, PyString>>, now_ms: Option<Int>) -> PyQuotaResult<i32> {
         self.check_open()?;
-        Ok(self.kernel.connections.record_accept(listener, ms(now_ms))?)
+        Ok(self.kernel.connections.record_accept(&listener_name(listener)?, ms(now_ms))?)
     }
 
     /// Whether ``listener`` and the broker are under their ``max.connections``.
-    #[pyo3(signature = (listener=""))]
-    fn slot_available(&self, listener: &str) -> bool {
-        self.kernel.connections.slot_available(listener)
+    #[pyo3(signature = (listener=None))]
+    fn slot_available(&self, listener: Option<&Bound<'_, PyString>>) -> PyQuotaResult<bool> {
+        Ok(self.kernel.connections.slot_available(&listener_name(listener)?))
     }
 
     /// The IP rate and count of a connection from ``ip``: 0 if counted, else the throttle (ms)
     /// after which to close it; raises ``TooManyConnectionsError`` over ``max.connections.per.ip``.
-    #[pyo3(signature = (ip, listener="", now_ms=None))]
-    fn admit(&self, ip: &str, listener: &str, now_ms: Option<Int>) -> PyQuotaResult<i32> {
+    #[pyo3(signature = (ip, listener=None, now_ms=None))]
+    fn admit(&self, ip: &Bound<'_, PyString>, listener: Option<&Bound<'_, PyString>>, now_ms: Option<Int>) -> PyQuotaResult<i32> {
         self.check_open()?;
         let addr = address(ip)?;
-        match self.kernel.connections.admit(addr, listener, ms(now_ms))? {
+        match self.kernel.connections.admit(addr, &listener_name(listener)?, ms(now_ms))? {
             Admission::Accepted => Ok(0),
             Admission::Throttled { throttle_ms } => Ok(throttle_ms),
             Admission::TooManyConnections { max } => Python::attach(|py| {
@@ -69,13 +85,13 @@ impl PyConnectionQuotas {
     }
 
     /// Counts down a connection counted by ``admit``; False if ``ip`` had none.
-    #[pyo3(signature = (ip, listener=""))]
-    fn release(&self, ip: &str, listener: &str) -> PyQuotaResult<bool> {
-        Ok(self.kernel.connections.release(address(ip)?, listener))
+    #[pyo3(signature = (ip, listener=None))]
+    fn release(&self, ip: &Bound<'_, PyString>, listener: Option<&Bound<'_, PyString>>) -> PyQuotaResult<bool> {
+        Ok(self.kernel.connections.release(address(ip)?, &listener_name(listener)?))
     }
 
     /// Connections counted for ``ip`` now.
-    fn count(&self, ip: &str) -> PyQuotaResult<u32> {
+    fn count(&self, ip: &Bound<'_, PyString>) -> PyQuotaResult<u32> {
         Ok(self.kernel.connections.count(&address(ip)?))
     }
 
@@ -128,8 +144,8 @@ impl PyConnectionQuotas {
     /// Sets (a number) or removes (``None``) ``connection_creation_rate`` of ``ip`` (``None``:
     /// ``ips/<default>``). The value is checked as an alter checks it.
     #[pyo3(signature = (ip, value))]
-    fn set_ip_rate(&self, ip: Option<&str>, value: Option<Real>) -> PyQuotaResult<()> {
-        let addr = ip.map(address).transpose()?;
+    fn set_ip_rate(&self, ip: Option<Bound<'_, PyString>>, value: Option<Real>) -> PyQuotaResult<()> {
+        let addr = ip.as_ref().map(address).transpose()?;
         if let Some(v) = value {
             let entity = match addr {
                 Some(a) => format!("ip=\"{a}\""),
@@ -150,7 +166,7 @@ impl PyConnectionQuotas {
     }
 
     /// Kafka's ``connectionRateForIp`` (2147483647: unlimited).
-    fn connection_rate_for_ip(&self, ip: &str) -> PyQuotaResult<i32> {
+    fn connection_rate_for_ip(&self, ip: &Bound<'_, PyString>) -> PyQuotaResult<i32> {
         Ok(self.kernel.connections.connection_rate_for_ip(&address(ip)?))
     }
 
@@ -201,8 +217,9 @@ type PyTuple3 = pyo3::types::PyTuple;
 /// The canonical text of an IP literal (``0:0::1`` -> ``::1``); ``QuotaConfigError`` (Kafka's
 /// "... is not a valid IP") for anything else.
 #[pyfunction]
-pub fn canonical_ip(name: &str) -> PyQuotaResult<String> {
-    canonical_ip_text(name).map_err(config_error)
+pub fn canonical_ip(name: &Bound<'_, PyString>) -> PyQuotaResult<String> {
+    let name = name.to_cow().map_err(|_| config_error("the address holds a lone surrogate (it has no UTF-8 form)"))?;
+    canonical_ip_text(&name).map_err(config_error)
 }
 
 /// Checks a ``connection_creation_rate`` value as Kafka's controller does (``QuotaConfigError``
