@@ -54,6 +54,9 @@ VARIANTS = {
     "noop_float_value": "native `_noop(P, 100.0, now_ms)`: value passed as a float",
     "handle_float_value": "handle with value `100.0` (float) instead of `100`",
     "loop_only": "loop alone, no call (included in every row)",
+    "connection": "connection quotas, one connection: `record_connection_accept` + `record_connection('127.0.0.2')` "
+                  "+ `release_connection` (ip quota set)",
+    "tcp_connect": "a loopback TCP connection's own cost: connect + accept + close both ends",
 }
 
 #: (key, numerator, denominator, target op, target value); op None = informational.
@@ -68,6 +71,8 @@ RATIOS = [
     ("handle_clock_vs_empty", "handle_clock", "empty_handle_args", None, None),
     ("handle_float_vs_empty", "handle_float_value", "empty_handle_args", None, None),
     ("named_clock_vs_empty", "named_clock", "empty_named_args", None, None),
+    # KIP-612: what the connection quotas add to accepting a connection (issue 30: far below it).
+    ("connection_vs_tcp_connect", "connection", "tcp_connect", None, None),
 ]
 REQUIRED = {v for _, a, b, op, _t in RATIOS if op for v in (a, b)}
 

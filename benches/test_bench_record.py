@@ -127,10 +127,10 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("pass_no", range(PASSES), ids=[f"pass{i}" for i in range(PASSES)])
 
 
-def _bench(benchmark, pass_no, variant, run, rounds=None):
+def _bench(benchmark, pass_no, variant, run, rounds=None, calls=CALLS):
     rounds = rounds or ROUNDS
     benchmark.group = "record_and_get_throttle_time_ms"
-    benchmark.extra_info["calls_per_round"] = CALLS
+    benchmark.extra_info["calls_per_round"] = calls
     benchmark.pedantic(run, rounds=rounds, warmup_rounds=WARMUP_ROUNDS, iterations=1)
     record_result(variant, benchmark, pass_no)
 
@@ -224,6 +224,54 @@ def test_named_kernel_clock(benchmark, pass_no, qm):
 def test_empty_loop(benchmark, pass_no):
     """(info) the loop alone, no call: the part of every per-call figure that is not the call."""
     _bench(benchmark, pass_no, "loop_only", empty_loop([0]))
+
+
+def test_connection(benchmark, pass_no):
+    """(KIP-612) the connection quotas' whole cost for one connection, as a server pays it: the
+    broker-wide / listener rate, the address's rate and count, and the count back on close; the
+    address has a quota (1000 connections per ms never reach it: 1 call per ms)."""
+    qm = kquota.QuotaManager(expiry_interval_seconds=None)
+    qm.alter_client_quotas([({"ip": "127.0.0.2"}, {"connection_creation_rate": 100_000})])
+    qm.configure_connections({"max.connection.creation.rate": 100_000, "max.connections.per.ip": 1000})
+    accept, admit, release = qm.record_connection_accept, qm.record_connection, qm.release_connection
+    clock = [0]
+
+    def run():
+        t0 = clock[0]
+        clock[0] = t0 + CALLS
+        for t in range(t0, t0 + CALLS):
+            accept("", t)
+            admit("127.0.0.2", t)
+            release("127.0.0.2")
+
+    _bench(benchmark, pass_no, "connection", run)
+    benchmark.extra_info["throttle_after_run_ms"] = admit("127.0.0.2", clock[0])
+    qm.close()
+
+
+def test_tcp_connect(benchmark, pass_no):
+    """(KIP-612 floor) a loopback TCP connection's own cost, from the same process: connect,
+    accept, close both sockets. Fewer calls per round (a connection is ~1000x a record)."""
+    import socket
+
+    calls = max(10, CALLS // 20)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(128)
+    addr = server.getsockname()
+
+    def run():
+        for _ in range(calls):
+            c = socket.create_connection(addr)
+            s, _peer = server.accept()
+            # The accepted end first: its TIME_WAIT never blocks the client's next port.
+            s.close()
+            c.close()
+
+    try:
+        _bench(benchmark, pass_no, "tcp_connect", run, rounds=max(20, ROUNDS // 20), calls=calls)
+    finally:
+        server.close()
 
 
 # ----------------------------------------------------------------- sanity (correctness only)

@@ -48,16 +48,19 @@ others = st.one_of(
 )
 anything = st.one_of(numbers, names, others)
 #: Mostly plausible arguments (so calls get past the first check), sometimes anything.
-arg = st.one_of(anything, st.sampled_from([Q.PRODUCE, Q.FETCH, Q.REQUEST, Q.CONTROLLER_MUTATION, "u", "c", 100, 0]))
+arg = st.one_of(anything, st.sampled_from([Q.PRODUCE, Q.FETCH, Q.REQUEST, Q.CONTROLLER_MUTATION, "u", "c", 100, 0,
+                                           "127.0.0.1", "::1", "EXTERNAL", {"max.connections.per.ip": 1}]))
 entity = st.one_of(
     st.fixed_dictionaries({"user": st.one_of(st.none(), names)}),
     st.fixed_dictionaries({"client-id": st.one_of(st.none(), names)}),
     st.fixed_dictionaries({"user": st.one_of(st.none(), names), "client-id": st.one_of(st.none(), names)}),
+    st.fixed_dictionaries({"ip": st.one_of(st.none(), names, st.sampled_from(["10.0.0.1", "::1", "::ffff:1.2.3.4"]))}),
+    st.fixed_dictionaries({"ip": st.sampled_from(["10.0.0.1", None]), "user": st.one_of(st.none(), names)}),
     anything,
 )
 ops = st.one_of(
     st.dictionaries(
-        st.one_of(st.sampled_from(kquota.manager.CONFIG_KEYS), st.text(max_size=4)),
+        st.one_of(st.sampled_from(kquota.manager.CONFIG_KEYS + ("connection_creation_rate",)), st.text(max_size=4)),
         st.one_of(st.none(), numbers, names),
         max_size=3,
     ),
@@ -89,6 +92,16 @@ MANAGER_CALLS = {
     "delay_queue": 1,
     "delay_queue_metrics": 0,
     "extra_metrics": 0,
+    # KIP-612 connection quotas
+    "record_connection": 3,
+    "record_connection_accept": 2,
+    "release_connection": 2,
+    "connection_count": 1,
+    "connection_rate_for_ip": 1,
+    "connection_slot_available": 1,
+    "configure_connections": 1,
+    "connection_limits": 0,
+    "connection_metrics": 1,
 }
 HANDLE_CALLS = {
     "record_and_get_throttle_time_ms": 3,
@@ -111,9 +124,11 @@ def new_manager():
         [
             ({"client-id": None}, {"producer_byte_rate": 1000, "request_percentage": 50, "controller_mutation_rate": 5}),
             ({"user": "u"}, {"consumer_byte_rate": 2000}),
+            ({"ip": None}, {"connection_creation_rate": 5}),
         ]
     )
     qm.record_no_throttle(Q.PRODUCE, "u", "c", 10, now_ms=0)
+    qm.record_connection("127.0.0.1", now_ms=0)
     return qm
 
 
@@ -125,6 +140,8 @@ def fingerprint(qm):
         [qm.sensor_stats(t) for t in types],
         qm.callback_errors,
         sorted((m.group, m.name, tuple(sorted(m.tags.items())), repr(m.value)) for m in qm.metrics(now_ms=0)),
+        sorted((m.group, m.name, tuple(sorted(m.tags.items())), repr(m.value)) for m in qm.connection_metrics(0)),
+        qm.connection_limits(),
     )
 
 

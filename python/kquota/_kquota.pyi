@@ -21,6 +21,11 @@ __all__ = [
     "QuotaConfigError",
     "QuotaValueError",
     "ThrottlingQuotaExceededError",
+    "TooManyConnectionsError",
+    "ConnectionQuotas",
+    "canonical_ip",
+    "validate_connection_rate",
+    "CONNECTION_CREATION_RATE",
     "__version__",
     "__build_profile__",
     "CONFIG_KEYS",
@@ -61,6 +66,10 @@ class QuotaValueError(KQuotaError, ValueError): ...
 
 class ThrottlingQuotaExceededError(KQuotaError):
     throttle_time_ms: int
+
+class TooManyConnectionsError(KQuotaError):
+    ip: str
+    max_connections: int
 
 @final
 class ClientHandle:
@@ -194,6 +203,7 @@ class QuotaKernel:
     def _sensor_stats(self, quota_type: QuotaTypeLike) -> tuple[int, int, int]: ...
     def _estimated_now_ms(self) -> int: ...
     def _expire_sensors(self, now_ms: Optional[int] = None) -> tuple[int, int]: ...
+    def _connections(self) -> ConnectionQuotas: ...
     def _stop_expiry(self) -> None: ...
     def _expiry_running(self) -> bool: ...
     def _replay(
@@ -275,6 +285,41 @@ def combine_throttles(
 ) -> tuple[int, Optional[ClientQuotaType]]:
     """``KafkaApis``' combination of a response's byte-rate and request-time throttles:
     ``(throttle_time_ms, enforced type or None)``; records nothing."""
+
+# ---- connection quotas, KIP-612 (connections.rs) ----
+
+#: The config key of ``ip`` entities.
+CONNECTION_CREATION_RATE: Final[str]
+
+def canonical_ip(name: str) -> str:
+    """The canonical text of an IPv4 or IPv6 literal (``QuotaConfigError`` otherwise)."""
+
+def validate_connection_rate(entity: str, value: float) -> None:
+    """Checks a ``connection_creation_rate`` value as Kafka's controller does."""
+
+@final
+class ConnectionQuotas:
+    """A kernel's connection quotas (Kafka's ``ConnectionQuotas``); see ``QuotaManager``."""
+
+    def record_accept(self, listener: Optional[str] = None, now_ms: Optional[int] = None) -> int: ...
+    def slot_available(self, listener: Optional[str] = None) -> bool: ...
+    def admit(self, ip: str, listener: Optional[str] = None, now_ms: Optional[int] = None) -> int: ...
+    def release(self, ip: str, listener: Optional[str] = None) -> bool: ...
+    def count(self, ip: str) -> int: ...
+    def total(self) -> int: ...
+    def set_limits(self, props: list[tuple[str, str]]) -> None: ...
+    def limits(self) -> dict[str, Any]: ...
+    def set_ip_rate(self, ip: Optional[str], value: Optional[float]) -> None: ...
+    def ip_rates(self) -> list[tuple[Optional[str], float]]: ...
+    def connection_rate_for_ip(self, ip: str) -> int: ...
+    def expire(self, now_ms: Optional[int] = None) -> int: ...
+    def snapshot(
+        self, now_ms: Optional[int] = None
+    ) -> tuple[
+        dict[str, Any],
+        list[tuple[Optional[str], Optional[float], Optional[int], int, int]],
+        list[tuple[str, float, int, int, int, float, float]],
+    ]: ...
 
 @final
 class QuotaConfig:

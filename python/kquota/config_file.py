@@ -5,10 +5,12 @@ One JSON document shared by ``kquota configs --describe --json``, ``kquota pipel
 
     {"quotas": [
       {"entity": {"user": "alice"}, "config": {"producer_byte_rate": 1024}},
-      {"entity": {"user": null, "client-id": null}, "config": {"consumer_byte_rate": 2048}}
+      {"entity": {"user": null, "client-id": null}, "config": {"consumer_byte_rate": 2048}},
+      {"entity": {"ip": "10.1.2.3"}, "config": {"connection_creation_rate": 20}}
     ]}
 
-``null`` is the ``<default>`` entity. Loading validates every entry the way
+``null`` is the ``<default>`` entity; an ``ip`` entity (KIP-612) stands alone and takes
+``connection_creation_rate``. Loading validates every entry the way
 ``QuotaManager.alter_client_quotas`` does (a bad file is one ``QuotaConfigError`` naming the
 entry), so a file that loads can be applied without a partial update.
 """
@@ -45,21 +47,23 @@ def _json_type(value: Any) -> str:
 
 def _entry_entity(where: str, raw: Any) -> ClientQuotaEntity:
     if not isinstance(raw, Mapping):
-        raise QuotaConfigError(f'{where}: "entity" must be an object with "user" and/or "client-id", '
+        raise QuotaConfigError(f'{where}: "entity" must be an object with "user" and/or "client-id", or "ip", '
                                f"got {_json_type(raw)}")
     for key, name in raw.items():
-        if key not in ("user", "client-id"):
-            raise QuotaConfigError(f'{where}: unknown entity key "{key}" (expected "user" and/or "client-id")')
+        if key not in ("user", "client-id", "ip"):
+            raise QuotaConfigError(
+                f'{where}: unknown entity key "{key}" (expected "user" and/or "client-id", or "ip")'
+            )
         if name is not None and not isinstance(name, str):
             raise QuotaConfigError(f'{where}: entity "{key}" must be a string (or null for <default>), '
                                    f"got {_json_type(name)}")
         if name == "":
             raise QuotaConfigError(f'{where}: entity "{key}" is empty (use null for the <default> entity)')
     if not raw:
-        raise QuotaConfigError(f'{where}: "entity" needs "user", "client-id" or both')
+        raise QuotaConfigError(f'{where}: "entity" needs "user", "client-id" or both, or "ip"')
     try:
         return ClientQuotaEntity(raw)
-    except QuotaConfigError as e:  # pragma: no cover - the checks above cover the entity rules
+    except QuotaConfigError as e:  # an ip that is no address, or an ip mixed with a user / client-id
         raise QuotaConfigError(f"{where}: {e}") from None
 
 

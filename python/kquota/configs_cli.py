@@ -4,6 +4,8 @@
         --entity-type users --entity-name alice
     kquota configs --alter --delete-config producer_byte_rate --entity-type users --entity-default
     kquota configs --describe [--entity-type users [--entity-name alice]] [--json]
+    kquota configs --alter --add-config connection_creation_rate=20 --entity-type ips --entity-name 10.1.2.3
+    kquota configs --alter --add-config connection_creation_rate=50 --ip-defaults
 
 Entity names pair with entity types in order, as in Kafka's ``ConfigCommand``
 (``--entity-default`` counts as an empty name, i.e. ``<default>``). ``--describe --json`` prints
@@ -21,10 +23,10 @@ import re
 import sys
 from typing import Any, Optional
 
-from kquota.entity import CLIENT_ID, USER, ClientQuotaEntity
+from kquota.entity import CLIENT_ID, IP, USER, ClientQuotaEntity
 from kquota.exceptions import KQuotaError, QuotaConfigError
 
-_TYPES = {"users": USER, "clients": CLIENT_ID}
+_TYPES = {"users": USER, "clients": CLIENT_ID, "ips": IP}
 
 
 class ConfigCommandError(KQuotaError):
@@ -59,13 +61,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    "path, or zookeeper://host:port[/chroot] (docs/store-urls.md; default: $KQUOTA_STORE, "
                    "else a file in ~/.local/share/kquota)")
     p.add_argument("--entity-type", action="append", choices=sorted(_TYPES), default=[],
-                   help="users or clients; repeat for <user, client-id>")
+                   help="users, clients or ips; repeat for <user, client-id> (ips stand alone)")
     p.add_argument("--entity-name", action=_EntityName, help="the name for the matching --entity-type")
     p.add_argument("--entity-default", action=_EntityName, nargs=0, help="the <default> entity of the matching type")
     p.add_argument("--user", help="short for --entity-type users --entity-name USER")
     p.add_argument("--user-defaults", action="store_true", help="short for --entity-type users --entity-default")
     p.add_argument("--client", help="short for --entity-type clients --entity-name CLIENT")
     p.add_argument("--client-defaults", action="store_true", help="short for --entity-type clients --entity-default")
+    p.add_argument("--ip", help="short for --entity-type ips --entity-name IP (an IPv4 or IPv6 address)")
+    p.add_argument("--ip-defaults", action="store_true", help="short for --entity-type ips --entity-default")
     p.add_argument("--add-config", metavar="K=V,...", help="quotas to set, e.g. 'producer_byte_rate=1024'")
     p.add_argument("--delete-config", metavar="K,...", help="quota keys to remove")
     p.add_argument("--quota-file", metavar="FILE", help="with --alter: set every entry of a quota configuration "
@@ -82,7 +86,8 @@ def _entity_spec(args: argparse.Namespace) -> list[tuple[str, Optional[str]]]:
     """[(entity key, name, or _DEFAULT_MARK, or None for 'any')] in user, client order."""
     types = list(args.entity_type)
     names = list(args.entity_names)
-    short = bool(args.user is not None or args.user_defaults or args.client is not None or args.client_defaults)
+    short = bool(args.user is not None or args.user_defaults or args.client is not None or args.client_defaults
+                 or args.ip is not None or args.ip_defaults)
     if short:
         if types or names:
             raise ConfigCommandError("use either --entity-type/--entity-name or --user/--client, not both")
@@ -96,8 +101,16 @@ def _entity_spec(args: argparse.Namespace) -> list[tuple[str, Optional[str]]]:
         if args.client is not None or args.client_defaults:
             types.append("clients")
             names.append(_DEFAULT_MARK if args.client_defaults else args.client)
+        if args.ip is not None and args.ip_defaults:
+            raise ConfigCommandError("--ip and --ip-defaults are mutually exclusive")
+        if args.ip is not None or args.ip_defaults:
+            types.append("ips")
+            names.append(_DEFAULT_MARK if args.ip_defaults else args.ip)
     if len(types) > 2 or len(set(types)) != len(types):
         raise ConfigCommandError("--entity-type may be given at most twice: once users, once clients")
+    if "ips" in types and len(types) > 1:
+        # Kafka's ConfigCommand, word for word.
+        raise ConfigCommandError("Only 'users' and 'clients' entity types may be specified together")
     if len(names) > len(types):
         raise ConfigCommandError("more --entity-name/--entity-default than --entity-type")
     # As Kafka's ConfigCommand: `clients ... users` is reordered to user first, names with it.
@@ -109,7 +122,14 @@ def _entity_spec(args: argparse.Namespace) -> list[tuple[str, Optional[str]]]:
         raise QuotaConfigError("an entity name is empty (use --entity-default for the <default> entity)")
     spec: list[tuple[str, Optional[str]]] = []
     for i, t in enumerate(types):
-        spec.append((_TYPES[t], names[i] if i < len(names) else None))
+        name = names[i] if i < len(names) else None
+        if t == "ips" and name not in (None, _DEFAULT_MARK):
+            # Checked (and made canonical) before any store is opened: nothing is written.
+            try:
+                name = ClientQuotaEntity({IP: name})[IP]
+            except QuotaConfigError as e:
+                raise QuotaConfigError(f"The entity name for ips must be a valid IP: {e}") from None
+        spec.append((_TYPES[t], name))
     return spec
 
 
@@ -181,17 +201,29 @@ def _ordered(config: dict[str, float]) -> dict[str, float]:
 
 
 def format_table(state: dict[ClientQuotaEntity, dict[str, float]]) -> str:
-    """Human table: USER, CLIENT-ID, CONFIGS (``-`` where the entity has no such part)."""
+    """Human table: USER, CLIENT-ID, CONFIGS (``-`` where the entity has no such part); ``ip``
+    entities in a table of their own (IP, CONFIGS) below."""
     rows = [("USER", "CLIENT-ID", "CONFIGS")]
+    ip_rows = [("IP", "CONFIGS")]
     for entity, config in state.items():
+        configs = ",".join(f"{k}={_fmt(v)}" for k, v in _ordered(config).items())
+        if entity.is_ip:
+            ip_rows.append((_show(entity[IP]), configs))
+            continue
         rows.append((
             _show(entity[USER]) if USER in entity else "-",
             _show(entity[CLIENT_ID]) if CLIENT_ID in entity else "-",
-            ",".join(f"{k}={_fmt(v)}" for k, v in _ordered(config).items()),
+            configs,
         ))
-    w0 = max(len(r[0]) for r in rows)
-    w1 = max(len(r[1]) for r in rows)
-    return "\n".join(f"{a:<{w0}}  {b:<{w1}}  {c}".rstrip() for a, b, c in rows)
+    tables = []
+    if len(rows) > 1:
+        w0 = max(len(r[0]) for r in rows)
+        w1 = max(len(r[1]) for r in rows)
+        tables.append("\n".join(f"{a:<{w0}}  {b:<{w1}}  {c}".rstrip() for a, b, c in rows))
+    if len(ip_rows) > 1:
+        w = max(len(r[0]) for r in ip_rows)
+        tables.append("\n".join(f"{a:<{w}}  {c}".rstrip() for a, c in ip_rows))
+    return "\n\n".join(tables)
 
 
 def _sort_key(item: tuple[ClientQuotaEntity, Any]) -> tuple:
@@ -202,7 +234,7 @@ def _sort_key(item: tuple[ClientQuotaEntity, Any]) -> tuple:
             return (0, "")
         return (1, "") if e[key] is None else (2, e[key])
 
-    return (part(USER) == (0, ""), part(USER), part(CLIENT_ID))
+    return (part(IP) != (0, ""), part(USER) == (0, ""), part(USER), part(CLIENT_ID), part(IP))
 
 
 def _matches(entity: ClientQuotaEntity, spec: list[tuple[str, Optional[str]]]) -> bool:
@@ -221,7 +253,8 @@ def _alter_entries(args: argparse.Namespace) -> list[tuple[ClientQuotaEntity, di
 
     if args.quota_file is not None:
         if args.add_config is not None or args.delete_config is not None or args.entity_type or args.entity_names \
-                or args.user is not None or args.client is not None or args.user_defaults or args.client_defaults:
+                or args.user is not None or args.client is not None or args.user_defaults or args.client_defaults \
+                or args.ip is not None or args.ip_defaults:
             raise ConfigCommandError("--quota-file takes no entity and no --add-config/--delete-config")
         if args.quota_file == "-":
             try:
@@ -316,7 +349,7 @@ def _locate(store: Optional[str]) -> tuple[str, Optional[str]]:
 
 
 def _spec_path(spec: list[tuple[str, Optional[str]]]) -> str:
-    """``clients/nobody``, ``users/<default>/clients/app``, ``users/*`` (any name)."""
-    words = {USER: "users", CLIENT_ID: "clients"}
+    """``clients/nobody``, ``users/<default>/clients/app``, ``users/*`` (any name), ``ips/*``."""
+    words = {USER: "users", CLIENT_ID: "clients", IP: "ips"}
     return "/".join(f"{words[key]}/{'*' if name is None else '<default>' if name == _DEFAULT_MARK else name}"
                     for key, name in spec)

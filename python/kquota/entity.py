@@ -6,12 +6,15 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Optional
 
+from kquota._kquota import canonical_ip
 from kquota.exceptions import QuotaConfigError
 
 #: The entity types a quota entity may name, as in Kafka's Admin API.
 USER = "user"
 CLIENT_ID = "client-id"
-ENTITY_TYPES = (USER, CLIENT_ID)
+#: KIP-612's connection-rate entity: an IP address (``connection_creation_rate``).
+IP = "ip"
+ENTITY_TYPES = (USER, CLIENT_ID, IP)
 
 
 def _quote(name: str) -> str:
@@ -21,9 +24,13 @@ def _quote(name: str) -> str:
 class ClientQuotaEntity(Mapping[str, Optional[str]]):
     """An immutable, hashable quota entity.
 
-    Built from a mapping with keys ``"user"`` and/or ``"client-id"``; a value of ``None`` is the
-    ``<default>`` entity. ``ClientQuotaEntity({"user": "alice", "client-id": None})`` is
+    Built from a mapping with keys ``"user"`` and/or ``"client-id"``, or with the one key ``"ip"``
+    (KIP-612); a value of ``None`` is the ``<default>`` entity.
+    ``ClientQuotaEntity({"user": "alice", "client-id": None})`` is
     ``users/alice/clients/<default>``. A user literally named ``"<default>"`` is an ordinary user.
+    An ``ip`` name must be an IPv4 or IPv6 literal and is kept in canonical form
+    (``{"ip": "0:0::1"}`` is ``ips/::1``); an ``ip`` never goes with a user or client-id (Kafka
+    refuses the combination).
     """
 
     __slots__ = ("_entries", "_hash")
@@ -35,7 +42,7 @@ class ClientQuotaEntity(Mapping[str, Optional[str]]):
             return
         if not isinstance(entries, Mapping):
             raise QuotaConfigError(
-                f"a quota entity must be a mapping with keys 'user' and/or 'client-id', "
+                f"a quota entity must be a mapping with keys 'user' and/or 'client-id', or 'ip', "
                 f"got {type(entries).__name__}"
             )
         out: dict[str, Optional[str]] = {}
@@ -43,7 +50,7 @@ class ClientQuotaEntity(Mapping[str, Optional[str]]):
             if key not in ENTITY_TYPES:
                 raise QuotaConfigError(
                     f"invalid quota entity {dict(entries)!r}: unknown entity type {key!r} "
-                    f"(expected 'user' and/or 'client-id')"
+                    f"(expected 'user' and/or 'client-id', or 'ip')"
                 )
             if value is not None and not isinstance(value, str):
                 raise QuotaConfigError(
@@ -55,11 +62,27 @@ class ClientQuotaEntity(Mapping[str, Optional[str]]):
                     f"invalid quota entity {dict(entries)!r}, key {key!r}: the name is empty "
                     f"(use None for the <default> entity)"
                 )
+            if key == IP and value is not None:
+                try:
+                    value = canonical_ip(value)
+                except QuotaConfigError as e:
+                    raise QuotaConfigError(f"invalid quota entity {dict(entries)!r}: {e}") from None
             out[key] = value
         if not out:
-            raise QuotaConfigError("invalid quota entity {}: it needs a 'user', a 'client-id' or both")
+            raise QuotaConfigError("invalid quota entity {}: it needs a 'user', a 'client-id' or both, or an 'ip'")
+        if IP in out and len(out) > 1:
+            # Kafka's ClientQuotaControlManager.configKeysForEntityType, word for word.
+            raise QuotaConfigError(
+                f"invalid quota entity {dict(entries)!r}: Invalid quota entity combination, IP entity "
+                f"should not be combined with User or ClientId"
+            )
         self._entries = {k: out[k] for k in ENTITY_TYPES if k in out}
         self._hash = hash(tuple(self._entries.items()))
+
+    @property
+    def is_ip(self) -> bool:
+        """Whether this is an ``ip`` entity (KIP-612's ``connection_creation_rate``)."""
+        return IP in self._entries
 
     @property
     def entries(self) -> dict[str, Optional[str]]:
@@ -98,6 +121,7 @@ class ClientQuotaEntity(Mapping[str, Optional[str]]):
 
     def config_entities(self) -> list["ConfigEntity"]:
         """KIP-257's view of the entity: its parts, user first (``ClientQuotaEntity.configEntities``).
+        An ``ip`` entity has none: a quota callback never sees connection quotas, as in Kafka.
 
         >>> ClientQuotaEntity({"user": "alice", "client-id": None}).config_entities()
         [ConfigEntity(entity_type=<ConfigEntityType.USER: 'USER'>, name='alice'), \
@@ -115,7 +139,10 @@ ConfigEntity(entity_type=<ConfigEntityType.DEFAULT_CLIENT_ID: 'DEFAULT_CLIENT_ID
 
     @property
     def path(self) -> str:
-        """The ZooKeeper-style path, e.g. ``users/alice/clients/<default>`` (names raw)."""
+        """The ZooKeeper-style path, e.g. ``users/alice/clients/<default>`` or ``ips/10.1.2.3``
+        (names raw)."""
+        if IP in self._entries:
+            return "ips/" + (self._entries[IP] or "<default>")
         parts = []
         if USER in self._entries:
             parts.append("users/" + (self._entries[USER] or "<default>"))

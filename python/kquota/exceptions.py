@@ -9,6 +9,7 @@ from kquota._kquota import (
     QuotaConfigError,
     QuotaValueError,
     ThrottlingQuotaExceededError,
+    TooManyConnectionsError,
 )
 
-__all__ = ["KQuotaError", "QuotaConfigError", "QuotaValueError", "ThrottlingQuotaExceededError"]
+__all__ = ["KQuotaError", "QuotaConfigError", "QuotaValueError", "ThrottlingQuotaExceededError", "TooManyConnectionsError"]

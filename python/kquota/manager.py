@@ -8,12 +8,13 @@ from typing import Any, Iterable, Mapping, Optional, Tuple
 
 from kquota._kquota import BROKER_DEFAULTS, QuotaKernel
 from kquota.callback import ClusterMetadata, _CallbackAdapter, decode_tags, load_callback
+from kquota.connections import ConnectionQuotasMixin
 from kquota.delay_queue import DelayQueue
-from kquota.entity import ClientQuotaEntity
+from kquota.entity import IP, ClientQuotaEntity
 from kquota.exceptions import KQuotaError, QuotaConfigError, QuotaValueError
 from kquota.metrics import Metric, collect
 from kquota.quota_type import ClientQuotaType, QuotaTypeLike, coerce_quota_type
-from kquota.validation import CONFIG_KEYS, EntityLike, Ops, entity_from_sides, normalize_alter
+from kquota.validation import CONFIG_KEYS, CONNECTION_CREATION_RATE, EntityLike, Ops, entity_from_sides, normalize_alter
 
 __all__ = ["CONFIG_KEYS", "KERNEL_GROUP", "QuotaManager"]
 
@@ -24,7 +25,7 @@ KERNEL_GROUP = "KQuota"
 _KEY_TYPES = {t.config_key: t for t in ClientQuotaType.members()}
 
 
-class QuotaManager(QuotaKernel):
+class QuotaManager(ConnectionQuotasMixin, QuotaKernel):
     """Kafka's client quota managers for one broker, in process.
 
     Per-request methods (``record_and_get_throttle_time_ms``, ``record_no_throttle``,
@@ -33,6 +34,8 @@ class QuotaManager(QuotaKernel):
     clock, ``None`` reading the kernel's own (CLOCK_MONOTONIC, as ``time.monotonic()``). The
     defaults of the broker settings below are Kafka's, from the core
     (``kquota._kquota.BROKER_DEFAULTS``).
+    Connection quotas (KIP-612: ``record_connection`` and the ``ip`` entities) are described in
+    :mod:`kquota.connections`.
 
     Args:
         window_num: ``quota.window.num``, samples per quota window.
@@ -102,6 +105,7 @@ class QuotaManager(QuotaKernel):
         max_sensors: Optional[int],
         expiry_interval_seconds: Optional[float],
     ) -> None:
+        self._bind_connections()
         # Types are checked here so that bool or str never pass as numbers.
         for name, value in (
             ("sensor_expiry_seconds", sensor_expiry_seconds),
@@ -198,7 +202,9 @@ class QuotaManager(QuotaKernel):
         ``entries`` is an iterable of ``(entity, ops)``: ``entity`` a :class:`ClientQuotaEntity`
         or a mapping with ``"user"`` / ``"client-id"`` (``None`` = ``<default>``); ``ops`` maps
         ``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage`` or
-        ``controller_mutation_rate`` to a number, or to ``None`` to remove that key.
+        ``controller_mutation_rate`` to a number, or to ``None`` to remove that key. An ``ip``
+        entity (``{"ip": "10.1.2.3"}``, ``{"ip": None}`` for ``<default>``) takes
+        ``connection_creation_rate`` (KIP-612), a whole number of connections per second.
 
         Raises :class:`QuotaConfigError` (a ``ValueError``) naming the entity and key of the first
         bad entry; nothing is applied then. With ``validate_only=True`` nothing is applied either.
@@ -206,10 +212,18 @@ class QuotaManager(QuotaKernel):
         normalized = normalize_alter(entries)
         if self._closed:
             raise KQuotaError("the QuotaManager is closed; create a new one")
+        # The client changes are checked and applied atomically by the kernel; the ip changes
+        # were fully checked above and cannot fail, so they follow only once the kernel accepted.
         self._alter(normalized.changes, bool(validate_only))
+        if not validate_only:
+            for ip, number in normalized.ip_changes:
+                self._conn.set_ip_rate(ip, number)
         if self._adapter is not None and not validate_only:
             touched = set()
             for entity, values in normalized.entries:
+                if entity.is_ip:
+                    # Kafka's ClientQuotaCallback never sees connection quotas.
+                    continue
                 for key, number in values.items():
                     quota_type = _KEY_TYPES[key]
                     touched.add(quota_type)
@@ -223,14 +237,17 @@ class QuotaManager(QuotaKernel):
 
     def describe_client_quotas(self) -> dict[ClientQuotaEntity, dict[str, float]]:
         """Every configured entity with its keys and values."""
-        return {entity_from_sides(uk, u, ck, c): dict(values) for uk, u, ck, c, values in self._describe()}
+        out = {entity_from_sides(uk, u, ck, c): dict(values) for uk, u, ck, c, values in self._describe()}
+        for ip, value in self._conn.ip_rates():
+            out[ClientQuotaEntity({IP: ip})] = {CONNECTION_CREATION_RATE: value}
+        return out
 
     # ------------------------------------------------------------------ observability
 
     def metrics(self, now_ms: Optional[int] = None) -> list[Metric]:
         """Every quota metric as :class:`kquota.Metric` rows with Kafka's groups, names and tags
         (``byte-rate``, ``quota-limit``, ``throttle-time``, ``queue-size``, ``sensor-count``, ...;
-        see :mod:`kquota.metrics`).
+        see :mod:`kquota.metrics`); the connection quotas' own are :meth:`connection_metrics`.
 
         Rates are measured at ``now_ms`` (ms on the clock you record with), each sensor at the
         later of that and its own latest time; ``None`` uses the kernel's estimate of that clock
@@ -347,5 +364,5 @@ class QuotaManager(QuotaKernel):
     def __repr__(self) -> str:
         return (
             f"QuotaManager(window_num={self.window_num}, window_size_seconds={self.window_size_seconds}, "
-            f"entities={len(self._describe())})"
+            f"entities={len(self._describe()) + len(self._conn.ip_rates())})"
         )

@@ -14,11 +14,16 @@ import numbers
 from typing import Any, Iterable, Mapping, NamedTuple, Optional, Tuple, Union
 
 from kquota import _kquota
-from kquota.entity import CLIENT_ID, USER, ClientQuotaEntity
+from kquota.entity import CLIENT_ID, IP, USER, ClientQuotaEntity
 from kquota.exceptions import QuotaConfigError, QuotaValueError
 
 #: Dynamic config keys of client quotas (KIP-546 names), in ``ClientQuotaType`` order.
 CONFIG_KEYS: Tuple[str, ...] = _kquota.CONFIG_KEYS
+
+#: The one config key of ``ip`` entities (KIP-612).
+CONNECTION_CREATION_RATE: str = _kquota.CONNECTION_CREATION_RATE
+#: The config keys each kind of entity takes (Kafka's ``configKeysForEntityType``).
+IP_CONFIG_KEYS: Tuple[str, ...] = (CONNECTION_CREATION_RATE,)
 
 #: Entity-side codes of a change tuple: absent, ``<default>``, named.
 ENTITY_ABSENT: int = _kquota.ENTITY_ABSENT
@@ -32,6 +37,8 @@ EntityLike = Union[ClientQuotaEntity, Mapping[str, Optional[str]]]
 Ops = Mapping[str, Union[int, float, None]]
 #: ``(user_kind, user, client_kind, client, config_key, value)``, as the kernel takes it.
 ChangeTuple = Tuple[int, str, int, str, str, Optional[float]]
+#: ``(ip or None for <default>, connection_creation_rate or None to remove)``.
+IpChange = Tuple[Optional[str], Optional[float]]
 
 
 class NormalizedAlter(NamedTuple):
@@ -39,8 +46,10 @@ class NormalizedAlter(NamedTuple):
 
     #: The native change tuples, in request order.
     changes: list[ChangeTuple]
-    #: ``(entity, {config key: value or None})`` per entry, in request order.
+    #: ``(entity, {config key: value or None})`` per entry, in request order (``ip`` ones too).
     entries: list[tuple[ClientQuotaEntity, dict[str, Optional[float]]]]
+    #: The ``ip`` entities' changes, already checked (they never reach the client kernel).
+    ip_changes: list[IpChange]
 
 
 def entity_side(entity: ClientQuotaEntity, key: str) -> Tuple[int, str]:
@@ -101,7 +110,7 @@ def normalize_alter(entries: Iterable[Tuple[EntityLike, Ops]]) -> NormalizedAlte
         items = list(entries)
     except TypeError as e:
         raise QuotaConfigError(f"entries must be an iterable of (entity, ops) pairs: {e}") from None
-    out = NormalizedAlter([], [])
+    out = NormalizedAlter([], [], [])
     seen: set[ClientQuotaEntity] = set()
     for item in items:
         try:
@@ -120,20 +129,43 @@ def normalize_alter(entries: Iterable[Tuple[EntityLike, Ops]]) -> NormalizedAlte
                 f"invalid quota for entity {entity}, key {keys}: the entity appears more than once in one call"
             )
         seen.add(entity)
+        if entity.is_ip:
+            out.entries.append((entity, _ip_ops(entity, ops, out.ip_changes)))
+            continue
         uk, u = entity_side(entity, USER)
         ck, c = entity_side(entity, CLIENT_ID)
-        values: dict[str, Optional[float]] = {}
-        for key, value in ops.items():
-            if key not in CONFIG_KEYS:
-                raise QuotaConfigError(
-                    f"invalid quota for entity {entity}, key {key}: unknown config key "
-                    f"(expected one of {', '.join(CONFIG_KEYS)})"
-                )
-            number = None if value is None else _config_value(entity, key, value)
-            out.changes.append((uk, u, ck, c, key, number))
-            values[key] = number
+        values = _checked_ops(entity, ops, CONFIG_KEYS, f"unknown config key (expected one of {', '.join(CONFIG_KEYS)})")
+        out.changes.extend((uk, u, ck, c, key, number) for key, number in values.items())
         out.entries.append((entity, values))
     return out
+
+
+def _checked_ops(
+    entity: ClientQuotaEntity, ops: Mapping[str, Any], keys: Tuple[str, ...], unknown: str
+) -> dict[str, Optional[float]]:
+    """``{key: number or None}`` of ``ops``, each key one of ``keys`` (else ``unknown`` is the
+    reason) and each value a number as :func:`_config_value` takes it."""
+    values: dict[str, Optional[float]] = {}
+    for key, value in ops.items():
+        if key not in keys:
+            raise QuotaConfigError(f"invalid quota for entity {entity}, key {key}: {unknown}")
+        values[key] = None if value is None else _config_value(entity, key, value)
+    return values
+
+
+def _ip_ops(entity: ClientQuotaEntity, ops: Mapping[str, Any], changes: list[IpChange]) -> dict[str, Optional[float]]:
+    """Checks the ops of an ``ip`` entity (Kafka's ``ipConfigs``: ``connection_creation_rate``
+    only, an INT above 0) and appends its changes."""
+    values = {}
+    for key in ops:
+        # Kafka's word for a key the entity type does not take, per key.
+        values.update(_checked_ops(entity, {key: ops[key]}, IP_CONFIG_KEYS,
+                                   f"Invalid configuration key {key} (an ip entity takes {CONNECTION_CREATION_RATE} only)"))
+    for number in values.values():
+        if number is not None:
+            _kquota.validate_connection_rate(str(entity), number)
+    changes.extend((entity[IP], number) for number in values.values())
+    return values
 
 
 def validate_alter(entries: Iterable[Tuple[EntityLike, Ops]]) -> list[tuple[ClientQuotaEntity, dict[str, Optional[float]]]]:

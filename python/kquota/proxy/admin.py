@@ -3,7 +3,10 @@ configuration, so ``kafka-configs.sh --bootstrap-server <proxy>`` manages the pr
 
 With a store the store is read and written (every proxy watching it converges); without one the
 ``QuotaManager`` is. Alter needs the caller's principal in ``admin_principals`` (Kafka asks for
-ALTER_CONFIGS on the cluster); describe is open, as the issue asks.
+ALTER_CONFIGS on the cluster); describe is open, as the issue asks. ``ip`` entities (KIP-612's
+``connection_creation_rate``) are answered as Kafka's controller answers them: filters and
+entities that mix ``ip`` with ``user`` / ``client-id`` are refused, a name that is not an IP
+address is an error of that entry.
 """
 
 from __future__ import annotations
@@ -13,14 +16,48 @@ import logging
 from collections.abc import Iterable
 from typing import Any, Optional
 
-from kquota.entity import ClientQuotaEntity
+from kquota.entity import ENTITY_TYPES, IP, ClientQuotaEntity
 from kquota.exceptions import KQuotaError, QuotaConfigError
 from kquota.proxy.protocol import apis
 
 log = logging.getLogger("kquota.proxy")
 
-_TYPES = ("user", "client-id")
 _MATCH_EXACT, _MATCH_DEFAULT, _MATCH_ANY = 0, 1, 2
+
+
+class _FilterError(Exception):
+    """A describe filter Kafka refuses as a whole (``code`` and message as Kafka's)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _check_filter(comps: list) -> None:
+    """Kafka's ``ClientQuotasImage.describe`` checks of the filter components, in its order."""
+    seen: set[str] = set()
+    for c in comps:
+        kind, match, name = c["EntityType"], c["MatchType"], c.get("Match")
+        if not kind:
+            raise _FilterError(apis.INVALID_REQUEST, "Invalid empty entity type.")
+        if kind in seen:
+            raise _FilterError(apis.INVALID_REQUEST, f"Entity type {kind} cannot appear more than once in the filter.")
+        seen.add(kind)
+        if kind not in ENTITY_TYPES:
+            raise _FilterError(apis.UNSUPPORTED_VERSION, f"Unsupported entity type {kind}")
+        if match == _MATCH_EXACT and name is None:
+            raise _FilterError(apis.INVALID_REQUEST, "Request specified MATCH_TYPE_EXACT, but set match string to null.")
+        if match == _MATCH_DEFAULT and name is not None:
+            raise _FilterError(apis.INVALID_REQUEST,
+                               "Request specified MATCH_TYPE_DEFAULT, but also specified a match string.")
+        if match == _MATCH_ANY and name is not None:
+            raise _FilterError(apis.INVALID_REQUEST,
+                               "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string.")
+        if match not in (_MATCH_EXACT, _MATCH_DEFAULT, _MATCH_ANY):
+            raise _FilterError(apis.INVALID_REQUEST, f"Unknown match type {match}")
+    if IP in seen and len(seen) > 1:
+        raise _FilterError(apis.INVALID_REQUEST, "Invalid entity filter component combination. IP filter component "
+                           "should not be used with user or clientId filter component.")
 
 
 def principal_names(specs: Iterable[str]) -> frozenset[str]:
@@ -53,10 +90,10 @@ class QuotaAdmin:
     async def describe(self, req: dict) -> dict:
         """A DescribeClientQuotasResponse body for a request body."""
         comps = req.get("Components") or []
-        for c in comps:
-            if c["EntityType"] not in _TYPES and c["EntityType"] != "ip":
-                return {"ErrorCode": apis.INVALID_REQUEST,
-                        "ErrorMessage": f"unknown entity type {c['EntityType']!r}", "Entries": None}
+        try:
+            _check_filter(comps)
+        except _FilterError as e:
+            return {"ErrorCode": e.code, "ErrorMessage": str(e), "Entries": None}
         try:
             state = await self._state()
         except KQuotaError as e:
@@ -66,7 +103,7 @@ class QuotaAdmin:
             if not _matches(entity, comps, bool(req.get("Strict"))):
                 continue
             entries.append({
-                "Entity": [{"EntityType": k, "EntityName": entity[k]} for k in _TYPES if k in entity],
+                "Entity": [{"EntityType": k, "EntityName": entity[k]} for k in ENTITY_TYPES if k in entity],
                 "Values": [{"Key": k, "Value": float(v)} for k, v in sorted(config.items())],
             })
         return {"ErrorCode": 0, "ErrorMessage": None, "Entries": entries}
@@ -105,12 +142,14 @@ class QuotaAdmin:
 
 def _entry(entry: dict) -> tuple[ClientQuotaEntity, dict[str, Optional[float]]]:
     names: dict[str, Optional[str]] = {}
+    if not entry["Entity"]:
+        raise QuotaConfigError("Invalid empty client quota entity")
     for part in entry["Entity"]:
         kind = part["EntityType"]
-        if kind not in _TYPES:
-            raise QuotaConfigError(f"entity type {kind!r} is not supported (user and client-id only)")
         if kind in names:
-            raise QuotaConfigError(f"entity type {kind!r} appears twice")
+            raise QuotaConfigError(f"Invalid client quota entity, duplicate entity entry {kind}")
+        if kind not in ENTITY_TYPES:
+            raise QuotaConfigError(f"Unhandled client quota entity type: {kind}")
         names[kind] = part["EntityName"]
     ops: dict[str, Optional[float]] = {}
     for op in entry.get("Ops") or []:
@@ -128,8 +167,19 @@ def _matches(entity: ClientQuotaEntity, comps: list, strict: bool) -> bool:
             return False
         name = entity[kind]
         match = c["MatchType"]
-        if match == _MATCH_EXACT and (name is None or name != c.get("Match")):
+        if match == _MATCH_EXACT and (name is None or name != _match_name(kind, c.get("Match"))):
             return False
         if match == _MATCH_DEFAULT and name is not None:
             return False
     return not (strict and len(entity) != len(comps))
+
+
+def _match_name(kind: str, match: Optional[str]) -> Optional[str]:
+    """The name an exact filter matches: an address in its canonical form (``0:0::1`` finds
+    ``::1``, as Kafka's ``InetAddress`` keys do); anything else as given."""
+    if kind == IP and match:
+        try:
+            return ClientQuotaEntity({IP: match})[IP]
+        except QuotaConfigError:
+            return match
+    return match

@@ -2,20 +2,23 @@
 
 An entity's path is what Kafka writes in a change notification's ``entity_path``:
 ``users/<sanitized user>``, ``users/<sanitized user>/clients/<sanitized client-id>`` or
-``clients/<sanitized client-id>``, with ``<default>`` for the default entity. Sanitized names
+``clients/<sanitized client-id>``, or ``ips/<ip>`` (KIP-612; Kafka does not sanitize addresses,
+and a canonical address holds no ``/``), with ``<default>`` for the default entity. Sanitized names
 contain no ``/`` and a user literally named ``<default>`` is ``%3Cdefault%3E``, so a path names
 exactly one entity; the SQLite store uses it as its key too.
 """
 
 from __future__ import annotations
 
-from kquota.entity import CLIENT_ID, USER, ClientQuotaEntity
+from kquota.entity import CLIENT_ID, IP, USER, ClientQuotaEntity
 from kquota.sanitizer import desanitize, sanitize
 
 #: Kafka's ``ZooKeeperInternals.DEFAULT_STRING``.
 DEFAULT = "<default>"
 USERS = "users"
 CLIENTS = "clients"
+#: Kafka's ``ConfigType.IP``: ``/config/ips/<ip>``.
+IPS = "ips"
 
 
 def _node(name: "str | None") -> str:
@@ -34,7 +37,9 @@ def _name(node: str) -> "str | None":
 
 
 def entity_path(entity: ClientQuotaEntity) -> str:
-    """``users/alice/clients/<default>``-style path with sanitized names."""
+    """``users/alice/clients/<default>``-style path with sanitized names (``ips/10.1.2.3``)."""
+    if IP in entity:
+        return f"{IPS}/{DEFAULT if entity[IP] is None else entity[IP]}"
     parts = []
     if USER in entity:
         parts += [USERS, _node(entity[USER])]
@@ -51,13 +56,20 @@ def parse_entity_path(path: str) -> ClientQuotaEntity:
             return ClientQuotaEntity({USER: _name(parts[1])})
         if len(parts) == 2 and parts[0] == CLIENTS:
             return ClientQuotaEntity({CLIENT_ID: _name(parts[1])})
+        if len(parts) == 2 and parts[0] == IPS:
+            if parts[1] != DEFAULT and parts[1] != ClientQuotaEntity({IP: parts[1]})[IP]:
+                # One entity, one path: a non-canonical spelling is not ours to reinterpret.
+                raise ValueError(f"{parts[1]!r} is not an address in canonical form")
+            return ClientQuotaEntity({IP: None if parts[1] == DEFAULT else parts[1]})
         if len(parts) == 4 and parts[0] == USERS and parts[2] == CLIENTS:
             return ClientQuotaEntity({USER: _name(parts[1]), CLIENT_ID: _name(parts[3])})
     except ValueError as e:
         raise ValueError(f"invalid quota entity path {path!r}: {e}") from None
-    raise ValueError(f"invalid quota entity path {path!r}: expected users/<u>, clients/<c> or users/<u>/clients/<c>")
+    raise ValueError(
+        f"invalid quota entity path {path!r}: expected users/<u>, clients/<c>, users/<u>/clients/<c> or ips/<ip>"
+    )
 
 
 def is_quota_entity_path(path: str) -> bool:
     """Whether a change notification's path is about a client quota entity (not a topic, broker, ...)."""
-    return path.startswith(USERS + "/") or path.startswith(CLIENTS + "/")
+    return path.startswith((USERS + "/", CLIENTS + "/", IPS + "/"))

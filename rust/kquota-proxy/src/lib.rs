@@ -31,6 +31,7 @@ pub mod listen;
 pub mod outbox;
 pub mod produce_layout;
 pub mod produce_path;
+pub mod proxy_protocol;
 pub mod relay;
 pub mod request_log;
 pub mod requests;

@@ -18,6 +18,12 @@ pyo3::create_exception!(
     KQuotaError,
     "A strict controller-mutation request was rejected; `throttle_time_ms` says how long to back off."
 );
+pyo3::create_exception!(
+    kquota.exceptions,
+    TooManyConnectionsError,
+    KQuotaError,
+    "A connection from an address already holding `max.connections.per.ip` (or its override); `ip` and `max_connections` say which and how many (Kafka's TooManyConnectionsException)."
+);
 
 static QUOTA_CONFIG_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static QUOTA_VALUE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -128,5 +134,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Instances raised by the kernel carry their own value; this is the default for others.
     throttling.setattr("throttle_time_ms", 0)?;
     m.add("ThrottlingQuotaExceededError", throttling)?;
+    m.add("TooManyConnectionsError", py.get_type::<TooManyConnectionsError>())?;
     Ok(())
 }

@@ -13,6 +13,7 @@ use quota_core::types as d;
 use quota_core::{ClientQuotaType as CoreType, QuotaKernel as CoreKernel};
 
 use crate::numeric_args::{ms, Int, Real};
+use crate::connections::PyConnectionQuotas;
 use crate::entity::{entity_parts, quota_changes, ChangeTuple};
 use crate::errors::PyQuotaResult;
 use crate::expiry::ExpiryThread;
@@ -393,6 +394,11 @@ impl PyQuotaKernel {
         let k = Arc::clone(&self.kernel);
         let r = py.detach(move || k.expire_sensors(ms(now_ms)))?;
         Ok((r.removed, r.now_ms))
+    }
+
+    /// The kernel's connection quotas (KIP-612); every call returns a view of the same state.
+    fn _connections(&self) -> PyConnectionQuotas {
+        PyConnectionQuotas { kernel: Arc::clone(&self.kernel) }
     }
 
     /// Stops the background expiry thread (waits for a pass in progress); no-op if none runs.

@@ -8,6 +8,7 @@
 
 mod batch;
 mod callback;
+mod connections;
 mod deferred_exception;
 mod entity;
 mod errors;
@@ -43,6 +44,7 @@ fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("_noop", fast::noop_function(m)?)?;
     errors::register(m)?;
     rules::register(m)?;
+    connections::register(m)?;
     fast::install(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(

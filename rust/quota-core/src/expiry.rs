@@ -49,6 +49,8 @@ impl QuotaKernel {
                 .sensors
                 .expire(&self.names, expired, || self.bump_tags_generation(t));
         }
+        // Address sensors are timed on the callers' clock only (their newest time without one).
+        removed += self.connections.expire(explicit);
         Ok(ExpiryReport {
             now_ms: explicit.unwrap_or(mono),
             removed,

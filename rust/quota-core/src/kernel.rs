@@ -19,6 +19,7 @@ use parking_lot::Mutex;
 use crate::name_budget::ByteBudget;
 use crate::callback::CallbackSlot;
 use crate::clock::{monotonic_ms, ClockAnchor};
+use crate::connection_quotas::ConnectionQuotas;
 use crate::error::QuotaError;
 use crate::rate::RateSensor;
 use crate::sensor::QuotaSensor;
@@ -54,6 +55,10 @@ pub struct QuotaKernel {
     pub(crate) entity_throttle_time: [EntityThrottleTimes; 4],
     /// Where the callers' clock is believed to be (for expiry and metrics without a `now_ms`).
     clock: ClockAnchor,
+    /// The connection quotas (KIP-612): a concept of their own beside the client quotas, kept
+    /// here so that every embedder of the kernel (the proxy's data plane, the binding) shares
+    /// one set.
+    pub connections: ConnectionQuotas,
 }
 
 impl QuotaKernel {
@@ -75,6 +80,12 @@ impl QuotaKernel {
             throttle_time: Default::default(),
             entity_throttle_time: std::array::from_fn(|_| EntityThrottleTimes::new()),
             clock: ClockAnchor::new(),
+            connections: ConnectionQuotas::new(
+                settings.window,
+                settings.metrics_window,
+                settings.sensor_expiry_ms,
+                settings.max_sensors,
+            ),
         })
     }
 

@@ -8,6 +8,10 @@
 //!   [`mutation_quota`] (KIP-599), [`response`] (Kafka's response step: the throttles
 //!   combined and enforced, Produce and Fetch answers), [`expiry`] (idle sensors and the thread), [`metrics`]
 //!   (lock-free snapshots), [`handle`] (per-connection handles).
+//! * Connection quotas (KIP-612, Kafka's `ConnectionQuotas`), beside the client quotas:
+//!   [`connection_quotas`] (the accept path), [`connection_rate`] (`connection_creation_rate`
+//!   of `ip` entities and the rate rule), [`connection_limits`] (the broker properties),
+//!   [`connection_metrics`], [`ip_address`] (which names are IP addresses).
 //! * Per-type state: [`type_runtime`] (kind bits, generations), [`registry`] (sensor map, cap,
 //!   overflow), [`tag_cache`] (metric-tag cache), [`throttle_time_avg`] (`throttle-time` Avg, per type
 //!   and per entity).
@@ -26,12 +30,17 @@ pub mod callback;
 mod check_cache;
 pub mod clock;
 pub mod configure;
+pub mod connection_limits;
+pub mod connection_metrics;
+pub mod connection_quotas;
+pub mod connection_rate;
 pub mod entity;
 pub mod error;
 pub mod expiry;
 pub mod fetch_answer;
 pub mod handle;
 pub mod idle;
+pub mod ip_address;
 pub mod kernel;
 pub mod keys;
 mod limit_cache;
@@ -65,6 +74,10 @@ mod windowed_sum;
 pub use name_budget::{check_name, check_names, MAX_NAME_BYTES};
 pub use callback::{QuotaCallbackHook, ENCODED_TAGS_PREFIX, FAILED_TAGS, INTERNAL_TAG_PREFIX};
 pub use clock::MAX_ABS_NOW_MS;
+pub use connection_limits::{ConnectionLimits, ListenerLimits};
+pub use connection_metrics::{ConnectionSnapshot, IpRow, ListenerRow};
+pub use connection_quotas::{Admission, ConnectionQuotas};
+pub use connection_rate::{IpRateConfig, CONNECTION_CREATION_RATE};
 pub use entity::{EntityName, QuotaEntity};
 pub use error::QuotaError;
 pub use expiry::{ExpiryReport, ExpiryTask};
