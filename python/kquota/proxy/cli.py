@@ -78,8 +78,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="where clients bootstrap; broker N is proxied on PORT+1+N (port 0: free ports)")
     p.add_argument("--advertised-host", metavar="HOST", help="host written into broker addresses (default: the "
                    "--listen host)")
-    p.add_argument("--store", metavar="URL", help="quota store followed live (sqlite:///path or "
-                   "zookeeper://host:port[/chroot]; default: $KQUOTA_STORE, else the user's default store)")
+    p.add_argument("--store", metavar="URL", help="quota store followed live (sqlite:///path, "
+                   "zookeeper://host:port[/chroot], kafka://[host:port]/topic: no host is the --bootstrap-server's "
+                   "cluster; default: $KQUOTA_STORE, else the user's default store)")
     p.add_argument("--quota-window-num", type=int, metavar="N",
                    help="quota.window.num (default: 11, or the --config file's)")
     p.add_argument("--quota-window-size-seconds", type=int, metavar="S",
@@ -111,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     from kquota.proxy.reqlog import RequestLog
     from kquota.proxy.planes import make_proxy
     from kquota.proxy.server import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES
+    from kquota.stores.kafka.store import fill_cluster
     from kquota.stores.url import open_store
     from kquota.watcher import QuotaConfigWatcher
 
@@ -138,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         callback=props.get("client.quota.callback.class") or None,
         callback_configs=callback_configs or None,
     )
-    store = open_store(args.store)
+    store = open_store(fill_cluster(args.store, args.bootstrap_server))
     watcher = QuotaConfigWatcher(store, qm).start()
     metrics_server = None
     request_log: Optional[RequestLog] = None

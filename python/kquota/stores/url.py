@@ -1,4 +1,5 @@
-"""Store URLs: ``sqlite:///abs/path``, ``sqlite://rel/path``, ``zookeeper://host:port[,host:port][/chroot]``."""
+"""Store URLs: ``sqlite:///abs/path``, ``sqlite://rel/path``, ``zookeeper://host:port[,host:port][/chroot]``,
+``kafka://host:port[,host:port]/topic``."""
 
 from __future__ import annotations
 
@@ -50,4 +51,8 @@ def open_store(url: Optional[str] = None, **options: Any) -> ConfigStore:
         from kquota.stores.zookeeper import ZooKeeperConfigStore
 
         return ZooKeeperConfigStore(hosts, chroot=("/" + chroot) if slash and chroot else None, **options)
-    raise ConfigStoreError(f"invalid store URL {url!r}: unknown scheme {scheme!r} (expected sqlite or zookeeper)")
+    if scheme == "kafka":
+        from kquota.stores.kafka import KafkaConfigStore
+
+        return KafkaConfigStore.from_url(url, **options)
+    raise ConfigStoreError(f"invalid store URL {url!r}: unknown scheme {scheme!r} (expected sqlite, zookeeper or kafka)")
