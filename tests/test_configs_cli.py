@@ -13,9 +13,9 @@ from kquota.stores import open_store
 E = ClientQuotaEntity
 
 
-@pytest.fixture(params=["sqlite", "zookeeper"])
+@pytest.fixture(params=["sqlite", "zookeeper", "kafka"])
 def url(request, tmp_path):
-    return store_url(request.param, tmp_path)
+    return store_url(request.param, tmp_path, request)
 
 
 def cli(capsys, *args):

@@ -236,10 +236,11 @@ class Follower:
             self._apply_pending(complete=False)
         shadow, self._shadow = self._shadow, None
         with self._cond:
+            first = self._position < 0  # the initial read: nobody has seen a state to change yet
             if shadow is not None:
                 self._published = shadow
             self._position = max(self._position, offset, self._next_offset)
             self._cond.notify_all()
-        if shadow is not None:
+        if shadow is not None and not first:
             self._notify(None)
 

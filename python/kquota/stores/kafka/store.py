@@ -255,6 +255,8 @@ class KafkaConfigStore(ConfigStore):
         """Reports the entities of every alter the follower applies; ``frozenset()`` each second
         while it is current (a heartbeat) and ``None`` after a catch-up from a gap or an outage."""
         follower = self._follow()
+        # Caught up first: what changes after this call is then reported entity by entity.
+        follower.read([], log_error, self._log_end(self.timeout), max(self.timeout, CATCH_UP_TIMEOUT_S))
         follower.add_listener(on_change, on_error or log_error)
         return _KafkaWatch(follower, on_change)
 
