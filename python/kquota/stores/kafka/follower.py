@@ -10,6 +10,10 @@ once the follower has read to the end. From such a gap, and from the start, the 
 into a shadow copy that it publishes at the end of the log (``_PARTITION_EOF``); in between, the
 published state stays what it was. The published state is therefore always one that the log had
 right after some alter.
+
+A stream of alters can keep the end of the log out of reach, so the first read also publishes at
+the first alter boundary past the log end that a reader asked for, if it met no shortened alter
+on the way (always so for a log not compacted yet: compaction leaves the active segment alone).
 """
 
 from __future__ import annotations
@@ -83,6 +87,8 @@ class Follower:
         self._published = _View()
         self._position = -1  # offset after the last published record; -1 before the first end of log
         self._shadow: Optional[_View] = _View()  # the initial read
+        self._gap = False  # whether the shadow took an alter that compaction shortened
+        self._wanted = 0  # the highest log end a reader waits for
         self._pending: list[Any] = []
         self._pending_id: Optional[bytes] = None
         self._pending_count = 0
@@ -102,6 +108,7 @@ class Follower:
     ) -> QuotaState:
         """The published state once it covers the log up to ``offset`` (waits up to ``timeout``)."""
         with self._cond:
+            self._wanted = max(self._wanted, offset)
             if not self._cond.wait_for(lambda: self._position >= max(offset, 0), timeout):
                 raise ConfigStoreError(
                     f"store {self.url}: did not read the topic up to offset {offset} within {timeout:g} s "
@@ -201,7 +208,7 @@ class Follower:
         if offset < self._next_offset:
             # The log went back (the topic was deleted and created again): read it anew.
             self._report(f"{self.url}: the topic restarted at offset {offset}; reading it again")
-            self._shadow, self._pending, self._pending_id = _View(), [], None
+            self._shadow, self._gap, self._pending, self._pending_id = _View(), False, [], None
         self._next_offset = offset + 1
         alter_id = header(msg.headers(), ALTER_HEADER)
         try:
@@ -223,6 +230,11 @@ class Follower:
                 self._shadow = self._published.copy()
         if self._shadow is not None:
             self._shadow.apply(records, self.url)
+            self._gap = self._gap or not complete
+            if not self._gap and self._next_offset >= self._wanted:
+                # Past what a reader waits for, on a log with no shortened alter so far: a state
+                # the log had (the end itself may keep moving under a stream of alters).
+                self._publish_shadow(self._next_offset)
             return
         with self._cond:
             changed = self._published.apply(records, self.url)
@@ -234,7 +246,10 @@ class Follower:
     def _at_end(self, offset: int) -> None:
         if self._pending:
             self._apply_pending(complete=False)
-        shadow, self._shadow = self._shadow, None
+        self._publish_shadow(offset)
+
+    def _publish_shadow(self, offset: int) -> None:
+        shadow, self._shadow, self._gap = self._shadow, None, False
         with self._cond:
             first = self._position < 0  # the initial read: nobody has seen a state to change yet
             if shadow is not None:

@@ -80,7 +80,7 @@ class KafkaConfigStore(ConfigStore):
     """
 
     def __init__(
-        self, hosts: str, topic: str, timeout: float = 10.0, read_only: bool = False,
+        self, hosts: str, topic: str, timeout: float = 5.0, read_only: bool = False,
         max_alter_bytes: int = MAX_ALTER_BYTES,
     ) -> None:
         self.hosts, self.topic = hosts, topic
