@@ -114,13 +114,6 @@ def test_url_forms():
     assert fill_cluster("sqlite:///x.db", "127.0.0.1:9092") == "sqlite:///x.db"
 
 
-def test_fill_cluster_reads_the_default_store(monkeypatch):
-    monkeypatch.setenv("KQUOTA_STORE", "kafka:///fleet")
-    assert fill_cluster(None, "127.0.0.1:9092") == "kafka://127.0.0.1:9092/fleet"
-    monkeypatch.setenv("KQUOTA_STORE", "sqlite:///x.db")
-    assert fill_cluster(None, "127.0.0.1:9092") is None
-
-
 def test_configs_cli_errors_are_one_line(broker):
     port = free_port()  # nothing listens there
     cases = [

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 from typing import Any, Optional
 
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     from kquota.proxy.planes import make_proxy
     from kquota.proxy.server import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES
     from kquota.stores.kafka.store import fill_cluster
-    from kquota.stores.url import open_store
+    from kquota.stores.url import STORE_ENV, open_store
     from kquota.watcher import QuotaConfigWatcher
 
     logging.basicConfig(level=getattr(logging, args.log_level), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -140,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
         callback=props.get("client.quota.callback.class") or None,
         callback_configs=callback_configs or None,
     )
-    store = open_store(fill_cluster(args.store, args.bootstrap_server))
+    store_url = args.store if args.store is not None else (os.environ.get(STORE_ENV, "").strip() or None)
+    store = open_store(fill_cluster(store_url, args.bootstrap_server))
     watcher = QuotaConfigWatcher(store, qm).start()
     metrics_server = None
     request_log: Optional[RequestLog] = None

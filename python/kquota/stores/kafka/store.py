@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 import uuid
@@ -58,14 +57,11 @@ def parse_url(url: str) -> tuple[Optional[str], str]:
 
 
 def fill_cluster(url: Optional[str], bootstrap: str) -> Optional[str]:
-    """A ``kafka:///TOPIC`` URL (given, or else ``$KQUOTA_STORE``) with ``bootstrap`` as its cluster
-    (what ``kquota proxy --store kafka:///TOPIC`` means); any other URL, or ``None``, as it is."""
-    from kquota.stores.url import STORE_ENV
-
-    text = url if url is not None else (os.environ.get(STORE_ENV, "").strip() or None)
-    if text is None or not text.lower().startswith("kafka:///"):
+    """A ``kafka:///TOPIC`` URL with ``bootstrap`` as its cluster (what ``kquota proxy --store
+    kafka:///TOPIC`` means); any other URL, or ``None``, as it is."""
+    if url is None or not url.lower().startswith("kafka:///"):
         return url
-    return f"kafka://{bootstrap}/{text[len('kafka:///'):]}"
+    return f"kafka://{bootstrap}/{url[len('kafka:///'):]}"
 
 
 class KafkaConfigStore(ConfigStore):
