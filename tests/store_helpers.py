@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -65,3 +66,13 @@ def run_cli(*args, env_extra=None, stdin=None):
         [sys.executable, "-m", "kquota", "configs", *args],
         capture_output=True, text=True, env=env, input=stdin, timeout=120,
     )
+
+
+def wait_until(pred, timeout=30.0):
+    """Polls ``pred`` until it holds or ``timeout`` s pass (a hang guard, not a timing check)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return pred()

@@ -17,7 +17,7 @@ import uuid
 import pytest
 from proxy_support import Meter, free_port, make_topic, produce_loop, wait_port
 from proxy_wire import Wire
-from store_helpers import run_cli
+from store_helpers import run_cli, wait_until
 
 from kquota import ClientQuotaEntity
 from kquota.proxy import apis
@@ -51,14 +51,6 @@ def stop(proc):
         _, err = proc.communicate()
     return proc.returncode, err.decode()
 
-
-def wait_until(pred, timeout=WAIT):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.1)
-    return pred()
 
 
 def sync_age(metrics_port):

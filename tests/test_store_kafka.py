@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 from proxy_support import Tansu, free_port
-from store_helpers import fresh_kafka_url, run_cli
+from store_helpers import fresh_kafka_url, run_cli, wait_until
 
 from kquota import ClientQuotaEntity, QuotaManager
 from kquota.stores import ConfigStoreError, open_store
@@ -28,14 +28,6 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 E = ClientQuotaEntity
 WAIT = 30  # seconds: a hang guard, not a timing assertion
 
-
-def wait_until(pred, timeout=WAIT):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
 
 
 def admin(broker):
