@@ -397,3 +397,30 @@ def _alter_ok(store, entries):
     except ConfigStoreError:
         time.sleep(0.5)
         return False
+
+
+def test_unreadable_records_are_reported_and_skipped(broker):
+    url = fresh_kafka_url(broker)
+    topic = parse_url(url)[1]
+    with open_store(url) as store:
+        store.alter([({"user": "ok"}, {"producer_byte_rate": 5}), ({"user": "bad"}, {"producer_byte_rate": 6})])
+        bad_key = json.dumps({"entity": [{"entityType": "user", "entityName": "bad"}], "key": "producer_byte_rate"},
+                             separators=(",", ":")).encode()
+        for record in [
+            (b"not json", b"{}", {}),
+            (bad_key, b'{"value":1.5}', {}),  # a byte rate must be whole
+            (json.dumps({"entity": [{"entityType": "topic", "entityName": "t"}], "key": "k"}).encode(), b"{}", {}),
+        ]:
+            # One batch each: tansu's ListOffsets answers the last batch's first offset + 1.
+            produce_batch(broker, topic, [record])
+        errors = []
+        state = store.describe(on_error=lambda message, entity: errors.append((message, entity)))
+        # The unreadable entity keeps no state here (a watcher keeps what it had); the rest is read.
+        assert state == {E({"user": "ok"}): {"producer_byte_rate": 5.0}}
+        assert len(errors) == 3 and all(url in m and "skipping the record at offset" in m for m, _ in errors)
+        assert sorted(str(e) for _, e in errors if e is not None) == [str(E({"user": "bad"}))]
+        store.alter([({"user": "bad"}, {"producer_byte_rate": 7})])  # a valid record for the key heals it
+        errors.clear()
+        assert store.describe([{"user": "bad"}], on_error=lambda m, e: errors.append(m)) == {
+            E({"user": "bad"}): {"producer_byte_rate": 7.0}}
+        assert errors == []

@@ -121,7 +121,8 @@ class Follower:
             else:
                 wanted = {ClientQuotaEntity(e) for e in entities}
                 state = {e: dict(view.state[e]) for e in wanted if e in view.state}
-                corrupt = [(m, e) for m, e in view.corrupt.values() if e is None or e in wanted]
+                # Records naming no entity are reported by full reads only, not at every change.
+                corrupt = [(m, e) for m, e in view.corrupt.values() if e in wanted]
         for message, entity in corrupt:
             on_error(message, entity)
             if entity is not None:

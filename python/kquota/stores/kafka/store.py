@@ -20,7 +20,7 @@ from kquota.stores.base import (
 )
 from kquota.stores.kafka.codec import alter_headers, batch_bytes, encode_alter, new_alter_id
 from kquota.stores.kafka.follower import Follower
-from kquota.stores.kafka.topic import _reason, ensure_topic
+from kquota.stores.kafka.topic import error_reason, ensure_topic
 from kquota.validation import validate_alter
 
 #: The largest alter written (bytes of its record batch): below the producer's and the topic's
@@ -168,7 +168,7 @@ class KafkaConfigStore(ConfigStore):
                                                request_timeout=timeout)
             return int(next(iter(futures.values())).result(timeout).offset)
         except Exception as e:  # noqa: BLE001 - KafkaException or a future's timeout
-            raise ConfigStoreError(f"cannot reach the Kafka store {self.url}: {_reason(e)}") from None
+            raise ConfigStoreError(f"cannot reach the Kafka store {self.url}: {error_reason(e)}") from None
 
     # ------------------------------------------------------------------ writes
 

@@ -21,7 +21,7 @@ def ensure_topic(admin: Any, url: str, topic: str, timeout: float, create: bool)
     try:
         metadata = admin.list_topics(timeout=timeout)  # naming the topic would auto-create it on some brokers
     except KafkaException as e:
-        raise ConfigStoreError(f"cannot reach the Kafka store {url}: {_reason(e)} (within {timeout:g} s)") from None
+        raise ConfigStoreError(f"cannot reach the Kafka store {url}: {error_reason(e)} (within {timeout:g} s)") from None
     found = metadata.topics.get(topic)
     exists = found is not None and found.error is None
     if not exists:
@@ -33,7 +33,7 @@ def ensure_topic(admin: Any, url: str, topic: str, timeout: float, create: bool)
                 future.result(timeout)
         except KafkaException as e:
             if _code_name(e) != "TOPIC_ALREADY_EXISTS":  # another process created it just now
-                raise ConfigStoreError(f"store {url}: cannot create the topic {topic!r}: {_reason(e)}") from None
+                raise ConfigStoreError(f"store {url}: cannot create the topic {topic!r}: {error_reason(e)}") from None
         except Exception as e:  # noqa: BLE001 - a future's timeout
             raise ConfigStoreError(f"store {url}: cannot create the topic {topic!r}: {e or type(e).__name__}") from None
         else:
@@ -41,7 +41,7 @@ def ensure_topic(admin: Any, url: str, topic: str, timeout: float, create: bool)
         try:
             metadata = admin.list_topics(timeout=timeout)  # naming the topic would auto-create it on some brokers
         except KafkaException as e:
-            raise ConfigStoreError(f"cannot reach the Kafka store {url}: {_reason(e)}") from None
+            raise ConfigStoreError(f"cannot reach the Kafka store {url}: {error_reason(e)}") from None
         found = metadata.topics.get(topic)
         if found is None or found.error is not None:
             raise ConfigStoreError(f"store {url}: the topic {topic!r} was created but its metadata cannot be read")
@@ -55,7 +55,7 @@ def ensure_topic(admin: Any, url: str, topic: str, timeout: float, create: bool)
         futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)], request_timeout=timeout)
         configs = next(iter(futures.values())).result(timeout)
     except KafkaException as e:
-        raise ConfigStoreError(f"store {url}: cannot read the configs of topic {topic!r}: {_reason(e)}") from None
+        raise ConfigStoreError(f"store {url}: cannot read the configs of topic {topic!r}: {error_reason(e)}") from None
     except Exception as e:  # noqa: BLE001 - a future's timeout
         raise ConfigStoreError(f"store {url}: cannot read the configs of topic {topic!r}: {e or type(e).__name__}") from None
     entry = configs.get("cleanup.policy")
@@ -72,12 +72,13 @@ def ensure_topic(admin: Any, url: str, topic: str, timeout: float, create: bool)
 
 
 def _code_name(e: Exception) -> str:
-    err = e.args[0] if e.args else None
-    return err.name() if hasattr(err, "name") else ""
+    err: Any = e.args[0] if e.args else None
+    return str(err.name()) if hasattr(err, "name") else ""
 
 
-def _reason(e: Exception) -> str:
-    err = e.args[0] if e.args else None
+def error_reason(e: Exception) -> str:
+    """A one-line reason from a ``KafkaException`` (``NAME: text``) or any other exception."""
+    err: Any = e.args[0] if e.args else None
     if hasattr(err, "str"):
         return f"{err.name()}: {err.str()}"
     return str(e) or type(e).__name__
