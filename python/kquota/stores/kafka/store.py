@@ -138,6 +138,9 @@ class KafkaConfigStore(ConfigStore):
                         "enable.partition.eof": True,
                         "auto.offset.reset": "earliest",
                         "fetch.wait.max.ms": 200,  # bounds how late a change is seen where fetches do not wake
+                        # Bounded prefetch (librdkafka's default is 64 MiB per partition).
+                        "queued.max.messages.kbytes": 8192,
+                        "fetch.max.bytes": 4 * 1024 * 1024,
                         # The follower's heartbeat notices a lost cluster; librdkafka's own
                         # error events (an idle connection closed...) are only logged.
                         "error_cb": _client_error,
