@@ -88,7 +88,7 @@ class Follower:
         self._position = -1  # offset after the last published record; -1 before the first end of log
         self._shadow: Optional[_View] = _View()  # the initial read
         self._gap = False  # whether the shadow took an alter that compaction shortened
-        self._wanted = 0  # the highest log end a reader waits for
+        self._wanted = -1  # the highest log end a reader waits for (-1: none yet)
         self._pending: list[Any] = []
         self._pending_id: Optional[bytes] = None
         self._pending_count = 0
@@ -232,7 +232,7 @@ class Follower:
         if self._shadow is not None:
             self._shadow.apply(records, self.url)
             self._gap = self._gap or not complete
-            if not self._gap and self._next_offset >= self._wanted:
+            if not self._gap and 0 <= self._wanted <= self._next_offset:
                 # Past what a reader waits for, on a log with no shortened alter so far: a state
                 # the log had (the end itself may keep moving under a stream of alters).
                 self._publish_shadow(self._next_offset)
