@@ -91,7 +91,6 @@ class Follower:
         self._wanted = -1  # the highest log end a reader waits for (-1: none yet)
         self._pending: list[Any] = []
         self._pending_id: Optional[bytes] = None
-        self._pending_count = 0
         self._next_offset = 0
         self._listeners: list[tuple[ChangeCallback, ErrorCallback]] = []
         self._stop = threading.Event()
@@ -130,10 +129,12 @@ class Follower:
         return state
 
     def add_listener(self, on_change: ChangeCallback, on_error: ErrorCallback) -> None:
+        """Calls ``on_change`` (from the follower's thread) after each publication and heartbeat."""
         with self._lock:
             self._listeners.append((on_change, on_error))
 
     def remove_listener(self, on_change: ChangeCallback) -> None:
+        """Stops calling ``on_change``."""
         with self._lock:
             self._listeners = [x for x in self._listeners if x[0] is not on_change]
 
@@ -219,7 +220,7 @@ class Follower:
         if self._pending and (alter_id is None or alter_id != self._pending_id):
             self._apply_pending(complete=False)
         self._pending.append(msg)
-        self._pending_id, self._pending_count = alter_id, count
+        self._pending_id = alter_id
         if alter_id is None or len(self._pending) >= count:
             self._apply_pending(complete=True)
 
