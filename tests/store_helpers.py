@@ -1,4 +1,5 @@
-"""Helpers for the store tests: store fixtures (SQLite always, ZooKeeper when reachable)."""
+"""Helpers for the store tests: store fixtures (SQLite always, ZooKeeper when reachable, Kafka on
+the test module's tansu broker)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -44,7 +46,15 @@ def fresh_sqlite_url(tmp_path):
     return "sqlite:///" + str(tmp_path / "quotas.db")
 
 
-def store_url(kind, tmp_path):
+def fresh_kafka_url(broker):
+    """A kafka:// URL with a topic of its own on ``broker`` (a proxy_support.Tansu)."""
+    return f"kafka://{broker.address}/kquota-test-{uuid.uuid4().hex[:12]}"
+
+
+def store_url(kind, tmp_path, request=None):
+    """A fresh store URL of ``kind``; ``kafka`` takes the module's ``broker`` fixture from ``request``."""
+    if kind == "kafka":
+        return fresh_kafka_url(request.getfixturevalue("broker"))
     return fresh_sqlite_url(tmp_path) if kind == "sqlite" else fresh_zk_url()
 
 
@@ -56,3 +66,13 @@ def run_cli(*args, env_extra=None, stdin=None):
         [sys.executable, "-m", "kquota", "configs", *args],
         capture_output=True, text=True, env=env, input=stdin, timeout=120,
     )
+
+
+def wait_until(pred, timeout=30.0):
+    """Polls ``pred`` until it holds or ``timeout`` s pass (a hang guard, not a timing check)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return pred()

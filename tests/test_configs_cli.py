@@ -13,9 +13,9 @@ from kquota.stores import open_store
 E = ClientQuotaEntity
 
 
-@pytest.fixture(params=["sqlite", "zookeeper"])
+@pytest.fixture(params=["sqlite", "zookeeper", "kafka"])
 def url(request, tmp_path):
-    return store_url(request.param, tmp_path)
+    return store_url(request.param, tmp_path, request)
 
 
 def cli(capsys, *args):
@@ -191,7 +191,8 @@ def test_bad_quota_file_changes_nothing(tmp_path):
     assert state(url) == {}
 
 
-@pytest.mark.parametrize("store", ["sqlite:///nonexistent-dir/q.db", "zookeeper://127.0.0.1:1", "nope"])
+@pytest.mark.parametrize("store", ["sqlite:///nonexistent-dir/q.db", "zookeeper://127.0.0.1:1", "kafka://127.0.0.1:1/quotas",
+                                   "nope"])
 def test_unreachable_store_is_one_line_with_url(store):
     p = run_cli("--store", store, "--describe", "--json")
     assert p.returncode == 1

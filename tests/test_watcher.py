@@ -20,9 +20,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WAIT = 30  # seconds: a hang guard, not a timing assertion
 
 
-@pytest.fixture(params=["sqlite", "zookeeper"])
+@pytest.fixture(params=["sqlite", "zookeeper", "kafka"])
 def url(request, tmp_path):
-    return store_url(request.param, tmp_path)
+    return store_url(request.param, tmp_path, request)
 
 
 def wait_for(watcher, qm, store, timeout=WAIT):

@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+from store_helpers import wait_until
 
 from kquota import QuotaManager
 from kquota.stores import open_store
@@ -38,15 +39,6 @@ class FlakyStore:
 
     def watch(self, on_change, on_error=None):
         return self.inner.watch(on_change, on_error=on_error)
-
-
-def wait_until(pred, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
 
 
 def test_a_failed_reread_is_retried_until_applied(tmp_path):

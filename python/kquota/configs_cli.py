@@ -58,8 +58,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     op.add_argument("--alter", action="store_true", help="change quotas of one entity (or of a --quota-file)")
     op.add_argument("--describe", action="store_true", help="list quotas (all entities unless narrowed)")
     p.add_argument("--store", metavar="URL", help="sqlite:///relative.db, sqlite:////absolute/path.db, a plain "
-                   "path, or zookeeper://host:port[/chroot] (docs/store-urls.md; default: $KQUOTA_STORE, "
-                   "else a file in ~/.local/share/kquota)")
+                   "path, zookeeper://host:port[/chroot] or kafka://host:port/topic (docs/store-urls.md; "
+                   "default: $KQUOTA_STORE, else a file in ~/.local/share/kquota)")
     p.add_argument("--entity-type", action="append", choices=sorted(_TYPES), default=[],
                    help="users, clients or ips; repeat for <user, client-id> (ips stand alone)")
     p.add_argument("--entity-name", action=_EntityName, help="the name for the matching --entity-type")

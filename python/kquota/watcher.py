@@ -11,8 +11,9 @@ A re-read that fails (ZooKeeper ``ConnectionLoss``, a SQLite error) is never dro
 watcher retries it as a full resync with exponential backoff (50 ms doubling to 5 s) until it
 succeeds, and a store reports a ZooKeeper reconnect or session loss as a full resync too. The
 failures are counted (``watcher-errors-total``) and the time since the last successful sync is
-exposed (``config-sync-age-seconds``), both as manager metrics (``QuotaManager.metrics()`` and
-the Prometheus exposition) while the watcher runs.
+exposed (``config-sync-age-seconds``; a store that confirms it is current without a change, as
+the Kafka store does each second with an empty set of entities, resets it too), both as manager
+metrics (``QuotaManager.metrics()`` and the Prometheus exposition) while the watcher runs.
 """
 
 from __future__ import annotations
@@ -198,6 +199,8 @@ class QuotaConfigWatcher:
                 else:
                     touched.update(item)  # type: ignore[arg-type]
             if not (full or touched):
+                if items and not self.retry_pending and self._loaded.is_set():
+                    self._last_sync = time.monotonic()  # the store confirmed nothing changed
                 continue
             try:
                 self._apply(None if full else frozenset(touched))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 from typing import Any, Optional
 
@@ -78,8 +79,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="where clients bootstrap; broker N is proxied on PORT+1+N (port 0: free ports)")
     p.add_argument("--advertised-host", metavar="HOST", help="host written into broker addresses (default: the "
                    "--listen host)")
-    p.add_argument("--store", metavar="URL", help="quota store followed live (sqlite:///path or "
-                   "zookeeper://host:port[/chroot]; default: $KQUOTA_STORE, else the user's default store)")
+    p.add_argument("--store", metavar="URL", help="quota store followed live (sqlite:///path, "
+                   "zookeeper://host:port[/chroot], kafka://[host:port]/topic: no host is the --bootstrap-server's "
+                   "cluster; default: $KQUOTA_STORE, else the user's default store)")
     p.add_argument("--quota-window-num", type=int, metavar="N",
                    help="quota.window.num (default: 11, or the --config file's)")
     p.add_argument("--quota-window-size-seconds", type=int, metavar="S",
@@ -110,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
     from kquota.proxy.reqlog import RequestLogWriter
     from kquota.proxy.native import NativeProxyServer
     from kquota.proxy.settings import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES
-    from kquota.stores.url import open_store
+    from kquota.stores.kafka.store import fill_cluster
+    from kquota.stores.url import STORE_ENV, open_store
     from kquota.watcher import QuotaConfigWatcher
 
     logging.basicConfig(level=getattr(logging, args.log_level), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -137,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
         callback=props.get("client.quota.callback.class") or None,
         callback_configs=callback_configs or None,
     )
-    store = open_store(args.store)
+    store_url = args.store if args.store is not None else (os.environ.get(STORE_ENV, "").strip() or None)
+    store = open_store(fill_cluster(store_url, args.bootstrap_server))
     watcher = QuotaConfigWatcher(store, qm).start()
     metrics_server = None
     request_log: Optional[RequestLogWriter] = None

@@ -21,7 +21,8 @@ from kquota.exceptions import KQuotaError
 QuotaState = dict[ClientQuotaEntity, dict[str, float]]
 #: Validated alter entries: ``(entity, {config key: value or None to remove})``.
 AlterEntries = list[tuple[ClientQuotaEntity, dict[str, Optional[float]]]]
-#: Called with the entities that changed, or ``None`` when anything may have changed.
+#: Called with the entities that changed, or ``None`` when anything may have changed (an empty set:
+#: nothing changed, the store confirmed it is current).
 ChangeCallback = Callable[[Optional[frozenset[ClientQuotaEntity]]], None]
 #: Called with a one-line description of a problem the store skipped (e.g. a corrupt node) and
 #: the entity it concerns (``None`` if no entity could be named).

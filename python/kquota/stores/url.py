@@ -15,6 +15,8 @@ everywhere. The SQLite forms follow SQLAlchemy's convention:
 ``/var/lib/kquota/q.db``            a plain path: a SQLite file, absolute ...
 ``quotas.db``, ``~/q.db``           ... relative to the working directory, or under ``~``
 ``zookeeper://h1:2181,h2:2181/kq``  a ZooKeeper ensemble, optional chroot (``zk://`` too)
+``kafka://h1:9092,h2:9092/topic``   a compacted topic on a Kafka cluster (docs/kafka-store.md);
+                                    ``kafka:///topic`` only where a cluster is known (kquota proxy)
 ==================================  =============================================================
 
 Percent-decoding: in a ``sqlite:`` URL the path is percent-decoded as UTF-8 (RFC 3986): ``%25`` is
@@ -56,13 +58,15 @@ STORE_ENV = "KQUOTA_STORE"
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
-_FORMS = "sqlite:///relative.db, sqlite:////absolute/path.db, a plain path, or zookeeper://host:port[/chroot]"
+_FORMS = ("sqlite:///relative.db, sqlite:////absolute/path.db, a plain path, zookeeper://host:port[/chroot] "
+          "or kafka://host:port/topic")
 
 
 @dataclass(frozen=True)
 class StoreLocation:
-    """Where a store URL points: ``kind`` ``"sqlite"`` with an absolute ``path``, or
-    ``"zookeeper"`` with ``hosts`` and ``chroot``. ``url`` is the text as given."""
+    """Where a store URL points: ``kind`` ``"sqlite"`` with an absolute ``path``,
+    ``"zookeeper"`` with ``hosts`` and ``chroot``, or ``"kafka"`` with ``hosts`` (``None`` for
+    ``kafka:///topic``). ``url`` is the text as given."""
 
     url: str
     kind: str
@@ -126,6 +130,9 @@ def parse_store_url(url: str) -> StoreLocation:
         if not hosts:
             raise ConfigStoreError(f"invalid store URL {url!r}: no host (zookeeper://host:port[/chroot])")
         return StoreLocation(url, "zookeeper", hosts=hosts, chroot=("/" + chroot) if slash and chroot else None)
+    if scheme == "kafka":
+        # Checked and taken apart by the Kafka store itself (kquota.stores.kafka.parse_url).
+        return StoreLocation(url, "kafka", hosts=rest.partition("/")[0] or None)
     raise ConfigStoreError(f"invalid store URL {url!r}: unknown scheme {scheme!r} (expected {_FORMS})")
 
 
@@ -182,6 +189,10 @@ def open_store(url: Optional[str] = None, **options: Any) -> ConfigStore:
     if where.kind == "sqlite":
         assert where.path is not None
         return SQLiteConfigStore(where.path, **options)
+    if where.kind == "kafka":
+        from kquota.stores.kafka import KafkaConfigStore
+
+        return KafkaConfigStore.from_url(url, **options)
     from kquota.stores.zookeeper import ZooKeeperConfigStore
 
     assert where.hosts is not None
