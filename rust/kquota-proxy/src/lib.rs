@@ -12,6 +12,7 @@ pub mod header;
 pub mod io;
 pub mod listen;
 pub mod outbox;
+pub mod principal;
 pub mod produce;
 pub mod produce_path;
 pub mod relay;
@@ -20,6 +21,7 @@ pub mod responses;
 pub mod session;
 pub mod shared;
 pub mod tables;
+pub mod tls;
 pub mod wire;
 
 pub use shared::{Bridge, ProxyConfig, Registered, Shared};
