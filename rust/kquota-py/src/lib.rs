@@ -25,6 +25,7 @@ mod quota_type;
 mod rules;
 mod settings;
 mod snapshot;
+mod tls;
 mod zeroed_array;
 
 use pyo3::prelude::*;
@@ -41,6 +42,7 @@ fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("_noop", fast::noop_function(m)?)?;
     errors::register(m)?;
     rules::register(m)?;
+    tls::register(m)?;
     fast::install(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(

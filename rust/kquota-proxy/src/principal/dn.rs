@@ -9,7 +9,7 @@
 //!   O, OU, STREET, DC, UID), else the dotted OID;
 //! - a dotted OID, or a value that is not a directory string, as `#` and the value's DER in
 //!   lowercase hex;
-//! - otherwise the decoded string with `,=+<>#;"\` escaped by a backslash, NUL as `\00`, and
+//! - otherwise the value's bytes read as UTF-8 with `,=+<>#;"\` escaped by a backslash, NUL as `\00`, and
 //!   leading and trailing spaces (and CRs) escaped.
 
 use x509_parser::asn1_rs::{Any, Class, Tag, ToDer};
@@ -92,29 +92,20 @@ fn push_ava(out: &mut String, ava: &AttributeTypeAndValue<'_>) {
 }
 
 /// The value as text when Java treats it as a string (AVA.isDerString, non-canonical): the
-/// PrintableString, T61String, IA5String, GeneralString, BMPString and UTF8String types.
+/// PrintableString, T61String, IA5String, GeneralString, BMPString and UTF8String types. Java
+/// decodes every one of them as UTF-8 of the raw bytes (so a BMPString's zero bytes print as
+/// `\00` and a malformed sequence as U+FFFD): checked against Java 17.
 fn directory_string(value: &Any<'_>) -> Option<String> {
     if value.class() != Class::Universal || value.header.is_constructed() {
         return None;
     }
-    let data = value.data;
     match value.tag() {
-        Tag::Utf8String => Some(String::from_utf8_lossy(data).into_owned()),
-        // Java decodes these as US-ASCII (a byte above 0x7f becomes U+FFFD)...
-        Tag::PrintableString | Tag::Ia5String | Tag::GeneralString => Some(
-            data.iter()
-                .map(|&b| if b < 0x80 { b as char } else { '\u{fffd}' })
-                .collect(),
-        ),
-        // ...T61String as ISO-8859-1, BMPString as UTF-16BE.
-        Tag::T61String => Some(data.iter().map(|&b| b as char).collect()),
-        Tag::BmpString => {
-            let units: Vec<u16> = data
-                .chunks(2)
-                .map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))
-                .collect();
-            Some(String::from_utf16_lossy(&units))
-        }
+        Tag::Utf8String
+        | Tag::PrintableString
+        | Tag::Ia5String
+        | Tag::GeneralString
+        | Tag::T61String
+        | Tag::BmpString => Some(String::from_utf8_lossy(value.data).into_owned()),
         _ => None,
     }
 }

@@ -135,14 +135,40 @@ fn inline_identity(ks: &KeystoreSettings) -> Result<Identity, TlsConfigError> {
             "ssl.keystore.certificate.chain and ssl.keystore.key must be set together",
         ));
     };
-    let key = pem_key(
-        "ssl.keystore.key",
-        None,
-        key.as_bytes(),
-        ks.key_password.as_deref(),
-    )?;
+    let (key, chain) = (normalize_pem(key), normalize_pem(chain));
+    let key = pem_key("ssl.keystore.key", None, key.as_bytes(), ks.key_password.as_deref())?;
     let chain = pem_certificates("ssl.keystore.certificate.chain", None, chain.as_bytes())?;
     Ok(Identity { chain, key })
+}
+
+/// Inline PEM as Kafka reads it (PemStore): the base64 between `-----BEGIN X-----` and
+/// `-----END X-----` with any whitespace, or none, so that a value continued over lines with `\` in
+/// a properties file (which drops the line breaks) still parses. Re-wrapped in 64-column lines.
+pub fn normalize_pem(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 64 + 64);
+    let mut rest = text;
+    while let Some(begin) = rest.find("-----BEGIN ") {
+        let after = &rest[begin + "-----BEGIN ".len()..];
+        let Some(label_end) = after.find("-----") else { break };
+        let label = &after[..label_end];
+        let body_start = &after[label_end + 5..];
+        let end_marker = format!("-----END {label}-----");
+        let Some(body_end) = body_start.find(&end_marker) else { break };
+        let body: String = body_start[..body_end].chars().filter(|c| !c.is_whitespace()).collect();
+        out.push_str(&format!("-----BEGIN {label}-----\n"));
+        for line in body.as_bytes().chunks(64) {
+            out.push_str(&String::from_utf8_lossy(line));
+            out.push('\n');
+        }
+        out.push_str(&end_marker);
+        out.push('\n');
+        rest = &body_start[body_end + end_marker.len()..];
+    }
+    if out.is_empty() {
+        text.to_string()
+    } else {
+        out
+    }
 }
 
 fn pem_certificates(
@@ -245,7 +271,10 @@ fn decrypt_pkcs8(
 fn pem_error(e: &pem::Error) -> String {
     match e {
         pem::Error::Io(io) => io.to_string(),
-        other => format!("{other:?}"),
+        pem::Error::MissingSectionEnd { .. } => "a BEGIN line without its END line".to_string(),
+        pem::Error::IllegalSectionStart { .. } => "a malformed BEGIN line".to_string(),
+        pem::Error::Base64Decode(why) => format!("bad base64: {why}"),
+        _ => "malformed PEM".to_string(),
     }
 }
 
@@ -313,7 +342,7 @@ pub fn load_roots(ts: &TruststoreSettings) -> Result<RootCertStore, TlsConfigErr
                 "cannot be set together with ssl.truststore.certificates",
             ));
         }
-        pem_certificates("ssl.truststore.certificates", None, inline.as_bytes())?
+        pem_certificates("ssl.truststore.certificates", None, normalize_pem(inline).as_bytes())?
     } else {
         let Some(path) = ts.location.as_deref() else {
             return Err(TlsConfigError::new(

@@ -20,6 +20,8 @@ mod settings;
 
 pub use client::client_config;
 pub use reload::{ReloadStats, Reloading, DEFAULT_RELOAD_CHECK};
+/// Re-exported so that callers name certificates without depending on rustls themselves.
+pub use rustls::pki_types::CertificateDer;
 pub use server::server_config;
 pub use settings::{
     ClientAuth, KeystoreSettings, ListenerTlsSettings, Properties, ProtocolSettings, TruststoreSettings,

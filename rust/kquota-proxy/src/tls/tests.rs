@@ -184,6 +184,11 @@ fn pkcs12_and_inline_pem_keystores() {
             ("ssl.keystore.certificate.chain", &leaf.cert_pem),
             ("ssl.keystore.key", &leaf.key_pem),
         ]),
+        // as a properties file continued over lines with `\` gives it: no line breaks at all
+        props(&[
+            ("ssl.keystore.certificate.chain", &leaf.cert_pem.replace('\n', " ")),
+            ("ssl.keystore.key", &leaf.key_pem.replace('\n', "")),
+        ]),
     ] {
         let server = listener(&p).unwrap_or_else(|e| panic!("{p:?}: {e}"));
         handshake(client.clone(), server, "localhost").unwrap();
