@@ -23,7 +23,22 @@ enum Format {
 const JKS_MAGIC: [u8; 4] = [0xfe, 0xed, 0xfe, 0xed];
 
 fn read(property: &str, path: &Path) -> Result<Vec<u8>, TlsConfigError> {
-    std::fs::read(path).map_err(|e| TlsConfigError::new(property, Some(path), format!("cannot read: {e}")))
+    std::fs::read(path).map_err(|e| {
+        TlsConfigError::new(
+            property,
+            Some(path),
+            format!("cannot read the file: {}", io_reason(&e)),
+        )
+    })
+}
+
+/// An I/O error without Rust's "(os error N)" suffix.
+fn io_reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.find(" (os error") {
+        Some(cut) => text[..cut].to_string(),
+        None => text,
+    }
 }
 
 fn jks_refused(property: &str, path: Option<&Path>) -> TlsConfigError {
@@ -136,7 +151,12 @@ fn inline_identity(ks: &KeystoreSettings) -> Result<Identity, TlsConfigError> {
         ));
     };
     let (key, chain) = (normalize_pem(key), normalize_pem(chain));
-    let key = pem_key("ssl.keystore.key", None, key.as_bytes(), ks.key_password.as_deref())?;
+    let key = pem_key(
+        "ssl.keystore.key",
+        None,
+        key.as_bytes(),
+        ks.key_password.as_deref(),
+    )?;
     let chain = pem_certificates("ssl.keystore.certificate.chain", None, chain.as_bytes())?;
     Ok(Identity { chain, key })
 }
@@ -149,12 +169,19 @@ pub fn normalize_pem(text: &str) -> String {
     let mut rest = text;
     while let Some(begin) = rest.find("-----BEGIN ") {
         let after = &rest[begin + "-----BEGIN ".len()..];
-        let Some(label_end) = after.find("-----") else { break };
+        let Some(label_end) = after.find("-----") else {
+            break;
+        };
         let label = &after[..label_end];
         let body_start = &after[label_end + 5..];
         let end_marker = format!("-----END {label}-----");
-        let Some(body_end) = body_start.find(&end_marker) else { break };
-        let body: String = body_start[..body_end].chars().filter(|c| !c.is_whitespace()).collect();
+        let Some(body_end) = body_start.find(&end_marker) else {
+            break;
+        };
+        let body: String = body_start[..body_end]
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
         out.push_str(&format!("-----BEGIN {label}-----\n"));
         for line in body.as_bytes().chunks(64) {
             out.push_str(&String::from_utf8_lossy(line));
@@ -342,7 +369,11 @@ pub fn load_roots(ts: &TruststoreSettings) -> Result<RootCertStore, TlsConfigErr
                 "cannot be set together with ssl.truststore.certificates",
             ));
         }
-        pem_certificates("ssl.truststore.certificates", None, normalize_pem(inline).as_bytes())?
+        pem_certificates(
+            "ssl.truststore.certificates",
+            None,
+            normalize_pem(inline).as_bytes(),
+        )?
     } else {
         let Some(path) = ts.location.as_deref() else {
             return Err(TlsConfigError::new(

@@ -69,4 +69,6 @@ impl std::error::Error for TlsConfigError {}
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_clients;
+#[cfg(test)]
 mod tests_support;

@@ -79,6 +79,20 @@ impl Reloading<ServerConfig> {
     }
 }
 
+impl Reloading<ServerConfig> {
+    /// A tokio-rustls acceptor with the current configuration (for one accepted connection).
+    pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
+        tokio_rustls::TlsAcceptor::from(self.current())
+    }
+}
+
+impl Reloading<ClientConfig> {
+    /// A tokio-rustls connector with the current configuration (for one new connection).
+    pub fn connector(&self) -> tokio_rustls::TlsConnector {
+        tokio_rustls::TlsConnector::from(self.current())
+    }
+}
+
 impl Reloading<ClientConfig> {
     /// The upstream configuration, reloaded when its truststore or keystore file changes.
     pub fn client(settings: UpstreamTlsSettings, interval: Duration) -> Result<Self, TlsConfigError> {

@@ -186,7 +186,10 @@ fn pkcs12_and_inline_pem_keystores() {
         ]),
         // as a properties file continued over lines with `\` gives it: no line breaks at all
         props(&[
-            ("ssl.keystore.certificate.chain", &leaf.cert_pem.replace('\n', " ")),
+            (
+                "ssl.keystore.certificate.chain",
+                &leaf.cert_pem.replace('\n', " "),
+            ),
             ("ssl.keystore.key", &leaf.key_pem.replace('\n', "")),
         ]),
     ] {
