@@ -15,6 +15,10 @@ fn to_map(props: HashMap<String, String>) -> tls::Properties {
     props.into_iter().collect::<BTreeMap<_, _>>()
 }
 
+fn watched(files: &[std::path::PathBuf]) -> Vec<String> {
+    files.iter().map(|p| p.display().to_string()).collect()
+}
+
 fn tls_error(e: TlsConfigError) -> crate::errors::PyQuotaErr {
     config_error(e.to_string())
 }
@@ -27,11 +31,7 @@ fn tls_error(e: TlsConfigError) -> crate::errors::PyQuotaErr {
 fn check_listener_tls(properties: HashMap<String, String>) -> PyQuotaResult<Vec<String>> {
     let settings = ListenerTlsSettings::from_properties(&to_map(properties)).map_err(tls_error)?;
     let reloading = tls::Reloading::server(settings, tls::DEFAULT_RELOAD_CHECK).map_err(tls_error)?;
-    Ok(reloading
-        .files()
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect())
+    Ok(watched(reloading.files()))
 }
 
 /// Builds the proxy's upstream client configuration from Kafka client properties
@@ -41,11 +41,7 @@ fn check_listener_tls(properties: HashMap<String, String>) -> PyQuotaResult<Vec<
 fn check_upstream_tls(properties: HashMap<String, String>) -> PyQuotaResult<Vec<String>> {
     let settings = UpstreamTlsSettings::from_properties(&to_map(properties)).map_err(tls_error)?;
     let reloading = tls::Reloading::client(settings, tls::DEFAULT_RELOAD_CHECK).map_err(tls_error)?;
-    Ok(reloading
-        .files()
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect())
+    Ok(watched(reloading.files()))
 }
 
 /// A DER certificate's subject in RFC 2253 form, exactly as Java's

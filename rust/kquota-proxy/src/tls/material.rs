@@ -77,35 +77,71 @@ fn format(
     }
 }
 
+/// The property names of a store kind and what it says when a PEM file is given a password.
+struct StoreProperties {
+    kind: &'static str,
+    type_: &'static str,
+    location: &'static str,
+    password: &'static str,
+    pem_password: &'static str,
+}
+
+const KEYSTORE: StoreProperties = StoreProperties {
+    kind: "keystore",
+    type_: "ssl.keystore.type",
+    location: "ssl.keystore.location",
+    password: "ssl.keystore.password",
+    pem_password: "a PEM keystore takes no store password, only ssl.key.password for an encrypted key",
+};
+
+const TRUSTSTORE: StoreProperties = StoreProperties {
+    kind: "truststore",
+    type_: "ssl.truststore.type",
+    location: "ssl.truststore.location",
+    password: "ssl.truststore.password",
+    pem_password: "a PEM truststore takes no password",
+};
+
+/// A store file read, with its format (declared or recognised); Kafka's rule that a PEM store
+/// takes no store password applied.
+fn open_file<'a>(
+    props: &StoreProperties,
+    declared: Option<&str>,
+    location: Option<&'a Path>,
+    has_password: bool,
+) -> Result<(&'a Path, Format, Vec<u8>), TlsConfigError> {
+    let Some(path) = location else {
+        return Err(TlsConfigError::new(
+            props.location,
+            None,
+            format!("no {} configured", props.kind),
+        ));
+    };
+    let bytes = read(props.location, path)?;
+    let format = format(props.type_, props.location, declared, path, &bytes)?;
+    if format == Format::Pem && has_password {
+        return Err(TlsConfigError::new(
+            props.password,
+            Some(path),
+            props.pem_password,
+        ));
+    }
+    Ok((path, format, bytes))
+}
+
 /// This side's certificate and key, from the `ssl.keystore.*` settings.
 pub fn load_identity(ks: &KeystoreSettings) -> Result<Identity, TlsConfigError> {
     if ks.certificate_chain.is_some() || ks.key.is_some() {
         return inline_identity(ks);
     }
-    let Some(path) = ks.location.as_deref() else {
-        return Err(TlsConfigError::new(
-            "ssl.keystore.location",
-            None,
-            "no keystore configured",
-        ));
-    };
-    let bytes = read("ssl.keystore.location", path)?;
-    match format(
-        "ssl.keystore.type",
-        "ssl.keystore.location",
+    let (path, format, bytes) = open_file(
+        &KEYSTORE,
         ks.store_type.as_deref(),
-        path,
-        &bytes,
-    )? {
+        ks.location.as_deref(),
+        ks.password.is_some(),
+    )?;
+    match format {
         Format::Pem => {
-            if ks.password.is_some() {
-                return Err(TlsConfigError::new(
-                    "ssl.keystore.password",
-                    Some(path),
-                    "a PEM keystore takes no store password, only ssl.key.password for an \
-                     encrypted key",
-                ));
-            }
             let key = pem_key(
                 "ssl.keystore.location",
                 Some(path),
@@ -375,31 +411,14 @@ pub fn load_roots(ts: &TruststoreSettings) -> Result<RootCertStore, TlsConfigErr
             normalize_pem(inline).as_bytes(),
         )?
     } else {
-        let Some(path) = ts.location.as_deref() else {
-            return Err(TlsConfigError::new(
-                "ssl.truststore.location",
-                None,
-                "no truststore configured",
-            ));
-        };
-        let bytes = read("ssl.truststore.location", path)?;
-        match format(
-            "ssl.truststore.type",
-            "ssl.truststore.location",
+        let (path, format, bytes) = open_file(
+            &TRUSTSTORE,
             ts.store_type.as_deref(),
-            path,
-            &bytes,
-        )? {
-            Format::Pem => {
-                if ts.password.is_some() {
-                    return Err(TlsConfigError::new(
-                        "ssl.truststore.password",
-                        Some(path),
-                        "a PEM truststore takes no password",
-                    ));
-                }
-                pem_certificates("ssl.truststore.location", Some(path), &bytes)?
-            }
+            ts.location.as_deref(),
+            ts.password.is_some(),
+        )?;
+        match format {
+            Format::Pem => pem_certificates("ssl.truststore.location", Some(path), &bytes)?,
             Format::Pkcs12 => {
                 let store = open_pkcs12("ssl.truststore.password", path, &bytes, ts.password.as_deref())?;
                 let mut certs = Vec::new();
