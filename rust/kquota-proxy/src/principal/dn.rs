@@ -154,6 +154,48 @@ mod tests {
         out
     }
 
+    /// A self-signed certificate whose subject is the one attribute given.
+    fn subject_of(ty: rcgen::DnType, value: rcgen::DnValue) -> String {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params.distinguished_name.push(ty, value);
+        let key = rcgen::KeyPair::generate().unwrap();
+        subject_rfc2253(params.self_signed(&key).unwrap().der()).unwrap()
+    }
+
+    #[test]
+    fn subjects_as_java_17_prints_them() {
+        use rcgen::{DnType, DnValue};
+        // Each expected string is what X500Principal.getName("RFC2253") printed for the same
+        // attribute (tests/test_tls_settings.py holds the multi-attribute cases).
+        let cn = subject_of(
+            DnType::CommonName,
+            DnValue::Utf8String(" #lead+plus\"q\\b<a>;semi=eq trail ".into()),
+        );
+        assert_eq!(cn, "CN=\\ \\#lead\\+plus\\\"q\\\\b\\<a\\>\\;semi\\=eq trail\\ ");
+        let email = DnType::CustomDnType(vec![1, 2, 840, 113549, 1, 9, 1]);
+        let ia5 = DnValue::Ia5String("bob@example.com".try_into().unwrap());
+        assert_eq!(
+            subject_of(email, ia5),
+            "1.2.840.113549.1.9.1=#160f626f62406578616d706c652e636f6d"
+        );
+        let bmp = DnValue::BmpString("bmp\u{e9}".try_into().unwrap());
+        assert_eq!(
+            subject_of(DnType::OrganizationalUnitName, bmp),
+            "OU=\\00b\\00m\\00p\\00\u{fffd}"
+        );
+        let dc = DnType::CustomDnType(vec![0, 9, 2342, 19200300, 100, 1, 25]);
+        assert_eq!(
+            subject_of(dc, DnValue::Ia5String("com".try_into().unwrap())),
+            "DC=com"
+        );
+        let custom = DnType::CustomDnType(vec![1, 2, 3, 4, 5]);
+        assert_eq!(
+            subject_of(custom, DnValue::Utf8String("x".into())),
+            "1.2.3.4.5=#0c0178"
+        );
+    }
+
     #[test]
     fn escapes_as_java() {
         assert_eq!(escaped("alice"), "alice");
