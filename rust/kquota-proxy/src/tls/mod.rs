@@ -6,12 +6,14 @@
 //! - policy.rs: `ssl.enabled.protocols`, `ssl.cipher.suites` -> a crypto provider;
 //! - server.rs / client.rs: `rustls::ServerConfig` for a listener, `rustls::ClientConfig` for
 //!   the upstream connections;
-//! - reload.rs: configurations rebuilt when their files change.
+//! - reload.rs: configurations rebuilt when their files change;
+//! - handshake.rs: handshakes with a deadline, failures sorted by cause.
 //!
 //! Every error names the Kafka property at fault (and the file), so that a bad configuration is
 //! one line at start-up.
 
 mod client;
+mod handshake;
 mod material;
 mod policy;
 mod reload;
@@ -19,6 +21,7 @@ mod server;
 mod settings;
 
 pub use client::client_config;
+pub use handshake::{accept, connect, server_name, HandshakeFailure, HANDSHAKE_TIMEOUT};
 pub use reload::{ReloadStats, Reloading, DEFAULT_RELOAD_CHECK};
 /// Re-exported so that callers name certificates without depending on rustls themselves.
 pub use rustls::pki_types::CertificateDer;
@@ -70,5 +73,7 @@ impl std::error::Error for TlsConfigError {}
 mod tests;
 #[cfg(test)]
 mod tests_clients;
+#[cfg(test)]
+mod tests_handshake;
 #[cfg(test)]
 mod tests_support;
