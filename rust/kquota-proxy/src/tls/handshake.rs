@@ -37,6 +37,10 @@ pub enum HandshakeFailure {
     AlertReceived(String),
     /// The peer closed the connection during the handshake.
     Closed,
+    /// The client certificate has an empty subject: no principal to give it.
+    NoSubject,
+    /// No `ssl.principal.mapping.rules` rule applies to the client certificate's subject.
+    NoMatchingRule(String),
     /// Anything else (the text of the error).
     Other(String),
 }
@@ -44,7 +48,7 @@ pub enum HandshakeFailure {
 impl HandshakeFailure {
     /// A stable label: `timeout`, `not_tls`, `no_certificate`, `untrusted_certificate`,
     /// `expired_certificate`, `not_yet_valid_certificate`, `name_mismatch`, `alert_received`,
-    /// `closed`, `other`.
+    /// `closed`, `no_subject`, `no_matching_rule`, `other`.
     pub fn cause(&self) -> &'static str {
         match self {
             HandshakeFailure::Timeout => "timeout",
@@ -56,6 +60,8 @@ impl HandshakeFailure {
             HandshakeFailure::NameMismatch => "name_mismatch",
             HandshakeFailure::AlertReceived(_) => "alert_received",
             HandshakeFailure::Closed => "closed",
+            HandshakeFailure::NoSubject => "no_subject",
+            HandshakeFailure::NoMatchingRule(_) => "no_matching_rule",
             HandshakeFailure::Other(_) => "other",
         }
     }
@@ -107,6 +113,7 @@ impl fmt::Display for HandshakeFailure {
         match self {
             HandshakeFailure::AlertReceived(alert) => write!(f, "TLS alert from the peer: {alert}"),
             HandshakeFailure::Other(text) => write!(f, "TLS handshake failed: {text}"),
+            HandshakeFailure::NoMatchingRule(text) => write!(f, "ssl.principal.mapping.rules: {text}"),
             cause => write!(f, "TLS handshake failed: {}", cause.cause().replace('_', " ")),
         }
     }

@@ -7,7 +7,8 @@
 //! - server.rs / client.rs: `rustls::ServerConfig` for a listener, `rustls::ClientConfig` for
 //!   the upstream connections;
 //! - reload.rs: configurations rebuilt when their files change;
-//! - handshake.rs: handshakes with a deadline, failures sorted by cause.
+//! - handshake.rs: handshakes with a deadline, failures sorted by cause;
+//! - sides.rs: ListenerTls (stream + principal per client) and UpstreamTls, for the data plane.
 //!
 //! Every error names the Kafka property at fault (and the file), so that a bad configuration is
 //! one line at start-up.
@@ -19,6 +20,7 @@ mod policy;
 mod reload;
 mod server;
 mod settings;
+mod sides;
 
 pub use client::client_config;
 pub use handshake::{accept, connect, server_name, HandshakeFailure, HANDSHAKE_TIMEOUT};
@@ -30,6 +32,7 @@ pub use settings::{
     ClientAuth, KeystoreSettings, ListenerTlsSettings, Properties, ProtocolSettings, TruststoreSettings,
     UpstreamTlsSettings,
 };
+pub use sides::{ListenerTls, UpstreamTls};
 
 use std::fmt;
 use std::path::{Path, PathBuf};

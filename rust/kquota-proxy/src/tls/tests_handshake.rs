@@ -200,3 +200,95 @@ fn server_names_and_causes() {
     );
     assert_eq!(HandshakeFailure::Timeout.cause(), "timeout");
 }
+
+#[test]
+fn listener_tls_gives_each_client_its_principal_and_upstream_tls_connects() {
+    let dir = TempDir::new("sides");
+    let ca = Ca::new("kquota test CA");
+    let leaf = ca.server();
+    let ks = dir.write("server.pem", format!("{}{}", leaf.key_pem, leaf.cert_pem));
+    let listener_props = props(&[
+        ("ssl.keystore.location", ks.display().to_string()),
+        ("ssl.truststore.certificates", ca.pem()),
+        ("ssl.client.auth", "requested".to_string()),
+        (
+            "ssl.principal.mapping.rules",
+            "RULE:^CN=([a-z]+)$/$1/U".to_string(),
+        ),
+    ]);
+    let tls = ListenerTls::from_properties(&listener_props, DEFAULT_RELOAD_CHECK).unwrap();
+    let upstream = UpstreamTls::from_properties(
+        &props(&[("ssl.truststore.certificates", ca.pem())]),
+        DEFAULT_RELOAD_CHECK,
+    )
+    .unwrap();
+    let alice = client_cert(&ca, "alice", (-1, 30));
+    let mut nameless = CertificateParams::new(Vec::<String>::new()).unwrap();
+    nameless.distinguished_name = rcgen::DistinguishedName::new();
+    nameless.subject_alt_names = vec![rcgen::SanType::DnsName("x.example".try_into().unwrap())];
+    let nameless = ca.sign(nameless);
+    let mut two_words = CertificateParams::new(Vec::<String>::new()).unwrap();
+    two_words.distinguished_name.push(DnType::CommonName, "Bob Smith");
+    let two_words = ca.sign(two_words);
+    run(async {
+        let socket = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = socket.local_addr().unwrap().port();
+        let cases: [(Option<&Leaf>, Result<&str, &str>); 4] = [
+            (Some(&alice), Ok("ALICE")),
+            (None, Ok("ANONYMOUS")),
+            (Some(&nameless), Err("no_subject")),
+            (Some(&two_words), Err("no_matching_rule")),
+        ];
+        for (leaf, expected) in cases {
+            let connector = connector(&ca, leaf);
+            let client = tokio::spawn(async move {
+                let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+                let tls = connect(
+                    &connector,
+                    server_name("localhost").unwrap(),
+                    tcp,
+                    Duration::from_secs(5),
+                )
+                .await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                drop(tls);
+            });
+            let (tcp, _) = socket.accept().await.unwrap();
+            let got = tls.accept(tcp, Duration::from_secs(5)).await;
+            match expected {
+                Ok(user) => assert_eq!(got.map(|(_, p)| p).unwrap(), user),
+                Err(cause) => assert_eq!(got.err().map(|e| e.cause()), Some(cause)),
+            }
+            client.await.unwrap();
+        }
+        // upstream: the same listener reached as localhost
+        let server = tokio::spawn(async move {
+            let (tcp, _) = socket.accept().await.unwrap();
+            tls.accept(tcp, Duration::from_secs(5)).await.map(|(_, p)| p)
+        });
+        let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let stream = upstream
+            .connect("localhost", tcp, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(stream.get_ref().1.peer_certificates().is_some());
+        drop(stream);
+        assert_eq!(server.await.unwrap().unwrap(), "ANONYMOUS");
+    });
+}
+
+#[test]
+fn listener_tls_refuses_bad_mapping_rules() {
+    let dir = TempDir::new("rules");
+    let ca = Ca::new("kquota test CA");
+    let leaf = ca.server();
+    let ks = dir.write("server.pem", format!("{}{}", leaf.key_pem, leaf.cert_pem));
+    let p = props(&[
+        ("ssl.keystore.location", ks.display().to_string()),
+        ("ssl.principal.mapping.rules", "RULE:x/y/L/U".to_string()),
+    ]);
+    let err = ListenerTls::from_properties(&p, DEFAULT_RELOAD_CHECK)
+        .err()
+        .unwrap();
+    assert_eq!(err.property, "ssl.principal.mapping.rules");
+}
