@@ -222,7 +222,7 @@ def test_listener_tls_from_a_config_file_with_listener_overrides(pki, tmp_path):
     assert set(settings.watched_files) == {str(pki.server.p12), str(pki.ca.pem)}
     assert principal_mapper(settings).principal(pki.alice.der) == "alice"
     assert principal_mapper(settings).principal(pki.admin.der) == "CN=admin,OU=ops,O=kquota"
-    assert unknown_ssl_properties(props, tuple(settings.properties) + ("ssl.principal.mapping.rules",)) == [
+    assert unknown_ssl_properties(props, tuple(settings.properties)) == [
         "ssl.keystore.bogus"]
     # SASL_SSL takes its own overrides; the file is named first in an error
     with pytest.raises(KQuotaError) as e:

@@ -316,8 +316,8 @@ class ProxyDataPlane:
         """Rows ``(ts_ms, user, client_id, quota type value, value)`` since the last call."""
 
 def check_listener_tls(properties: dict[str, str]) -> list[str]:
-    """Builds a TLS listener's server configuration from Kafka broker ``ssl.*`` properties,
-    reading every file; returns the files watched for reloading. ``QuotaConfigError``
+    """Builds a TLS listener's server configuration and principal mapper from Kafka broker
+    ``ssl.*`` properties (``ssl.principal.mapping.rules`` included), reading every file; returns the files watched for reloading. ``QuotaConfigError``
     ("property: what is wrong (file)") when it cannot be built."""
 
 def check_upstream_tls(properties: dict[str, str]) -> list[str]:

@@ -96,8 +96,8 @@ def _build_error(source: str, err: Exception) -> KQuotaError:
 
 @dataclass(frozen=True)
 class ListenerTls:
-    """A TLS listener's settings: ``properties`` for the native server builder,
-    ``principal_mapping_rules`` for the principal mapper, ``watched_files`` reloaded on change."""
+    """A TLS listener's settings: ``properties`` for the native ListenerTls (``ssl.*`` including
+    ``ssl.principal.mapping.rules``), the rules alone, ``watched_files`` reloaded on change."""
 
     properties: dict[str, str]
     principal_mapping_rules: Optional[str]
@@ -120,12 +120,10 @@ def listener_tls(props: Mapping[str, str], source: str, listener: Listener) -> L
     if not listener.tls:
         raise KQuotaError(f"{listener}: not a TLS listener")
     eff = _effective(props, listener.protocol)
-    tls = {k: v for k, v in eff.items() if k in LISTENER_TLS_PROPERTIES and k != "ssl.principal.mapping.rules"}
+    tls = {k: v for k, v in eff.items() if k in LISTENER_TLS_PROPERTIES}
     rules = eff.get("ssl.principal.mapping.rules")
     try:
         files = _native().check_listener_tls(tls)
-        if rules is not None:
-            _native().SslPrincipalMapper(rules)
     except ValueError as e:
         raise _build_error(source, e) from None
     return ListenerTls(tls, rules, tuple(files), source)

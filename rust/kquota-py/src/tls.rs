@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use kquota_proxy::principal;
-use kquota_proxy::tls::{self, CertificateDer, ListenerTlsSettings, TlsConfigError, UpstreamTlsSettings};
+use kquota_proxy::tls::{self, CertificateDer, TlsConfigError, UpstreamTlsSettings};
 use pyo3::prelude::*;
 
 use crate::errors::{config_error, invalid_argument, PyQuotaResult};
@@ -24,14 +24,15 @@ fn tls_error(e: TlsConfigError) -> crate::errors::PyQuotaErr {
 }
 
 /// Builds a TLS listener's server configuration from Kafka broker properties (``ssl.keystore.*``,
-/// ``ssl.truststore.*``, ``ssl.client.auth``, ``ssl.enabled.protocols``, ``ssl.cipher.suites``),
+/// ``ssl.truststore.*``, ``ssl.client.auth``, ``ssl.enabled.protocols``, ``ssl.cipher.suites``,
+/// ``ssl.principal.mapping.rules``),
 /// reading every file, and returns the files that are watched for reloading.
 /// ``QuotaConfigError`` ("property: what is wrong (file)") when it cannot be built.
 #[pyfunction]
 fn check_listener_tls(properties: HashMap<String, String>) -> PyQuotaResult<Vec<String>> {
-    let settings = ListenerTlsSettings::from_properties(&to_map(properties)).map_err(tls_error)?;
-    let reloading = tls::Reloading::server(settings, tls::DEFAULT_RELOAD_CHECK).map_err(tls_error)?;
-    Ok(watched(reloading.files()))
+    let listener = tls::ListenerTls::from_properties(&to_map(properties), tls::DEFAULT_RELOAD_CHECK)
+        .map_err(tls_error)?;
+    Ok(watched(listener.config().files()))
 }
 
 /// Builds the proxy's upstream client configuration from Kafka client properties
