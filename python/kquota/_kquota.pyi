@@ -317,8 +317,9 @@ class ProxyDataPlane:
 
 def check_listener_tls(properties: dict[str, str]) -> list[str]:
     """Builds a TLS listener's server configuration and principal mapper from Kafka broker
-    ``ssl.*`` properties (``ssl.principal.mapping.rules`` included), reading every file; returns the files watched for reloading. ``QuotaConfigError``
-    ("property: what is wrong (file)") when it cannot be built."""
+    ``ssl.*`` properties (``ssl.principal.mapping.rules`` included), reading every file; returns
+    the files watched for reloading. ``QuotaConfigError`` ("property: what is wrong (file)") when
+    it cannot be built."""
 
 def check_upstream_tls(properties: dict[str, str]) -> list[str]:
     """Builds the upstream client configuration from Kafka client ``ssl.*`` properties; returns
