@@ -121,6 +121,18 @@ impl fmt::Display for HandshakeFailure {
 
 impl std::error::Error for HandshakeFailure {}
 
+/// A handshake future bounded by `deadline`, its failure sorted by cause.
+async fn within<T>(
+    deadline: Duration,
+    handshake: impl std::future::Future<Output = io::Result<T>>,
+) -> Result<T, HandshakeFailure> {
+    match tokio::time::timeout(deadline, handshake).await {
+        Err(_) => Err(HandshakeFailure::Timeout),
+        Ok(Err(e)) => Err(HandshakeFailure::from_io(&e)),
+        Ok(Ok(stream)) => Ok(stream),
+    }
+}
+
 /// Accepts a TLS client within `deadline`.
 pub async fn accept<IO>(
     acceptor: &TlsAcceptor,
@@ -130,11 +142,7 @@ pub async fn accept<IO>(
 where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
-    match tokio::time::timeout(deadline, acceptor.accept(io)).await {
-        Err(_) => Err(HandshakeFailure::Timeout),
-        Ok(Err(e)) => Err(HandshakeFailure::from_io(&e)),
-        Ok(Ok(stream)) => Ok(stream),
-    }
+    within(deadline, acceptor.accept(io)).await
 }
 
 /// Connects to a TLS broker named `name` within `deadline`.
@@ -147,11 +155,7 @@ pub async fn connect<IO>(
 where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
-    match tokio::time::timeout(deadline, connector.connect(name, io)).await {
-        Err(_) => Err(HandshakeFailure::Timeout),
-        Ok(Err(e)) => Err(HandshakeFailure::from_io(&e)),
-        Ok(Ok(stream)) => Ok(stream),
-    }
+    within(deadline, connector.connect(name, io)).await
 }
 
 /// The name a broker's certificate is checked against (and sent as SNI when it is a host name):
