@@ -66,6 +66,31 @@ impl HandshakeFailure {
         }
     }
 
+    /// Every cause label, in a fixed order (`cause_index`).
+    pub const CAUSES: [&'static str; 12] = [
+        "timeout",
+        "not_tls",
+        "no_certificate",
+        "untrusted_certificate",
+        "expired_certificate",
+        "not_yet_valid_certificate",
+        "name_mismatch",
+        "alert_received",
+        "closed",
+        "no_subject",
+        "no_matching_rule",
+        "other",
+    ];
+
+    /// The position of `cause()` in `CAUSES`.
+    pub fn cause_index(&self) -> usize {
+        let cause = self.cause();
+        Self::CAUSES
+            .iter()
+            .position(|c| *c == cause)
+            .unwrap_or(Self::CAUSES.len() - 1)
+    }
+
     /// The failure of a tokio-rustls handshake error.
     pub fn from_io(err: &io::Error) -> HandshakeFailure {
         if let Some(tls) = err.get_ref().and_then(|e| e.downcast_ref::<Error>()) {

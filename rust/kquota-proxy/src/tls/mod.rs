@@ -8,12 +8,14 @@
 //!   the upstream connections;
 //! - reload.rs: configurations rebuilt when their files change;
 //! - handshake.rs: handshakes with a deadline, failures sorted by cause;
+//! - failures.rs: failures counted by cause, logged once per cause per interval;
 //! - sides.rs: ListenerTls (stream + principal per client) and UpstreamTls, for the data plane.
 //!
 //! Every error names the Kafka property at fault (and the file), so that a bad configuration is
 //! one line at start-up.
 
 mod client;
+mod failures;
 mod handshake;
 mod material;
 mod policy;
@@ -23,6 +25,7 @@ mod settings;
 mod sides;
 
 pub use client::client_config;
+pub use failures::FailureLog;
 pub use handshake::{accept, connect, server_name, HandshakeFailure, HANDSHAKE_TIMEOUT};
 pub use reload::{ReloadStats, Reloading, DEFAULT_RELOAD_CHECK};
 /// Re-exported so that callers name certificates without depending on rustls themselves.
