@@ -80,6 +80,8 @@ def test_java_properties_syntax():
         "esc": "tab\thereA=x\\", "key with:colon": "v",
         "rules": "RULE:^CN=(.*?),OU=eng.*$/$1/,DEFAULT",
     }
+    # Java's line ends only: a form feed inside a value stays; CRLF files read alike
+    assert parse_properties("a=x\fy\r\nb=2\rc=3") == {"a": "x\fy", "b": "2", "c": "3"}
     with pytest.raises(KQuotaError, match=r"f.properties:1: malformed \\uxxxx"):
         parse_properties("k=\\u00zz", "f.properties")
 

@@ -10,17 +10,21 @@ a value, and so do the readers of each property.
 
 from __future__ import annotations
 
+import re
+
 from kquota.exceptions import KQuotaError
 
 __all__ = ["load_properties", "parse_properties"]
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _BLANK = " \t\f"
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 def _logical_lines(text: str):
     """(first line number, logical line) pairs, continuations joined, comments and blanks dropped."""
-    lines = text.splitlines()
+    # Java's line terminators only (str.splitlines would also split at \f, \v, U+2028...).
+    lines = _LINE_END.split(text)
     i = 0
     while i < len(lines):
         start = i
