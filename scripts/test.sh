@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command and what .ci/run runs: every test, on a fresh install.
 #
-# 1. system packages: Debian's zookeeperd, chromium and kcat (and python3-venv where Python lacks
+# 1. system packages: Debian's zookeeperd, chromium, kcat and stunnel4 (and python3-venv where Python lacks
 #    ensurepip) are installed with apt-get if missing;
 # 2. a fresh virtual environment in .venv-test/ (recreated on every run, never the machine's
 #    site-packages) gets kquota (dev-profile native build) with exactly its `test` extra, so a
@@ -38,12 +38,14 @@ missing=()
 command -v chromium >/dev/null || missing+=(chromium)
 # A real librdkafka command-line client for the proxy tests (tests/test_proxy_*.py).
 command -v kcat >/dev/null || missing+=(kcat)
+# A real TLS endpoint in front of tansu for the TLS tests (tests/tls_support.py).
+command -v stunnel4 >/dev/null || missing+=(stunnel4)
 # Spark (the pipeline tests) and ZooKeeper run on Java 17+.
 command -v java >/dev/null || missing+=(default-jre-headless)
 # Debian/Ubuntu split venv's pip bootstrap out of python3 (PEP 668 machines need a venv).
 "$SYSTEM_PYTHON" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then apt_install "${missing[@]}"; fi
-echo "ok: zookeeper jar, chromium, kcat, java, $("$SYSTEM_PYTHON" --version) with venv"
+echo "ok: zookeeper jar, chromium, kcat, stunnel4, java, $("$SYSTEM_PYTHON" --version) with venv"
 
 # ------------------------------------------------------------------ 2. fresh virtual environment
 section "virtual environment $VENV (fresh) with kquota[test]"

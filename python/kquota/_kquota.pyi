@@ -44,6 +44,10 @@ __all__ = [
     "combine_throttles",
     "fetch_answer",
     "ProxyDataPlane",
+    "check_listener_tls",
+    "check_upstream_tls",
+    "certificate_subject",
+    "SslPrincipalMapper",
 ]
 
 from kquota.quota_type import ClientQuotaType, QuotaTypeLike
@@ -387,3 +391,27 @@ class ProxyDataPlane:
         broker_ports, brokers, request_log_dropped."""
     def take_request_log(self) -> list[tuple[int, str, str, int, float]]:
         """Rows ``(ts_ms, user, client_id, quota type value, value)`` since the last call."""
+
+def check_listener_tls(properties: dict[str, str]) -> list[str]:
+    """Builds a TLS listener's server configuration and principal mapper from Kafka broker
+    ``ssl.*`` properties (``ssl.principal.mapping.rules`` included), reading every file; returns
+    the files watched for reloading. ``QuotaConfigError`` ("property: what is wrong (file)") when
+    it cannot be built."""
+
+def check_upstream_tls(properties: dict[str, str]) -> list[str]:
+    """Builds the upstream client configuration from Kafka client ``ssl.*`` properties; returns
+    the watched files. ``QuotaConfigError`` when it cannot be built."""
+
+def certificate_subject(der: bytes) -> str:
+    """A DER certificate's subject in RFC 2253 form, as Java's ``X500Principal.getName``."""
+
+@final
+class SslPrincipalMapper:
+    """Kafka's ``ssl.principal.mapping.rules``; ``None``: ``DEFAULT``. ``QuotaConfigError`` for
+    rules Kafka refuses."""
+
+    def __new__(cls, rules: Optional[str] = None) -> SslPrincipalMapper: ...
+    def name(self, distinguished_name: str) -> str:
+        """The principal name (``QuotaValueError`` when no rule applies)."""
+    def principal(self, certificate_der: Optional[bytes]) -> str:
+        """A TLS client's user: the mapped subject of its DER certificate; ``ANONYMOUS`` for None."""

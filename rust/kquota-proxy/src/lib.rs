@@ -29,6 +29,7 @@ pub mod header;
 pub mod io;
 pub mod listen;
 pub mod outbox;
+pub mod principal;
 pub mod produce_layout;
 pub mod produce_path;
 pub mod proxy_protocol;
@@ -39,6 +40,7 @@ pub mod responses;
 pub mod session;
 pub mod shared;
 pub mod tables;
+pub mod tls;
 pub mod wire;
 
 pub use bridge::{Bridge, Registered};

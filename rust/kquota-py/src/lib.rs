@@ -26,6 +26,7 @@ mod proxy;
 mod quota_type;
 mod rules;
 mod settings;
+mod tls;
 mod zeroed_array;
 
 use pyo3::prelude::*;
@@ -45,6 +46,7 @@ fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     rules::register(m)?;
     connections::register(m)?;
+    tls::register(m)?;
     fast::install(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(

@@ -1,0 +1,248 @@
+"""Certificates made by the tests and a real TLS broker, for the TLS tests (issue 28).
+
+- :func:`make_pki`: a CA and, signed by it, a server certificate for ``127.0.0.1``/``localhost``
+  (SANs), clients ``CN=alice,OU=eng,O=kquota`` and ``CN=admin,OU=ops,O=kquota``, an expired and a
+  not-yet-valid client, a client without a subject; a client from another CA. Every certificate
+  is X.509 v3 (as rustls requires) and written as PEM (certificate, PKCS#8 key, encrypted PKCS#8
+  key, a keystore file of key + chain) and PKCS12 with a password; the CA as a PEM and a PKCS12
+  truststore.
+- :class:`TlsBroker`: tansu behind Debian's ``stunnel4``: stunnel accepts TLS on a loopback port
+  (mutual TLS with ``client_ca``) and forwards to tansu, which advertises stunnel's port, so a
+  client that bootstraps over TLS stays on TLS.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import pkcs12
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from proxy_support import Tansu, free_port, wait_port
+
+#: The password of every PKCS12 store and encrypted key the fixtures write.
+PASSWORD = "kquota-secret"
+
+_DAY = datetime.timedelta(days=1)
+
+
+def _name(**attrs: str) -> x509.Name:
+    """A subject in DER order O, OU, CN (RFC 2253 prints it CN first)."""
+    oids = {"O": NameOID.ORGANIZATION_NAME, "OU": NameOID.ORGANIZATIONAL_UNIT_NAME, "CN": NameOID.COMMON_NAME}
+    return x509.Name([x509.NameAttribute(oids[k], v) for k, v in attrs.items()])
+
+
+@dataclass
+class Cert:
+    """One certificate and its key, in every form the tests use."""
+
+    name: str
+    certificate: x509.Certificate
+    key: ec.EllipticCurvePrivateKey
+    cert_pem: Path
+    key_pem: Path
+    encrypted_key_pem: Path
+    keystore_pem: Path  # key, certificate, CA: Kafka's PEM keystore file
+    p12: Path  # PKCS12 with PASSWORD
+
+    @property
+    def der(self) -> bytes:
+        return self.certificate.public_bytes(serialization.Encoding.DER)
+
+    def pem_text(self) -> str:
+        return self.cert_pem.read_text()
+
+    def key_text(self) -> str:
+        return self.key_pem.read_text()
+
+
+class Authority:
+    """A CA that signs certificates into a directory."""
+
+    def __init__(self, directory: Path, name: str) -> None:
+        self.dir = directory
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.timezone.utc)
+        subject = _name(O="kquota tests", CN=name)
+        self.certificate = (
+            x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+            .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - _DAY).not_valid_after(now + 30 * _DAY)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                         content_commitment=False, key_encipherment=False,
+                                         data_encipherment=False, key_agreement=False,
+                                         encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(self.key.public_key()), critical=False)
+            .sign(self.key, hashes.SHA256()))
+        self.pem = directory / f"{name.replace(' ', '-')}.pem"
+        self.pem.write_bytes(self.certificate.public_bytes(serialization.Encoding.PEM))
+        self.p12 = directory / f"{name.replace(' ', '-')}-trust.p12"
+        self.p12.write_bytes(pkcs12.serialize_java_truststore(
+            [pkcs12.PKCS12Certificate(self.certificate, b"ca")],
+            serialization.BestAvailableEncryption(PASSWORD.encode())))
+
+    def issue(self, name: str, subject: x509.Name, *, server: bool = False,
+              not_before: Optional[datetime.datetime] = None,
+              not_after: Optional[datetime.datetime] = None) -> Cert:
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.timezone.utc)
+        builder = (
+            x509.CertificateBuilder().subject_name(subject).issuer_name(self.certificate.subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(not_before or now - _DAY).not_valid_after(not_after or now + 30 * _DAY)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()),
+                           critical=False)
+            .add_extension(x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))
+        sans: list[x509.GeneralName] = []
+        if server:
+            import ipaddress
+            sans = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+        elif len(subject) == 0:
+            sans = [x509.DNSName(f"{name}.clients.kquota.test")]  # RFC 5280: no subject, SAN critical
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=len(subject) == 0)
+        certificate = builder.sign(self.key, hashes.SHA256())
+        return self._write(name, certificate, key)
+
+    def _write(self, name: str, certificate: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> Cert:
+        pem = certificate.public_bytes(serialization.Encoding.PEM)
+        key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption())
+        enc_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.BestAvailableEncryption(PASSWORD.encode()))
+        paths = {kind: self.dir / f"{name}{suffix}" for kind, suffix in
+                 (("cert", ".crt.pem"), ("key", ".key.pem"), ("enc", ".enc-key.pem"), ("ks", ".keystore.pem"),
+                  ("p12", ".p12"))}
+        paths["cert"].write_bytes(pem)
+        paths["key"].write_bytes(key_pem)
+        paths["enc"].write_bytes(enc_pem)
+        paths["ks"].write_bytes(key_pem + pem + self.pem.read_bytes())
+        paths["p12"].write_bytes(pkcs12.serialize_key_and_certificates(
+            name.encode(), key, certificate, [self.certificate],
+            serialization.BestAvailableEncryption(PASSWORD.encode())))
+        return Cert(name, certificate, key, paths["cert"], paths["key"], paths["enc"], paths["ks"], paths["p12"])
+
+
+@dataclass
+class Pki:
+    """Every certificate a TLS test needs (see the module docstring)."""
+
+    dir: Path
+    ca: Authority
+    other_ca: Authority
+    server: Cert
+    alice: Cert
+    admin: Cert
+    stranger: Cert  # signed by other_ca
+    expired: Cert
+    not_yet_valid: Cert
+    no_subject: Cert
+
+
+def make_pki(directory: Optional[Path] = None) -> Pki:
+    """Certificates in ``directory`` (a new temporary directory when None)."""
+    d = Path(directory or tempfile.mkdtemp(prefix="kquota-tls-"))
+    ca = Authority(d, "kquota test CA")
+    other = Authority(d, "other CA")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return Pki(
+        dir=d, ca=ca, other_ca=other,
+        server=ca.issue("server", _name(O="kquota", CN="localhost"), server=True),
+        alice=ca.issue("alice", _name(O="kquota", OU="eng", CN="alice")),
+        admin=ca.issue("admin", _name(O="kquota", OU="ops", CN="admin")),
+        stranger=other.issue("stranger", _name(O="elsewhere", CN="mallory")),
+        expired=ca.issue("expired", _name(O="kquota", CN="expired"),
+                         not_before=now - 10 * _DAY, not_after=now - _DAY),
+        not_yet_valid=ca.issue("not-yet-valid", _name(O="kquota", CN="future"),
+                               not_before=now + _DAY, not_after=now + 10 * _DAY),
+        no_subject=ca.issue("no-subject", x509.Name([])),
+    )
+
+
+def stunnel() -> str:
+    """Debian's stunnel4, which scripts/test.sh installs: missing under CI is a failure."""
+    import pytest
+
+    path = shutil.which("stunnel4") or shutil.which("stunnel")
+    if path is None:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("stunnel4 not installed (apt-get install stunnel4)")
+    return path
+
+
+class TlsBroker:
+    """tansu behind stunnel: TLS on ``port`` (``address``), tansu advertising it. With
+    ``client_ca`` stunnel requires a client certificate signed by it (mutual TLS)."""
+
+    def __init__(self, pki: Pki, client_ca: Optional[Path] = None) -> None:
+        binary = stunnel()
+        self.port = free_port()
+        self.tansu = Tansu(advertised_port=self.port)
+        self.dir = Path(tempfile.mkdtemp(prefix="kquota-stunnel-", dir=pki.dir))
+        lines = [
+            "foreground = yes", "pid =", "debug = 4", f"output = {self.dir / 'stunnel.log'}",
+            "[kafka]", f"accept = 127.0.0.1:{self.port}", f"connect = 127.0.0.1:{self.tansu.port}",
+            f"cert = {pki.server.cert_pem}", f"key = {pki.server.key_pem}",
+        ]
+        if client_ca is not None:
+            lines += [f"CAfile = {client_ca}", "verifyChain = yes", "requireCert = yes"]
+        self.config = self.dir / "stunnel.conf"
+        self.config.write_text("\n".join(lines) + "\n")
+        self.proc = subprocess.Popen([binary, str(self.config)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        try:
+            wait_port(self.port)
+        except TimeoutError:
+            self.stop()
+            raise
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        path = self.dir / "stunnel.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.tansu.stop()
+
+
+def ssl_client_config(pki: Pki, client: Optional[Cert] = None) -> dict[str, str]:
+    """librdkafka (confluent-kafka) settings for ``security.protocol=SSL`` against the fixtures."""
+    conf = {"security.protocol": "SSL", "ssl.ca.location": str(pki.ca.pem),
+            "ssl.endpoint.identification.algorithm": "https"}
+    if client is not None:
+        conf["ssl.certificate.location"] = str(client.cert_pem)
+        conf["ssl.key.location"] = str(client.key_pem)
+    return conf
+
+
+def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
