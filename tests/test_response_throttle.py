@@ -20,6 +20,10 @@ from kquota import response_throttle
         (Q.FETCH, 50, 50, (50, Q.REQUEST)),
         (Q.FETCH, 1, 0, (1, Q.FETCH)),
         (Q.FETCH, 0, 1, (1, Q.REQUEST)),
+        # KIP-599's APIs: the same rule with the controller-mutation throttle
+        # (RequestHandlerHelper.sendResponseMaybeThrottleWithControllerQuota).
+        (Q.CONTROLLER_MUTATION, 20, 10, (20, Q.CONTROLLER_MUTATION)),
+        (Q.CONTROLLER_MUTATION, 10, 10, (10, Q.REQUEST)),
     ],
 )
 def test_larger_throttle_wins_ties_go_to_the_request_quota(byte_type, byte_ms, request_ms, expected):
@@ -42,7 +46,6 @@ def test_end_to_end_with_both_quotas():
     "args, exc",
     [
         ((Q.REQUEST, 1, 1), ValueError),
-        ((Q.CONTROLLER_MUTATION, 1, 1), ValueError),
         ((Q.PRODUCE, -1, 0), ValueError),
         ((Q.PRODUCE, 1.5, 0), TypeError),
         ((Q.PRODUCE, 0, True), TypeError),

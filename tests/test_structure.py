@@ -263,3 +263,11 @@ def test_the_request_log_schema_has_one_definition() -> None:
     found = [str(p.relative_to(ROOT)) for p in sorted((PYTHON / "kquota").rglob("*.py"))
              if p.name != "request_log.py" and columns.search(p.read_text(encoding="utf-8"))]
     assert found == []
+
+
+def test_the_native_planes_python_side_takes_the_header_the_plane_parsed():
+    """A request handed to Python comes with the header the native plane parsed (bridge
+    ``on_request``): native.py and bridge.py never parse a request header again."""
+    for name in ("native.py", "bridge.py"):
+        tree = ast.parse((PROXY / name).read_text(encoding="utf-8"))
+        assert "parse_request_header" not in _names_used(tree), name

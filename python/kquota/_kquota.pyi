@@ -110,6 +110,9 @@ class ClientHandle:
         self, size: float, cap: float, request_nanos: float, now_ms: Optional[int] = None
     ) -> tuple[Literal["deliver", "empty", "mute"], int, Optional[ClientQuotaType]]: ...
     def request_response(self, nanos: float, now_ms: Optional[int] = None) -> tuple[int, Optional[ClientQuotaType]]: ...
+    def mutation_response(
+        self, mutation_throttle_ms: int, request_nanos: float, now_ms: Optional[int] = None
+    ) -> tuple[int, Optional[ClientQuotaType]]: ...
 
 @disjoint_base
 class QuotaKernel:

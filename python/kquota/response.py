@@ -33,7 +33,8 @@ class ResponseThrottle(NamedTuple):
 def response_throttle(
     byte_quota_type: ClientQuotaType, byte_throttle_ms: int, request_throttle_ms: int
 ) -> ResponseThrottle:
-    """Combines a byte-rate throttle (PRODUCE or FETCH) with a request-time throttle like Kafka.
+    """Combines a byte-rate throttle (PRODUCE or FETCH), or the controller-mutation throttle of a
+    KIP-599 request (CONTROLLER_MUTATION), with a request-time throttle like Kafka.
 
     >>> from kquota import ClientQuotaType as Q
     >>> r = response_throttle(Q.PRODUCE, 300, 120)
@@ -42,6 +43,8 @@ def response_throttle(
     >>> r = response_throttle(Q.FETCH, 50, 50)   # a tie is enforced as a request-quota throttle
     >>> r.throttle_time_ms, r.enforce.name
     (50, 'REQUEST')
+    >>> response_throttle(Q.CONTROLLER_MUTATION, 20, 10).enforce.name
+    'CONTROLLER_MUTATION'
     >>> response_throttle(Q.FETCH, 0, 0)
     ResponseThrottle(throttle_time_ms=0, enforce=None)
     """
@@ -49,6 +52,6 @@ def response_throttle(
         if isinstance(v, bool) or not isinstance(v, int):
             raise TypeError(f"{name} must be an int, got {type(v).__name__}")
     if not isinstance(byte_quota_type, ClientQuotaType):
-        raise QuotaValueError(f"byte_quota_type must be PRODUCE or FETCH, got {byte_quota_type!r}")
+        raise QuotaValueError(f"byte_quota_type must be PRODUCE, FETCH or CONTROLLER_MUTATION, got {byte_quota_type!r}")
     # The rule is the kernel's (quota_core::combine_throttles), as the proxy and kquota.aio use it.
     return ResponseThrottle(*combine_throttles(byte_quota_type, byte_throttle_ms, request_throttle_ms))

@@ -99,7 +99,7 @@ async def _mutation(conn: BridgeConnection, p: Pending, frame: bytes, t0: int) -
                           conn.server.default_partitions)
 
     def finish(body: Optional[dict]) -> Answer:
-        throttle = max(plan.throttle_ms, conn.request_throttle(p))
+        throttle = conn.mutation_throttle(p, plan.throttle_ms)
         merged = mutations.merge(h.api_key, body, plan)
         merged["ThrottleTimeMs"] = max(merged["ThrottleTimeMs"], throttle)
         return response_frame(h.correlation_id, h.api_key, v, encode_body(resp_schema, v, merged)), throttle

@@ -23,7 +23,7 @@ from kquota.proxy import handlers  # noqa: F401  (handlers registers the API han
 from kquota.proxy.protocol import apis
 from kquota.proxy.bridge import BridgeConnection
 from kquota.proxy.dispatch import _DISPATCH, handler_for
-from kquota.proxy.protocol.frames import parse_request_header
+from kquota.proxy.protocol.frames import RequestHeader
 from kquota.proxy.request import Pending
 from kquota.proxy.protocol.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
 from kquota.proxy.settings import ProxySettings
@@ -57,8 +57,9 @@ class _Bridge:
         self._loop = loop
         self._server = server
 
-    def on_request(self, conn_id: int, slot: int, node_id: int, frame: bytes, ns: int) -> None:
-        self._loop.call_soon_threadsafe(self._server._on_request, conn_id, slot, node_id, frame, ns)
+    def on_request(self, conn_id: int, slot: int, node_id: int, frame: bytes, ns: int,
+                   header: tuple[int, int, int, str, int]) -> None:
+        self._loop.call_soon_threadsafe(self._server._on_request, conn_id, slot, node_id, frame, ns, header)
 
     def on_response(self, conn_id: int, slot: int, frame: bytes) -> None:
         self._loop.call_soon_threadsafe(self._server._on_response, conn_id, slot, frame)
@@ -221,18 +222,20 @@ class NativeProxyServer(ProxySettings):
         if not task.cancelled() and task.exception() is not None:
             conn.fail(task.exception())  # type: ignore[arg-type]
 
-    def _on_request(self, conn_id: int, slot: int, node_id: int, frame: bytes, ns: int) -> None:
+    def _on_request(self, conn_id: int, slot: int, node_id: int, frame: bytes, ns: int,
+                    header: tuple[int, int, int, str, int]) -> None:
         conn = self._bridged.get(conn_id)
         if conn is None:
             if self._plane is None:
                 return
             conn = self._bridged[conn_id] = BridgeConnection(self, self._plane, conn_id,
                                                              None if node_id < 0 else node_id)
-        self._spawn(conn, self._handle(conn, slot, frame, ns))
+        self._spawn(conn, self._handle(conn, slot, frame, ns, RequestHeader(*header)))
 
-    async def _handle(self, conn: BridgeConnection, slot: int, frame: bytes, ns: int) -> None:
+    async def _handle(self, conn: BridgeConnection, slot: int, frame: bytes, ns: int, header: RequestHeader) -> None:
+        # ``header`` is the one the native plane parsed (api key, version, correlation id,
+        # client id, body offset): the frame is not parsed again here.
         t0 = time.perf_counter_ns()
-        header = parse_request_header(frame)
         p = Pending(header, ns)
         conn.slots[p] = slot
         handler = handler_for(header)

@@ -65,6 +65,16 @@ class RequestPaths:
         self.server.log_request(self, h.client_id, ClientQuotaType.REQUEST, p.ns)
         return int(throttle)
 
+    def mutation_throttle(self, p: Pending, mutation_throttle_ms: int) -> int:
+        """The response step of a KIP-599 request (CreateTopics, DeleteTopics, CreatePartitions):
+        its proxy time recorded, combined with the controller-mutation throttle its mutations
+        gave, the enforced one recorded (the kernel's rule, as Kafka's
+        ``sendResponseMaybeThrottleWithControllerQuota``); returns the throttle."""
+        h = p.header
+        throttle, _ = self.handle(h.client_id).mutation_response(mutation_throttle_ms, p.ns)
+        self.server.log_request(self, h.client_id, ClientQuotaType.REQUEST, p.ns)
+        return int(throttle)
+
     async def plain_response(self, p: Pending, frame: bytes) -> Answer:
         """Any response the proxy relays unparsed: only the request quota's throttle is added."""
         throttle = self.request_throttle(p)

@@ -32,7 +32,10 @@ pub const MAX_HEADER_BYTES: usize = V2_FIXED + u16::MAX as usize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProxiedAddress {
     /// The client's address and the address it connected to, as the balancer saw them.
-    Proxied { source: SocketAddr, destination: SocketAddr },
+    Proxied {
+        source: SocketAddr,
+        destination: SocketAddr,
+    },
     /// No client address (v2 LOCAL, v1 UNKNOWN, UNSPEC or UNIX family): keep the peer's.
     Local,
 }
@@ -78,11 +81,19 @@ fn invalid(why: impl Into<String>) -> ProxyHeaderError {
 pub fn parse(buf: &[u8]) -> Result<ProxyHeader, ProxyHeaderError> {
     let n = buf.len().min(V2_SIGNATURE.len());
     if n > 0 && buf[..n] == V2_SIGNATURE[..n] {
-        return if buf.len() < V2_SIGNATURE.len() { Err(ProxyHeaderError::Incomplete) } else { parse_v2(buf) };
+        return if buf.len() < V2_SIGNATURE.len() {
+            Err(ProxyHeaderError::Incomplete)
+        } else {
+            parse_v2(buf)
+        };
     }
     let n = buf.len().min(V1_PREFIX.len());
     if n > 0 && buf[..n] == V1_PREFIX[..n] {
-        return if buf.len() < V1_PREFIX.len() { Err(ProxyHeaderError::Incomplete) } else { parse_v1(buf) };
+        return if buf.len() < V1_PREFIX.len() {
+            Err(ProxyHeaderError::Incomplete)
+        } else {
+            parse_v1(buf)
+        };
     }
     if buf.is_empty() {
         return Err(ProxyHeaderError::Incomplete);
@@ -113,16 +124,27 @@ fn parse_v1(buf: &[u8]) -> Result<ProxyHeader, ProxyHeaderError> {
         if !rest.is_empty() && !rest.starts_with(' ') {
             return Err(invalid(format!("v1 protocol {line:?}")));
         }
-        return Ok(ProxyHeader { version: 1, address: ProxiedAddress::Local, length });
+        return Ok(ProxyHeader {
+            version: 1,
+            address: ProxiedAddress::Local,
+            length,
+        });
     }
     let fields: Vec<&str> = line.split(' ').collect();
     let [proto, src, dst, sport, dport] = fields[..] else {
-        return Err(invalid(format!("v1 line needs 5 fields after PROXY, got {:?}", line)));
+        return Err(invalid(format!(
+            "v1 line needs 5 fields after PROXY, got {:?}",
+            line
+        )));
     };
     let v6 = match proto {
         "TCP4" => false,
         "TCP6" => true,
-        _ => return Err(invalid(format!("v1 protocol {proto:?} (expected TCP4, TCP6 or UNKNOWN)"))),
+        _ => {
+            return Err(invalid(format!(
+                "v1 protocol {proto:?} (expected TCP4, TCP6 or UNKNOWN)"
+            )))
+        }
     };
     let address = |text: &str| -> Result<IpAddr, ProxyHeaderError> {
         let ip = if v6 {
@@ -134,11 +156,18 @@ fn parse_v1(buf: &[u8]) -> Result<ProxyHeader, ProxyHeaderError> {
     };
     let source = SocketAddr::new(address(src)?, port(sport)?);
     let destination = SocketAddr::new(address(dst)?, port(dport)?);
-    Ok(ProxyHeader { version: 1, address: ProxiedAddress::Proxied { source, destination }, length })
+    Ok(ProxyHeader {
+        version: 1,
+        address: ProxiedAddress::Proxied { source, destination },
+        length,
+    })
 }
 
 fn port(text: &str) -> Result<u16, ProxyHeaderError> {
-    let ok = !text.is_empty() && text.len() <= 5 && text.bytes().all(|b| b.is_ascii_digit()) && (text == "0" || !text.starts_with('0'));
+    let ok = !text.is_empty()
+        && text.len() <= 5
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && (text == "0" || !text.starts_with('0'));
     match text.parse::<u16>() {
         Ok(p) if ok => Ok(p),
         _ => Err(invalid(format!("v1 port {text:?}"))),
@@ -159,7 +188,11 @@ fn parse_v2(buf: &[u8]) -> Result<ProxyHeader, ProxyHeaderError> {
         return Err(ProxyHeaderError::Incomplete);
     }
     let body = &buf[V2_FIXED..length];
-    let local = ProxyHeader { version: 2, address: ProxiedAddress::Local, length };
+    let local = ProxyHeader {
+        version: 2,
+        address: ProxiedAddress::Local,
+        length,
+    };
     match command {
         0 => return Ok(local), // LOCAL: the balancer's own connection; the rest is ignored
         1 => {}
@@ -175,7 +208,10 @@ fn parse_v2(buf: &[u8]) -> Result<ProxyHeader, ProxyHeaderError> {
         _ => 0,
     };
     if body.len() < needed {
-        return Err(invalid(format!("v2 length {} is shorter than its addresses ({needed})", body.len())));
+        return Err(invalid(format!(
+            "v2 length {} is shorter than its addresses ({needed})",
+            body.len()
+        )));
     }
     if family == 0 || family == 3 || transport == 0 {
         return Ok(local); // UNSPEC or UNIX: no IP address to take
@@ -193,9 +229,16 @@ fn parse_v2(buf: &[u8]) -> Result<ProxyHeader, ProxyHeaderError> {
             o.copy_from_slice(&body[i..i + 16]);
             IpAddr::V6(Ipv6Addr::from(o))
         };
-        (SocketAddr::new(ip(0), be16(32)), SocketAddr::new(ip(16), be16(34)))
+        (
+            SocketAddr::new(ip(0), be16(32)),
+            SocketAddr::new(ip(16), be16(34)),
+        )
     };
-    Ok(ProxyHeader { version: 2, address: ProxiedAddress::Proxied { source, destination }, length })
+    Ok(ProxyHeader {
+        version: 2,
+        address: ProxiedAddress::Proxied { source, destination },
+        length,
+    })
 }
 
 #[cfg(test)]

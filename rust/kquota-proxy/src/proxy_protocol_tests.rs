@@ -53,9 +53,15 @@ fn v1_tcp4_and_tcp6() {
 
 #[test]
 fn v1_unknown_keeps_the_peer_address() {
-    for line in [&b"PROXY UNKNOWN\r\n"[..], b"PROXY UNKNOWN ffff:f...f:ffff ffff:f...f:ffff 65535 65535\r\n"] {
+    for line in [
+        &b"PROXY UNKNOWN\r\n"[..],
+        b"PROXY UNKNOWN ffff:f...f:ffff ffff:f...f:ffff 65535 65535\r\n",
+    ] {
         let h = parse(line).unwrap();
-        assert_eq!((h.version, h.address, h.length), (1, ProxiedAddress::Local, line.len()));
+        assert_eq!(
+            (h.version, h.address, h.length),
+            (1, ProxiedAddress::Local, line.len())
+        );
     }
 }
 
@@ -77,7 +83,11 @@ fn v1_longest_line_is_accepted_and_longer_refused() {
 fn v1_truncated_is_incomplete_at_every_cut() {
     let line = b"PROXY TCP4 10.0.0.1 10.0.0.2 1234 9092\r\n";
     for cut in 0..line.len() {
-        assert_eq!(parse(&line[..cut]), Err(ProxyHeaderError::Incomplete), "cut at {cut}");
+        assert_eq!(
+            parse(&line[..cut]),
+            Err(ProxyHeaderError::Incomplete),
+            "cut at {cut}"
+        );
     }
 }
 
@@ -126,17 +136,32 @@ fn v2_local_unspec_and_unix_keep_the_peer_address() {
     // LOCAL (a health check): whatever follows is ignored.
     let h = parse(&v2(0, 0x00, &[])).unwrap();
     assert_eq!((h.address, h.length), (ProxiedAddress::Local, 16));
-    assert_eq!(parse(&v2(0, 0x11, &inet_body([1, 2, 3, 4], [5, 6, 7, 8], 1, 2))).unwrap().address, ProxiedAddress::Local);
+    assert_eq!(
+        parse(&v2(0, 0x11, &inet_body([1, 2, 3, 4], [5, 6, 7, 8], 1, 2)))
+            .unwrap()
+            .address,
+        ProxiedAddress::Local
+    );
     assert_eq!(parse(&v2(1, 0x00, &[])).unwrap().address, ProxiedAddress::Local);
-    assert_eq!(parse(&v2(1, 0x31, &[0u8; 216])).unwrap().address, ProxiedAddress::Local);
-    assert_eq!(parse(&v2(1, 0x10, &[0u8; 12])).unwrap().address, ProxiedAddress::Local);
+    assert_eq!(
+        parse(&v2(1, 0x31, &[0u8; 216])).unwrap().address,
+        ProxiedAddress::Local
+    );
+    assert_eq!(
+        parse(&v2(1, 0x10, &[0u8; 12])).unwrap().address,
+        ProxiedAddress::Local
+    );
 }
 
 #[test]
 fn v2_truncated_is_incomplete_at_every_cut() {
     let full = v2(1, 0x11, &inet_body([1, 2, 3, 4], [5, 6, 7, 8], 1, 2));
     for cut in 0..full.len() {
-        assert_eq!(parse(&full[..cut]), Err(ProxyHeaderError::Incomplete), "cut at {cut}");
+        assert_eq!(
+            parse(&full[..cut]),
+            Err(ProxyHeaderError::Incomplete),
+            "cut at {cut}"
+        );
     }
     assert!(parse(&full).is_ok());
 }

@@ -116,7 +116,7 @@ async fn dispatch(
         let ns = t0.elapsed().as_nanos() as u64;
         shared
             .bridge
-            .on_request(conn.id, slot, conn.node, &buf[4..], ns)?;
+            .on_request(conn.id, slot, conn.node, h, &buf[4..], ns)?;
         conn.wait_until(|st| st.python_waiting != Some(slot)).await;
         return Ok(false);
     }

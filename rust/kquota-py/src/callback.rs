@@ -26,7 +26,9 @@ pub fn _register_tag_decoder(decode: &Bound<'_, PyAny>) {
 /// The callback's tag map for a kernel tag pair (see [`_register_tag_decoder`]).
 pub fn decode_tags<'py>(py: Python<'py>, user: &str, client_id: &str) -> PyResult<Bound<'py, PyAny>> {
     let decode = DECODE_TAGS.get(py).ok_or_else(|| {
-        pyo3::exceptions::PyRuntimeError::new_err("kquota.callback has not registered decode_tags (import kquota)")
+        pyo3::exceptions::PyRuntimeError::new_err(
+            "kquota.callback has not registered decode_tags (import kquota)",
+        )
     })?;
     decode.bind(py).call1((user, client_id))
 }

@@ -12,13 +12,14 @@ use pyo3::types::{PyDict, PyList, PyString};
 use quota_core::ip_address::{canonical_ip_text, parse_ip};
 use quota_core::{Admission, ConnectionLimits, QuotaError, QuotaKernel as CoreKernel};
 
-use crate::numeric_args::{ms, Int, Real};
 use crate::errors::{config_error, invalid_argument, PyQuotaResult, TooManyConnectionsError};
+use crate::numeric_args::{ms, Int, Real};
 
 /// A text argument; a lone surrogate (no UTF-8 form, so no client could send it) is a
 /// `QuotaValueError` naming the argument, never a `UnicodeEncodeError`.
 fn text<'a>(s: &'a Bound<'_, PyString>, what: &str) -> PyQuotaResult<Cow<'a, str>> {
-    s.to_cow().map_err(|_| invalid_argument(format!("{what} holds a lone surrogate (it has no UTF-8 form)")))
+    s.to_cow()
+        .map_err(|_| invalid_argument(format!("{what} holds a lone surrogate (it has no UTF-8 form)")))
 }
 
 /// A listener argument (`None`: no listener, only the broker-wide limits).
@@ -55,9 +56,16 @@ impl PyConnectionQuotas {
     /// Records a new connection on ``listener`` into the broker-wide and listener rates and
     /// returns the delay (ms) before serving it (Kafka's acceptor blocks that long).
     #[pyo3(signature = (listener=None, now_ms=None))]
-    fn record_accept(&self, listener: Option<&Bound<'_, PyString>>, now_ms: Option<Int>) -> PyQuotaResult<i32> {
+    fn record_accept(
+        &self,
+        listener: Option<&Bound<'_, PyString>>,
+        now_ms: Option<Int>,
+    ) -> PyQuotaResult<i32> {
         self.check_open()?;
-        Ok(self.kernel.connections.record_accept(&listener_name(listener)?, ms(now_ms))?)
+        Ok(self
+            .kernel
+            .connections
+            .record_accept(&listener_name(listener)?, ms(now_ms))?)
     }
 
     /// Whether ``listener`` and the broker are under their ``max.connections``.
@@ -69,14 +77,25 @@ impl PyConnectionQuotas {
     /// The IP rate and count of a connection from ``ip``: 0 if counted, else the throttle (ms)
     /// after which to close it; raises ``TooManyConnectionsError`` over ``max.connections.per.ip``.
     #[pyo3(signature = (ip, listener=None, now_ms=None))]
-    fn admit(&self, ip: &Bound<'_, PyString>, listener: Option<&Bound<'_, PyString>>, now_ms: Option<Int>) -> PyQuotaResult<i32> {
+    fn admit(
+        &self,
+        ip: &Bound<'_, PyString>,
+        listener: Option<&Bound<'_, PyString>>,
+        now_ms: Option<Int>,
+    ) -> PyQuotaResult<i32> {
         self.check_open()?;
         let addr = address(ip)?;
-        match self.kernel.connections.admit(addr, &listener_name(listener)?, ms(now_ms))? {
+        match self
+            .kernel
+            .connections
+            .admit(addr, &listener_name(listener)?, ms(now_ms))?
+        {
             Admission::Accepted => Ok(0),
             Admission::Throttled { throttle_ms } => Ok(throttle_ms),
             Admission::TooManyConnections { max } => Python::attach(|py| {
-                let err = TooManyConnectionsError::new_err(format!("Too many connections from {addr} (maximum = {max})"));
+                let err = TooManyConnectionsError::new_err(format!(
+                    "Too many connections from {addr} (maximum = {max})"
+                ));
                 err.value(py).setattr("ip", addr.to_string())?;
                 err.value(py).setattr("max_connections", max)?;
                 Err(err.into())
@@ -86,8 +105,15 @@ impl PyConnectionQuotas {
 
     /// Counts down a connection counted by ``admit``; False if ``ip`` had none.
     #[pyo3(signature = (ip, listener=None))]
-    fn release(&self, ip: &Bound<'_, PyString>, listener: Option<&Bound<'_, PyString>>) -> PyQuotaResult<bool> {
-        Ok(self.kernel.connections.release(address(ip)?, &listener_name(listener)?))
+    fn release(
+        &self,
+        ip: &Bound<'_, PyString>,
+        listener: Option<&Bound<'_, PyString>>,
+    ) -> PyQuotaResult<bool> {
+        Ok(self
+            .kernel
+            .connections
+            .release(address(ip)?, &listener_name(listener)?))
     }
 
     /// Connections counted for ``ip`` now.
@@ -129,11 +155,17 @@ impl PyConnectionQuotas {
         }
         for (name, ll) in &l.listeners {
             if ll.max_connections != unlimited {
-                out.set_item(format!("listener.name.{}.max.connections", name.to_lowercase()), ll.max_connections)?;
+                out.set_item(
+                    format!("listener.name.{}.max.connections", name.to_lowercase()),
+                    ll.max_connections,
+                )?;
             }
             if ll.max_connection_creation_rate != unlimited {
                 out.set_item(
-                    format!("listener.name.{}.max.connection.creation.rate", name.to_lowercase()),
+                    format!(
+                        "listener.name.{}.max.connection.creation.rate",
+                        name.to_lowercase()
+                    ),
                     ll.max_connection_creation_rate,
                 )?;
             }
@@ -194,7 +226,13 @@ impl PyConnectionQuotas {
         totals.set_item("expired", s.expired)?;
         let ips = PyList::empty(py);
         for r in &s.ips {
-            ips.append((r.ip.map(|i| i.to_string()), r.rate, r.quota, r.throttled, r.connections))?;
+            ips.append((
+                r.ip.map(|i| i.to_string()),
+                r.rate,
+                r.quota,
+                r.throttled,
+                r.connections,
+            ))?;
         }
         let listeners = PyList::empty(py);
         for l in &s.listeners {
@@ -218,7 +256,9 @@ type PyTuple3 = pyo3::types::PyTuple;
 /// "... is not a valid IP") for anything else.
 #[pyfunction]
 pub fn canonical_ip(name: &Bound<'_, PyString>) -> PyQuotaResult<String> {
-    let name = name.to_cow().map_err(|_| config_error("the address holds a lone surrogate (it has no UTF-8 form)"))?;
+    let name = name
+        .to_cow()
+        .map_err(|_| config_error("the address holds a lone surrogate (it has no UTF-8 form)"))?;
     canonical_ip_text(&name).map_err(config_error)
 }
 
@@ -226,7 +266,9 @@ pub fn canonical_ip(name: &Bound<'_, PyString>) -> PyQuotaResult<String> {
 /// naming ``entity`` otherwise).
 #[pyfunction]
 pub fn validate_connection_rate(entity: &str, value: Real) -> PyQuotaResult<()> {
-    Ok(quota_core::connection_rate::validate_connection_rate(entity, value.0)?)
+    Ok(quota_core::connection_rate::validate_connection_rate(
+        entity, value.0,
+    )?)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

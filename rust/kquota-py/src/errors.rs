@@ -134,6 +134,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Instances raised by the kernel carry their own value; this is the default for others.
     throttling.setattr("throttle_time_ms", 0)?;
     m.add("ThrottlingQuotaExceededError", throttling)?;
-    m.add("TooManyConnectionsError", py.get_type::<TooManyConnectionsError>())?;
+    m.add(
+        "TooManyConnectionsError",
+        py.get_type::<TooManyConnectionsError>(),
+    )?;
     Ok(())
 }

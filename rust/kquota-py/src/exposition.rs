@@ -185,7 +185,10 @@ impl Stream {
                             out.push_str("{user=\"");
                             // A callback's tag map other than {user, client-id} is kept as its
                             // JSON (see kquota.callback.encode_tags), without the prefix.
-                            push_label_value(&mut out, user.strip_prefix(ENCODED_TAGS_PREFIX).unwrap_or(user));
+                            push_label_value(
+                                &mut out,
+                                user.strip_prefix(ENCODED_TAGS_PREFIX).unwrap_or(user),
+                            );
                             out.push_str("\",client_id=\"");
                             push_label_value(&mut out, client_id);
                             out.push_str("\"}");

@@ -12,8 +12,8 @@ use quota_core::{
     ClientHandle as CoreHandle, ClientQuotaType as CoreType, FetchAnswer, QuotaKernel, ResponseThrottle,
 };
 
-use crate::numeric_args::{ms, Int, Real};
 use crate::errors::{invalid_argument, PyQuotaResult};
+use crate::numeric_args::{ms, Int, Real};
 use crate::quota_type::{member, QuotaTypeArg};
 
 /// A response step's `(throttle_time_ms, enforced ClientQuotaType or None)`.
@@ -31,12 +31,13 @@ pub fn throttle_ms_arg(name: &str, v: i64) -> PyQuotaResult<i32> {
         .ok_or_else(|| invalid_argument(format!("{name} must be from 0 to 2^31 - 1 ms, got {v}")))
 }
 
-/// A byte-rate quota type argument: PRODUCE or FETCH.
+/// The quota combined with the request quota in a response: PRODUCE or FETCH (byte rates), or
+/// CONTROLLER_MUTATION (KIP-599's APIs).
 pub fn byte_type_arg(t: QuotaTypeArg) -> PyQuotaResult<CoreType> {
     match t.0 {
-        CoreType::Produce | CoreType::Fetch => Ok(t.0),
+        CoreType::Produce | CoreType::Fetch | CoreType::ControllerMutation => Ok(t.0),
         other => Err(invalid_argument(format!(
-            "byte_quota_type must be PRODUCE or FETCH, got {}",
+            "byte_quota_type must be PRODUCE, FETCH or CONTROLLER_MUTATION, got {}",
             other.name()
         ))),
     }
@@ -198,6 +199,25 @@ impl PyClientHandle {
             .fetch_response(size.0, cap, request_nanos.0, ms(now_ms))?;
         let (throttle, enforce) = step_tuple(py, step.throttle)?;
         Ok((fetch_answer_name(step.answer), throttle, enforce))
+    }
+
+    /// The response step of CreateTopics, DeleteTopics and CreatePartitions (KIP-599): the
+    /// request's thread time recorded, combined with the controller-mutation throttle its
+    /// mutations gave (``record_controller_mutations``), the enforced one recorded. Returns
+    /// ``(throttle_time_ms, enforced type or None)``.
+    #[pyo3(signature = (mutation_throttle_ms, request_nanos, now_ms=None))]
+    fn mutation_response<'py>(
+        &self,
+        py: Python<'py>,
+        mutation_throttle_ms: i64,
+        request_nanos: Real,
+        now_ms: Option<Int>,
+    ) -> PyQuotaResult<StepTuple<'py>> {
+        let ms_arg = throttle_ms_arg("mutation_throttle_ms", mutation_throttle_ms)?;
+        let r = self
+            .inner
+            .mutation_response(ms_arg, request_nanos.0, ms(now_ms))?;
+        Ok(step_tuple(py, r)?)
     }
 
     /// Any other request's response step: its thread time recorded (KIP-124), the request

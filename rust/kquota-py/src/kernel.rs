@@ -12,18 +12,18 @@ use pyo3::types::{PyAny, PyDict};
 use quota_core::types as d;
 use quota_core::{ClientQuotaType as CoreType, QuotaKernel as CoreKernel};
 
-use crate::numeric_args::{ms, Int, Real};
 use crate::connections::PyConnectionQuotas;
 use crate::entity::{entity_parts, quota_changes, ChangeTuple};
 use crate::errors::PyQuotaResult;
 use crate::expiry::ExpiryThread;
 use crate::exposition::PyPrometheusStream;
 use crate::handle::{tags_dict, PyClientHandle};
+use crate::metrics_snapshot::PyMetricsSnapshot;
 use crate::name_cache::NameCache;
 use crate::names::Name;
+use crate::numeric_args::{ms, Int, Real};
 use crate::quota_type::QuotaTypeArg;
 use crate::settings::KernelArgs;
-use crate::metrics_snapshot::PyMetricsSnapshot;
 
 /// `(user_kind, user, client_kind, client, {key: value})` as `_describe` returns it.
 type DescribedEntity<'py> = (u8, String, u8, String, Bound<'py, PyDict>);
@@ -398,7 +398,9 @@ impl PyQuotaKernel {
 
     /// The kernel's connection quotas (KIP-612); every call returns a view of the same state.
     fn _connections(&self) -> PyConnectionQuotas {
-        PyConnectionQuotas { kernel: Arc::clone(&self.kernel) }
+        PyConnectionQuotas {
+            kernel: Arc::clone(&self.kernel),
+        }
     }
 
     /// Stops the background expiry thread (waits for a pass in progress); no-op if none runs.

@@ -6,6 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use kquota_proxy::header::RequestHeader;
 use kquota_proxy::{ApiTables, Bridge, ProxyConfig, Registered, Shared};
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
@@ -36,8 +37,27 @@ impl PyBridge {
 }
 
 impl Bridge for PyBridge {
-    fn on_request(&self, conn: u64, slot: u64, node: i32, frame: &[u8], ns: u64) -> Result<(), String> {
+    fn on_request(
+        &self,
+        conn: u64,
+        slot: u64,
+        node: i32,
+        header: &RequestHeader,
+        frame: &[u8],
+        ns: u64,
+    ) -> Result<(), String> {
         self.call("on_request", |py| {
+            // The header as the data plane parsed it: (api key, version, correlation id,
+            // client id, body offset), the fields of `kquota.proxy.protocol.frames.RequestHeader`.
+            let parsed = (
+                header.api_key,
+                header.api_version,
+                header.correlation_id,
+                header.client_id(frame),
+                header.body_offset,
+            )
+                .into_pyobject(py)?
+                .into_any();
             pyo3::types::PyTuple::new(
                 py,
                 [
@@ -46,6 +66,7 @@ impl Bridge for PyBridge {
                     node.into_pyobject(py)?.into_any(),
                     PyBytes::new(py, frame).into_any(),
                     ns.into_pyobject(py)?.into_any(),
+                    parsed,
                 ],
             )
         })

@@ -61,9 +61,7 @@ impl Default for ConnectionLimits {
 }
 
 fn invalid(key: &str, value: &str, reason: &str) -> QuotaError {
-    QuotaError::InvalidArgument(format!(
-        "Invalid value {value} for configuration {key}: {reason}"
-    ))
+    QuotaError::InvalidArgument(format!("Invalid value {value} for configuration {key}: {reason}"))
 }
 
 /// ConfigDef's INT with `atLeast(0)`: the trimmed text as an `i32` of at least 0.
@@ -92,7 +90,8 @@ fn parse_overrides(value: &str) -> Result<HashMap<IpAddr, i32>, QuotaError> {
         let (host, count) = entry
             .rsplit_once(':')
             .ok_or_else(|| invalid(key, value, &format!("{entry:?} is not host:count")))?;
-        let ip = parse_ip(host.trim()).map_err(|e| invalid(key, value, &format!("contains invalid addresses: {e}")))?;
+        let ip = parse_ip(host.trim())
+            .map_err(|e| invalid(key, value, &format!("contains invalid addresses: {e}")))?;
         let count = parse_count(key, count)?;
         if out.insert(ip, count).is_some() {
             return Err(invalid(key, value, &format!("{ip} appears more than once")));
@@ -111,19 +110,26 @@ impl ConnectionLimits {
         let mut limits = ConnectionLimits::default();
         for (key, value) in props {
             match key {
-                MAX_CONNECTION_CREATION_RATE => limits.max_connection_creation_rate = parse_count(key, value)?,
+                MAX_CONNECTION_CREATION_RATE => {
+                    limits.max_connection_creation_rate = parse_count(key, value)?
+                }
                 MAX_CONNECTIONS => limits.max_connections = parse_count(key, value)?,
                 MAX_CONNECTIONS_PER_IP => limits.max_connections_per_ip = parse_count(key, value)?,
-                MAX_CONNECTIONS_PER_IP_OVERRIDES => limits.max_connections_per_ip_overrides = parse_overrides(value)?,
+                MAX_CONNECTIONS_PER_IP_OVERRIDES => {
+                    limits.max_connections_per_ip_overrides = parse_overrides(value)?
+                }
                 _ => {
-                    let Some(rest) = key.strip_prefix(LISTENER_PREFIX) else { continue };
-                    let (listener, setting) = if let Some(l) = rest.strip_suffix(".max.connection.creation.rate") {
-                        (l, MAX_CONNECTION_CREATION_RATE)
-                    } else if let Some(l) = rest.strip_suffix(".max.connections") {
-                        (l, MAX_CONNECTIONS)
-                    } else {
+                    let Some(rest) = key.strip_prefix(LISTENER_PREFIX) else {
                         continue;
                     };
+                    let (listener, setting) =
+                        if let Some(l) = rest.strip_suffix(".max.connection.creation.rate") {
+                            (l, MAX_CONNECTION_CREATION_RATE)
+                        } else if let Some(l) = rest.strip_suffix(".max.connections") {
+                            (l, MAX_CONNECTIONS)
+                        } else {
+                            continue;
+                        };
                     if listener.is_empty() {
                         return Err(invalid(key, value, "the listener name is empty"));
                     }
@@ -149,7 +155,10 @@ impl ConnectionLimits {
     /// `max.connections.per.ip.overrides` for `ip`, else `max.connections.per.ip`.
     #[inline]
     pub fn max_for_ip(&self, ip: &IpAddr) -> i32 {
-        *self.max_connections_per_ip_overrides.get(ip).unwrap_or(&self.max_connections_per_ip)
+        *self
+            .max_connections_per_ip_overrides
+            .get(ip)
+            .unwrap_or(&self.max_connections_per_ip)
     }
 
     /// A listener's limits (unlimited for a listener not configured). Listener names are
@@ -186,7 +195,10 @@ mod tests {
         assert_eq!(l.max_for_ip(&"127.0.0.1".parse().unwrap()), 5);
         assert_eq!(
             l.listener("EXTERNAL"),
-            ListenerLimits { max_connections: 100, max_connection_creation_rate: 7 }
+            ListenerLimits {
+                max_connections: 100,
+                max_connection_creation_rate: 7
+            }
         );
         assert_eq!(l.listener("external"), l.listener("EXTERNAL"));
         assert_eq!(l.listener("OTHER"), ListenerLimits::default());
@@ -194,17 +206,27 @@ mod tests {
 
     #[test]
     fn bad_properties_are_refused() {
-        let err = |props: &[(&str, &str)]| ConnectionLimits::from_props(props.iter().copied()).unwrap_err().to_string();
+        let err = |props: &[(&str, &str)]| {
+            ConnectionLimits::from_props(props.iter().copied())
+                .unwrap_err()
+                .to_string()
+        };
         assert!(err(&[("max.connections", "-1")]).contains("Value must be at least 0"));
         assert!(err(&[("max.connection.creation.rate", "1.5")]).contains("Not a number of type INT"));
         assert!(err(&[("max.connections", "2147483648")]).contains("INT"));
         assert!(err(&[("max.connections.per.ip", "0")]).contains("can be set to zero only if"));
         assert!(err(&[("max.connections.per.ip.overrides", "myhost:3")]).contains("invalid addresses"));
         assert!(err(&[("max.connections.per.ip.overrides", "10.0.0.1")]).contains("host:count"));
-        assert!(err(&[("max.connections.per.ip.overrides", "10.0.0.1:1,10.0.0.1:2")]).contains("more than once"));
+        assert!(
+            err(&[("max.connections.per.ip.overrides", "10.0.0.1:1,10.0.0.1:2")]).contains("more than once")
+        );
         assert!(err(&[("listener.name..max.connections", "1")]).contains("listener name is empty"));
         // Zero per IP with an override letting one address in is Kafka's allowed form.
-        let l = ConnectionLimits::from_props([("max.connections.per.ip", "0"), ("max.connections.per.ip.overrides", "10.0.0.1:2")]).unwrap();
+        let l = ConnectionLimits::from_props([
+            ("max.connections.per.ip", "0"),
+            ("max.connections.per.ip.overrides", "10.0.0.1:2"),
+        ])
+        .unwrap();
         assert_eq!(l.max_for_ip(&"10.0.0.2".parse().unwrap()), 0);
     }
 }

@@ -79,10 +79,22 @@ impl ConnectionQuotas {
                 continue;
             }
             if ips.len() < self.max_ip_sensors {
-                ips.push(IpRow { ip: Some(*ip), rate: None, quota: None, throttled: 0, connections: *n as u64 });
+                ips.push(IpRow {
+                    ip: Some(*ip),
+                    rate: None,
+                    quota: None,
+                    throttled: 0,
+                    connections: *n as u64,
+                });
             } else {
                 overflow
-                    .get_or_insert(IpRow { ip: None, rate: None, quota: None, throttled: 0, connections: 0 })
+                    .get_or_insert(IpRow {
+                        ip: None,
+                        rate: None,
+                        quota: None,
+                        throttled: 0,
+                        connections: 0,
+                    })
                     .connections += *n as u64;
             }
         }

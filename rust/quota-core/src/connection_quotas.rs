@@ -27,8 +27,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::connection_limits::{ConnectionLimits, UNLIMITED};
 use crate::clock::resolve_now;
+use crate::connection_limits::{ConnectionLimits, UNLIMITED};
 use crate::connection_rate::{record_and_throttle, unrecord, IpRateConfig};
 use crate::error::QuotaError;
 use crate::rate::RateSensor;
@@ -192,7 +192,8 @@ impl ConnectionQuotas {
     pub fn slot_available(&self, listener: &str) -> bool {
         let st = self.state.lock();
         let count = find(&st.listeners, listener).map_or(0, |l| l.count);
-        count < st.limits.listener(listener).max_connections as i64 && st.total < st.limits.max_connections as i64
+        count < st.limits.listener(listener).max_connections as i64
+            && st.total < st.limits.max_connections as i64
     }
 
     /// Steps 2 and 3 for a connection from `ip` on `listener` at `now` (see the module docs).
@@ -279,8 +280,13 @@ impl ConnectionQuotas {
         let now = now.unwrap_or(st.newest_ms);
         let before = st.sensors.len();
         let expiry = self.expiry_ms;
-        st.sensors.retain(|_, s| now.saturating_sub(s.rate.last_seen_ms()) <= expiry);
-        if st.overflow.as_ref().is_some_and(|s| now.saturating_sub(s.rate.last_seen_ms()) > expiry) {
+        st.sensors
+            .retain(|_, s| now.saturating_sub(s.rate.last_seen_ms()) <= expiry);
+        if st
+            .overflow
+            .as_ref()
+            .is_some_and(|s| now.saturating_sub(s.rate.last_seen_ms()) > expiry)
+        {
             st.overflow = None;
         }
         let removed = before - st.sensors.len();
@@ -337,7 +343,13 @@ fn listener_state<'a>(
 fn ip_sensor<'a>(st: &'a mut State, ip: IpAddr, cap: usize, spec: &WindowSpec, now: i64) -> &'a mut IpSensor {
     if !st.sensors.contains_key(&ip) && st.sensors.len() >= cap {
         st.overflowed += 1;
-        return st.overflow.get_or_insert_with(|| IpSensor { rate: RateSensor::new(spec, now), throttled: 0 });
+        return st.overflow.get_or_insert_with(|| IpSensor {
+            rate: RateSensor::new(spec, now),
+            throttled: 0,
+        });
     }
-    st.sensors.entry(ip).or_insert_with(|| IpSensor { rate: RateSensor::new(spec, now), throttled: 0 })
+    st.sensors.entry(ip).or_insert_with(|| IpSensor {
+        rate: RateSensor::new(spec, now),
+        throttled: 0,
+    })
 }

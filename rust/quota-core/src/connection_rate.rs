@@ -32,7 +32,9 @@ pub fn validate_connection_rate(entity: &str, value: f64) -> Result<(), QuotaErr
         return Err(bad(format!("must be a finite number, got {value}")));
     }
     if value <= 0.0 {
-        return Err(bad(format!("Quota {CONNECTION_CREATION_RATE} must be greater than 0, got {value}")));
+        return Err(bad(format!(
+            "Quota {CONNECTION_CREATION_RATE} must be greater than 0, got {value}"
+        )));
     }
     if value > i32::MAX as f64 {
         return Err(bad(format!(
@@ -40,7 +42,9 @@ pub fn validate_connection_rate(entity: &str, value: f64) -> Result<(), QuotaErr
         )));
     }
     if (value % 1.0).abs() > 1e-6 {
-        return Err(bad(format!("{CONNECTION_CREATION_RATE} cannot be a fractional value, got {value}")));
+        return Err(bad(format!(
+            "{CONNECTION_CREATION_RATE} cannot be a fractional value, got {value}"
+        )));
     }
     Ok(())
 }
@@ -117,7 +121,11 @@ mod tests {
     fn values_are_checked_as_kafkas_controller_does() {
         assert!(validate_connection_rate("ip=<default>", 100.0).is_ok());
         assert!(validate_connection_rate("ip=<default>", 2_147_483_647.0).is_ok());
-        let msg = |v: f64| validate_connection_rate("ip=\"10.0.0.1\"", v).unwrap_err().to_string();
+        let msg = |v: f64| {
+            validate_connection_rate("ip=\"10.0.0.1\"", v)
+                .unwrap_err()
+                .to_string()
+        };
         assert!(msg(0.0).contains("must be greater than 0"));
         assert!(msg(-1.0).contains("must be greater than 0"));
         assert!(msg(12.5).contains("cannot be a fractional value"));
@@ -147,7 +155,9 @@ mod tests {
         // throttled (2.1 - 2) / 2 * 10000 = 500 ms.
         let spec = WindowSpec::default();
         let s = RateSensor::new(&spec, 0);
-        let delays: Vec<i32> = (0..21).map(|_| record_and_throttle(&s, &spec, 2, 1000, 0)).collect();
+        let delays: Vec<i32> = (0..21)
+            .map(|_| record_and_throttle(&s, &spec, 2, 1000, 0))
+            .collect();
         assert!(delays[..20].iter().all(|d| *d == 0));
         assert_eq!(delays[20], 500);
         // Far over the bound the delay is capped at one window.

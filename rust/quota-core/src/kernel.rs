@@ -16,11 +16,11 @@ use std::sync::{Arc, OnceLock};
 use arc_swap::{ArcSwap, ArcSwapOption};
 use parking_lot::Mutex;
 
-use crate::name_budget::ByteBudget;
 use crate::callback::CallbackSlot;
 use crate::clock::{monotonic_ms, ClockAnchor};
 use crate::connection_quotas::ConnectionQuotas;
 use crate::error::QuotaError;
+use crate::name_budget::ByteBudget;
 use crate::rate::RateSensor;
 use crate::sensor::QuotaSensor;
 use crate::settings::KernelConfig;

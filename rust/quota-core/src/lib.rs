@@ -71,7 +71,6 @@ pub mod types;
 pub mod validate;
 mod windowed_sum;
 
-pub use name_budget::{check_name, check_names, MAX_NAME_BYTES};
 pub use callback::{QuotaCallbackHook, ENCODED_TAGS_PREFIX, FAILED_TAGS, INTERNAL_TAG_PREFIX};
 pub use clock::MAX_ABS_NOW_MS;
 pub use connection_limits::{ConnectionLimits, ListenerLimits};
@@ -86,6 +85,7 @@ pub use handle::ClientHandle;
 pub use kernel::QuotaKernel;
 pub use measurement::Measurement;
 pub use metrics::{MetricsSnapshot, SensorRow, TypeRow};
+pub use name_budget::{check_name, check_names, MAX_NAME_BYTES};
 pub use rate::RateSensor;
 pub use response::{combine_throttles, FetchStep, ResponseThrottle};
 pub use sensor::QuotaSensor;

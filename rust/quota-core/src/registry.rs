@@ -10,8 +10,8 @@ use std::sync::{Arc, OnceLock};
 
 use papaya::Equivalent;
 
-use crate::name_budget::ByteBudget;
 use crate::keys::PairRef;
+use crate::name_budget::ByteBudget;
 use crate::sensor::QuotaSensor;
 
 type FastState = foldhash::fast::RandomState;

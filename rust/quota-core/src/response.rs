@@ -35,9 +35,11 @@ impl ResponseThrottle {
     }
 }
 
-/// `KafkaApis.handleProduceRequest` / `handleFetchRequest`: the larger of the byte-rate throttle
-/// (of `byte_type`) and the request-time throttle goes in the response; the byte-rate quota is
-/// enforced only when its throttle is strictly larger, a tie is the request quota's.
+/// `KafkaApis.handleProduceRequest` / `handleFetchRequest` (and, for KIP-599's APIs,
+/// `RequestHandlerHelper.sendResponseMaybeThrottleWithControllerQuota`): the larger of the
+/// throttle of `byte_type` (PRODUCE, FETCH or CONTROLLER_MUTATION) and the request-time
+/// throttle goes in the response; the former is enforced only when its throttle is strictly
+/// larger, a tie is the request quota's.
 #[inline]
 pub fn combine_throttles(byte_type: ClientQuotaType, byte_ms: i32, request_ms: i32) -> ResponseThrottle {
     let throttle = byte_ms.max(request_ms);
@@ -87,6 +89,27 @@ impl ClientHandle {
     pub fn request_response(&self, nanos: f64, now: Option<i64>) -> Result<ResponseThrottle, QuotaError> {
         let now = Some(resolve_now(now)?);
         let r = combine_throttles(ClientQuotaType::Request, 0, self.record_request_time(nanos, now)?);
+        self.throttle(r, now)?;
+        Ok(r)
+    }
+
+    /// The response step of CreateTopics, DeleteTopics and CreatePartitions (KIP-599,
+    /// `sendResponseMaybeThrottleWithControllerQuota`): the request time recorded, combined with
+    /// the controller-mutation throttle the request's mutations gave (`mutation_throttle_ms`),
+    /// and the enforced one recorded.
+    pub fn mutation_response(
+        &self,
+        mutation_throttle_ms: i32,
+        request_nanos: f64,
+        now: Option<i64>,
+    ) -> Result<ResponseThrottle, QuotaError> {
+        let now = Some(resolve_now(now)?);
+        let request = self.record_request_time(request_nanos, now)?;
+        let r = combine_throttles(
+            ClientQuotaType::ControllerMutation,
+            mutation_throttle_ms.max(0),
+            request,
+        );
         self.throttle(r, now)?;
         Ok(r)
     }
@@ -195,5 +218,12 @@ mod tests {
             }
         );
         assert_eq!(combine_throttles(Fetch, 0, 0), ResponseThrottle::NONE);
+        assert_eq!(
+            combine_throttles(ControllerMutation, 20, 10),
+            ResponseThrottle {
+                throttle_time_ms: 20,
+                enforce: Some(ControllerMutation)
+            }
+        );
     }
 }

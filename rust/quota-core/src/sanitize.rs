@@ -104,7 +104,17 @@ mod tests {
 
     #[test]
     fn desanitize_is_javas_url_decoder() {
-        for name in ["alice", "user 1", "a*b+c", "~<default>", "CN=a,O=b", "é€😀", "", "%", "a%2"] {
+        for name in [
+            "alice",
+            "user 1",
+            "a*b+c",
+            "~<default>",
+            "CN=a,O=b",
+            "é€😀",
+            "",
+            "%",
+            "a%2",
+        ] {
             assert_eq!(desanitize(&sanitize(name)).unwrap(), name);
         }
         assert_eq!(desanitize("a+b").unwrap(), "a b");

@@ -15,18 +15,42 @@ pub const DEFAULT_SENSOR_EXPIRY_MS: i64 = 3_600_000;
 /// `(kernel setting, Kafka broker config, default)` of every setting with a Kafka default.
 pub const BROKER_DEFAULTS: [(&str, &str, f64); 10] = [
     ("window_num", "quota.window.num", DEFAULT_WINDOW_NUM as f64),
-    ("window_size_seconds", "quota.window.size.seconds", DEFAULT_WINDOW_SIZE_SECONDS as f64),
+    (
+        "window_size_seconds",
+        "quota.window.size.seconds",
+        DEFAULT_WINDOW_SIZE_SECONDS as f64,
+    ),
     ("num_io_threads", "num.io.threads", DEFAULT_NUM_IO_THREADS as f64),
-    ("num_network_threads", "num.network.threads", DEFAULT_NUM_NETWORK_THREADS as f64),
-    ("metrics_num_samples", "metrics.num.samples", DEFAULT_METRICS_NUM_SAMPLES as f64),
-    ("metrics_sample_window_ms", "metrics.sample.window.ms", DEFAULT_METRICS_SAMPLE_WINDOW_MS as f64),
-    ("controller_window_num", "controller.quota.window.num", DEFAULT_CONTROLLER_WINDOW_NUM as f64),
+    (
+        "num_network_threads",
+        "num.network.threads",
+        DEFAULT_NUM_NETWORK_THREADS as f64,
+    ),
+    (
+        "metrics_num_samples",
+        "metrics.num.samples",
+        DEFAULT_METRICS_NUM_SAMPLES as f64,
+    ),
+    (
+        "metrics_sample_window_ms",
+        "metrics.sample.window.ms",
+        DEFAULT_METRICS_SAMPLE_WINDOW_MS as f64,
+    ),
+    (
+        "controller_window_num",
+        "controller.quota.window.num",
+        DEFAULT_CONTROLLER_WINDOW_NUM as f64,
+    ),
     (
         "controller_window_size_seconds",
         "controller.quota.window.size.seconds",
         DEFAULT_CONTROLLER_WINDOW_SIZE_SECONDS as f64,
     ),
-    ("sensor_expiry_seconds", "", DEFAULT_SENSOR_EXPIRY_MS as f64 / 1000.0),
+    (
+        "sensor_expiry_seconds",
+        "",
+        DEFAULT_SENSOR_EXPIRY_MS as f64 / 1000.0,
+    ),
     ("expiry_interval_seconds", "", DEFAULT_EXPIRY_INTERVAL_SECONDS),
 ];
 /// Default cap on live sensors per quota type (about 0.5 GB of sensors at 502 B each).

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use crate::name_budget::ByteBudget;
 use crate::keys::{shared_str, NamePair, PairRef};
+use crate::name_budget::ByteBudget;
 use crate::sensor::QuotaSensor;
 
 type FastState = foldhash::fast::RandomState;

@@ -11,7 +11,11 @@ fn ip(s: &str) -> IpAddr {
 }
 
 fn kernel() -> QuotaKernel {
-    QuotaKernel::new(KernelConfig { window: WindowSpec::new(2, 1).unwrap(), ..KernelConfig::default() }).unwrap()
+    QuotaKernel::new(KernelConfig {
+        window: WindowSpec::new(2, 1).unwrap(),
+        ..KernelConfig::default()
+    })
+    .unwrap()
 }
 
 #[test]
@@ -21,11 +25,17 @@ fn ip_rate_throttles_and_takes_the_connection_back() {
     c.set_ip_rate(Some(ip("10.0.0.1")), Some(2.0));
     for _ in 0..2 {
         assert_eq!(c.record_accept("EXTERNAL", Some(0)).unwrap(), 0);
-        assert_eq!(c.admit(ip("10.0.0.1"), "EXTERNAL", Some(0)).unwrap(), Admission::Accepted);
+        assert_eq!(
+            c.admit(ip("10.0.0.1"), "EXTERNAL", Some(0)).unwrap(),
+            Admission::Accepted
+        );
     }
     assert_eq!(c.record_accept("EXTERNAL", Some(0)).unwrap(), 0);
     // 3 in the 1 s window against 2/s: (3 - 2) / 2 * 1000 = 500 ms.
-    assert_eq!(c.admit(ip("10.0.0.1"), "EXTERNAL", Some(0)).unwrap(), Admission::Throttled { throttle_ms: 500 });
+    assert_eq!(
+        c.admit(ip("10.0.0.1"), "EXTERNAL", Some(0)).unwrap(),
+        Admission::Throttled { throttle_ms: 500 }
+    );
     assert_eq!(c.count(&ip("10.0.0.1")), 2);
     let s = c.snapshot(Some(0));
     assert_eq!(s.broker_rate, 2.0); // the throttled one is not in the broker rate
@@ -35,7 +45,10 @@ fn ip_rate_throttles_and_takes_the_connection_back() {
     assert_eq!(s.listeners[0].ip_throttle_time_avg, 500.0);
     // Another address has no quota: never throttled, and no sensor.
     for _ in 0..10 {
-        assert_eq!(c.admit(ip("10.0.0.2"), "EXTERNAL", Some(0)).unwrap(), Admission::Accepted);
+        assert_eq!(
+            c.admit(ip("10.0.0.2"), "EXTERNAL", Some(0)).unwrap(),
+            Admission::Accepted
+        );
     }
     assert_eq!(c.snapshot(Some(0)).ip_sensors, 1);
 }
@@ -44,13 +57,20 @@ fn ip_rate_throttles_and_takes_the_connection_back() {
 fn counts_and_the_accept_delay() {
     let k = kernel();
     let c = &k.connections;
-    let props = [("max.connections.per.ip", "1"), ("max.connection.creation.rate", "1"), ("max.connections", "3")];
+    let props = [
+        ("max.connections.per.ip", "1"),
+        ("max.connection.creation.rate", "1"),
+        ("max.connections", "3"),
+    ];
     c.set_limits(ConnectionLimits::from_props(props).unwrap());
     assert_eq!(c.record_accept("", Some(0)).unwrap(), 0);
     assert_eq!(c.admit(ip("10.0.0.1"), "", Some(0)).unwrap(), Admission::Accepted);
     // A second connection in the window: 2 > 1/s, delayed by the capped throttle (one window).
     assert_eq!(c.record_accept("", Some(0)).unwrap(), 1000);
-    assert_eq!(c.admit(ip("10.0.0.1"), "", Some(1000)).unwrap(), Admission::TooManyConnections { max: 1 });
+    assert_eq!(
+        c.admit(ip("10.0.0.1"), "", Some(1000)).unwrap(),
+        Admission::TooManyConnections { max: 1 }
+    );
     assert_eq!(c.count(&ip("10.0.0.1")), 1);
     assert!(c.release(ip("10.0.0.1"), ""));
     assert!(!c.release(ip("10.0.0.1"), ""));
@@ -60,7 +80,11 @@ fn counts_and_the_accept_delay() {
 
 #[test]
 fn idle_address_sensors_expire_with_the_kernel() {
-    let k = QuotaKernel::new(KernelConfig { sensor_expiry_ms: 1000, ..KernelConfig::default() }).unwrap();
+    let k = QuotaKernel::new(KernelConfig {
+        sensor_expiry_ms: 1000,
+        ..KernelConfig::default()
+    })
+    .unwrap();
     k.connections.set_ip_rate(None, Some(100.0));
     k.connections.admit(ip("::1"), "", Some(0)).unwrap();
     assert_eq!(k.expire_sensors(Some(1000)).unwrap().removed, 0);

@@ -151,3 +151,32 @@ fn no_quota_no_throttle_and_no_cap() {
     );
     assert!(h.produce_response(-1.0, 0.0, true, Some(0)).is_err());
 }
+
+#[test]
+fn a_mutation_throttle_larger_than_the_request_throttle_is_enforced_as_controller_mutation() {
+    let k = kernel(&[(Request, 1.0)]);
+    let h = ClientHandle::new(Arc::clone(&k), "", "app");
+    let r = h.mutation_response(5000, 1000.0, Some(0)).unwrap();
+    assert_eq!(
+        r,
+        ResponseThrottle {
+            throttle_time_ms: 5000,
+            enforce: Some(ControllerMutation)
+        }
+    );
+    let snap = k.metrics_snapshot(Some(0)).unwrap();
+    let row = snap
+        .types
+        .iter()
+        .find(|r| r.quota_type == ControllerMutation)
+        .unwrap();
+    assert_eq!(
+        row.values.iter().find(|(n, _)| *n == "throttle-time").unwrap().1,
+        5000.0
+    );
+    // No mutation throttle: the request quota's (none here) applies.
+    assert_eq!(
+        h.mutation_response(0, 1000.0, Some(10)).unwrap(),
+        ResponseThrottle::NONE
+    );
+}

@@ -8,8 +8,8 @@
 //! two classes (they have no `#[pymethods]` wrappers). Names, defaults, errors and
 //! `__text_signature__` follow the generic methods' conventions.
 
-mod vectorcall_args;
 mod entry;
+mod vectorcall_args;
 
 use std::ffi::CStr;
 use std::ptr;

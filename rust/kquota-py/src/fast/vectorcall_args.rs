@@ -134,11 +134,13 @@ pub(super) unsafe fn now_ms(py: Python<'_>, ob: *mut ffi::PyObject) -> PyResult<
     Borrowed::from_ptr(py, ob)
         .extract::<i64>()
         .map(Some)
-        .map_err(|e| match crate::numeric_args::overflow_as_value_error(py, e, "now_ms") {
-            e if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => e,
-            e if e.get_type(py).is(crate::errors::quota_value_error(py)) => e,
-            _ => PyTypeError::new_err("argument 'now_ms': must be an int or None"),
-        })
+        .map_err(
+            |e| match crate::numeric_args::overflow_as_value_error(py, e, "now_ms") {
+                e if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => e,
+                e if e.get_type(py).is(crate::errors::quota_value_error(py)) => e,
+                _ => PyTypeError::new_err("argument 'now_ms': must be an int or None"),
+            },
+        )
 }
 
 /// The type check of a `user` / `client_id` argument, without decoding it.
