@@ -131,7 +131,7 @@ def test_dry_run_validates_and_writes_nothing(proxy, capsys, tmp_path):
     code, out, err = run(capsys, "--bootstrap-server", proxy, "--alter", "--dry-run",
                          "--add-config", "producer_byte_rate=1000", "--user", "dry")
     assert code == 0, err
-    assert out.strip() == "Validated config for user=dry (--dry-run: nothing changed).", out
+    assert out.strip() == 'Validated config for user="dry" (--dry-run: nothing changed).', out
     code, out, err = run(capsys, "--bootstrap-server", proxy, "--alter", "--dry-run", "--json",
                          "--add-config", "producer_byte_rate=1000", "--user", "dry")
     assert code == 0, err
@@ -144,7 +144,7 @@ def test_dry_run_validates_and_writes_nothing(proxy, capsys, tmp_path):
     # ValidateOnly still validates: an unknown key is refused by the cluster, nothing applied.
     code, out, err = run(capsys, "--bootstrap-server", proxy, "--alter", "--dry-run",
                          "--add-config", "bogus_rate=1", "--user", "dry")
-    assert code == 1 and "Error while updating config for user=dry: InvalidRequestException" in err, err
+    assert code == 1 and 'Error while updating config for user="dry": InvalidRequestException' in err, err
 
 
 def test_refused_alters_are_reported_per_entity(proxy, capsys, tmp_path):
@@ -158,9 +158,10 @@ def test_refused_alters_are_reported_per_entity(proxy, capsys, tmp_path):
                          "--alter", "--quota-file", str(quota_file))
     assert code == 1 and out == ""
     lines = err.strip().splitlines()
-    assert lines[0] == ("Error while updating config for user=alice: ClusterAuthorizationException: "
+    assert lines[0] == ('Error while updating config for user="alice": ClusterAuthorizationException: '
                         "principal User:alice may not alter client quotas"), err
-    assert lines[1].startswith("Error while updating config for ip=127.0.0.9: ClusterAuthorizationException"), err
+    assert lines[1].startswith('Error while updating config for ip="127.0.0.9": ClusterAuthorizationException'), \
+        err
     assert "2 of 2 entries refused" in lines[2], err
     assert described(capsys, proxy) == []
     # The admin principal, over SASL: the same file applied.
@@ -171,7 +172,7 @@ def test_refused_alters_are_reported_per_entity(proxy, capsys, tmp_path):
     # An unknown key: the cluster's error, naming the entity; nothing changed.
     code, out, err = run(capsys, "--bootstrap-server", proxy, "--alter", "--add-config",
                          "producer_byte_rate=5,bogus_rate=1", "--user", "alice")
-    assert code == 1 and "Error while updating config for user=alice: InvalidRequestException" in err, err
+    assert code == 1 and 'Error while updating config for user="alice": InvalidRequestException' in err, err
     assert "bogus_rate" in err
     assert {q["entity"].get("user"): q["config"] for q in described(capsys, proxy, "--entity-type", "users")} == {
         "alice": {"producer_byte_rate": 1000}}

@@ -85,7 +85,8 @@ class AdminConnection:
                 try:
                     self.sock = self.security.ssl_context.wrap_socket(raw, server_hostname=self.host)
                 except ssl.SSLCertVerificationError as e:
-                    raise KQuotaError(f"TLS handshake with {self.where} failed: {e.verify_message}") from None
+                    raise KQuotaError(f"TLS handshake with {self.where} failed: certificate verify failed: "
+                                      f"{e.verify_message}") from None
                 except (ssl.SSLError, OSError) as e:
                     raise KQuotaError(f"TLS handshake with {self.where} failed: {e}") from None
             self.versions = self._api_versions()

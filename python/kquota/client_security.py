@@ -134,8 +134,9 @@ def _trust(ctx: ssl.SSLContext, props: Mapping[str, str], source: str) -> None:
         if inline:
             ctx.load_verify_locations(cadata=inline)
         elif location:
+            kind = _store_type(props, "ssl.truststore.type", source)
             data = _read(location, "ssl.truststore.location", source)
-            if _store_type(props, "ssl.truststore.type", source) == "PEM":
+            if kind == "PEM":
                 ctx.load_verify_locations(cadata=data.decode("ascii", "replace"))
             else:
                 from cryptography.hazmat.primitives.serialization import Encoding
@@ -161,8 +162,9 @@ def _identity(ctx: ssl.SSLContext, props: Mapping[str, str], source: str) -> Non
         return  # no client certificate (one-way TLS)
     password = props.get("ssl.key.password")
     if location:
+        kind = _store_type(props, "ssl.keystore.type", source)
         data = _read(location, "ssl.keystore.location", source)
-        if _store_type(props, "ssl.keystore.type", source) == "PEM":
+        if kind == "PEM":
             pem = data
         else:
             from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
