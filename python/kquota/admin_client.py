@@ -121,6 +121,10 @@ class AdminConnection:
             frame = self._exact(size)
         except (socket.timeout, TimeoutError):
             raise KQuotaError(f"{self.where} did not answer in time") from None
+        except ssl.SSLError as e:
+            # A server refusing the client's certificate (or its absence) answers, in TLS 1.3, after
+            # the handshake: an alert or a bare close, whichever this read meets first.
+            raise KQuotaError(f"TLS connection to {self.where} failed: {e.reason or e}{self._tls_hint()}") from None
         except OSError as e:
             raise KQuotaError(f"connection to {self.where} failed: {e.strerror or e}") from None
         if _I32.unpack_from(frame)[0] != self.corr:
@@ -134,9 +138,16 @@ class AdminConnection:
         while len(buf) < n:
             chunk = self.sock.recv(n - len(buf))
             if not chunk:
+                if self.security.ssl_context is not None:
+                    raise KQuotaError(f"TLS connection to {self.where} failed: closed by the server{self._tls_hint()}")
                 raise KQuotaError(f"{self.where} closed the connection (wrong security.protocol?)")
             buf += chunk
         return bytes(buf)
+
+    def _tls_hint(self) -> str:
+        if self.security.client_certificate:
+            return ""
+        return " (if the server requires a client certificate: set ssl.keystore.location)"
 
     def call(self, name: str, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
         """Request ``name`` at the highest version both sides speak; the decoded response."""
@@ -151,8 +162,9 @@ class AdminConnection:
         ours = apis.PARSED_VERSIONS[api_key]
         theirs = self.versions.get(api_key)
         if theirs is None or theirs[1] < ours[0] or theirs[0] > ours[1]:
-            raise KQuotaError(f"{self.where} does not support {name} (API key {api_key}"
-                              + (f", versions {theirs[0]}-{theirs[1]}" if theirs else "") + ")")
+            # As Kafka's admin client words it: the node's ApiVersions answer lacks the API.
+            raise KQuotaError(f"UnsupportedVersionException: {self.where} does not support {name} (API key "
+                              f"{api_key}" + (f", versions {theirs[0]}-{theirs[1]}" if theirs else "") + ")")
         return min(ours[1], theirs[1])
 
     # ------------------------------------------------------------------------ handshakes

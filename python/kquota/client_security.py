@@ -38,7 +38,8 @@ _JKS_HINT = ("JKS cannot be read here: convert it with `keytool -importkeystore 
 @dataclass(frozen=True)
 class ClientSecurity:
     """How to connect: ``protocol`` (Kafka's ``security.protocol``), ``ssl_context`` for SSL and
-    SASL_SSL, SASL/PLAIN ``username`` and ``password`` for the SASL protocols."""
+    SASL_SSL (``client_certificate`` if it presents one), SASL/PLAIN ``username`` and
+    ``password`` for the SASL protocols; ``ignored``: the given properties that are not used."""
 
     protocol: str = "PLAINTEXT"
     ssl_context: Optional[ssl.SSLContext] = None
@@ -46,6 +47,7 @@ class ClientSecurity:
     username: Optional[str] = None
     password: Optional[str] = None
     ignored: tuple[str, ...] = ()
+    client_certificate: bool = False
 
     @property
     def sasl(self) -> bool:
@@ -219,4 +221,5 @@ def client_security(props: Mapping[str, str], source: str = "--command-config") 
     known = _TLS_KEYS if ctx is not None else ()
     ignored = tuple(sorted(k for k in props if (k.startswith("ssl.") and k not in known)
                            or (k.startswith("sasl.") and mechanism is None)))
-    return ClientSecurity(declared, ctx, mechanism, username, password, ignored)
+    identity = any(props.get(k, "").strip() for k in ("ssl.keystore.location", "ssl.keystore.key"))
+    return ClientSecurity(declared, ctx, mechanism, username, password, ignored, ctx is not None and identity)
