@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
-import time
 
 import pytest
 from proxy_fakes import SaslFront
-from proxy_support import VALUE, Meter, make_topic, produce_loop
-from test_proxy_cli import start_proxy, stop_proxy
+from test_proxy_cli import assert_enforced_once_applied, capture_and_recommend, start_proxy, stop_proxy
 
 from kquota.cli import main
 
@@ -212,53 +209,15 @@ def test_bad_command_lines_and_connections_fail_in_one_line(proxy, capsys, tmp_p
 
 def test_recommended_quota_file_applied_over_the_protocol_is_enforced(front, spark, tmp_path, capsys):
     """``kquota pipeline recommend``'s quotas.json, applied to a running proxy with
-    ``configs --bootstrap-server --quota-file``, holds a real producer to the recommended rate."""
-    capture, usage, rec = tmp_path / "capture", tmp_path / "usage", tmp_path / "rec"
-    proc, port = start_proxy(front, tmp_path, "--request-log", str(capture))
-    try:
-        address = f"127.0.0.1:{port}"
-        topic = make_topic(address)
-        from confluent_kafka import Producer
-
-        p = Producer({"bootstrap.servers": address, "client.id": "paced", "linger.ms": 5})
-        t0 = time.monotonic()
-        for tick in range(1, 31):  # 10 messages of 1 KB every 0.1 s for 3 s: ~100 KB/s
-            for _ in range(10):
-                p.produce(topic, VALUE)
-            p.poll(0)
-            time.sleep(max(0.0, t0 + tick * 0.1 - time.monotonic()))
-        assert p.flush(15) == 0
-        del p
-    finally:
-        code, err = stop_proxy(proc)
-    assert code == 0, err
-    assert main(["pipeline", "usage", "--input", str(capture), "--out", str(usage)]) == 0
-    assert main(["pipeline", "recommend", "--usage", str(usage), "--out", str(rec), "--level", "client-id",
-                 "--percentile", "99", "--headroom", "1.2"]) == 0
+    ``configs --bootstrap-server --quota-file`` (one AlterClientQuotas request), holds a real
+    producer through that proxy to the recommended rate."""
+    topic, rec, quota = capture_and_recommend(front, tmp_path)
     capsys.readouterr()
-    recommended = json.loads((rec / "quotas.json").read_text())["quotas"]
-    quota = next(q["config"]["producer_byte_rate"] for q in recommended if q["entity"] == {"client-id": "paced"})
-    assert 80_000 <= quota <= 160_000, recommended
+    entries = len(json.loads((rec / "quotas.json").read_text())["quotas"])
 
-    proc, port = start_proxy(front, tmp_path, "--quota-window-num", "2", "--admin-principals", ADMINS)
-    address = f"127.0.0.1:{port}"
-    meter, stop = Meter(), threading.Event()
-    producer = threading.Thread(target=produce_loop, args=(address, topic, "paced", meter, stop))
-    try:
-        producer.start()
-        time.sleep(2)
-        unlimited = meter.rate(time.monotonic() - 1, time.monotonic())
+    def apply(address: str) -> None:
         code, out, err = run(capsys, "--bootstrap-server", address, "--alter", "--quota-file", str(rec / "quotas.json"))
         assert code == 0, err
-        assert out.count("Completed updating config for ") == len(recommended)
-        applied = time.monotonic()
-        time.sleep(8)
-    finally:
-        stop.set()
-        producer.join(30)
-        code, err = stop_proxy(proc)
-    assert code == 0, err
-    enforced = meter.rate(applied + 3, applied + 8)
-    assert unlimited > 3 * quota, (unlimited, quota)
-    assert 0.3 * quota <= enforced <= 1.2 * quota, (enforced, quota)
-    assert max(meter.throttles, default=0) > 0
+        assert out.count("Completed updating config for ") == entries
+
+    assert_enforced_once_applied(front, tmp_path, topic, quota, apply, "--admin-principals", ADMINS)
