@@ -199,8 +199,12 @@ def test_bad_command_lines_and_connections_fail_in_one_line(proxy, capsys, tmp_p
         assert code == 1 and words in err and "Traceback" not in err, (argv, err)
     from proxy_support import free_port
 
-    code, _, err = run(capsys, "--bootstrap-server", f"127.0.0.1:{free_port()}", "--describe")
-    assert code == 1 and "cannot connect to 127.0.0.1:" in err, err
+    dead = f"127.0.0.1:{free_port()}"
+    code, _, err = run(capsys, "--bootstrap-server", dead, "--describe")
+    assert code == 1 and err == f"kquota: error: cannot connect to {dead}: Connection refused\n", err
+    # A list is tried in order, as Kafka's bootstrap: the first server that accepts is used.
+    code, out, err = run(capsys, "--bootstrap-server", f"{dead},{proxy}", "--describe")
+    assert code == 0 and out.startswith("no quotas in the cluster at " + proxy), err
     # TLS spoken to a plaintext port: a clear failure, not a hang or traceback.
     conf = props(tmp_path, "ssl.properties", **{"security.protocol": "SSL"})
     code, _, err = run(capsys, "--bootstrap-server", proxy, "--command-config", conf, "--describe")

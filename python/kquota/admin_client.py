@@ -53,16 +53,19 @@ class KafkaApiError(KQuotaError):
         self.code = code
 
 
-def parse_host_port(text: str) -> tuple[str, int]:
-    """``host:port`` or ``[v6]:port`` (the first of a comma-separated list)."""
-    first = text.split(",")[0].strip()
-    if "://" in first:
-        first = first.split("://", 1)[1]
-    host, sep, port = first.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise KQuotaError(f"--bootstrap-server {text!r}: expected HOST:PORT")
-    return host, int(port)
+def parse_host_port(text: str) -> list[tuple[str, int]]:
+    """``host:port[,host:port...]`` (``[v6]:port`` too; a ``PROTOCOL://`` prefix is dropped)."""
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        if "://" in item:
+            item = item.split("://", 1)[1]
+        host, sep, port = item.rpartition(":")
+        host = host.strip("[]")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise KQuotaError(f"--bootstrap-server {text!r}: expected HOST:PORT[,HOST:PORT...]")
+        out.append((host, int(port)))
+    return out
 
 
 class AdminConnection:
@@ -70,15 +73,19 @@ class AdminConnection:
 
     def __init__(self, bootstrap: str, security: Optional[ClientSecurity] = None, timeout: float = 30.0,
                  client_id: str = "kquota-configs") -> None:
-        self.host, self.port = parse_host_port(bootstrap)
-        self.where = f"{self.host}:{self.port}"
         self.security = security or ClientSecurity()
         self.client_id = client_id.encode()
         self.corr = 0
-        try:
-            raw = socket.create_connection((self.host, self.port), timeout=timeout)
-        except OSError as e:
-            raise KQuotaError(f"cannot connect to {self.where}: {e.strerror or e}") from None
+        failures = []
+        for self.host, self.port in parse_host_port(bootstrap):  # the first that accepts, as Kafka's bootstrap
+            self.where = f"{self.host}:{self.port}"
+            try:
+                raw = socket.create_connection((self.host, self.port), timeout=timeout)
+                break
+            except OSError as e:
+                failures.append(f"{self.where}: {e.strerror or e}")
+        else:
+            raise KQuotaError("cannot connect to " + "; ".join(failures))
         self.sock: socket.socket = raw
         try:
             if self.security.ssl_context is not None:

@@ -60,7 +60,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--store", metavar="URL", help="sqlite:///relative.db, sqlite:////absolute/path.db, a plain "
                    "path, zookeeper://host:port[/chroot] or kafka://host:port/topic (docs/store-urls.md; "
                    "default: $KQUOTA_STORE, else a file in ~/.local/share/kquota)")
-    p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="instead of --store: a running Kafka "
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", help="instead of --store: a running Kafka "
                    "cluster or kquota proxy, over DescribeClientQuotas/AlterClientQuotas (KIP-546), as "
                    "kafka-configs --bootstrap-server")
     p.add_argument("--command-config", metavar="FILE", help="with --bootstrap-server: Kafka client properties "
