@@ -81,6 +81,14 @@ def test_round_trip_of_every_entity_kind(proxy, capsys, tmp_path):
     want = {json.dumps(entity, sort_keys=True): {k: float(v) for k, v in (i.split("=") for i in config.split(","))}
             for _, entity, config in EVERY_KIND}
     assert got == want
+    # --alter --json prints what the cluster holds for the altered entity afterwards.
+    code, out, err = run(capsys, "--bootstrap-server", proxy, "--alter", "--json", "--add-config",
+                         "consumer_byte_rate=3000", "--user", "alice")
+    assert code == 0, err
+    assert json.loads(out)["quotas"] == [
+        {"entity": {"user": "alice"}, "config": {"producer_byte_rate": 1024, "consumer_byte_rate": 3000}}]
+    assert run(capsys, "--bootstrap-server", proxy, "--alter", "--delete-config", "consumer_byte_rate",
+               "--user", "alice")[0] == 0
     code, table, _ = run(capsys, "--bootstrap-server", proxy, "--describe")
     assert code == 0
     assert "alice" in table and "127.0.0.5" in table and "<default>" in table and "IP" in table
