@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from proxy_support import VALUE, Meter, Tansu, free_port, make_topic, produce_loop, wait_port
@@ -159,13 +160,10 @@ def test_request_log_rotates_on_time_without_traffic(tmp_path):
     log.close()
 
 
-def test_captured_traffic_recommended_and_applied_is_enforced_live(broker, spark, tmp_path):
-    """The proxy guide's loop (docs/guides/proxy.md), every step through kquota's own commands on
-    real traffic: ``kquota proxy --request-log`` captures a client producing at a steady ~100 KB/s;
-    ``kquota pipeline usage`` and ``recommend`` turn the capture into that client's quota (its p99
-    per-second rate x 1.2); ``kquota configs --alter --quota-file`` writes the recommendation to the
-    store; and a running proxy following that store holds the same client, now producing as fast as
-    it can, to the recommended rate."""
+def capture_and_recommend(broker, tmp_path, seconds: int = 4) -> tuple[str, Path, float]:
+    """A client ``paced`` producing a steady ~100 KB/s through a ``kquota proxy --request-log``
+    for ``seconds``, then ``kquota pipeline usage`` and ``recommend`` (p99 x 1.2, per client-id):
+    (the topic, the recommendation directory, paced's recommended producer_byte_rate)."""
     from confluent_kafka import Producer
 
     from kquota.cli import main
@@ -178,7 +176,7 @@ def test_captured_traffic_recommended_and_applied_is_enforced_live(broker, spark
         topic = make_topic(address)
         p = Producer({"bootstrap.servers": address, "client.id": "paced", "linger.ms": 5})
         t0 = time.monotonic()
-        for tick in range(1, 41):  # 10 messages every 0.1 s on a fixed schedule, for 4 s
+        for tick in range(1, 10 * seconds + 1):  # 10 messages every 0.1 s on a fixed schedule
             for _ in range(10):
                 p.produce(topic, VALUE)
             p.poll(0)
@@ -195,16 +193,20 @@ def test_captured_traffic_recommended_and_applied_is_enforced_live(broker, spark
     quota = recommended["paced"]["producer_byte_rate"]
     # 10 requests of 10 x 1 KB a second, each with its headers (~102 KB/s), x 1.2 headroom.
     assert 100_000 <= quota <= 160_000, recommended
+    return topic, rec, quota
 
-    proc, port = start_proxy(broker, tmp_path, "--quota-window-num", "2")
+
+def assert_enforced_once_applied(broker, tmp_path, topic: str, quota: float, apply, *proxy_args: str) -> None:
+    """``paced`` producing as fast as it can through a new proxy: ``apply(address)`` (which
+    writes the quota) holds it to ``quota`` within a few seconds, with throttle times sent."""
+    proc, port = start_proxy(broker, tmp_path, "--quota-window-num", "2", *proxy_args)
     meter, stop = Meter(), threading.Event()
     producer = threading.Thread(target=produce_loop, args=(f"127.0.0.1:{port}", topic, "paced", meter, stop))
     try:
         producer.start()
         time.sleep(2)
         unlimited = meter.rate(time.monotonic() - 1, time.monotonic())
-        assert main(["configs", "--store", f"sqlite:///{tmp_path}/q.db", "--alter", "--quota-file",
-                     str(rec / "quotas.json")]) == 0
+        apply(f"127.0.0.1:{port}")
         applied = time.monotonic()
         time.sleep(9)
     finally:
@@ -217,3 +219,21 @@ def test_captured_traffic_recommended_and_applied_is_enforced_live(broker, spark
     # Held to the recommended produce rate (the recommended request quota may hold it lower).
     assert 0.3 * quota <= enforced <= 1.2 * quota, (enforced, quota)
     assert max(meter.throttles, default=0) > 0
+
+
+def test_captured_traffic_recommended_and_applied_is_enforced_live(broker, spark, tmp_path):
+    """The proxy guide's loop (docs/guides/proxy.md), every step through kquota's own commands on
+    real traffic: ``kquota proxy --request-log`` captures a client producing at a steady ~100 KB/s;
+    ``kquota pipeline usage`` and ``recommend`` turn the capture into that client's quota (its p99
+    per-second rate x 1.2); ``kquota configs --alter --quota-file`` writes the recommendation to the
+    store; and a running proxy following that store holds the same client, now producing as fast as
+    it can, to the recommended rate."""
+    from kquota.cli import main
+
+    topic, rec, quota = capture_and_recommend(broker, tmp_path)
+
+    def apply(_address: str) -> None:
+        assert main(["configs", "--store", f"sqlite:///{tmp_path}/q.db", "--alter", "--quota-file",
+                     str(rec / "quotas.json")]) == 0
+
+    assert_enforced_once_applied(broker, tmp_path, topic, quota, apply)

@@ -101,8 +101,8 @@ def test_python_import_graph_sees_lazy_and_type_checking_imports():
     graph = python_import_graph()
     # aio imports the manager only for annotations; that edge is still counted.
     assert "kquota.manager" in graph["kquota.aio"]
-    # configs_cli imports kquota.stores.base inside a function.
-    assert "kquota.stores.base" in graph["kquota.configs_cli"]
+    # configs_format imports kquota.stores.base inside a function.
+    assert "kquota.stores.base" in graph["kquota.configs_format"]
 
 
 def test_no_python_import_cycle():

@@ -6,7 +6,9 @@
   is X.509 v3 (as rustls requires) and written as PEM (certificate, PKCS#8 key, encrypted PKCS#8
   key, a keystore file of key + chain) and PKCS12 with a password; the CA as a PEM and a PKCS12
   truststore.
-- :class:`TlsBroker`: tansu behind Debian's ``stunnel4``: stunnel accepts TLS on a loopback port
+- :class:`Stunnel`: Debian's ``stunnel4`` accepting TLS in front of any plaintext port (a
+  ``kquota proxy``'s, for the admin round trip of ``kquota configs --bootstrap-server`` over TLS).
+- :class:`TlsBroker`: tansu behind :class:`Stunnel`: stunnel accepts TLS on a loopback port
   (mutual TLS with ``client_ca``) and forwards to tansu, which advertises stunnel's port, so a
   client that bootstraps over TLS stays on TLS.
 """
@@ -184,18 +186,18 @@ def stunnel() -> str:
     return path
 
 
-class TlsBroker:
-    """tansu behind stunnel: TLS on ``port`` (``address``), tansu advertising it. With
-    ``client_ca`` stunnel requires a client certificate signed by it (mutual TLS)."""
+class Stunnel:
+    """Debian's stunnel4 accepting TLS on a loopback ``port`` and forwarding plaintext to
+    ``connect_port`` (with ``client_ca``, mutual TLS: a client certificate signed by it)."""
 
-    def __init__(self, pki: Pki, client_ca: Optional[Path] = None) -> None:
+    def __init__(self, pki: Pki, connect_port: int, client_ca: Optional[Path] = None,
+                 port: Optional[int] = None) -> None:
         binary = stunnel()
-        self.port = free_port()
-        self.tansu = Tansu(advertised_port=self.port)
+        self.port = port or free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="kquota-stunnel-", dir=pki.dir))
         lines = [
             "foreground = yes", "pid =", "debug = 4", f"output = {self.dir / 'stunnel.log'}",
-            "[kafka]", f"accept = 127.0.0.1:{self.port}", f"connect = 127.0.0.1:{self.tansu.port}",
+            "[kafka]", f"accept = 127.0.0.1:{self.port}", f"connect = 127.0.0.1:{connect_port}",
             f"cert = {pki.server.cert_pem}", f"key = {pki.server.key_pem}",
         ]
         if client_ca is not None:
@@ -226,6 +228,32 @@ class TlsBroker:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+class TlsBroker:
+    """tansu behind stunnel: TLS on ``port`` (``address``), tansu advertising it. With
+    ``client_ca`` stunnel requires a client certificate signed by it (mutual TLS)."""
+
+    def __init__(self, pki: Pki, client_ca: Optional[Path] = None) -> None:
+        stunnel()  # skip (or fail under CI) before starting tansu
+        self.port = free_port()
+        self.tansu = Tansu(advertised_port=self.port)
+        try:
+            self.front = Stunnel(pki, self.tansu.port, client_ca, port=self.port)
+        except BaseException:
+            self.tansu.stop()
+            raise
+        self.dir, self.config, self.proc = self.front.dir, self.front.config, self.front.proc
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.front.log()
+
+    def stop(self) -> None:
+        self.front.stop()
         self.tansu.stop()
 
 

@@ -6,7 +6,10 @@
     kquota configs --describe [--entity-type users [--entity-name alice]] [--json]
     kquota configs --alter --add-config connection_creation_rate=20 --entity-type ips --entity-name 10.1.2.3
     kquota configs --alter --add-config connection_creation_rate=50 --ip-defaults
+    kquota configs --bootstrap-server 127.0.0.1:9092 [--command-config client.properties] --describe
 
+With ``--bootstrap-server`` instead of ``--store`` the command manages a running cluster's (or
+``kquota proxy``'s) quotas over the admin protocol (:mod:`kquota.configs_bootstrap`).
 Entity names pair with entity types in order, as in Kafka's ``ConfigCommand``
 (``--entity-default`` counts as an empty name, i.e. ``<default>``). ``--describe --json`` prints
 the quota configuration file of ``docs/pipeline.md``; ``--alter --quota-file FILE``
@@ -23,6 +26,7 @@ import re
 import sys
 from typing import Any, Optional
 
+from kquota.configs_format import DEFAULT_MARK, print_altered, print_described
 from kquota.entity import CLIENT_ID, IP, USER, ClientQuotaEntity
 from kquota.exceptions import KQuotaError, QuotaConfigError
 
@@ -33,17 +37,13 @@ class ConfigCommandError(KQuotaError):
     """A command line that names no valid operation (one-line message, exit status 1)."""
 
 
-#: Stands for ``--entity-default`` in the list of names (Kafka uses an empty name; kquota
-#: rejects an empty ``--entity-name`` as it rejects empty names everywhere).
-_DEFAULT_MARK = "\x00default"
-
 
 class _EntityName(argparse.Action):
     """--entity-name / --entity-default append, in command-line order, to one list."""
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Optional[str] = None) -> None:
         names = list(getattr(namespace, "entity_names", None) or [])
-        names.append(_DEFAULT_MARK if option_string == "--entity-default" else values)
+        names.append(DEFAULT_MARK if option_string == "--entity-default" else values)
         namespace.entity_names = names
 
 
@@ -60,6 +60,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--store", metavar="URL", help="sqlite:///relative.db, sqlite:////absolute/path.db, a plain "
                    "path, zookeeper://host:port[/chroot] or kafka://host:port/topic (docs/store-urls.md; "
                    "default: $KQUOTA_STORE, else a file in ~/.local/share/kquota)")
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", help="instead of --store: a running Kafka "
+                   "cluster or kquota proxy, over DescribeClientQuotas/AlterClientQuotas (KIP-546), as "
+                   "kafka-configs --bootstrap-server")
+    p.add_argument("--command-config", metavar="FILE", help="with --bootstrap-server: Kafka client properties "
+                   "for the connection (security.protocol, ssl.truststore.*, ssl.keystore.*, "
+                   "ssl.endpoint.identification.algorithm, sasl.mechanism=PLAIN, sasl.jaas.config)")
+    p.add_argument("--dry-run", action="store_true", help="with --bootstrap-server --alter: the cluster validates "
+                   "the alter (ValidateOnly) and changes nothing")
     p.add_argument("--entity-type", action="append", choices=sorted(_TYPES), default=[],
                    help="users, clients or ips; repeat for <user, client-id> (ips stand alone)")
     p.add_argument("--entity-name", action=_EntityName, help="the name for the matching --entity-type")
@@ -83,7 +91,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def _entity_spec(args: argparse.Namespace) -> list[tuple[str, Optional[str]]]:
-    """[(entity key, name, or _DEFAULT_MARK, or None for 'any')] in user, client order."""
+    """[(entity key, name, or DEFAULT_MARK, or None for 'any')] in user, client order."""
     types = list(args.entity_type)
     names = list(args.entity_names)
     short = bool(args.user is not None or args.user_defaults or args.client is not None or args.client_defaults
@@ -97,15 +105,15 @@ def _entity_spec(args: argparse.Namespace) -> list[tuple[str, Optional[str]]]:
             raise ConfigCommandError("--client and --client-defaults are mutually exclusive")
         if args.user is not None or args.user_defaults:
             types.append("users")
-            names.append(_DEFAULT_MARK if args.user_defaults else args.user)
+            names.append(DEFAULT_MARK if args.user_defaults else args.user)
         if args.client is not None or args.client_defaults:
             types.append("clients")
-            names.append(_DEFAULT_MARK if args.client_defaults else args.client)
+            names.append(DEFAULT_MARK if args.client_defaults else args.client)
         if args.ip is not None and args.ip_defaults:
             raise ConfigCommandError("--ip and --ip-defaults are mutually exclusive")
         if args.ip is not None or args.ip_defaults:
             types.append("ips")
-            names.append(_DEFAULT_MARK if args.ip_defaults else args.ip)
+            names.append(DEFAULT_MARK if args.ip_defaults else args.ip)
     if len(types) > 2 or len(set(types)) != len(types):
         raise ConfigCommandError("--entity-type may be given at most twice: once users, once clients")
     if "ips" in types and len(types) > 1:
@@ -123,7 +131,7 @@ def _entity_spec(args: argparse.Namespace) -> list[tuple[str, Optional[str]]]:
     spec: list[tuple[str, Optional[str]]] = []
     for i, t in enumerate(types):
         name = names[i] if i < len(names) else None
-        if t == "ips" and name not in (None, _DEFAULT_MARK):
+        if t == "ips" and name not in (None, DEFAULT_MARK):
             # Checked (and made canonical) before any store is opened: nothing is written.
             try:
                 name = ClientQuotaEntity({IP: name})[IP]
@@ -138,7 +146,7 @@ def _entity(spec: list[tuple[str, Optional[str]]]) -> ClientQuotaEntity:
         raise ConfigCommandError(
             "--alter needs --entity-name or --entity-default with each --entity-type (or --quota-file)"
         )
-    return ClientQuotaEntity({key: None if name == _DEFAULT_MARK else name for key, name in spec})
+    return ClientQuotaEntity({key: None if name == DEFAULT_MARK else name for key, name in spec})
 
 
 def _number(key: str, text: str) -> float:
@@ -175,74 +183,6 @@ def parse_delete_config(text: str) -> list[str]:
     if not keys:
         raise QuotaConfigError("--delete-config is empty")
     return keys
-
-
-# ---------------------------------------------------------------------------- output
-
-
-def _show(name: Optional[str]) -> str:
-    if name is None:
-        return "<default>"
-    if name in ("<default>", "-", "") or name != name.strip() or any(c.isspace() for c in name):
-        return json.dumps(name)
-    return name
-
-
-def _fmt(value: float) -> str:
-    from kquota.stores.base import format_value
-
-    return format_value(value)
-
-
-def _ordered(config: dict[str, float]) -> dict[str, float]:
-    from kquota.manager import CONFIG_KEYS
-
-    return {k: config[k] for k in sorted(config, key=lambda k: (CONFIG_KEYS.index(k) if k in CONFIG_KEYS else 99, k))}
-
-
-def format_table(state: dict[ClientQuotaEntity, dict[str, float]]) -> str:
-    """Human table: USER, CLIENT-ID, CONFIGS (``-`` where the entity has no such part); ``ip``
-    entities in a table of their own (IP, CONFIGS) below."""
-    rows = [("USER", "CLIENT-ID", "CONFIGS")]
-    ip_rows = [("IP", "CONFIGS")]
-    for entity, config in state.items():
-        configs = ",".join(f"{k}={_fmt(v)}" for k, v in _ordered(config).items())
-        if entity.is_ip:
-            ip_rows.append((_show(entity[IP]), configs))
-            continue
-        rows.append((
-            _show(entity[USER]) if USER in entity else "-",
-            _show(entity[CLIENT_ID]) if CLIENT_ID in entity else "-",
-            configs,
-        ))
-    tables = []
-    if len(rows) > 1:
-        w0 = max(len(r[0]) for r in rows)
-        w1 = max(len(r[1]) for r in rows)
-        tables.append("\n".join(f"{a:<{w0}}  {b:<{w1}}  {c}".rstrip() for a, b, c in rows))
-    if len(ip_rows) > 1:
-        w = max(len(r[0]) for r in ip_rows)
-        tables.append("\n".join(f"{a:<{w}}  {c}".rstrip() for a, c in ip_rows))
-    return "\n\n".join(tables)
-
-
-def _sort_key(item: tuple[ClientQuotaEntity, Any]) -> tuple:
-    e = item[0]
-
-    def part(key: str) -> tuple:
-        if key not in e:
-            return (0, "")
-        return (1, "") if e[key] is None else (2, e[key])
-
-    return (part(IP) != (0, ""), part(USER) == (0, ""), part(USER), part(CLIENT_ID), part(IP))
-
-
-def _matches(entity: ClientQuotaEntity, spec: list[tuple[str, Optional[str]]]) -> bool:
-    if not spec:
-        return True
-    if set(entity) != {key for key, _ in spec}:
-        return False
-    return all(name is None or entity[key] == (None if name == _DEFAULT_MARK else name) for key, name in spec)
 
 
 # ---------------------------------------------------------------------------- run
@@ -282,9 +222,12 @@ def _alter_entries(args: argparse.Namespace) -> list[tuple[ClientQuotaEntity, di
 
 def run(args: argparse.Namespace) -> int:
     """Runs ``kquota configs``; returns the exit status (errors propagate as exceptions)."""
-    from kquota.config_file import quota_config_document
     from kquota.stores import open_store
 
+    if args.bootstrap_server is not None and args.store is not None:
+        raise ConfigCommandError("--store and --bootstrap-server are alternatives: give one")
+    if args.bootstrap_server is None and (args.command_config is not None or args.dry_run):
+        raise ConfigCommandError("--command-config and --dry-run need --bootstrap-server")
     # kazoo logs every failed connection attempt; the command reports one line instead.
     kazoo_log = logging.getLogger("kazoo")
     kazoo_log.addHandler(logging.NullHandler())
@@ -297,6 +240,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         entries = _alter_entries(args)  # parsed and checked before the store is touched
         spec = []
+    if args.bootstrap_server is not None:
+        from kquota.configs_bootstrap import run_bootstrap
+
+        return run_bootstrap(args, spec, entries)
     warnings: list[str] = []
     url, new_file = _locate(args.store)
     if new_file is not None and args.describe:
@@ -313,8 +260,7 @@ def run(args: argparse.Namespace) -> int:
             for m in warnings:
                 print(f"kquota configs: warning: {m}", file=sys.stderr)
             if args.json:
-                altered = [(e, _ordered(state.get(e, {}))) for e, _ in entries]
-                print(json.dumps(quota_config_document(altered), indent=2))
+                print_altered([(e, state.get(e, {})) for e, _ in entries])
             else:
                 for entity, _ in entries:
                     print(f"Completed updating config for {entity}.")
@@ -324,15 +270,7 @@ def run(args: argparse.Namespace) -> int:
         store.close()
     for m in warnings:
         print(f"kquota configs: warning: {m}", file=sys.stderr)
-    selected = sorted(((e, _ordered(c)) for e, c in state.items() if c and _matches(e, spec)), key=_sort_key)
-    if args.json:
-        print(json.dumps(quota_config_document(selected), indent=2))
-    elif selected:
-        print(format_table(dict(selected)))
-    elif spec:
-        print(f"no quotas for {_spec_path(spec)}")
-    else:
-        print(f"no quotas in {url}")
+    print_described(state, spec, args.json, url)
     return 0
 
 
@@ -346,10 +284,3 @@ def _locate(store: Optional[str]) -> tuple[str, Optional[str]]:
     if where.path is not None and not os.path.exists(where.path):
         return url, where.path
     return url, None
-
-
-def _spec_path(spec: list[tuple[str, Optional[str]]]) -> str:
-    """``clients/nobody``, ``users/<default>/clients/app``, ``users/*`` (any name), ``ips/*``."""
-    words = {USER: "users", CLIENT_ID: "clients", IP: "ips"}
-    return "/".join(f"{words[key]}/{'*' if name is None else '<default>' if name == _DEFAULT_MARK else name}"
-                    for key, name in spec)

@@ -1,0 +1,225 @@
+"""Kafka client properties (``--command-config``, as kafka-configs reads them) for kquota's own
+connections to a cluster: ``security.protocol``, ``ssl.*`` as Python's :mod:`ssl` context,
+``sasl.*`` as SASL/PLAIN credentials.
+
+Kafka's names and defaults: ``ssl.truststore.type`` and ``ssl.keystore.type`` are JKS unless set
+(JKS cannot be read here: the error says how to convert it), ``PEM`` and ``PKCS12`` are read
+(``PKCS12`` needs the ``cryptography`` package); ``ssl.truststore.certificates``,
+``ssl.keystore.certificate.chain`` and ``ssl.keystore.key`` hold inline PEM (KIP-651);
+``ssl.endpoint.identification.algorithm`` is ``https`` (the server's certificate must name the
+host) unless set to empty. ``sasl.mechanism`` is GSSAPI unless set, as in Kafka; PLAIN is the
+mechanism supported here, its credentials read from ``sasl.jaas.config``'s ``PlainLoginModule``.
+Every bad value is one :class:`~kquota.exceptions.KQuotaError` line naming the file and property.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import ssl
+import tempfile
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+from kquota.exceptions import KQuotaError
+from kquota.proxy.tls_settings import SECURITY_PROTOCOLS
+
+__all__ = ["ClientSecurity", "client_security", "parse_jaas_config"]
+
+_TLS_KEYS = (
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.endpoint.identification.algorithm",
+)
+_JKS_HINT = ("JKS cannot be read here: convert it with `keytool -importkeystore -srcstoretype JKS "
+             "-deststoretype PKCS12 ...` and set {key}=PKCS12 (or PEM)")
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How to connect: ``protocol`` (Kafka's ``security.protocol``), ``ssl_context`` for SSL and
+    SASL_SSL (``client_certificate`` if it presents one), SASL/PLAIN ``username`` and
+    ``password`` for the SASL protocols; ``ignored``: the given properties that are not used."""
+
+    protocol: str = "PLAINTEXT"
+    ssl_context: Optional[ssl.SSLContext] = None
+    sasl_mechanism: Optional[str] = None
+    username: Optional[str] = None
+    password: Optional[str] = None
+    ignored: tuple[str, ...] = ()
+    client_certificate: bool = False
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+
+_JAAS_OPTION = re.compile(r'\s*([A-Za-z0-9_.-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s;"]+)')
+
+
+def parse_jaas_config(text: str, where: str) -> tuple[str, dict[str, str]]:
+    """``LoginModuleClass flag key="value" ...;`` -> (class, options), as Kafka's ``JaasConfig``
+    reads one login module (quoted values may contain blanks; ``\\"`` escapes a quote)."""
+    m = re.match(r"\s*([A-Za-z0-9_.$]+)\s+(required|requisite|sufficient|optional)\b", text)
+    if not m:
+        raise KQuotaError(f"{where}: expected 'LoginModuleClass required key=\"value\" ...;'")
+    pos = m.end()
+    options: dict[str, str] = {}
+    while True:
+        o = _JAAS_OPTION.match(text, pos)
+        if not o:
+            break
+        value = o.group(2)
+        if value.startswith('"'):
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        options[o.group(1)] = value
+        pos = o.end()
+    if text[pos:].strip() != ";":
+        raise KQuotaError(f"{where}: cannot read {text[pos:].strip()[:40]!r} (one login module, ending in ';')")
+    return m.group(1), options
+
+
+def _sasl(props: Mapping[str, str], source: str) -> tuple[str, str, str]:
+    mechanism = props.get("sasl.mechanism", "GSSAPI").strip().upper() or "GSSAPI"
+    if mechanism != "PLAIN":
+        default = " (Kafka's default)" if "sasl.mechanism" not in props else ""
+        raise KQuotaError(f"{source}: sasl.mechanism: {mechanism}{default} is not supported by kquota's "
+                          "client: use sasl.mechanism=PLAIN")
+    jaas = props.get("sasl.jaas.config", "").strip()
+    if not jaas:
+        raise KQuotaError(f"{source}: sasl.jaas.config is missing (org.apache.kafka.common.security.plain."
+                          'PlainLoginModule required username="..." password="...";)')
+    module, options = parse_jaas_config(jaas, f"{source}: sasl.jaas.config")
+    if not module.endswith("PlainLoginModule"):
+        raise KQuotaError(f"{source}: sasl.jaas.config: {module} is not PLAIN's login module (PlainLoginModule)")
+    if "username" not in options or "password" not in options:
+        raise KQuotaError(f"{source}: sasl.jaas.config: PlainLoginModule needs username and password")
+    return mechanism, options["username"], options["password"]
+
+
+def _store_type(props: Mapping[str, str], key: str, source: str) -> str:
+    kind = props.get(key, "JKS").strip().upper() or "JKS"
+    if kind == "JKS":
+        raise KQuotaError(f"{source}: {key}: " + _JKS_HINT.format(key=key)
+                          + (" (JKS is Kafka's default when the type is not set)" if key not in props else ""))
+    if kind not in ("PEM", "PKCS12"):
+        raise KQuotaError(f"{source}: {key}: unsupported store type {kind!r}: expected PEM or PKCS12")
+    return kind
+
+
+def _read(path: str, key: str, source: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise KQuotaError(f"{source}: {key}: cannot read {path!r}: {e.strerror or e}") from None
+
+
+def _pkcs12(data: bytes, password: Optional[str], key: str, path: str, source: str):
+    try:
+        from cryptography.hazmat.primitives.serialization import pkcs12
+    except ImportError:
+        raise KQuotaError(f"{source}: {key}: PKCS12 stores need the 'cryptography' package "
+                          "(pip install cryptography), or use PEM") from None
+    try:
+        return pkcs12.load_pkcs12(data, password.encode() if password else None)
+    except ValueError:
+        raise KQuotaError(f"{source}: {key}: wrong password or not a PKCS12 store ({path})") from None
+
+
+def _trust(ctx: ssl.SSLContext, props: Mapping[str, str], source: str) -> None:
+    inline = props.get("ssl.truststore.certificates", "").strip()
+    location = props.get("ssl.truststore.location", "").strip()
+    if inline and location:
+        raise KQuotaError(f"{source}: set ssl.truststore.location or ssl.truststore.certificates, not both")
+    try:
+        if inline:
+            ctx.load_verify_locations(cadata=inline)
+        elif location:
+            kind = _store_type(props, "ssl.truststore.type", source)
+            data = _read(location, "ssl.truststore.location", source)
+            if kind == "PEM":
+                ctx.load_verify_locations(cadata=data.decode("ascii", "replace"))
+            else:
+                from cryptography.hazmat.primitives.serialization import Encoding
+
+                store = _pkcs12(data, props.get("ssl.truststore.password"), "ssl.truststore.password",
+                                location, source)
+                certs = [c.certificate for c in store.additional_certs]
+                if store.cert is not None:
+                    certs.append(store.cert.certificate)
+                if not certs:
+                    raise KQuotaError(f"{source}: ssl.truststore.location: no certificate in {location}")
+                ctx.load_verify_locations(cadata="".join(c.public_bytes(Encoding.PEM).decode() for c in certs))
+        else:
+            ctx.load_default_certs()  # as Java's default trust store
+    except ssl.SSLError as e:
+        raise KQuotaError(f"{source}: ssl.truststore: no usable CA certificate ({e.reason or e})") from None
+
+
+def _identity(ctx: ssl.SSLContext, props: Mapping[str, str], source: str) -> None:
+    location = props.get("ssl.keystore.location", "").strip()
+    chain, key_pem = props.get("ssl.keystore.certificate.chain", "").strip(), props.get("ssl.keystore.key", "").strip()
+    if not location and not chain and not key_pem:
+        return  # no client certificate (one-way TLS)
+    password = props.get("ssl.key.password")
+    if location:
+        kind = _store_type(props, "ssl.keystore.type", source)
+        data = _read(location, "ssl.keystore.location", source)
+        if kind == "PEM":
+            pem = data
+        else:
+            from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+
+            store = _pkcs12(data, props.get("ssl.keystore.password"), "ssl.keystore.password", location, source)
+            if store.key is None or store.cert is None:
+                raise KQuotaError(f"{source}: ssl.keystore.location: no key and certificate in {location}")
+            pem = store.key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+            pem += b"".join(c.certificate.public_bytes(Encoding.PEM) for c in [store.cert, *store.additional_certs])
+            password = None
+    else:
+        if not chain or not key_pem:
+            raise KQuotaError(f"{source}: ssl.keystore.certificate.chain and ssl.keystore.key go together")
+        pem = (key_pem + "\n" + chain + "\n").encode()
+    # load_cert_chain reads files only: a private temporary file, removed at once.
+    fd, path = tempfile.mkstemp(prefix="kquota-keystore-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(pem)
+        ctx.load_cert_chain(path, password=password or None)
+    except ssl.SSLError as e:
+        raise KQuotaError(f"{source}: ssl.keystore: unusable key or certificate ({e.reason or e}); "
+                          "a wrong ssl.key.password?") from None
+    finally:
+        os.unlink(path)
+
+
+def _tls(props: Mapping[str, str], source: str) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2  # Kafka's ssl.enabled.protocols: TLSv1.2, TLSv1.3
+    algorithm = props.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
+    if algorithm not in ("https", ""):
+        raise KQuotaError(f"{source}: ssl.endpoint.identification.algorithm: expected https or empty, "
+                          f"got {algorithm!r}")
+    ctx.check_hostname = algorithm == "https"
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    _trust(ctx, props, source)
+    _identity(ctx, props, source)
+    return ctx
+
+
+def client_security(props: Mapping[str, str], source: str = "--command-config") -> ClientSecurity:
+    """The connection settings of Kafka client properties read from ``source``."""
+    declared = props.get("security.protocol", "PLAINTEXT").strip().upper() or "PLAINTEXT"
+    if declared not in SECURITY_PROTOCOLS:
+        raise KQuotaError(f"{source}: security.protocol: invalid value {props['security.protocol']!r}: "
+                          "expected one of " + ", ".join(SECURITY_PROTOCOLS))
+    ctx = _tls(props, source) if declared in ("SSL", "SASL_SSL") else None
+    mechanism = username = password = None
+    if declared.startswith("SASL_"):
+        mechanism, username, password = _sasl(props, source)
+    known = _TLS_KEYS if ctx is not None else ()
+    ignored = tuple(sorted(k for k in props if (k.startswith("ssl.") and k not in known)
+                           or (k.startswith("sasl.") and mechanism is None)))
+    identity = any(props.get(k, "").strip() for k in ("ssl.keystore.location", "ssl.keystore.key"))
+    return ClientSecurity(declared, ctx, mechanism, username, password, ignored, ctx is not None and identity)
