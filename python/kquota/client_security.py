@@ -120,7 +120,7 @@ def _pkcs12(data: bytes, password: Optional[str], key: str, path: str, source: s
         from cryptography.hazmat.primitives.serialization import pkcs12
     except ImportError:
         raise KQuotaError(f"{source}: {key}: PKCS12 stores need the 'cryptography' package "
-                          "(pip install cryptography), or use PEM") from None
+                          "(pip install 'kquota[tls]'), or use PEM") from None
     try:
         return pkcs12.load_pkcs12(data, password.encode() if password else None)
     except ValueError:
