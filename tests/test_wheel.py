@@ -79,7 +79,7 @@ def test_the_wheel_runs_without_rust_and_from_its_own_files(installed):
 
 def test_configs_round_trip(installed):
     _, _, home = installed
-    url = f"sqlite://{home / 'quotas.db'}"
+    url = f"sqlite:///{home / 'quotas.db'}"
     p = run(installed, "kquota", "configs", "--store", url, "--alter", "--add-config",
             "producer_byte_rate=1024,consumer_byte_rate=2048", "--entity-type", "users", "--entity-name", "alice",
             "--entity-type", "clients", "--entity-name", "app")
@@ -90,7 +90,7 @@ def test_configs_round_trip(installed):
                                                "config": {"consumer_byte_rate": 2048, "producer_byte_rate": 1024}}]
     quota_file = home / "quotas.json"
     quota_file.write_text(p.stdout)
-    other = f"sqlite://{home / 'copy.db'}"
+    other = f"sqlite:///{home / 'copy.db'}"
     assert run(installed, "kquota", "configs", "--store", other, "--alter", "--quota-file", str(quota_file)).returncode == 0
     assert run(installed, "kquota", "configs", "--store", other, "--describe", "--json").stdout == p.stdout
 
@@ -99,7 +99,7 @@ def test_proxy_from_the_wheel_throttles_a_real_client(installed):
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     _, _, home = installed
-    url = f"sqlite://{home / 'proxy.db'}"
+    url = f"sqlite:///{home / 'proxy.db'}"
     quota = 100_000
     assert run(installed, "kquota", "configs", "--store", url, "--alter", "--add-config", f"producer_byte_rate={quota}",
                "--entity-type", "clients", "--entity-name", "smoke").returncode == 0

@@ -314,9 +314,9 @@ def _run(tansu_bin: str, tmp: str, settings: tuple[int, int, int], out: TextIO, 
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from kquota.stores.url import open_store
+    from kquota.stores.url import open_store, sqlite_url
 
-    store_url = "sqlite://" + os.path.join(tmp, "quotas.db")
+    store_url = sqlite_url(os.path.join(tmp, "quotas.db"))
     store = open_store(store_url)
     try:
         store.alter([({"client-id": CLIENT_ID}, {"producer_byte_rate": quota, "consumer_byte_rate": quota})])

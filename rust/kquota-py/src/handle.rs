@@ -123,15 +123,15 @@ impl PyClientHandle {
         &self,
         py: Python<'py>,
         byte_quota_type: QuotaTypeArg,
-        byte_throttle_ms: i64,
-        request_throttle_ms: i64,
+        byte_throttle_ms: Int,
+        request_throttle_ms: Int,
         now_ms: Option<Int>,
     ) -> PyQuotaResult<StepTuple<'py>> {
         let t = byte_type_arg(byte_quota_type)?;
         let r = quota_core::combine_throttles(
             t,
-            throttle_ms_arg("byte_throttle_ms", byte_throttle_ms)?,
-            throttle_ms_arg("request_throttle_ms", request_throttle_ms)?,
+            throttle_ms_arg("byte_throttle_ms", byte_throttle_ms.0)?,
+            throttle_ms_arg("request_throttle_ms", request_throttle_ms.0)?,
         );
         self.inner.throttle(r, ms(now_ms))?;
         Ok(step_tuple(py, r)?)
@@ -144,11 +144,11 @@ impl PyClientHandle {
     fn record_throttle_time(
         &self,
         quota_type: QuotaTypeArg,
-        throttle_ms: i64,
+        throttle_ms: Int,
         now_ms: Option<Int>,
     ) -> PyQuotaResult<()> {
         let r = ResponseThrottle {
-            throttle_time_ms: throttle_ms_arg("throttle_ms", throttle_ms)?,
+            throttle_time_ms: throttle_ms_arg("throttle_ms", throttle_ms.0)?,
             enforce: Some(quota_type.0),
         };
         self.inner.throttle(r, ms(now_ms))?;
@@ -209,11 +209,11 @@ impl PyClientHandle {
     fn mutation_response<'py>(
         &self,
         py: Python<'py>,
-        mutation_throttle_ms: i64,
+        mutation_throttle_ms: Int,
         request_nanos: Real,
         now_ms: Option<Int>,
     ) -> PyQuotaResult<StepTuple<'py>> {
-        let ms_arg = throttle_ms_arg("mutation_throttle_ms", mutation_throttle_ms)?;
+        let ms_arg = throttle_ms_arg("mutation_throttle_ms", mutation_throttle_ms.0)?;
         let r = self
             .inner
             .mutation_response(ms_arg, request_nanos.0, ms(now_ms))?;

@@ -18,6 +18,7 @@ use crate::entity::{
 use crate::errors::PyQuotaResult;
 use crate::handle::{byte_type_arg, fetch_answer_name, throttle_ms_arg};
 use crate::names::{replace_surrogates, Name};
+use crate::numeric_args::Int;
 use crate::quota_type::{member, QuotaTypeArg};
 
 /// Kafka's ``Sanitizer.sanitize``: a principal's user tag and ZooKeeper node name. A lone
@@ -68,13 +69,13 @@ fn fetch_answer(size: f64, window_bytes: f64, throttle_ms: i32) -> &'static str 
 fn combine_throttles<'py>(
     py: Python<'py>,
     byte_quota_type: QuotaTypeArg,
-    byte_throttle_ms: i64,
-    request_throttle_ms: i64,
+    byte_throttle_ms: Int,
+    request_throttle_ms: Int,
 ) -> PyQuotaResult<(i32, Option<Bound<'py, PyAny>>)> {
     let r = quota_core::combine_throttles(
         byte_type_arg(byte_quota_type)?,
-        throttle_ms_arg("byte_throttle_ms", byte_throttle_ms)?,
-        throttle_ms_arg("request_throttle_ms", request_throttle_ms)?,
+        throttle_ms_arg("byte_throttle_ms", byte_throttle_ms.0)?,
+        throttle_ms_arg("request_throttle_ms", request_throttle_ms.0)?,
     );
     Ok((r.throttle_time_ms, r.enforce.map(|t| member(py, t)).transpose()?))
 }
