@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import struct
 import threading
 import time
 
@@ -144,6 +145,11 @@ def test_proxy_protocol_takes_the_client_address_and_refuses_bad_headers(broker,
         held.append(s)
         s.sendall(proxy_v2("10.2.2.2") + API_VERSIONS)
         assert api_versions(s)
+        # A v2 header longer than one read (a 10 KB TLV), the request in the same write.
+        s = connect(port, A)
+        held.append(s)
+        s.sendall(proxy_v2("10.2.2.3", tlv=b"\xee" + struct.pack(">H", 10_000) + b"x" * 10_000) + API_VERSIONS)
+        assert api_versions(s)
         bad = 0
         for header, shut in ((b"PROXY TCP4 999.1.1.1 127.0.0.1 1 2\r\n", False),   # malformed
                              (b"PROXY TCP4 10.0.0.1 127.0.0.1 1 2\n", False),      # no CR
@@ -243,3 +249,41 @@ def test_cli_refuses_bad_connection_properties_in_one_line(tmp_path):
                            capture_output=True, timeout=30, check=False)
         err = r.stderr.decode()
         assert r.returncode == 1 and message in err and "Traceback" not in err, err
+
+
+def test_broker_wide_creation_rate_delays_accepts_without_refusing(broker, small_window_qm):
+    qm = small_window_qm
+    qm.configure_connections({"max.connection.creation.rate": 10})
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm)
+    try:
+        port = _port(proxy)
+        start = time.monotonic()
+        results = [attempt(port, source) for source in (A, B) * 12]
+        elapsed = time.monotonic() - start
+        # Nothing refused: every connection is served, the accept loop only slowed down.
+        assert all(a.served for a in results)
+        assert proxy.proxy._stats()["accept_delayed"] > 0
+        # 24 connections at 10/s, measured over a window of at least one second: >= 1 s.
+        assert elapsed >= 1.0, elapsed
+        assert _total(qm, "connections-throttled-total") == 0
+        assert any(m.name == "connection-accept-throttle-time" and m.value > 0 for m in qm.connection_metrics())
+    finally:
+        proxy.stop()
+
+
+def test_connection_rows_reach_both_prometheus_expositions_with_their_labels():
+    from prometheus_client import generate_latest
+
+    from kquota.prometheus import exposition, registry_for
+
+    with kquota.QuotaManager() as qm:
+        qm.alter_client_quotas([({"ip": B}, {"connection_creation_rate": 100})])
+        for ip in (A, B, B):
+            qm.record_connection_accept("PLAINTEXT")
+            assert qm.record_connection(ip, listener="PLAINTEXT") == 0
+        assert any(m.tags == {"ip": B} and m.name == "connections" and m.value == 2 for m in qm.metrics())
+        for text in (exposition(qm).decode(), generate_latest(registry_for(qm)).decode()):
+            assert f'kafka_server_k_quota_connections_connections{{ip="{B}"}} 2.0' in text, text
+            assert f'kafka_server_socket_server_metrics_connection_accept_rate{{ip="{B}"}}' in text
+            assert 'kafka_server_socket_server_metrics_connection_accept_rate{listener="PLAINTEXT"}' in text
+            assert "kafka_server_k_quota_connections_connections_accepted_total 3.0" in text
