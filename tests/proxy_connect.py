@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
+from proxy_wire import read_exact
+
 #: ApiVersions v0 (header v1: key 18, version 0, correlation id, client id "storm"; no body).
 _CORRELATION = 7
 API_VERSIONS = struct.pack(">ihhih", 2 + 2 + 4 + 2 + 5, 18, 0, _CORRELATION, 5) + b"storm"
@@ -56,8 +58,8 @@ def api_versions(sock: socket.socket) -> bool:
     """Sends ApiVersions v0 and reads its answer: False when the proxy closes instead."""
     try:
         sock.sendall(API_VERSIONS)
-        size = struct.unpack(">i", _exact(sock, 4))[0]
-        body = _exact(sock, size)
+        size = struct.unpack(">i", read_exact(sock, 4))[0]
+        body = read_exact(sock, size)
     except (ConnectionError, OSError):
         return False
     return struct.unpack(">i", body[:4])[0] == _CORRELATION and body[4:6] == b"\x00\x00"
@@ -88,12 +90,3 @@ def closed_by_proxy(sock: socket.socket, timeout: float = 5.0) -> Optional[float
     except socket.timeout:
         return None
 
-
-def _exact(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed by the proxy")
-        buf += chunk
-    return buf
