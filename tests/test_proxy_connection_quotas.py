@@ -290,3 +290,28 @@ def test_connection_rows_reach_both_prometheus_expositions_with_their_labels():
             assert f'kafka_server_socket_server_metrics_connection_accept_rate{{ip="{B}"}}' in text
             assert 'kafka_server_socket_server_metrics_connection_accept_rate{listener="PLAINTEXT"}' in text
             assert "kafka_server_k_quota_connections_connections_accepted_total 3.0" in text
+
+
+def test_sockets_waiting_for_their_proxy_header_count_against_max_connections(broker):
+    proxy = ProxyThread(("127.0.0.1", broker.port), max_connections=3, proxy_protocol=True,
+                        proxy_protocol_timeout_ms=5000)
+    silent: list[socket.socket] = []
+    try:
+        port = _port(proxy)
+        silent = [connect(port, A) for _ in range(3)]
+        time.sleep(0.2)
+        over = connect(port, A)
+        closed = closed_by_proxy(over)
+        over.close()
+        assert closed is not None and closed < 1.0, "a 4th socket must be refused while 3 wait for headers"
+        assert proxy.proxy._stats()["refused_connections"] == 1
+        for s in silent:
+            s.close()
+        deadline = time.monotonic() + 5
+        while not attempt(port, A, header=proxy_v1("10.6.6.6")).served:
+            assert time.monotonic() < deadline, "the waiting sockets' places never came back"
+            time.sleep(0.05)
+    finally:
+        for s in silent:
+            s.close()
+        proxy.stop()

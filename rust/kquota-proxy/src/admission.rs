@@ -53,16 +53,36 @@ impl Drop for Counted {
     }
 }
 
+/// An accepted connection not yet handed to its session (`Counters::pending_admission`, which
+/// the accept loop counts against `max_connections`): counted down when dropped.
+pub struct Admitting {
+    shared: Arc<Shared>,
+}
+
+impl Admitting {
+    pub fn new(shared: &Arc<Shared>) -> Self {
+        shared.counters.pending_admission.fetch_add(1, Ordering::Relaxed);
+        Admitting { shared: Arc::clone(shared) }
+    }
+}
+
+impl Drop for Admitting {
+    fn drop(&mut self) {
+        self.shared.counters.pending_admission.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Steps 2 and 3 for one accepted socket, then its session: the client's address, the per-IP
 /// rate and count, and the release when the session ends.
 pub async fn admit_and_serve(
-    shared: Arc<Shared>,
+    admitting: Admitting,
     id: u64,
     node: i32,
     mut sock: TcpStream,
     peer: SocketAddr,
     upstream: (String, u16),
 ) {
+    let shared = Arc::clone(&admitting.shared);
     let ip = match client_address(&shared, &mut sock, peer).await {
         Ok(ip) => ip,
         Err(why) => {
@@ -74,6 +94,7 @@ pub async fn admit_and_serve(
     match shared.kernel.connections.admit(ip, LISTENER, None) {
         Ok(Admission::Accepted) => {
             let _counted = Counted { shared: Arc::clone(&shared), ip };
+            drop(admitting);
             crate::session::serve(shared, id, node, sock, upstream).await;
         }
         Ok(Admission::Throttled { throttle_ms }) => {

@@ -51,21 +51,23 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, node: i32) {
         if shared.stopping.load(Ordering::Acquire) {
             return;
         }
-        if shared.conns.lock().unwrap().len() >= shared.cfg.max_connections {
+        let pending = shared.counters.pending_admission.load(Ordering::Relaxed) as usize;
+        if shared.conns.lock().unwrap().len() + pending >= shared.cfg.max_connections {
             shared.counters.refused.fetch_add(1, Ordering::Relaxed);
             continue;
         }
-        // Kafka's acceptor: the broker-wide and listener rate hold this loop, not the connection.
-        crate::admission::hold_accept(&shared).await;
-        *shared.accepted.lock().unwrap().entry(node).or_insert(0) += 1;
         let Some(upstream) = shared.brokers.upstream(&shared.cfg, node) else {
             continue;
         };
+        // Kafka's acceptor: the broker-wide and listener rate hold this loop, not the connection.
+        crate::admission::hold_accept(&shared).await;
+        *shared.accepted.lock().unwrap().entry(node).or_insert(0) += 1;
         let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
         // The PROXY header and the per-IP quotas run on the connection's task, so that a slow
         // or silent client never holds the listener.
+        let admitting = crate::admission::Admitting::new(&shared);
         tokio::spawn(crate::admission::admit_and_serve(
-            Arc::clone(&shared),
+            admitting,
             id,
             node,
             sock,
