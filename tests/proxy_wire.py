@@ -11,6 +11,17 @@ from kquota.proxy.protocol.codec import decode_body, encode_body, is_flexible
 from kquota.proxy.protocol.frames import response_body_offset
 
 
+def read_exact(sock: socket.socket, n: int) -> bytes:
+    """``n`` bytes from ``sock`` (``ConnectionError`` if the proxy closes first)."""
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed by the proxy")
+        buf += chunk
+    return buf
+
+
 class Wire:
     """One blocking connection speaking Kafka frames."""
 
@@ -37,13 +48,7 @@ class Wire:
         return self.exact(size)
 
     def exact(self, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed by the proxy")
-            buf += chunk
-        return buf
+        return read_exact(self.sock, n)
 
     def closed_by_peer(self, timeout: float = 5.0) -> bool:
         self.sock.settimeout(timeout)

@@ -12,6 +12,7 @@ import time
 
 import pytest
 from proxy_support import kcat, make_topic
+from proxy_wire import read_exact
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -135,16 +136,7 @@ def _request(api_key: int, version: int, corr: int, body: bytes, client_id: byte
 
 
 def _read_frame(sock: socket.socket) -> bytes:
-    def exact(n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return buf
-
-    return exact(struct.unpack(">i", exact(4))[0])
+    return read_exact(sock, struct.unpack(">i", read_exact(sock, 4))[0])
 
 
 def test_pipelined_requests_answered_in_order(proxy):

@@ -204,7 +204,7 @@ class QuotaKernel:
     def _prometheus_stream(
         self,
         now_ms: Optional[int],
-        extra: list[tuple[str, str, float]],
+        extra: list[tuple[str, str, list[tuple[str, str]], float]],
         help: dict[str, str],
     ) -> PrometheusStream: ...
     def _sensor_stats(self, quota_type: QuotaTypeLike) -> tuple[int, int, int]: ...
@@ -372,6 +372,8 @@ class ProxyDataPlane:
         request_log: bool,
         threads: int = 1,
         drain_seconds: float = 5.0,
+        proxy_protocol: bool = False,
+        proxy_protocol_timeout_ms: int = 10000,
     ) -> ProxyDataPlane: ...
     def start(self) -> int:
         """Binds the bootstrap listener and starts the runtime; the bound port (``OSError``)."""

@@ -247,7 +247,7 @@ class QuotaManager(ConnectionQuotasMixin, QuotaKernel):
     def metrics(self, now_ms: Optional[int] = None) -> list[Metric]:
         """Every quota metric as :class:`kquota.Metric` rows with Kafka's groups, names and tags
         (``byte-rate``, ``quota-limit``, ``throttle-time``, ``queue-size``, ``sensor-count``, ...;
-        see :mod:`kquota.metrics`); the connection quotas' own are :meth:`connection_metrics`.
+        see :mod:`kquota.metrics`), the connection quotas' (:meth:`connection_metrics`) among them.
 
         Rates are measured at ``now_ms`` (ms on the clock you record with), each sensor at the
         later of that and its own latest time; ``None`` uses the kernel's estimate of that clock
@@ -302,8 +302,9 @@ class QuotaManager(ConnectionQuotasMixin, QuotaKernel):
 
     def extra_metrics(self) -> list[Metric]:
         """The per-type rows kept beside the kernel's snapshot (part of :meth:`metrics` and of
-        every Prometheus scrape): delay queues, the name-byte budget, and the registered
-        sources."""
+        every Prometheus scrape): delay queues, the name-byte budget, the connection quotas'
+        rows (tagged ``ip`` or ``listener``; the per-address ones capped as the client sensors
+        are), and the registered sources."""
         held, limit, refused = self._name_bytes()
         out = self.delay_queue_metrics()
         out += [
@@ -311,6 +312,7 @@ class QuotaManager(ConnectionQuotasMixin, QuotaKernel):
             Metric(KERNEL_GROUP, "name-bytes-limit", {}, float(limit)),
             Metric(KERNEL_GROUP, "name-bytes-refused-total", {}, float(refused)),
         ]
+        out += self.connection_metrics()
         for source in list(self.__dict__.get("_metric_sources", [])):
             try:
                 out.extend(source())

@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Tuple
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric as PromMetric
+from prometheus_client.samples import Sample
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from kquota import _kquota
@@ -57,6 +58,15 @@ def prometheus_name(group: str, name: str) -> str:
     """``kafka_server_<group>_<name>`` (without the ``_total`` a counter's sample adds): the
     native exposition's own naming (``kquota-py/src/exposition.rs``), so both name alike."""
     return _kquota.prometheus_name(group, name)
+
+
+def label_name(tag: str) -> str:
+    """A metric tag as a Prometheus label name (``client-id`` -> ``client_id``)."""
+    return tag.replace("-", "_")
+
+
+def _labels(tags: Any) -> list[Tuple[str, str]]:
+    return [(label_name(k), str(v)) for k, v in tags.items()]
 
 
 def jmx_mapping(qm: "QuotaManager") -> list[Tuple[str, str, str]]:
@@ -108,7 +118,14 @@ class QuotaCollector(Collector):
                 user = user[len(ENCODED_TAGS_PREFIX):] if user.startswith(ENCODED_TAGS_PREFIX) else user
                 family(group, name, True).add_metric([user, client_id], value)
         for m in self._qm.extra_metrics():
-            family(m.group, m.name, False).add_metric([], m.value)
+            fam = family(m.group, m.name, False)
+            if m.tags:
+                # Extra rows carry their own tags (ip, listener): one family may mix label sets
+                # (connection-accept-rate per ip and per listener), as Kafka's metric names do.
+                sample = fam.name + ("_total" if m.name.endswith("-total") else "")
+                fam.samples.append(Sample(sample, dict(_labels(m.tags)), m.value))
+            else:
+                fam.add_metric([], m.value)
         yield from families.values()
 
     def describe(self) -> Iterator[PromMetric]:
@@ -127,7 +144,7 @@ def exposition_chunks(qm: "QuotaManager", now_ms: Optional[int] = None) -> Itera
     """The Prometheus text exposition (format 0.0.4) of ``qm``'s metrics as chunks of about
     64 KiB: one compact native snapshot, each chunk rendered without the GIL. A scrape of 1M
     sensors never holds the whole text (157 MB) in memory."""
-    extra = [(m.group, m.name, m.value) for m in qm.extra_metrics()]
+    extra = [(m.group, m.name, _labels(m.tags), m.value) for m in qm.extra_metrics()]
     return iter(qm._prometheus_stream(now_ms, extra, _HELP))
 
 

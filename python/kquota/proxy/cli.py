@@ -25,6 +25,17 @@ KNOWN_PROPERTIES = (
     "quota.window.num", "quota.window.size.seconds", "controller.quota.window.num",
     "controller.quota.window.size.seconds", "client.quota.callback.class", "socket.request.max.bytes",
     "max.connections", "num.partitions", "num.io.threads", "num.network.threads",
+) + (
+    "max.connection.creation.rate", "max.connections.per.ip", "max.connections.per.ip.overrides",
+    "listener.name.plaintext.max.connection.creation.rate", "listener.name.plaintext.max.connections",
+    "kquota.proxy.protocol.enable", "kquota.proxy.protocol.timeout.ms",
+)
+#: The connection-quota properties (KIP-612) the kernel enforces at the proxy's accept; the
+#: proxy's listeners are one listener, ``PLAINTEXT``. ``max.connections`` stays the proxy's own
+#: cap (a connection over it is closed at once; see docs/connection-quotas.md).
+CONNECTION_PROPERTIES = (
+    "max.connection.creation.rate", "max.connections.per.ip", "max.connections.per.ip.overrides",
+    "listener.name.plaintext.max.connection.creation.rate", "listener.name.plaintext.max.connections",
 )
 
 
@@ -66,6 +77,20 @@ def _int_prop(props: dict[str, str], key: str, default: int, minimum: int = 1) -
     if value < minimum:
         raise KQuotaError(f"--config: {key} must be at least {minimum}, got {value}")
     return value
+
+
+def _bool_prop(props: dict[str, str], key: str) -> bool:
+    """A Kafka-style boolean property (``true``/``false``, any case; absent: false)."""
+    value = props.get(key, "false").strip().lower()
+    if value not in ("true", "false"):
+        raise KQuotaError(f"--config: {key} must be true or false, got {props[key]!r}")
+    return value == "true"
+
+
+def configure_connection_quotas(qm: Any, props: dict[str, str]) -> None:
+    """Hands the --config file's connection-quota properties to ``qm`` (all or none; a bad one
+    is a ``KQuotaError`` naming it)."""
+    qm.configure_connections({k: v for k, v in props.items() if k in CONNECTION_PROPERTIES})
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -111,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
     from kquota.proxy.admin import principal_names
     from kquota.proxy.reqlog import RequestLogWriter
     from kquota.proxy.native import NativeProxyServer
-    from kquota.proxy.settings import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES
+    from kquota.proxy.settings import (DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES,
+                                       DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS)
     from kquota.stores.kafka.store import fill_cluster
     from kquota.stores.url import STORE_ENV, open_store
     from kquota.watcher import QuotaConfigWatcher
@@ -125,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
     for key in props:
         if key not in KNOWN_PROPERTIES and not key.startswith("client.quota.callback."):
             log.warning("--config: %s is not used by the proxy", key)
+    proxy_protocol = _bool_prop(props, "kquota.proxy.protocol.enable")
+    proxy_protocol_timeout_ms = _int_prop(props, "kquota.proxy.protocol.timeout.ms", DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS)
     window_num = args.quota_window_num or _int_prop(props, "quota.window.num", BROKER_DEFAULTS["window_num"])
     window_size = args.quota_window_size_seconds or _int_prop(props, "quota.window.size.seconds",
                                                                BROKER_DEFAULTS["window_size_seconds"])
@@ -140,6 +168,11 @@ def run(args: argparse.Namespace) -> int:
         callback=props.get("client.quota.callback.class") or None,
         callback_configs=callback_configs or None,
     )
+    try:
+        configure_connection_quotas(qm, props)
+    except KQuotaError as e:
+        qm.close()
+        raise KQuotaError(f"--config: {e}") from None
     store_url = args.store if args.store is not None else (os.environ.get(STORE_ENV, "").strip() or None)
     store = open_store(fill_cluster(store_url, args.bootstrap_server))
     watcher = QuotaConfigWatcher(store, qm).start()
@@ -160,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
             max_connections=_int_prop(props, "max.connections", DEFAULT_MAX_CONNECTIONS),
             request_log=request_log, default_partitions=_int_prop(props, "num.partitions", 1),
             advertised_host=args.advertised_host, threads=args.threads,
+            proxy_protocol=proxy_protocol, proxy_protocol_timeout_ms=proxy_protocol_timeout_ms,
         )
         _run(_main(proxy), args.event_loop)
         log.info("kquota proxy stopped")

@@ -18,6 +18,8 @@ import logging
 import time
 from typing import Any, Optional
 
+from kquota.connections import CONNECTIONS_GROUP
+from kquota.metrics import Metric
 from kquota.quota_type import ClientQuotaType
 from kquota.proxy import handlers  # noqa: F401  (handlers registers the API handlers)
 from kquota.proxy.protocol import apis
@@ -119,8 +121,10 @@ class NativeProxyServer(ProxySettings):
             python_keys=python_keys(), exempt_keys=sorted(apis.REQUEST_QUOTA_EXEMPT),
             max_frame_bytes=self.max_frame_bytes, max_connections=self.max_connections,
             max_inflight=self.max_inflight, quota_window_ms=int(self.quota_window_seconds * 1000),
-            request_log=self.request_log is not None, threads=self.threads, drain_seconds=self.drain_seconds)
+            request_log=self.request_log is not None, threads=self.threads, drain_seconds=self.drain_seconds,
+            proxy_protocol=self.proxy_protocol, proxy_protocol_timeout_ms=self.proxy_protocol_timeout_ms)
         self._bootstrap_port = self._plane.start()
+        self.qm.add_metrics_source(self.accept_metrics)
         if self.request_log is not None:
             self._drainer = self._loop.create_task(self._drain_request_log())
         log.info("kquota proxy listening on %s:%d for bootstrap %s:%d (native data plane)",
@@ -134,6 +138,7 @@ class NativeProxyServer(ProxySettings):
         if self._drainer is not None:
             self._drainer.cancel()
         plane = self._plane
+        self.qm.remove_metrics_source(self.accept_metrics)
         plane.stop_reading()
         # Answers owed to Python slots are settled by this loop meanwhile.
         deadline = time.monotonic() + self.drain_seconds
@@ -162,6 +167,17 @@ class NativeProxyServer(ProxySettings):
 
     def _stats(self) -> dict:
         return self._plane.stats() if self._plane is not None else self._last_stats
+
+    def accept_metrics(self) -> list[Metric]:
+        """The accept loop's own totals (group ``KQuotaConnections``), beside the kernel's
+        accepted/throttled/refused: connections closed for a bad or missing PROXY protocol
+        header, accepts held by the broker-wide or listener creation rate, and connections
+        closed at the proxy's ``max.connections``."""
+        stats = self._stats()
+        return [Metric(CONNECTIONS_GROUP, name, {}, float(stats.get(key, 0))) for name, key in (
+            ("proxy-protocol-refused-total", "proxy_header_refused"),
+            ("accepts-delayed-total", "accept_delayed"),
+            ("max-connections-refused-total", "refused_connections"))]
 
     @property
     def streamed_requests(self) -> int:

@@ -14,6 +14,7 @@ from kquota.proxy.admin import QuotaAdmin
 DEFAULT_MAX_FRAME_BYTES = 104_857_600  # socket.request.max.bytes
 DEFAULT_MAX_CONNECTIONS = 4096
 DEFAULT_MAX_INFLIGHT = 64
+DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS = 10_000  # kquota.proxy.protocol.timeout.ms
 
 
 class ProxySettings:
@@ -36,6 +37,11 @@ class ProxySettings:
             without a partition count).
         advertised_host: the host written into rewritten addresses (default: the listen host).
         drain_seconds: how long closing waits for the answers still owed.
+        proxy_protocol: every listener takes a PROXY protocol header (v1 or v2, as HAProxy and
+            cloud load balancers send it) first, takes the client's address from it for the
+            connection quotas, and closes connections without a valid one
+            (``kquota.proxy.protocol.enable``).
+        proxy_protocol_timeout_ms: how long a connection may take to send that header.
     """
 
     def __init__(
@@ -53,6 +59,8 @@ class ProxySettings:
         default_partitions: int = 1,
         advertised_host: Optional[str] = None,
         drain_seconds: float = 5.0,
+        proxy_protocol: bool = False,
+        proxy_protocol_timeout_ms: int = DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS,
     ) -> None:
         self.qm = qm
         self.bootstrap = bootstrap
@@ -65,6 +73,8 @@ class ProxySettings:
         self.request_log = request_log
         self.default_partitions = default_partitions
         self.drain_seconds = drain_seconds
+        self.proxy_protocol = proxy_protocol
+        self.proxy_protocol_timeout_ms = proxy_protocol_timeout_ms
         #: A connection throttled within this long is read one request at a time (the quota
         #: window: quota.window.num x quota.window.size.seconds).
         self.quota_window_seconds = float(getattr(qm, "window_num", BROKER_DEFAULTS["window_num"])

@@ -17,6 +17,11 @@ pub struct ProxyConfig {
     pub max_inflight: usize,
     pub quota_window_ms: u64,
     pub request_log: bool,
+    /// Whether every listener takes the PROXY protocol header (v1 or v2) first and refuses
+    /// connections without a valid one (`kquota.proxy.protocol.enable`).
+    pub proxy_protocol: bool,
+    /// How long a connection may take to send its PROXY header.
+    pub proxy_protocol_timeout: Duration,
     /// How long a closing connection may take to send the answers it owes.
     pub drain: Duration,
 }

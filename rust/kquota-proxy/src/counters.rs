@@ -7,6 +7,14 @@ use std::sync::atomic::AtomicU64;
 pub struct Counters {
     /// Connections refused at `max_connections`.
     pub refused: AtomicU64,
+    /// Connections closed for a missing, malformed, truncated or late PROXY protocol header.
+    pub proxy_header_refused: AtomicU64,
+    /// Connections accepted and not yet handed to a session (reading a PROXY header, or held for
+    /// an IP throttle): counted against `max_connections` with the sessions, so that silent or
+    /// throttled sockets cannot pile up without bound. A gauge, not a total.
+    pub pending_admission: AtomicU64,
+    /// Accepts held by the broker-wide or listener `max.connection.creation.rate`.
+    pub accept_delayed: AtomicU64,
     /// Produce requests whose rest was relayed cut-through.
     pub streamed_requests: AtomicU64,
     /// Fetch responses whose rest was relayed (or skipped) cut-through.

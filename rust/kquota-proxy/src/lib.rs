@@ -16,6 +16,7 @@
 //! - bytes in and out: [`io`] (reading frames), [`outbox`] (ordered writes with back-pressure),
 //!   [`relay`] (uninspected bytes spliced socket to socket).
 
+pub mod admission;
 pub mod bridge;
 pub mod brokers;
 pub mod config;

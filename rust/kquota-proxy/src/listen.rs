@@ -1,5 +1,6 @@
 //! Listeners: the bootstrap port and one port per broker, each accepting client connections
-//! (bounded by `max_connections`) into a session.
+//! (bounded by `max_connections`, paced and admitted by the connection quotas in `admission`)
+//! into a session.
 
 use std::net::TcpListener as StdListener;
 use std::sync::atomic::Ordering;
@@ -39,8 +40,8 @@ fn spawn_accept(shared: &Arc<Shared>, l: StdListener, node: i32) -> std::io::Res
 
 async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, node: i32) {
     loop {
-        let sock = match listener.accept().await {
-            Ok((sock, _)) => sock,
+        let (sock, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(_) => {
                 // Out of descriptors, say: back off instead of spinning.
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -50,20 +51,27 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, node: i32) {
         if shared.stopping.load(Ordering::Acquire) {
             return;
         }
-        if shared.conns.lock().unwrap().len() >= shared.cfg.max_connections {
+        let pending = shared.counters.pending_admission.load(Ordering::Relaxed) as usize;
+        if shared.conns.lock().unwrap().len() + pending >= shared.cfg.max_connections {
             shared.counters.refused.fetch_add(1, Ordering::Relaxed);
             continue;
         }
-        *shared.accepted.lock().unwrap().entry(node).or_insert(0) += 1;
         let Some(upstream) = shared.brokers.upstream(&shared.cfg, node) else {
             continue;
         };
+        // Kafka's acceptor: the broker-wide and listener rate hold this loop, not the connection.
+        crate::admission::hold_accept(&shared).await;
+        *shared.accepted.lock().unwrap().entry(node).or_insert(0) += 1;
         let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
-        tokio::spawn(crate::session::serve(
-            Arc::clone(&shared),
+        // The PROXY header and the per-IP quotas run on the connection's task, so that a slow
+        // or silent client never holds the listener.
+        let admitting = crate::admission::Admitting::new(&shared);
+        tokio::spawn(crate::admission::admit_and_serve(
+            admitting,
             id,
             node,
             sock,
+            peer,
             upstream,
         ));
     }

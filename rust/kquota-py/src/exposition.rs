@@ -32,6 +32,9 @@ pub fn family_name(group: &str, name: &str) -> String {
                 out.push('_');
             }
             out.push(c.to_ascii_lowercase());
+        } else if c == '-' {
+            // Kafka's `socket-server-metrics`: a Prometheus name has no '-'.
+            out.push('_');
         } else {
             out.push(c);
         }
@@ -70,6 +73,20 @@ fn push_value(out: &mut String, v: f64) {
     }
 }
 
+/// `{name="value",...}`, nothing for no labels.
+fn push_labels(out: &mut String, labels: &[(String, String)]) {
+    for (i, (name, value)) in labels.iter().enumerate() {
+        out.push(if i == 0 { '{' } else { ',' });
+        out.push_str(name);
+        out.push_str("=\"");
+        push_label_value(out, value);
+        out.push('"');
+    }
+    if !labels.is_empty() {
+        out.push('}');
+    }
+}
+
 struct Family {
     /// Prometheus family name (without `_total`), HELP text, counter or gauge.
     name: String,
@@ -80,10 +97,14 @@ struct Family {
     end: usize,
 }
 
+/// A row beside the snapshot: `(group, name, labels, value)`; the labels are Prometheus label
+/// names and values (`ip`, `listener`, ...), none for a per-type value.
+pub type ExtraRow = (String, String, Vec<(String, String)>, f64);
+
 struct Stream {
     snap: PyMetricsSnapshot,
-    /// `(group, name, value)` rows after the snapshot's (delay queues, watcher, budget).
-    extra: Vec<(String, String, f64)>,
+    /// Rows after the snapshot's (delay queues, watcher, budget, connection quotas).
+    extra: Vec<ExtraRow>,
     families: Vec<Family>,
     /// Entry indices grouped by family: `< snap.flat.len()` a snapshot value, else an extra row.
     order: Vec<u32>,
@@ -94,7 +115,7 @@ struct Stream {
 impl Stream {
     fn new(
         snap: PyMetricsSnapshot,
-        extra: Vec<(String, String, f64)>,
+        extra: Vec<ExtraRow>,
         help: &HashMap<String, String>,
     ) -> Self {
         let n = snap.flat.len();
@@ -105,7 +126,7 @@ impl Stream {
             .flat
             .iter()
             .map(|f| (f.group, f.name))
-            .chain(extra.iter().map(|(g, m, _)| (g.as_str(), m.as_str())));
+            .chain(extra.iter().map(|(g, m, _, _)| (g.as_str(), m.as_str())));
         for (g, m) in entries {
             let next = keys.len();
             let fam = *index.entry((g, m)).or_insert(next);
@@ -195,7 +216,11 @@ impl Stream {
                         }
                         f.value
                     }
-                    None => self.extra[e - self.snap.flat.len()].2,
+                    None => {
+                        let (_, _, labels, value) = &self.extra[e - self.snap.flat.len()];
+                        push_labels(&mut out, labels);
+                        *value
+                    }
                 };
                 out.push(' ');
                 push_value(&mut out, value);
@@ -228,14 +253,14 @@ impl PyPrometheusStream {
     }
 }
 
-/// The exposition of every metric plus `extra` per-type values (``(group, name, value)``) as a
+/// The exposition of every metric plus `extra` rows (``(group, name, labels, value)``) as a
 /// stream of chunks; ``help`` maps Kafka metric names to HELP texts. The snapshot is taken and
 /// indexed with the GIL released.
 pub fn stream(
     py: Python<'_>,
     kernel: Arc<QuotaKernel>,
     now_ms: Option<i64>,
-    extra: Vec<(String, String, f64)>,
+    extra: Vec<ExtraRow>,
     help: HashMap<String, String>,
 ) -> PyQuotaResult<PyPrometheusStream> {
     let stream = py.detach(move || {

@@ -360,13 +360,14 @@ impl PyQuotaKernel {
         Ok(py.detach(move || k.metrics_snapshot(ms(now_ms)).map(PyMetricsSnapshot::compact))?)
     }
 
-    /// The Prometheus exposition of every metric plus ``extra`` ``(group, name, value)`` rows,
+    /// The Prometheus exposition of every metric plus ``extra`` ``(group, name, labels, value)``
+    /// rows (labels: ``[(label, value), ...]``),
     /// as a stream of ``bytes`` chunks; ``help`` maps Kafka metric names to HELP texts.
     fn _prometheus_stream(
         &self,
         py: Python<'_>,
         now_ms: Option<Int>,
-        extra: Vec<(String, String, f64)>,
+        extra: Vec<crate::exposition::ExtraRow>,
         help: HashMap<String, String>,
     ) -> PyQuotaResult<PyPrometheusStream> {
         crate::exposition::stream(py, Arc::clone(&self.kernel), ms(now_ms), extra, help)

@@ -165,7 +165,8 @@ impl PyProxyDataPlane {
     #[pyo3(signature = (
         kernel, bridge, *, bootstrap, listen_host, listen_port, advertised_host, flexible_from,
         throttle_first, parsed_versions, python_keys, exempt_keys, max_frame_bytes, max_connections, max_inflight,
-        quota_window_ms, request_log, threads=1, drain_seconds=5.0
+        quota_window_ms, request_log, threads=1, drain_seconds=5.0, proxy_protocol=false,
+        proxy_protocol_timeout_ms=10000
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -187,6 +188,8 @@ impl PyProxyDataPlane {
         request_log: bool,
         threads: i64,
         drain_seconds: f64,
+        proxy_protocol: bool,
+        proxy_protocol_timeout_ms: i64,
     ) -> PyQuotaResult<Self> {
         if !(drain_seconds.is_finite() && drain_seconds >= 0.0) {
             return Err(invalid_argument(format!(
@@ -218,6 +221,8 @@ impl PyProxyDataPlane {
             quota_window_ms: positive(quota_window_ms, "quota_window_ms")? as u64,
             request_log,
             drain: Duration::from_secs_f64(drain_seconds),
+            proxy_protocol,
+            proxy_protocol_timeout: Duration::from_millis(positive(proxy_protocol_timeout_ms, "proxy_protocol_timeout_ms")? as u64),
         };
         Ok(PyProxyDataPlane {
             cfg,
@@ -327,7 +332,8 @@ impl PyProxyDataPlane {
     }
 
     /// Counters and maps: connections, refused_connections, streamed_requests,
-    /// streamed_responses, accepted, broker_ports, brokers, request_log_dropped.
+    /// streamed_responses, accepted, broker_ports, brokers, request_log_dropped,
+    /// proxy_header_refused, accept_delayed.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         use std::sync::atomic::Ordering::Relaxed;
         let d = PyDict::new(py);
@@ -336,12 +342,15 @@ impl PyProxyDataPlane {
         let brokers = PyDict::new(py);
         let shared = self.shared();
         let (mut conns, mut refused, mut sreq, mut sresp, mut dropped) = (0usize, 0u64, 0u64, 0u64, 0u64);
+        let (mut header_refused, mut delayed) = (0u64, 0u64);
         if let Some(s) = &shared {
             conns = s.conns.lock().unwrap().len();
             refused = s.counters.refused.load(Relaxed);
             sreq = s.counters.streamed_requests.load(Relaxed);
             sresp = s.counters.streamed_responses.load(Relaxed);
             dropped = s.counters.log_dropped.load(Relaxed);
+            header_refused = s.counters.proxy_header_refused.load(Relaxed);
+            delayed = s.counters.accept_delayed.load(Relaxed);
             for (node, n) in s.accepted.lock().unwrap().iter() {
                 accepted.set_item(node, n)?;
             }
@@ -358,6 +367,8 @@ impl PyProxyDataPlane {
         d.set_item("broker_ports", ports)?;
         d.set_item("brokers", brokers)?;
         d.set_item("request_log_dropped", dropped)?;
+        d.set_item("proxy_header_refused", header_refused)?;
+        d.set_item("accept_delayed", delayed)?;
         Ok(d)
     }
 

@@ -1,0 +1,165 @@
+//! Connection quotas at accept (KIP-612), in the order of Kafka's `Acceptor` and
+//! `ConnectionQuotas.inc`: the broker-wide and listener rate hold the accept loop
+//! ([`hold_accept`]); then, per connection and off the accept loop, the client's address (the
+//! peer's, or the PROXY protocol header's where the listener takes it), the per-IP rate (a
+//! throttled connection is held, then closed, never served) and count (refused at once), and
+//! the release of a counted connection when it ends ([`admit_and_serve`]).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use quota_core::ip_address::canonical_ip;
+use quota_core::Admission;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+
+use crate::proxy_protocol::{self, ProxiedAddress, ProxyHeaderError, MAX_HEADER_BYTES};
+use crate::shared::Shared;
+
+/// The kernel's listener name for the proxy's listeners (the bootstrap and broker ports are one
+/// Kafka listener: one rate, one `listener.name.<l>.*` set of limits).
+pub const LISTENER: &str = "PLAINTEXT";
+/// How often a listener at `max.connections` looks for a free slot (Kafka waits on a condition
+/// signalled by `dec`; a short poll keeps the kernel free of async wakers).
+const SLOT_POLL: Duration = Duration::from_millis(5);
+/// Bytes peeked at a time while reading a PROXY header (a v2 header may be 64 KiB).
+const PEEK_CHUNK: usize = 4096;
+
+/// Step 1, on the accept loop: records the connection into the broker-wide and listener rates
+/// and holds the loop for the delay (as Kafka blocks its acceptor thread), then while the
+/// listener or the proxy is at the kernel's `max.connections`. Nothing is refused here.
+pub async fn hold_accept(shared: &Shared) {
+    let delay = shared.kernel.connections.record_accept(LISTENER, None).unwrap_or(0);
+    if delay > 0 {
+        shared.counters.accept_delayed.fetch_add(1, Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_millis(delay as u64)).await;
+    }
+    while !shared.kernel.connections.slot_available(LISTENER) && !shared.stopping.load(Ordering::Acquire) {
+        tokio::time::sleep(SLOT_POLL).await;
+    }
+}
+
+/// A connection the kernel counted for `ip`: counted down when dropped, however the session ends.
+struct Counted {
+    shared: Arc<Shared>,
+    ip: IpAddr,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.shared.kernel.connections.release(self.ip, LISTENER);
+    }
+}
+
+/// An accepted connection not yet handed to its session (`Counters::pending_admission`, which
+/// the accept loop counts against `max_connections`): counted down when dropped.
+pub struct Admitting {
+    shared: Arc<Shared>,
+}
+
+impl Admitting {
+    pub fn new(shared: &Arc<Shared>) -> Self {
+        shared.counters.pending_admission.fetch_add(1, Ordering::Relaxed);
+        Admitting { shared: Arc::clone(shared) }
+    }
+}
+
+impl Drop for Admitting {
+    fn drop(&mut self) {
+        self.shared.counters.pending_admission.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Steps 2 and 3 for one accepted socket, then its session: the client's address, the per-IP
+/// rate and count, and the release when the session ends.
+pub async fn admit_and_serve(
+    admitting: Admitting,
+    id: u64,
+    node: i32,
+    mut sock: TcpStream,
+    peer: SocketAddr,
+    upstream: (String, u16),
+) {
+    let shared = Arc::clone(&admitting.shared);
+    let ip = match client_address(&shared, &mut sock, peer).await {
+        Ok(ip) => ip,
+        Err(why) => {
+            shared.counters.proxy_header_refused.fetch_add(1, Ordering::Relaxed);
+            shared.bridge.on_close(id, Some(format!("connection from {peer} refused: {why}")));
+            return;
+        }
+    };
+    match shared.kernel.connections.admit(ip, LISTENER, None) {
+        Ok(Admission::Accepted) => {
+            let _counted = Counted { shared: Arc::clone(&shared), ip };
+            drop(admitting);
+            crate::session::serve(shared, id, node, sock, upstream).await;
+        }
+        Ok(Admission::Throttled { throttle_ms }) => {
+            // Kafka's ConnectionThrottledException: the socket is held for the throttle, then
+            // closed unserved, so a reconnect storm is slowed by its own closes.
+            shared.bridge.on_close(
+                id,
+                Some(format!("connection from {ip} throttled {throttle_ms} ms by its connection_creation_rate, then closed")),
+            );
+            tokio::time::sleep(Duration::from_millis(throttle_ms as u64)).await;
+        }
+        Ok(Admission::TooManyConnections { max }) => {
+            shared.bridge.on_close(id, Some(format!("too many connections from {ip} (maximum = {max})")));
+        }
+        Err(e) => shared.bridge.on_close(id, Some(format!("connection from {ip} not admitted: {e}"))),
+    }
+}
+
+/// The address the IP quotas, the log and the metrics use: the peer's, or on a listener taking
+/// the PROXY protocol the client's from the header (read within the configured deadline).
+async fn client_address(shared: &Shared, sock: &mut TcpStream, peer: SocketAddr) -> Result<IpAddr, String> {
+    if !shared.cfg.proxy_protocol {
+        return Ok(canonical_ip(peer.ip()));
+    }
+    let limit = shared.cfg.proxy_protocol_timeout;
+    match tokio::time::timeout(limit, read_proxy_header(sock)).await {
+        Err(_) => Err(format!("no complete PROXY protocol header within {} ms", limit.as_millis())),
+        Ok(Err(why)) => Err(why),
+        Ok(Ok(ProxiedAddress::Proxied { source, .. })) => Ok(canonical_ip(source.ip())),
+        // LOCAL / UNKNOWN: the balancer speaking for itself; its own address stands.
+        Ok(Ok(ProxiedAddress::Local)) => Ok(canonical_ip(peer.ip())),
+    }
+}
+
+/// Reads exactly the PROXY header off `sock`, leaving the Kafka bytes after it unread: bytes are
+/// peeked, and consumed only once the parser has placed them inside the header (every byte of
+/// an incomplete header is the header's, so consuming them is safe).
+pub async fn read_proxy_header(sock: &mut TcpStream) -> Result<ProxiedAddress, String> {
+    let mut got: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; PEEK_CHUNK];
+    loop {
+        let room = (MAX_HEADER_BYTES - got.len()).min(PEEK_CHUNK);
+        let n = sock.peek(&mut chunk[..room]).await.map_err(|e| format!("reading the PROXY protocol header: {e}"))?;
+        if n == 0 {
+            return Err(if got.is_empty() {
+                "closed before a PROXY protocol header".into()
+            } else {
+                format!("PROXY protocol header truncated after {} bytes", got.len())
+            });
+        }
+        let before = got.len();
+        got.extend_from_slice(&chunk[..n]);
+        match proxy_protocol::parse(&got) {
+            Ok(header) => {
+                let rest = header.length - before;
+                sock.read_exact(&mut chunk[..rest]).await.map_err(|e| e.to_string())?;
+                return Ok(header.address);
+            }
+            Err(ProxyHeaderError::Incomplete) if got.len() < MAX_HEADER_BYTES => {
+                sock.read_exact(&mut chunk[..n]).await.map_err(|e| e.to_string())?;
+            }
+            Err(ProxyHeaderError::Incomplete) => {
+                return Err(format!("PROXY protocol header longer than {MAX_HEADER_BYTES} bytes"))
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
