@@ -72,11 +72,14 @@ def rate_over(rows: list[tuple[int, float]], t0_ms: int, start_s: float, end_s: 
     return sum(v for t, v in rows if lo <= t < hi) / (end_s - start_s)
 
 
-def first_burst(rows: list[tuple[int, float]], t0_ms: int, window_ms: int) -> float:
-    """Bytes recorded in the client's first quota window (Kafka lets a new client send about
-    ``quota * (window_num - 1) * window`` at once: the rate of an empty sensor is taken over
-    ``window_num - 1`` windows)."""
-    return sum(v for t, v in rows if t < t0_ms + window_ms)
+def first_burst(rows: list[tuple[int, float]], window_ms: int) -> float:
+    """Bytes recorded in the first sample window from the client's first record (Kafka lets a
+    new client send about ``quota * (window_num - 1) * window`` at once: the rate of an empty
+    sensor is taken over ``window_num - 1`` windows)."""
+    if not rows:
+        return 0.0
+    t0 = min(t for t, _ in rows)
+    return sum(v for t, v in rows if t < t0 + window_ms)
 
 
 def closed_loop(sizes: list[float], role: str, quota: float, window_num: int, start_s: float, end_s: float,
@@ -137,7 +140,7 @@ def _kafka_python_producer(address: str, cell: Cell, topic: str) -> None:
             pass
     try:
         p.close(timeout=0)
-    except KafkaTimeoutError:  # unsent batches are dropped
+    except Exception:  # noqa: BLE001 (unsent batches are dropped; the measurement is over)
         pass
 
 
@@ -213,7 +216,7 @@ def client(kind: str, role: str) -> Callable[[str, Cell, str], None]:
     return {
         "confluent": lambda a, c, t: _confluent_consumer(a, c, t, {}),
         "confluent-64k": lambda a, c, t: _confluent_consumer(
-            a, c, t, {"fetch.max.bytes": 65536, "max.partition.fetch.bytes": 65536}),
+            a, c, t, {"fetch.max.bytes": 65536, "max.partition.fetch.bytes": 65536, "message.max.bytes": 65536}),
         "aiokafka": _aiokafka_consumer,
         "kafka-python": _kafka_python_consumer,
     }[kind]
@@ -260,7 +263,8 @@ def run_cells(broker: Any, cells: list[Cell], window_num: int, end_s: float, top
                 proc.kill()
                 _, err = proc.communicate()
             if proc.returncode != 0:
-                c.error.append(err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {proc.returncode}"])
+                c.error.append(" | ".join(err.decode(errors="replace").strip().splitlines()[-3:])
+                               or f"exit {proc.returncode}")
     finally:
         for _, proc in procs:
             if proc.poll() is None:
@@ -296,7 +300,7 @@ def measure(cell: Cell, rows: RequestRows, window_num: int, start_s: float, end_
     rate = rate_over(mine, cell.start_ms, start_s, end_s) / cell.quota
     ref = closed_loop(sizes, cell.role, cell.quota, window_num, start_s, end_s)
     allowance = cell.quota * (window_num - 1)
-    burst = first_burst(mine, cell.start_ms, 1000) / allowance
+    burst = first_burst(mine, 1000) / allowance
     return Result(cell, rate, ref, burst, len(mine))
 
 
