@@ -76,7 +76,7 @@ def main() -> None:
         "# Accuracy: real clients flat out through `kquota proxy`",
         "",
         f"Run {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.machine()}, "
-        f"{os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f} at the end); tansu 0.6 behind the native "
+        f"{os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f} at the start); tansu 0.6 behind the native "
         f"plane; quota.window.num={WINDOW_NUM}, 1 s windows; "
         f"all clients of a rate at once, each its own client id and quota. `rate` is the bytes the proxy "
         f"recorded (request bytes for Produce, response bytes for Fetch) from {START_S:.0f} s over the "

@@ -321,7 +321,18 @@ def render(report: dict) -> str:
                          f"{ratio} | {'; '.join(note)} |")
         lines.append("")
     lines += proxy_lines()
+    lines += accuracy_lines()
     return "\n".join(lines)
+
+
+def accuracy_lines() -> list:
+    """A pointer to ``accuracy.md`` (``bench_accuracy.py``, run separately), if present."""
+    if not os.path.exists(os.path.join(RESULTS, "accuracy.md")):
+        return []
+    return ["## Accuracy: real clients flat out through the proxy, against Kafka's closed loop", "",
+            "`benches/bench_accuracy.py`, run separately: each producer and consumer kind at 100 KB/s, 1 MB/s "
+            "and 10 MB/s next to the kernel's closed-loop replay of the same requests; see "
+            "[accuracy.md](accuracy.md).", ""]
 
 
 def proxy_lines() -> list:
