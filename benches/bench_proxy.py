@@ -69,7 +69,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "support"))
 
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402 (after sys.path)
 from proxy_support import Tansu, make_topic, free_port, wait_port  # noqa: E402
@@ -165,7 +165,7 @@ class MockBroker:
     delays), which puts its 10k msg/s p99 rows' resolution above the 1 ms target."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", MOCK, os.path.join(os.path.dirname(HERE), "tests")],
+        self.proc = subprocess.Popen([sys.executable, "-c", MOCK, os.path.join(os.path.dirname(HERE), "tests", "support")],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.address = self.proc.stdout.readline().strip()
         if not self.address:

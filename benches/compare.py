@@ -24,7 +24,7 @@ import sys
 import time
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-for _p in (_HERE, os.path.join(os.path.dirname(_HERE), "tests")):
+for _p in (_HERE, os.path.join(os.path.dirname(_HERE), "tests", "support")):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
@@ -368,7 +368,7 @@ ROWS = [
      "empty_handle_untyped", b_mutation_handle),
     ("kquota_batch_replay", "kquota", "batch replay `kquota.pipeline.replay.replay` (100k requests per batch), per request",
      "kquota_named", b_batch_replay),
-    ("oracle", "peer", "pure-Python oracle (tests/oracle.py), named, explicit `now_ms`",
+    ("oracle", "peer", "pure-Python oracle (tests/support/oracle.py), named, explicit `now_ms`",
      "kquota_named_now", b_oracle),
     ("limits_fixed", "peer", "`limits` FixedWindowRateLimiter, MemoryStorage: `hit(item, user, client_id)`",
      "kquota_named", peers.limits_builder("fixed")),

@@ -21,7 +21,7 @@ import pytest
 import kquota
 from proxy_support import Tansu, make_topic, wait_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 CP = f"cp{sys.version_info.major}{sys.version_info.minor}"
 

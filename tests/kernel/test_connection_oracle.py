@@ -1,5 +1,5 @@
 """The connection quotas against a model written from Kafka's ``ConnectionQuotas`` source on the
-oracle's own ``Rate`` (tests/oracle.py's ``_RateSensor``, Kafka's ``SampledStat`` + ``Rate``):
+oracle's own ``Rate`` (tests/support/oracle.py's ``_RateSensor``, Kafka's ``SampledStat`` + ``Rate``):
 random connection timelines from several addresses, quotas altered on the way, the broker-wide
 rate; every throttle, delay, refusal, count and measured rate must agree."""
 

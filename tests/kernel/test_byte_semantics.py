@@ -2,7 +2,7 @@
 
 One case per rule of docs/semantics.md and docs/semantics-notes.md. Unless a test needs
 a kquota-only API, every case runs against both the kquota kernel and the pure-Python oracle
-(tests/oracle.py), and for both byte-rate quota types.
+(tests/support/oracle.py), and for both byte-rate quota types.
 """
 
 import math

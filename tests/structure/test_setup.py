@@ -7,7 +7,7 @@ import pathlib
 import re
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 
 
@@ -50,10 +50,10 @@ def _test_extra():
 
 
 def _third_party_imports():
-    local = {p.stem for d in ("tests", "benches") for p in (ROOT / d).glob("*.py")} | {"kquota"}
+    local = {p.stem for d in ("tests", "benches") for p in (ROOT / d).rglob("*.py")} | {"kquota"}
     found = {}
     for d in ("tests", "benches"):
-        for path in (ROOT / d).glob("*.py"):
+        for path in (ROOT / d).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 names = []
                 if isinstance(node, ast.Import):

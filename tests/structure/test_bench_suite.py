@@ -20,7 +20,7 @@ import kquota
 
 pytest.importorskip("pytest_benchmark")
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCHES = os.path.join(REPO, "benches")
 
 

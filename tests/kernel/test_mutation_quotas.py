@@ -2,7 +2,7 @@
 
 One case per rule of docs/semantics.md and docs/semantics-notes.md ("Controller-mutation
 quotas"). Cases that only use the public per-request API run against both the kquota kernel and
-the pure-Python oracle (tests/oracle.py); validation, error and sensor-count cases are
+the pure-Python oracle (tests/support/oracle.py); validation, error and sensor-count cases are
 kquota-only.
 """
 

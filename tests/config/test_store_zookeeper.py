@@ -19,7 +19,7 @@ from kquota.watcher import QuotaConfigWatcher
 
 E = ClientQuotaEntity
 HERE = os.path.dirname(os.path.abspath(__file__))
-SAMPLES = os.path.join(HERE, "fixtures", "kip55", "kip55_samples.json")
+SAMPLES = os.path.join(HERE, os.pardir, "fixtures", "kip55", "kip55_samples.json")
 WAIT = 30
 
 

@@ -108,11 +108,11 @@ def test_sqlite_large_alter_resyncs(tmp_path):
 
 
 class Proc:
-    """A watcher subprocess (tests/watcher_proc.py) and the JSON states it prints."""
+    """A watcher subprocess (tests/support/watcher_proc.py) and the JSON states it prints."""
 
     def __init__(self, url):
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.p = subprocess.Popen([sys.executable, os.path.join(HERE, "watcher_proc.py"), url], stdin=subprocess.PIPE,
+        self.p = subprocess.Popen([sys.executable, os.path.join(HERE, os.pardir, "support", "watcher_proc.py"), url], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self.lines = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()

@@ -2,7 +2,7 @@
 
 One case per rule of docs/semantics.md and docs/semantics-notes.md ("Request-time
 quotas"). Cases that only use the public per-request API run against both the kquota kernel and
-the pure-Python oracle (tests/oracle.py); cases about validation, errors and sensor counts are
+the pure-Python oracle (tests/support/oracle.py); cases about validation, errors and sensor counts are
 kquota-only.
 """
 

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 ZK_ENV = "KQUOTA_TEST_ZK"
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def zk_address():

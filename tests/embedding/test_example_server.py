@@ -17,7 +17,7 @@ from kquota import ClientQuotaType as Q
 pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "examples" / "throttled_server.py"
+EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "throttled_server.py"
 
 
 def load_example():

@@ -179,7 +179,7 @@ def test_readme_embedding_section_runs():
     import pathlib
     import re
 
-    page = pathlib.Path(__file__).resolve().parent.parent / "docs" / "guides" / "embedding.md"
+    page = pathlib.Path(__file__).resolve().parents[2] / "docs" / "guides" / "embedding.md"
     text = page.read_text()
     assert text.startswith("# Embedding: metrics, throttled channels, expiry\n")
     first, roundtrip = re.findall(r"```python\n(.*?)```", text, re.S)[:2]

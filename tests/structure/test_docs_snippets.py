@@ -15,7 +15,7 @@ import tokenize
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 #: Blocks that may be marked ``<!-- no-run: ... -->`` (those needing a cluster or a broker).
 MAX_NO_RUN = 1

@@ -5,7 +5,7 @@ import ast
 import pathlib
 import re
 
-PAGE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "guides" / "callbacks.md"
+PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "guides" / "callbacks.md"
 
 
 def section_blocks():

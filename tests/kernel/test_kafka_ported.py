@@ -35,7 +35,7 @@ How a Kafka test becomes a kquota test:
 #   ControllerMutationQuotaManagerTest, ControllerMutationQuotaTest        mutation quotas
 #   ThrottledChannelTest, ThrottledChannelExpirationTest    delay queue / callbacks
 #   CustomQuotaCallbackTest                                 KIP-257 callbacks
-# Already ported in tests/test_byte_semantics.py (not duplicated)
+# Already ported in tests/kernel/test_byte_semantics.py (not duplicated)
 #   ClientQuotaManagerTest.testQuotaConfigPrecedence; the byte-rate assertions of
 #   testQuotaViolation (0 x 10, 2100 ms, 0 at the end). Only its unasserted middle part (the
 #   throttles while the burst rolls over) and its Kafka 2.x static-default form are added here.

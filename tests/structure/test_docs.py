@@ -7,7 +7,7 @@ import re
 
 import kquota
 
-README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_readme_quick_start_runs():

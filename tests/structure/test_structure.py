@@ -6,7 +6,7 @@ import ast
 import pathlib
 import re
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PYTHON = ROOT / "python"
 MAX_MODULE_LINES = 500
 

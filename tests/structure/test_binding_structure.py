@@ -4,7 +4,7 @@ the module definition, and kernel errors mapped in one place (no per-call ``to_p
 import pathlib
 import re
 
-SRC = pathlib.Path(__file__).resolve().parent.parent / "rust" / "kquota-py" / "src"
+SRC = pathlib.Path(__file__).resolve().parents[2] / "rust" / "kquota-py" / "src"
 MAX_LINES = 500
 
 

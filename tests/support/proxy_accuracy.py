@@ -1,7 +1,7 @@
 """How closely real clients flat out through ``kquota proxy`` track their quota, next to the
 kernel's closed-loop reference: what Kafka's broker gives a client that sends one request, waits
 for its answer and throttle, then sends the next (shared by ``benches/bench_accuracy.py`` and
-``tests/test_proxy_accuracy.py``).
+``tests/proxy/test_proxy_accuracy.py``).
 
 A cell is one client kind at one quota. Its rate is the bytes the proxy recorded for the client
 (its request log: request bytes for Produce, response bytes for Fetch, as the quota counts them)
