@@ -112,7 +112,8 @@ class Proc:
 
     def __init__(self, url):
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.p = subprocess.Popen([sys.executable, os.path.join(HERE, os.pardir, "support", "watcher_proc.py"), url], stdin=subprocess.PIPE,
+        proc = os.path.join(HERE, os.pardir, "support", "watcher_proc.py")
+        self.p = subprocess.Popen([sys.executable, proc, url], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self.lines = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()

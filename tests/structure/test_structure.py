@@ -263,3 +263,32 @@ def test_the_request_log_schema_has_one_definition() -> None:
     found = [str(p.relative_to(ROOT)) for p in sorted((PYTHON / "kquota").rglob("*.py"))
              if p.name != "request_log.py" and columns.search(p.read_text(encoding="utf-8"))]
     assert found == []
+
+
+# ------------------------------------------------------------------------- tests and benches
+
+#: The folders of tests/ (issue 32): one per area, the helpers in support/, data in fixtures/.
+TEST_AREAS = frozenset({"kernel", "config", "proxy", "pipeline", "plugins", "embedding", "structure",
+                        "support", "fixtures"})
+
+
+def _over_bound(paths) -> dict[str, int]:
+    return {str(p.relative_to(ROOT)): n for p in paths
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+
+
+def test_no_test_or_bench_file_over_500_lines():
+    """The sources' bound holds for tests/ and benches/ too: a test file is split by concept."""
+    long = _over_bound(sorted((ROOT / "tests").rglob("*.py")) + sorted((ROOT / "benches").rglob("*.py")))
+    assert long == {}, f"test or bench files over {MAX_MODULE_LINES} lines: {long}"
+
+
+def test_tests_are_grouped_by_area():
+    """tests/ holds only conftest.py and the area folders; test files live in an area, helpers in
+    support/ (imported by bare name), never at the top or in support/ itself."""
+    tests = ROOT / "tests"
+    top = sorted(p.name for p in tests.iterdir() if p.name not in ("__pycache__", "conftest.py") and p.name[0] != "."
+                 and not (p.is_dir() and p.name in TEST_AREAS))
+    assert top == [], f"tests/ entries outside the area folders {sorted(TEST_AREAS)}: {top}"
+    misplaced = sorted(str(p.relative_to(ROOT)) for p in (tests / "support").rglob("test_*.py"))
+    assert misplaced == [], f"test files in tests/support/: {misplaced}"
