@@ -36,7 +36,7 @@ missing=()
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeperd)
 # The HTML report is checked in a real browser (tests/pipeline/test_report_html.py).
 command -v chromium >/dev/null || missing+=(chromium)
-# A real librdkafka command-line client for the proxy tests (tests/test_proxy_*.py).
+# A real librdkafka command-line client for the proxy tests (tests/proxy/test_proxy_*.py).
 command -v kcat >/dev/null || missing+=(kcat)
 # A real TLS endpoint in front of tansu for the TLS tests (tests/support/tls_support.py).
 command -v stunnel4 >/dev/null || missing+=(stunnel4)
