@@ -11,7 +11,7 @@ same request sizes over the same window (what a broker gives a client that sends
 a time and waits out each throttle), and the first window's burst against Kafka's allowance
 (``quota * (window_num - 1)`` s). The window starts at 12 s and is long enough that one request
 is at most 1/20 of the bytes measured and that several of Kafka's sample-expiry periods fall in
-it (see ``tests/proxy_accuracy.py`` for why a 30 s window swings with the phase).
+it (see ``tests/support/proxy_accuracy.py`` for why a 30 s window swings with the phase).
 
 Run: ``python benches/bench_accuracy.py [--rates 100000,1000000,10000000] [--window S]``.
 """
@@ -25,7 +25,7 @@ import platform
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "support"))
 
 from proxy_accuracy import CONSUMERS, PRODUCERS, Cell, measure, preload, run_cells  # noqa: E402
 from proxy_support import Tansu, make_topic  # noqa: E402

@@ -19,7 +19,7 @@ import sys
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
 #: Where reports are written; ``KQ_BENCH_RESULTS_DIR`` redirects them (the smoke test in
-#: ``tests/test_bench_suite.py`` writes to a temporary directory, never over committed results).
+#: ``tests/structure/test_bench_suite.py`` writes to a temporary directory, never over committed results).
 RESULTS_DIR = os.environ.get("KQ_BENCH_RESULTS_DIR") or os.path.join(BENCH_DIR, "results")
 JSON_PATH = os.path.join(RESULTS_DIR, "python_record.json")
 MD_PATH = os.path.join(RESULTS_DIR, "python_record.md")

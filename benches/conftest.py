@@ -1,6 +1,6 @@
 """Benchmark session setup and the results writer.
 
-* puts ``benches/`` (for ``bench_support``) and ``tests/`` (for the oracle) on ``sys.path``;
+* puts ``benches/`` (for ``bench_support``) and ``tests/support/`` (for the oracle) on ``sys.path``;
 * at session end, turns the medians stored by the benchmarks into ratios against the targets and
   writes ``benches/results/python_record.json`` and ``.md`` -- only when every variant a target
   needs was measured in this run (a ``-k`` subset or ``--benchmark-disable`` run writes nothing,
@@ -15,7 +15,7 @@ import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-for _p in (_HERE, os.path.join(os.path.dirname(_HERE), "tests")):
+for _p in (_HERE, os.path.join(os.path.dirname(_HERE), "tests", "support")):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 

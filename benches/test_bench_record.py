@@ -28,7 +28,7 @@ pytest.importorskip("pytest_benchmark")
 
 import kquota  # noqa: E402
 from kquota import _kquota  # noqa: E402
-from oracle import OracleQuotaManager  # noqa: E402  (tests/oracle.py, path set in conftest.py)
+from oracle import OracleQuotaManager  # noqa: E402  (tests/support/oracle.py, path set in conftest.py)
 
 from bench_support import CALLS, PASSES, ROUNDS, WARMUP_ROUNDS, record_result  # noqa: E402
 

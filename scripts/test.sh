@@ -11,9 +11,9 @@
 #    skip, without it);
 # 4. static checks: ruff, cargo clippy (warnings are errors), mypy's stubtest of the
 #    hand-written stub of the native module, and the documentation site (`mkdocs build --strict`
-#    into a temporary directory, which tests/test_docs_site.py then reads);
+#    into a temporary directory, which tests/structure/test_docs_site.py then reads);
 # 5. the Rust kernel's own tests, then the Python suite.
-# Extra pytest arguments are passed on: `bash scripts/test.sh tests/test_cli.py -x`.
+# Extra pytest arguments are passed on: `bash scripts/test.sh tests/pipeline/test_cli.py -x`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
@@ -34,11 +34,11 @@ section "system packages"
 missing=()
 # (the package's own service, if it starts, listens on 2181: no clash with ours)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeperd)
-# The HTML report is checked in a real browser (tests/test_report_html.py).
+# The HTML report is checked in a real browser (tests/pipeline/test_report_html.py).
 command -v chromium >/dev/null || missing+=(chromium)
-# A real librdkafka command-line client for the proxy tests (tests/test_proxy_*.py).
+# A real librdkafka command-line client for the proxy tests (tests/proxy/test_proxy_*.py).
 command -v kcat >/dev/null || missing+=(kcat)
-# A real TLS endpoint in front of tansu for the TLS tests (tests/tls_support.py).
+# A real TLS endpoint in front of tansu for the TLS tests (tests/support/tls_support.py).
 command -v stunnel4 >/dev/null || missing+=(stunnel4)
 # Spark (the pipeline tests) and ZooKeeper run on Java 17+.
 command -v java >/dev/null || missing+=(default-jre-headless)

@@ -1,0 +1,97 @@
+"""A ``kquota proxy`` process for the tests (the CLI as an operator runs it), and the capture ->
+recommend -> apply -> enforced loop the README describes, shared by the proxy and configs tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from proxy_support import VALUE, Meter, Tansu, free_port, make_topic, produce_loop, wait_port
+
+
+def start_proxy(broker: Tansu, tmp_path, *extra: str) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", broker.address,
+         "--listen", f"127.0.0.1:{port}", "--store", f"sqlite:///{tmp_path}/q.db", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        wait_port(port, 20)
+    except TimeoutError:
+        proc.kill()
+        raise AssertionError(proc.communicate()[1].decode())
+    return proc, port
+
+
+def stop_proxy(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> tuple[int, str]:
+    """Stops the proxy with ``sig``; its exit status and stderr."""
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    return proc.returncode, err.decode()
+
+
+def capture_and_recommend(broker, tmp_path, seconds: int = 4) -> tuple[str, Path, float]:
+    """A client ``paced`` producing a steady ~100 KB/s through a ``kquota proxy --request-log``
+    for ``seconds``, then ``kquota pipeline usage`` and ``recommend`` (p99 x 1.2, per client-id):
+    (the topic, the recommendation directory, paced's recommended producer_byte_rate)."""
+    from confluent_kafka import Producer
+
+    from kquota.cli import main
+    from kquota.config_file import load_quota_config
+
+    capture, usage, rec = tmp_path / "capture", tmp_path / "usage", tmp_path / "rec"
+    proc, port = start_proxy(broker, tmp_path, "--request-log", str(capture))
+    try:
+        address = f"127.0.0.1:{port}"
+        topic = make_topic(address)
+        p = Producer({"bootstrap.servers": address, "client.id": "paced", "linger.ms": 5})
+        t0 = time.monotonic()
+        for tick in range(1, 10 * seconds + 1):  # 10 messages every 0.1 s on a fixed schedule
+            for _ in range(10):
+                p.produce(topic, VALUE)
+            p.poll(0)
+            time.sleep(max(0.0, t0 + tick * 0.1 - time.monotonic()))
+        assert p.flush(15) == 0
+        del p  # gone before its proxy: it would keep reconnecting
+    finally:
+        code, err = stop_proxy(proc)
+    assert code == 0, err
+    assert main(["pipeline", "usage", "--input", str(capture), "--out", str(usage)]) == 0
+    assert main(["pipeline", "recommend", "--usage", str(usage), "--out", str(rec), "--level", "client-id",
+                 "--percentile", "99", "--headroom", "1.2"]) == 0
+    recommended = {entity.entries["client-id"]: config for entity, config in load_quota_config(rec / "quotas.json")}
+    quota = recommended["paced"]["producer_byte_rate"]
+    # 10 requests of 10 x 1 KB a second, each with its headers (~102 KB/s), x 1.2 headroom.
+    assert 100_000 <= quota <= 160_000, recommended
+    return topic, rec, quota
+
+
+def assert_enforced_once_applied(broker, tmp_path, topic: str, quota: float, apply, *proxy_args: str) -> None:
+    """``paced`` producing as fast as it can through a new proxy: ``apply(address)`` (which
+    writes the quota) holds it to ``quota`` within a few seconds, with throttle times sent."""
+    proc, port = start_proxy(broker, tmp_path, "--quota-window-num", "2", *proxy_args)
+    meter, stop = Meter(), threading.Event()
+    producer = threading.Thread(target=produce_loop, args=(f"127.0.0.1:{port}", topic, "paced", meter, stop))
+    try:
+        producer.start()
+        time.sleep(2)
+        unlimited = meter.rate(time.monotonic() - 1, time.monotonic())
+        apply(f"127.0.0.1:{port}")
+        applied = time.monotonic()
+        time.sleep(9)
+    finally:
+        stop.set()
+        producer.join(30)
+        code, err = stop_proxy(proc)
+    assert code == 0, err
+    enforced = meter.rate(applied + 3, applied + 9)
+    assert unlimited > 3 * quota, (unlimited, quota)
+    # Held to the recommended produce rate (the recommended request quota may hold it lower).
+    assert 0.3 * quota <= enforced <= 1.2 * quota, (enforced, quota)
+    assert max(meter.throttles, default=0) > 0

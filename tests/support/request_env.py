@@ -1,0 +1,8 @@
+"""What the request-time quota tests share (tests/kernel/test_request_quota*.py)."""
+
+U, C = "alice", "c1"
+MS = 1_000_000  # nanoseconds per millisecond
+
+
+def _user_quota(qm, percent, user=U):
+    qm.alter_client_quotas([({"user": user}, {"request_percentage": percent})])
