@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import uuid
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -246,3 +247,38 @@ def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05) -> bool:
             return True
         time.sleep(interval)
     return predicate()
+
+
+def roundtrip(address: str, conf: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    """confluent-kafka with ``conf`` through ``address``: a new topic, 40 keyed messages of
+    growing size produced and consumed back byte for byte (asserted); the messages."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = "tls-" + uuid.uuid4().hex[:10]
+    admin = AdminClient({"bootstrap.servers": address, **conf})
+    for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        f.result(15)
+    sent = [(f"k{i}".encode(), bytes([i % 256]) * (1 + 97 * i)) for i in range(40)]
+    producer = Producer({"bootstrap.servers": address, "linger.ms": 5, **conf})
+    for key, value in sent:
+        producer.produce(topic, value=value, key=key)
+    assert producer.flush(20) == 0
+    # assign, not subscribe: no group coordination to wait for
+    consumer = Consumer({"bootstrap.servers": address, "group.id": "g-" + topic,
+                         "enable.auto.commit": False, **conf})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got: list[tuple[bytes, bytes]] = []
+    try:
+        for _ in range(300):
+            if len(got) == len(sent):
+                break
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            got.append((msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    assert got == sent
+    return got

@@ -81,7 +81,11 @@ class NativeProxyServer(ProxySettings):
     """A Kafka protocol proxy enforcing ``qm``'s quotas, its data plane native.
 
     The arguments of :class:`kquota.proxy.settings.ProxySettings` (see there), plus ``threads``:
-    the native plane's worker threads.
+    the native plane's worker threads; ``listener_tls``: the ``ssl.*`` broker properties of a
+    TLS listener (SSL / SASL_SSL clients, ``kquota.proxy.tls_settings.listener_tls``), the
+    client's principal its certificate's mapped subject; ``upstream_tls``: the ``ssl.*`` client
+    properties of the proxy's TLS connections to the brokers (``upstream_security``). ``None``:
+    that side is plaintext.
 
     Port-per-broker (as kroxylicious): clients bootstrap from the ``listen`` address; each broker
     the cluster names gets a listener on the same host (port ``listen port + 1 + node id`` when
@@ -90,9 +94,12 @@ class NativeProxyServer(ProxySettings):
     """
 
     def __init__(self, qm: Any, bootstrap: tuple[str, int], listen: tuple[str, int] = ("127.0.0.1", 9192),
-                 *, threads: int = 1, **options: Any) -> None:
+                 *, threads: int = 1, listener_tls: Optional[dict[str, str]] = None,
+                 upstream_tls: Optional[dict[str, str]] = None, **options: Any) -> None:
         super().__init__(qm, bootstrap, listen, **options)
         self.threads = threads
+        self.listener_tls = listener_tls
+        self.upstream_tls = upstream_tls
         self.connections = _OpenConnections(self)
         self._plane: Any = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -118,7 +125,8 @@ class NativeProxyServer(ProxySettings):
             python_keys=python_keys(), exempt_keys=sorted(apis.REQUEST_QUOTA_EXEMPT),
             max_frame_bytes=self.max_frame_bytes, max_connections=self.max_connections,
             max_inflight=self.max_inflight, quota_window_ms=int(self.quota_window_seconds * 1000),
-            request_log=self.request_log is not None, threads=self.threads, drain_seconds=self.drain_seconds)
+            request_log=self.request_log is not None, threads=self.threads, drain_seconds=self.drain_seconds,
+            listener_tls=self.listener_tls, upstream_tls=self.upstream_tls)
         self._bootstrap_port = self._plane.start()
         if self.request_log is not None:
             self._drainer = self._loop.create_task(self._drain_request_log())
@@ -178,6 +186,15 @@ class NativeProxyServer(ProxySettings):
         return int(self._stats().get("refused_connections", 0))
 
     @property
+    def tls_failures(self) -> dict[str, dict[str, int]]:
+        """TLS handshake failures by side (``client``, ``broker``) and cause, plus
+        ``refused_handshakes`` (client handshakes refused at the bound) under ``client``."""
+        stats = self._stats()
+        client = dict(stats.get("client_tls_failures", {}))
+        client["refused_handshakes"] = int(stats.get("refused_tls_handshakes", 0))
+        return {"client": client, "broker": dict(stats.get("broker_tls_failures", {}))}
+
+    @property
     def broker_ports(self) -> dict[int, int]:
         """node id -> the proxy port standing for it."""
         return dict(self._stats().get("broker_ports", {}))
@@ -228,6 +245,8 @@ class NativeProxyServer(ProxySettings):
                 return
             conn = self._bridged[conn_id] = BridgeConnection(self, self._plane, conn_id,
                                                              None if node_id < 0 else node_id)
+            # A TLS client's principal (its certificate's) is known before any request.
+            conn._user = self._plane.user(conn_id) or conn._user
         self._spawn(conn, self._handle(conn, slot, frame, ns))
 
     async def _handle(self, conn: BridgeConnection, slot: int, frame: bytes, ns: int) -> None:

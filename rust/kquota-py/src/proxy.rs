@@ -3,6 +3,7 @@
 //! whose methods only hand work to its event loop; every blocking call here releases the GIL,
 //! since the runtime's threads take it to call the bridge.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -144,7 +145,7 @@ impl PyProxyDataPlane {
     #[pyo3(signature = (
         kernel, bridge, *, bootstrap, listen_host, listen_port, advertised_host, flexible_from,
         throttle_first, parsed_versions, python_keys, exempt_keys, max_frame_bytes, max_connections, max_inflight,
-        quota_window_ms, request_log, threads=1, drain_seconds=5.0
+        quota_window_ms, request_log, threads=1, drain_seconds=5.0, listener_tls=None, upstream_tls=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -166,6 +167,8 @@ impl PyProxyDataPlane {
         request_log: bool,
         threads: i64,
         drain_seconds: f64,
+        listener_tls: Option<HashMap<String, String>>,
+        upstream_tls: Option<HashMap<String, String>>,
     ) -> PyQuotaResult<Self> {
         if !(drain_seconds.is_finite() && drain_seconds >= 0.0) {
             return Err(invalid_argument(format!(
@@ -185,6 +188,9 @@ impl PyProxyDataPlane {
             python: ApiTables::key_set(&keys(&python_keys, "python_keys")?),
             exempt: ApiTables::key_set(&keys(&exempt_keys, "exempt_keys")?),
         };
+        let max_connections = positive(max_connections, "max_connections")?;
+        // Handshakes under way are bounded apart from the connections (they hold no slot).
+        let security = crate::tls::security(listener_tls, upstream_tls, max_connections)?;
         let cfg = ProxyConfig {
             tables,
             bootstrap,
@@ -192,11 +198,12 @@ impl PyProxyDataPlane {
             listen_port,
             advertised_host,
             max_frame_bytes: positive(max_frame_bytes, "max_frame_bytes")?,
-            max_connections: positive(max_connections, "max_connections")?,
+            max_connections,
             max_inflight: positive(max_inflight, "max_inflight")?,
             quota_window_ms: positive(quota_window_ms, "quota_window_ms")? as u64,
             request_log,
             drain: Duration::from_secs_f64(drain_seconds),
+            security,
         };
         Ok(PyProxyDataPlane {
             cfg,
@@ -267,6 +274,12 @@ impl PyProxyDataPlane {
         Ok(())
     }
 
+    /// The principal of a connection now (a TLS client's mapped certificate subject, SASL's
+    /// user once authenticated, else ``ANONYMOUS``); ``None`` once closed.
+    fn user(&self, conn_id: u64) -> Option<String> {
+        self.conn(conn_id).map(|c| c.user())
+    }
+
     /// Closes one connection (e.g. a frame Python could not parse).
     #[pyo3(signature = (conn_id, reason=None))]
     fn close_connection(&self, py: Python<'_>, conn_id: u64, reason: Option<String>) {
@@ -306,7 +319,8 @@ impl PyProxyDataPlane {
     }
 
     /// Counters and maps: connections, refused_connections, streamed_requests,
-    /// streamed_responses, accepted, broker_ports, brokers, request_log_dropped.
+    /// streamed_responses, accepted, broker_ports, brokers, request_log_dropped, and TLS:
+    /// client_tls_failures and broker_tls_failures (cause -> count), refused_tls_handshakes.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         use std::sync::atomic::Ordering::Relaxed;
         let d = PyDict::new(py);
@@ -337,6 +351,18 @@ impl PyProxyDataPlane {
         d.set_item("broker_ports", ports)?;
         d.set_item("brokers", brokers)?;
         d.set_item("request_log_dropped", dropped)?;
+        let security = &self.cfg.security;
+        let client_failures = PyDict::new(py);
+        let broker_failures = PyDict::new(py);
+        for (cause, n) in security.client_failures.counts() {
+            client_failures.set_item(cause, n)?;
+        }
+        for (cause, n) in security.broker_failures.counts() {
+            broker_failures.set_item(cause, n)?;
+        }
+        d.set_item("client_tls_failures", client_failures)?;
+        d.set_item("broker_tls_failures", broker_failures)?;
+        d.set_item("refused_tls_handshakes", security.refused_handshakes.load(Relaxed))?;
         Ok(d)
     }
 

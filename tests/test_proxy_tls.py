@@ -1,0 +1,136 @@
+"""The proxy with TLS on both sides (issue 28), against a real TLS broker (tansu behind
+stunnel4) and real clients: confluent-kafka over SSL through the proxy byte for byte, with
+mutual TLS to the broker too; a user quota enforced on the principal of a client certificate."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import kquota
+from proxy_support import VALUE, Meter, ProxyThread
+from tls_support import TlsBroker, make_pki, roundtrip, ssl_client_config
+
+#: Listener properties as a broker's: the proxy's server keystore, client certificates optional.
+RULES = "RULE:^CN=([^,]+),OU=([^,]+),O=kquota$/$1/,DEFAULT"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def tls_broker(pki):
+    broker = TlsBroker(pki)
+    yield broker
+    broker.stop()
+
+
+def listener_props(pki, client_auth: str = "requested") -> dict[str, str]:
+    return {"ssl.keystore.location": str(pki.server.keystore_pem), "ssl.truststore.location": str(pki.ca.pem),
+            "ssl.client.auth": client_auth, "ssl.principal.mapping.rules": RULES}
+
+
+def upstream_props(pki, client=None) -> dict[str, str]:
+    props = {"ssl.truststore.location": str(pki.ca.pem)}
+    if client is not None:
+        props["ssl.keystore.location"] = str(client.keystore_pem)
+    return props
+
+
+def tls_proxy(broker, pki, qm=None, client=None, **options) -> ProxyThread:
+    return ProxyThread(("127.0.0.1", broker.port), qm=qm, listener_tls=listener_props(pki),
+                       upstream_tls=upstream_props(pki, client), **options)
+
+
+def test_confluent_kafka_over_ssl_both_sides_byte_for_byte(pki, tls_broker):
+    proxy = tls_proxy(tls_broker, pki)
+    try:
+        roundtrip(proxy.address, ssl_client_config(pki, pki.alice))
+        roundtrip(proxy.address, ssl_client_config(pki))  # no client certificate: ANONYMOUS
+        assert proxy.proxy.broker_ports, "the cluster's brokers are reached through the proxy's TLS ports"
+        failures = proxy.proxy.tls_failures
+        assert not any(failures["client"].values()) and not any(failures["broker"].values()), failures
+    finally:
+        proxy.stop()
+
+
+def test_mutual_tls_to_the_broker(pki):
+    broker = TlsBroker(pki, client_ca=pki.ca.pem)
+    try:
+        proxy = tls_proxy(broker, pki, client=pki.admin)
+        try:
+            roundtrip(proxy.address, ssl_client_config(pki, pki.alice))
+        finally:
+            proxy.stop()
+        # Without the proxy's client certificate the broker refuses it and nothing is relayed (in
+        # TLS 1.3 the refusal is an alert after the client's handshake completes: the connection
+        # ends at its first read, not in the handshake).
+        proxy = tls_proxy(broker, pki)
+        try:
+            from confluent_kafka.admin import AdminClient
+
+            admin = AdminClient({"bootstrap.servers": proxy.address, **ssl_client_config(pki, pki.alice)})
+            with pytest.raises(Exception):
+                admin.list_topics(timeout=3)
+        finally:
+            proxy.stop()
+    finally:
+        broker.stop()
+
+
+def _produce(address: str, conf: dict, topic: str, meter: Meter, stop: threading.Event) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": address, "linger.ms": 5, "batch.size": 16384,
+                  "queue.buffering.max.kbytes": 512, "throttle_cb": meter.throttled, **conf})
+
+    def delivered(err: object, msg: object) -> None:
+        if err is None:
+            meter.add(len(VALUE))
+
+    while not stop.is_set():
+        try:
+            p.produce(topic, VALUE, on_delivery=delivered)
+        except BufferError:
+            p.poll(0.01)
+        p.poll(0)
+    p.flush(10)
+
+
+def test_user_quota_on_the_client_certificates_principal(pki, tls_broker):
+    quota = 200_000
+    qm = kquota.QuotaManager(window_num=2, window_size_seconds=1)
+    # RULES maps CN=alice,OU=eng,O=kquota to "alice": her quota; admin has none.
+    qm.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": quota})])
+    proxy = tls_proxy(tls_broker, pki, qm=qm)
+    try:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        topic = "tlsq-" + str(time.monotonic_ns())
+        admin = AdminClient({"bootstrap.servers": proxy.address, **ssl_client_config(pki, pki.admin)})
+        for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+            f.result(15)
+        meters = {"alice": Meter(), "admin": Meter()}
+        stop = threading.Event()
+        threads = [threading.Thread(target=_produce, args=(proxy.address, ssl_client_config(pki, getattr(pki, who)),
+                                                          topic, meters[who], stop)) for who in meters]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        time.sleep(8)
+        stop.set()
+        for t in threads:
+            t.join(30)
+        alice = meters["alice"].rate(t0 + 3, t0 + 8)
+        other = meters["admin"].rate(t0 + 3, t0 + 8)
+        assert 0.7 * quota <= alice <= 1.3 * quota, alice
+        assert meters["alice"].throttles and max(meters["alice"].throttles) > 0
+        assert not meters["admin"].throttles
+        assert other > 2 * quota, other
+    finally:
+        proxy.stop()
+        qm.close()
