@@ -102,7 +102,8 @@ def test_cli_bad_arguments_fail_in_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", "nohost",
                         "--store", f"sqlite:///{tmp_path}/q.db"], capture_output=True, timeout=30, check=False)
     assert r.returncode == 1
-    assert r.stderr.decode().strip().splitlines() == ["kquota: error: --bootstrap-server must be HOST:PORT, got 'nohost'"]
+    assert r.stderr.decode().strip().splitlines() == [
+        "kquota: error: --bootstrap-server must be [PROTOCOL://]HOST:PORT, got 'nohost'"]
     bad = tmp_path / "bad.properties"
     bad.write_text("quota.window.num=zero\n")
     r = subprocess.run([sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", "127.0.0.1:1",

@@ -96,6 +96,7 @@ class Authority:
             serialization.BestAvailableEncryption(PASSWORD.encode())))
 
     def issue(self, name: str, subject: x509.Name, *, server: bool = False,
+              hosts: tuple[str, ...] = ("localhost", "127.0.0.1"),
               not_before: Optional[datetime.datetime] = None,
               not_after: Optional[datetime.datetime] = None) -> Cert:
         key = ec.generate_private_key(ec.SECP256R1())
@@ -112,7 +113,12 @@ class Authority:
         sans: list[x509.GeneralName] = []
         if server:
             import ipaddress
-            sans = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            def san(host: str) -> x509.GeneralName:
+                try:
+                    return x509.IPAddress(ipaddress.ip_address(host))
+                except ValueError:
+                    return x509.DNSName(host)
+            sans = [san(host) for host in hosts]
         elif len(subject) == 0:
             sans = [x509.DNSName(f"{name}.clients.kquota.test")]  # RFC 5280: no subject, SAN critical
         if sans:
@@ -187,9 +193,11 @@ def stunnel() -> str:
 
 class TlsBroker:
     """tansu behind stunnel: TLS on ``port`` (``address``), tansu advertising it. With
-    ``client_ca`` stunnel requires a client certificate signed by it (mutual TLS)."""
+    ``client_ca`` stunnel requires a client certificate signed by it (mutual TLS); ``server``:
+    its certificate (default ``pki.server``, for localhost and 127.0.0.1)."""
 
-    def __init__(self, pki: Pki, client_ca: Optional[Path] = None) -> None:
+    def __init__(self, pki: Pki, client_ca: Optional[Path] = None, server: Optional[Cert] = None) -> None:
+        server = server or pki.server
         binary = stunnel()
         self.port = free_port()
         self.tansu = Tansu(advertised_port=self.port)
@@ -197,7 +205,7 @@ class TlsBroker:
         lines = [
             "foreground = yes", "pid =", "debug = 4", f"output = {self.dir / 'stunnel.log'}",
             "[kafka]", f"accept = 127.0.0.1:{self.port}", f"connect = 127.0.0.1:{self.tansu.port}",
-            f"cert = {pki.server.cert_pem}", f"key = {pki.server.key_pem}",
+            f"cert = {server.cert_pem}", f"key = {server.key_pem}",
         ]
         if client_ca is not None:
             lines += [f"CAfile = {client_ca}", "verifyChain = yes", "requireCert = yes"]

@@ -371,6 +371,7 @@ class ProxyDataPlane:
         drain_seconds: float = 5.0,
         listener_tls: Optional[dict[str, str]] = None,
         upstream_tls: Optional[dict[str, str]] = None,
+        max_tls_handshakes: Optional[int] = None,
     ) -> ProxyDataPlane: ...
     def start(self) -> int:
         """Binds the bootstrap listener and starts the runtime; the bound port (``OSError``)."""

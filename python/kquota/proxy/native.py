@@ -85,7 +85,8 @@ class NativeProxyServer(ProxySettings):
     TLS listener (SSL / SASL_SSL clients, ``kquota.proxy.tls_settings.listener_tls``), the
     client's principal its certificate's mapped subject; ``upstream_tls``: the ``ssl.*`` client
     properties of the proxy's TLS connections to the brokers (``upstream_security``). ``None``:
-    that side is plaintext.
+    that side is plaintext. ``max_tls_handshakes``: client handshakes under way at most (they
+    take no ``max_connections`` slot; default the larger of 1024 and ``max_connections``).
 
     Port-per-broker (as kroxylicious): clients bootstrap from the ``listen`` address; each broker
     the cluster names gets a listener on the same host (port ``listen port + 1 + node id`` when
@@ -95,11 +96,13 @@ class NativeProxyServer(ProxySettings):
 
     def __init__(self, qm: Any, bootstrap: tuple[str, int], listen: tuple[str, int] = ("127.0.0.1", 9192),
                  *, threads: int = 1, listener_tls: Optional[dict[str, str]] = None,
-                 upstream_tls: Optional[dict[str, str]] = None, **options: Any) -> None:
+                 upstream_tls: Optional[dict[str, str]] = None, max_tls_handshakes: Optional[int] = None,
+                 **options: Any) -> None:
         super().__init__(qm, bootstrap, listen, **options)
         self.threads = threads
         self.listener_tls = listener_tls
         self.upstream_tls = upstream_tls
+        self.max_tls_handshakes = max_tls_handshakes
         self.connections = _OpenConnections(self)
         self._plane: Any = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -126,7 +129,8 @@ class NativeProxyServer(ProxySettings):
             max_frame_bytes=self.max_frame_bytes, max_connections=self.max_connections,
             max_inflight=self.max_inflight, quota_window_ms=int(self.quota_window_seconds * 1000),
             request_log=self.request_log is not None, threads=self.threads, drain_seconds=self.drain_seconds,
-            listener_tls=self.listener_tls, upstream_tls=self.upstream_tls)
+            listener_tls=self.listener_tls, upstream_tls=self.upstream_tls,
+            max_tls_handshakes=self.max_tls_handshakes)
         self._bootstrap_port = self._plane.start()
         if self.request_log is not None:
             self._drainer = self._loop.create_task(self._drain_request_log())

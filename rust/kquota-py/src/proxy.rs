@@ -15,6 +15,9 @@ use pyo3::types::{PyBytes, PyDict};
 use crate::errors::{invalid_argument, PyQuotaResult};
 use crate::kernel::PyQuotaKernel;
 
+/// Client TLS handshakes under way at most, unless `max_connections` is larger.
+const DEFAULT_MAX_HANDSHAKES: usize = 1024;
+
 struct PyBridge {
     obj: Py<PyAny>,
 }
@@ -145,7 +148,8 @@ impl PyProxyDataPlane {
     #[pyo3(signature = (
         kernel, bridge, *, bootstrap, listen_host, listen_port, advertised_host, flexible_from,
         throttle_first, parsed_versions, python_keys, exempt_keys, max_frame_bytes, max_connections, max_inflight,
-        quota_window_ms, request_log, threads=1, drain_seconds=5.0, listener_tls=None, upstream_tls=None
+        quota_window_ms, request_log, threads=1, drain_seconds=5.0, listener_tls=None, upstream_tls=None,
+        max_tls_handshakes=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -169,6 +173,7 @@ impl PyProxyDataPlane {
         drain_seconds: f64,
         listener_tls: Option<HashMap<String, String>>,
         upstream_tls: Option<HashMap<String, String>>,
+        max_tls_handshakes: Option<i64>,
     ) -> PyQuotaResult<Self> {
         if !(drain_seconds.is_finite() && drain_seconds >= 0.0) {
             return Err(invalid_argument(format!(
@@ -189,8 +194,13 @@ impl PyProxyDataPlane {
             exempt: ApiTables::key_set(&keys(&exempt_keys, "exempt_keys")?),
         };
         let max_connections = positive(max_connections, "max_connections")?;
-        // Handshakes under way are bounded apart from the connections (they hold no slot).
-        let security = crate::tls::security(listener_tls, upstream_tls, max_connections)?;
+        // Handshakes under way are bounded apart from the connections (they hold no slot, so
+        // clients that never finish one cannot take the slots of others).
+        let max_handshakes = match max_tls_handshakes {
+            Some(n) => positive(n, "max_tls_handshakes")?,
+            None => max_connections.max(DEFAULT_MAX_HANDSHAKES),
+        };
+        let security = crate::tls::security(listener_tls, upstream_tls, max_handshakes)?;
         let cfg = ProxyConfig {
             tables,
             bootstrap,
