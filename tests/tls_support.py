@@ -196,11 +196,14 @@ class TlsBroker:
     ``client_ca`` stunnel requires a client certificate signed by it (mutual TLS); ``server``:
     its certificate (default ``pki.server``, for localhost and 127.0.0.1)."""
 
-    def __init__(self, pki: Pki, client_ca: Optional[Path] = None, server: Optional[Cert] = None) -> None:
+    def __init__(self, pki: Pki, client_ca: Optional[Path] = None, server: Optional[Cert] = None,
+                 backend=None) -> None:
         server = server or pki.server
         binary = stunnel()
         self.port = free_port()
-        self.tansu = Tansu(advertised_port=self.port)
+        #: what stunnel fronts: ``backend(port)`` (an object with ``port`` and ``stop()``, advertising
+        #: ``port``), tansu by default
+        self.tansu = (backend or (lambda port: Tansu(advertised_port=port)))(self.port)
         self.dir = Path(tempfile.mkdtemp(prefix="kquota-stunnel-", dir=pki.dir))
         lines = [
             "foreground = yes", "pid =", "debug = 4", f"output = {self.dir / 'stunnel.log'}",
@@ -257,16 +260,23 @@ def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05) -> bool:
     return predicate()
 
 
+def make_tls_topic(address: str, conf: dict[str, str], partitions: int = 1) -> str:
+    """A new topic created through ``address`` by confluent-kafka with ``conf`` (SSL settings)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = "tls-" + uuid.uuid4().hex[:10]
+    admin = AdminClient({"bootstrap.servers": address, **conf})  # kept alive until the result arrives
+    for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        f.result(15)
+    return topic
+
+
 def roundtrip(address: str, conf: dict[str, str]) -> list[tuple[bytes, bytes]]:
     """confluent-kafka with ``conf`` through ``address``: a new topic, 40 keyed messages of
     growing size produced and consumed back byte for byte (asserted); the messages."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
 
-    topic = "tls-" + uuid.uuid4().hex[:10]
-    admin = AdminClient({"bootstrap.servers": address, **conf})
-    for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        f.result(15)
+    topic = make_tls_topic(address, conf)
     sent = [(f"k{i}".encode(), bytes([i % 256]) * (1 + 97 * i)) for i in range(40)]
     producer = Producer({"bootstrap.servers": address, "linger.ms": 5, **conf})
     for key, value in sent:

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import signal
 from typing import Any, Optional
 
@@ -45,6 +46,14 @@ def _tls_options(args: argparse.Namespace, props: dict[str, str]) -> tuple[Any, 
     if upstream.tls is not None:
         options["upstream_tls"] = upstream.tls
     return listen, bootstrap, options
+
+
+def _principal_list(text: str) -> list[str]:
+    """``--admin-principals``: comma-separated, except that a ``User:`` principal may be a
+    certificate's distinguished name, commas included (``User:CN=admin,OU=ops,User:bob``)."""
+    if text.lstrip().startswith("User:"):
+        return re.split(r",\s*(?=User:)", text)
+    return text.split(",")
 
 
 def _int_prop(props: dict[str, str], key: str, default: int, minimum: int = 1) -> int:
@@ -90,7 +99,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--request-log", metavar="DIR", help="write every recorded request to rotated Parquet files "
                    "in DIR (the pipeline's request-log schema)")
     p.add_argument("--admin-principals", metavar="P,...",
-                   help="comma-separated principals (User:name) allowed to AlterClientQuotas through the proxy (default: none)")
+                   help="comma-separated principals (User:name; a TLS client's is its certificate's subject mapped by "
+                        "ssl.principal.mapping.rules, e.g. User:CN=admin,OU=ops) allowed to AlterClientQuotas through the "
+                        "proxy (default: none)")
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="worker threads of the data plane (Rust, tokio: sockets, Produce, Fetch, relayed APIs), "
                         "1-64; more only help with many busy connections and spare cores (default: 1)")
@@ -159,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
             request_log = RequestLogWriter(args.request_log)
         proxy = NativeProxyServer(
             qm, bootstrap, listen, store=store,
-            admin_principals=principal_names((args.admin_principals or "").split(",")),
+            admin_principals=principal_names(_principal_list(args.admin_principals or "")),
             max_frame_bytes=_int_prop(props, "socket.request.max.bytes", DEFAULT_MAX_FRAME_BYTES),
             max_connections=_int_prop(props, "max.connections", DEFAULT_MAX_CONNECTIONS),
             request_log=request_log, default_partitions=_int_prop(props, "num.partitions", 1),
