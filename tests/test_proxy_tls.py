@@ -11,7 +11,7 @@ import pytest
 
 import kquota
 from proxy_support import VALUE, Meter, ProxyThread
-from tls_support import TlsBroker, make_pki, roundtrip, ssl_client_config
+from tls_support import TlsBroker, make_pki, roundtrip, ssl_client_config, tls_wire
 
 #: Listener properties as a broker's: the proxy's server keystore, client certificates optional.
 RULES = "RULE:^CN=([^,]+),OU=([^,]+),O=kquota$/$1/,DEFAULT"
@@ -134,3 +134,41 @@ def test_user_quota_on_the_client_certificates_principal(pki, tls_broker):
     finally:
         proxy.stop()
         qm.close()
+
+
+def test_cli_listener_form_config_and_broker_config(pki, tls_broker, tmp_path):
+    """``kquota proxy --listen SSL://... --config --bootstrap-server SSL://... --broker-config``:
+    files in java.util.Properties syntax (inline PEM continued over lines); the admin principal is
+    the DN as Kafka's DEFAULT rule gives it, commas included."""
+    import subprocess
+    import sys
+
+    from proxy_support import free_port, wait_port
+    from test_proxy_ip_quota_admin import alter, entry
+
+    pem = pki.ca.pem.read_text().strip().replace("\n", "\\n\\\n    ")
+    broker_config = tmp_path / "broker.properties"
+    broker_config.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.certificates={pem}\n")
+    config = tmp_path / "proxy.properties"
+    config.write_text(f"ssl.keystore.location={pki.server.keystore_pem}\nssl.truststore.location={pki.ca.pem}\n"
+                      "ssl.client.auth=required\n")
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", f"SSL://{tls_broker.address}",
+         "--broker-config", str(broker_config), "--listen", f"SSL://127.0.0.1:{port}", "--config", str(config),
+         "--store", f"sqlite:///{tmp_path}/q.db", "--admin-principals", "User:CN=admin,OU=ops,O=kquota,User:bob"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_port(port, 20)
+        roundtrip(f"127.0.0.1:{port}", ssl_client_config(pki, pki.alice))
+        for cert, code in ((pki.admin, 0), (pki.alice, 31)):  # 31: CLUSTER_AUTHORIZATION_FAILED
+            w = tls_wire(("127.0.0.1", port), pki, cert)
+            try:
+                assert alter(w, [entry({"user": "carol"}, 5, key="producer_byte_rate")])[0][0] == code, cert.name
+            finally:
+                w.close()
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err.decode()
+    assert "is not used by the proxy" not in err.decode()

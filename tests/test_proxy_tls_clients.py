@@ -16,10 +16,9 @@ import pytest
 import kquota
 from proxy_fakes import SaslFront
 from proxy_support import ProxyThread, kcat
-from proxy_wire import Wire
 from test_proxy_ip_quota_admin import alter, entry
 from test_proxy_tls import listener_props, tls_proxy, upstream_props
-from tls_support import TlsBroker, make_pki, make_tls_topic, roundtrip, ssl_client_config
+from tls_support import TlsBroker, make_pki, make_tls_topic, roundtrip, ssl_client_config, tls_wire
 
 
 @pytest.fixture(scope="module")
@@ -113,12 +112,6 @@ def test_kcat_over_ssl_produce_consume_and_group(pki, proxy):
     assert sorted(group.stdout.decode().splitlines()) == sorted(lines)
 
 
-def _tls_wire(proxy, pki, cert) -> Wire:
-    w = Wire(proxy.proxy.bootstrap_address, client_id="tls-admin")
-    w.sock = _context(pki, cert).wrap_socket(w.sock, server_hostname="localhost")
-    return w
-
-
 def test_alter_client_quotas_by_admin_certificate_only(pki, proxy):
     """RULES map CN=admin,OU=ops,O=kquota to "admin", the proxy's admin principal; alice is not."""
     change = [entry({"user": "carol"}, 1234, key="producer_byte_rate")]
@@ -127,7 +120,7 @@ def test_alter_client_quotas_by_admin_certificate_only(pki, proxy):
         return [values for entity, values in proxy.qm.describe_client_quotas().items() if "carol" in str(entity)]
 
     for cert, allowed in ((pki.alice, False), (pki.admin, True)):
-        w = _tls_wire(proxy, pki, cert)
+        w = tls_wire(proxy.proxy.bootstrap_address, pki, cert)
         try:
             ((code, message),) = alter(w, change)
         finally:

@@ -300,3 +300,17 @@ def roundtrip(address: str, conf: dict[str, str]) -> list[tuple[bytes, bytes]]:
         consumer.close()
     assert got == sent
     return got
+
+
+def tls_wire(address: tuple[str, int], pki: Pki, cert: Optional[Cert] = None):
+    """A ``proxy_wire.Wire`` over TLS to ``address`` (trusting the test CA), with ``cert``."""
+    import ssl
+
+    from proxy_wire import Wire
+
+    ctx = ssl.create_default_context(cafile=str(pki.ca.pem))
+    if cert is not None:
+        ctx.load_cert_chain(str(cert.cert_pem), str(cert.key_pem))
+    w = Wire(address, client_id="tls-wire")
+    w.sock = ctx.wrap_socket(w.sock, server_hostname="localhost")
+    return w
