@@ -10,7 +10,7 @@ import time
 import pytest
 
 import kquota
-from proxy_support import VALUE, Meter, ProxyThread
+from proxy_support import Meter, ProxyThread, produce_loop
 from tls_support import TlsBroker, make_pki, roundtrip, ssl_client_config, tls_wire
 
 #: Listener properties as a broker's: the proxy's server keystore, client certificates optional.
@@ -82,25 +82,6 @@ def test_mutual_tls_to_the_broker(pki):
         broker.stop()
 
 
-def _produce(address: str, conf: dict, topic: str, meter: Meter, stop: threading.Event) -> None:
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": address, "linger.ms": 5, "batch.size": 16384,
-                  "queue.buffering.max.kbytes": 512, "throttle_cb": meter.throttled, **conf})
-
-    def delivered(err: object, msg: object) -> None:
-        if err is None:
-            meter.add(len(VALUE))
-
-    while not stop.is_set():
-        try:
-            p.produce(topic, VALUE, on_delivery=delivered)
-        except BufferError:
-            p.poll(0.01)
-        p.poll(0)
-    p.flush(10)
-
-
 def test_user_quota_on_the_client_certificates_principal(pki, tls_broker):
     quota = 200_000
     qm = kquota.QuotaManager(window_num=2, window_size_seconds=1)
@@ -116,8 +97,8 @@ def test_user_quota_on_the_client_certificates_principal(pki, tls_broker):
             f.result(15)
         meters = {"alice": Meter(), "admin": Meter()}
         stop = threading.Event()
-        threads = [threading.Thread(target=_produce, args=(proxy.address, ssl_client_config(pki, getattr(pki, who)),
-                                                          topic, meters[who], stop)) for who in meters]
+        threads = [threading.Thread(target=produce_loop, args=(proxy.address, topic, "tls-" + who, meters[who], stop,
+                                                              ssl_client_config(pki, getattr(pki, who)))) for who in meters]
         t0 = time.monotonic()
         for t in threads:
             t.start()
