@@ -87,6 +87,11 @@ def test_bad_client_certificates_and_plaintext_are_closed_counted_and_logged_onc
             lines = [r.getMessage() for r in caplog.records if phrase in r.getMessage()]
             assert len(lines) == 1, (phrase, lines)  # once per cause, not once per connection
         assert proxy.proxy.connections.__len__() == 0  # no slot kept by any of them
+        from kquota.prometheus import exposition
+
+        scraped = exposition(proxy.qm).decode()  # what the metrics port serves
+        assert any(line.startswith("kafka_server_proxy_tls_client_expired_certificate_total 2")
+                   for line in scraped.splitlines()), [x for x in scraped.splitlines() if "proxy_tls" in x]
         roundtrip(proxy.address, ssl_client_config(pki, pki.alice))  # still serving
     finally:
         proxy.stop()

@@ -132,6 +132,8 @@ class NativeProxyServer(ProxySettings):
             listener_tls=self.listener_tls, upstream_tls=self.upstream_tls,
             max_tls_handshakes=self.max_tls_handshakes)
         self._bootstrap_port = self._plane.start()
+        if self.listener_tls is not None or self.upstream_tls is not None:
+            self.qm.add_metrics_source(self._tls_metrics)
         if self.request_log is not None:
             self._drainer = self._loop.create_task(self._drain_request_log())
         log.info("kquota proxy listening on %s:%d for bootstrap %s:%d (native data plane)",
@@ -152,6 +154,8 @@ class NativeProxyServer(ProxySettings):
             await asyncio.sleep(0.02)
         self._take_request_log()  # before close: the plane's rows go with its runtime
         self._last_stats = plane.stats()
+        if self.listener_tls is not None or self.upstream_tls is not None:
+            self.qm.remove_metrics_source(self._tls_metrics)
         await asyncio.get_running_loop().run_in_executor(None, plane.close, max(0.0, deadline - time.monotonic()))
         for t in list(self._tasks):
             t.cancel()
@@ -197,6 +201,14 @@ class NativeProxyServer(ProxySettings):
         client = dict(stats.get("client_tls_failures", {}))
         client["refused_handshakes"] = int(stats.get("refused_tls_handshakes", 0))
         return {"client": client, "broker": dict(stats.get("broker_tls_failures", {}))}
+
+    def _tls_metrics(self) -> list:
+        """TLS handshake failures for the metrics port (group ``ProxyTls``, one counter per side and
+        cause: ``client-expired-certificate-total``, ``broker-name-mismatch-total``, ...)."""
+        from kquota.metrics import Metric
+
+        return [Metric("ProxyTls", f"{side}-{cause.replace('_', '-')}-total", {}, float(n))
+                for side, causes in self.tls_failures.items() for cause, n in causes.items()]
 
     @property
     def broker_ports(self) -> dict[int, int]:
