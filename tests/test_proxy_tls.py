@@ -11,7 +11,7 @@ import pytest
 
 import kquota
 from proxy_support import Meter, ProxyThread, produce_loop
-from tls_support import TlsBroker, make_pki, roundtrip, ssl_client_config, tls_wire
+from tls_support import TlsBroker, _name, make_pki, roundtrip, ssl_client_config, tls_wire, wait_for
 
 #: Listener properties as a broker's: the proxy's server keystore, client certificates optional.
 RULES = "RULE:^CN=([^,]+),OU=([^,]+),O=kquota$/$1/,DEFAULT"
@@ -153,3 +153,42 @@ def test_cli_listener_form_config_and_broker_config(pki, tls_broker, tmp_path):
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err.decode()
     assert "is not used by the proxy" not in err.decode()
+
+
+def test_listener_certificate_reloaded_without_restart_open_connections_keep_theirs(pki, tls_broker, tmp_path):
+    import shutil
+
+    from kquota.proxy.protocol import apis
+
+    keystore = tmp_path / "listener.keystore.pem"
+    shutil.copy(pki.server.keystore_pem, keystore)
+    proxy = ProxyThread(("127.0.0.1", tls_broker.port), listener_tls={"ssl.keystore.location": str(keystore)},
+                        upstream_tls=upstream_props(pki))
+
+    def subject(w) -> str:
+        return dict(x[0] for x in w.sock.getpeercert()["subject"])["commonName"]
+
+    def api_versions(w) -> int:
+        return w.call(apis.API_VERSIONS, 0, "ApiVersions", {})["ErrorCode"]
+
+    try:
+        address = proxy.proxy.bootstrap_address
+        old = tls_wire(address, pki)
+        assert subject(old) == "localhost" and api_versions(old) == 0
+        renewed = pki.ca.issue("renewed", _name(O="kquota", CN="renewed.kquota.test"), server=True)
+        tmp = tmp_path / "next.pem"
+        tmp.write_bytes(renewed.keystore_pem.read_bytes())
+        tmp.replace(keystore)  # as a certificate manager renews: a new file moved in place
+
+        def renewed_served() -> bool:
+            w = tls_wire(address, pki)
+            try:
+                return subject(w) == "renewed.kquota.test"
+            finally:
+                w.close()
+
+        assert wait_for(renewed_served, 15, 0.5), "the renewed certificate is served to new connections"
+        assert subject(old) == "localhost" and api_versions(old) == 0  # the open connection goes on
+        old.close()
+    finally:
+        proxy.stop()
