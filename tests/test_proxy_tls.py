@@ -46,11 +46,18 @@ def tls_proxy(broker, pki, qm=None, client=None, **options) -> ProxyThread:
                        upstream_tls=upstream_props(pki, client), **options)
 
 
-def test_confluent_kafka_over_ssl_both_sides_byte_for_byte(pki, tls_broker):
-    proxy = tls_proxy(tls_broker, pki)
+def test_confluent_kafka_over_ssl_both_sides_byte_for_byte(pki, tls_broker, tmp_path):
+    from kquota.proxy.reqlog import RequestLogWriter
+    from test_proxy_bridge import logged_rows
+
+    log = RequestLogWriter(str(tmp_path))
+    proxy = tls_proxy(tls_broker, pki, request_log=log)
     try:
         roundtrip(proxy.address, ssl_client_config(pki, pki.alice))
         roundtrip(proxy.address, ssl_client_config(pki))  # no client certificate: ANONYMOUS
+        time.sleep(0.5)  # the native rows are drained every 0.2 s
+        users = {row["user"] for row in logged_rows(log, tmp_path)}
+        assert users == {"alice", "ANONYMOUS"}, users  # RULES map alice's certificate to "alice"
         assert proxy.proxy.broker_ports, "the cluster's brokers are reached through the proxy's TLS ports"
         failures = proxy.proxy.tls_failures
         assert not any(failures["client"].values()) and not any(failures["broker"].values()), failures
