@@ -46,8 +46,10 @@ the quota window) without ever being throttled. The proxy's rows are labelled ``
 data plane: Rust/tokio); each measurement gets a fresh broker with a proxy process of its own in
 front.
 
+TLS rows (issue 28; ``--tls-only`` runs only them, printed): benches/bench_proxy_tls.py.
+
 Usage: ``python benches/bench_proxy.py [--messages N] [--repeats R] [--segments S] [--latency-pairs P]
-[--no-write]``
+[--no-write] [--tls-only]``
 """
 
 from __future__ import annotations
@@ -116,11 +118,11 @@ def new_topic(broker: Tansu | MockBroker) -> str:
     return make_topic(broker.address)
 
 
-def producer(address: str, topic: str, client_id: str) -> Producer:
+def producer(address: str, topic: str, client_id: str, conf: dict | None = None) -> Producer:
     """A throughput producer (acks=1, linger 5 ms, room for a whole segment queued), warmed up:
     its first message, offset 0 of ``topic``, is acknowledged (connections, metadata) untimed."""
     p = Producer({"bootstrap.servers": address, "client.id": client_id, "linger.ms": 5, "acks": 1,
-                  "queue.buffering.max.messages": 200_000})
+                  "queue.buffering.max.messages": 200_000, **(conf or {})})
     p.produce(topic, VALUE)
     assert p.flush(30) == 0
     return p
@@ -140,13 +142,13 @@ def produce_segment(p: Producer, topic: str, n: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def consume_segment(address: str, topic: str, start: int, n: int, client_id: str) -> float:
+def consume_segment(address: str, topic: str, start: int, n: int, client_id: str, conf: dict | None = None) -> float:
     """Messages per second to consume offsets ``start + 1 .. start + n`` with a new consumer.
 
     Timed from the message at ``start`` (connection set-up and the first fetch not timed); a
     consumer of its own per segment, so none prefetches while the other side is timed."""
     c = Consumer({"bootstrap.servers": address, "client.id": client_id, "group.id": client_id,
-                  "enable.auto.commit": False})
+                  "enable.auto.commit": False, **(conf or {})})
     c.assign([TopicPartition(topic, 0, start)])
     deadline = time.perf_counter() + 120
     while not [m for m in c.consume(1, 0.5) if not m.error()]:
@@ -161,7 +163,8 @@ def consume_segment(address: str, topic: str, start: int, n: int, client_id: str
     return n / elapsed
 
 
-def produce_latency(address: str, topic: str, rate: int, seconds: float, client_id: str) -> list[float]:
+def produce_latency(address: str, topic: str, rate: int, seconds: float, client_id: str,
+                    conf: dict | None = None) -> list[float]:
     """Per-message produce->ack latency (ms) at a paced ``rate`` msg/s, linger 0."""
     lat: list[float] = []
 
@@ -169,7 +172,7 @@ def produce_latency(address: str, topic: str, rate: int, seconds: float, client_
         if err is None:
             lat.append(msg.latency() * 1000)  # type: ignore[attr-defined]
 
-    p = Producer({"bootstrap.servers": address, "client.id": client_id, "linger.ms": 0, "acks": 1})
+    p = Producer({"bootstrap.servers": address, "client.id": client_id, "linger.ms": 0, "acks": 1, **(conf or {})})
     p.produce(topic, VALUE)
     p.flush(10)
     total = int(rate * seconds)
@@ -357,7 +360,15 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=1000,
                     help="client connections opened at once against the proxy (default 1000)")
     ap.add_argument("--no-write", action="store_true", help="print only")
+    ap.add_argument("--tls-only", action="store_true",
+                    help="run only the TLS rows (benches/bench_proxy_tls.py: TLS on both sides of the proxy against "
+                         "the broker's TLS listener, stunnel + tansu) and print them")
     args = ap.parse_args()
+    if args.tls_only:
+        from bench_proxy_tls import tls_rows
+
+        tls_rows(args)
+        return
 
     load_before = os.getloadavg()
     store_dir = tempfile.mkdtemp(prefix="kq-bench-proxy-")

@@ -374,6 +374,9 @@ class ProxyDataPlane:
         drain_seconds: float = 5.0,
         proxy_protocol: bool = False,
         proxy_protocol_timeout_ms: int = 10000,
+        listener_tls: Optional[dict[str, str]] = None,
+        upstream_tls: Optional[dict[str, str]] = None,
+        max_tls_handshakes: Optional[int] = None,
     ) -> ProxyDataPlane: ...
     def start(self) -> int:
         """Binds the bootstrap listener and starts the runtime; the bound port (``OSError``)."""
@@ -385,6 +388,9 @@ class ProxyDataPlane:
         """The slot's answer (a prefixed frame, or ``None``); ``throttle_ms > 0`` mutes after it."""
     def set_user(self, conn_id: int, user: str) -> None:
         """The connection's principal (after SASL) for the native paths' quotas."""
+    def user(self, conn_id: int) -> Optional[str]:
+        """The connection's principal now (a TLS client's mapped certificate subject, SASL's user,
+        or ``ANONYMOUS``); ``None`` once closed."""
     def close_connection(self, conn_id: int, reason: Optional[str] = None) -> None:
         """Closes one client connection (``reason`` is logged)."""
     def stop_reading(self) -> None:
@@ -393,7 +399,8 @@ class ProxyDataPlane:
         """Stops accepting, lets owed answers out (up to ``drain_seconds``), closes everything."""
     def stats(self) -> dict[str, Any]:
         """Counters: connections, refused_connections, streamed_requests/responses, accepted,
-        broker_ports, brokers, request_log_dropped."""
+        broker_ports, brokers, request_log_dropped; TLS: client_tls_failures and
+        broker_tls_failures (cause -> count), refused_tls_handshakes."""
     def take_request_log(self) -> list[tuple[int, str, str, int, float]]:
         """Rows ``(ts_ms, user, client_id, quota type value, value)`` since the last call."""
 

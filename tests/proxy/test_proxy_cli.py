@@ -80,7 +80,8 @@ def test_cli_bad_arguments_fail_in_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", "nohost",
                         "--store", f"sqlite:///{tmp_path}/q.db"], capture_output=True, timeout=30, check=False)
     assert r.returncode == 1
-    assert r.stderr.decode().strip().splitlines() == ["kquota: error: --bootstrap-server must be HOST:PORT, got 'nohost'"]
+    assert r.stderr.decode().strip().splitlines() == [
+        "kquota: error: --bootstrap-server must be [PROTOCOL://]HOST:PORT, got 'nohost'"]
     bad = tmp_path / "bad.properties"
     bad.write_text("quota.window.num=zero\n")
     r = subprocess.run([sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", "127.0.0.1:1",
@@ -153,3 +154,12 @@ def test_captured_traffic_recommended_and_applied_is_enforced_live(broker, spark
                      str(rec / "quotas.json")]) == 0
 
     assert_enforced_once_applied(broker, tmp_path, topic, quota, apply)
+
+
+def test_admin_principals_split_at_commas_except_inside_a_distinguished_name():
+    from kquota.proxy.cli import _principal_list
+
+    assert _principal_list("User:admin,ANONYMOUS") == ["User:admin", "ANONYMOUS"]
+    assert _principal_list("User:CN=admin,OU=ops,O=kquota,User:bob") == ["User:CN=admin,OU=ops,O=kquota", "User:bob"]
+    # Kafka's super.users separator.
+    assert _principal_list("User:CN=a, OU=b;ANONYMOUS") == ["User:CN=a, OU=b", "ANONYMOUS"]

@@ -6,49 +6,15 @@ from __future__ import annotations
 
 import ssl
 import socket
-import uuid
 
 import pytest
 
-from tls_support import TlsBroker, make_pki, ssl_client_config
+from tls_support import TlsBroker, make_pki, roundtrip as _roundtrip, ssl_client_config
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-def _roundtrip(address: str, conf: dict[str, str]) -> list[tuple[bytes, bytes]]:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    topic = "tls-" + uuid.uuid4().hex[:10]
-    admin = AdminClient({"bootstrap.servers": address, **conf})
-    for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        f.result(15)
-    sent = [(f"k{i}".encode(), bytes([i % 256]) * (1 + 97 * i)) for i in range(40)]
-    producer = Producer({"bootstrap.servers": address, "linger.ms": 5, **conf})
-    for key, value in sent:
-        producer.produce(topic, value=value, key=key)
-    assert producer.flush(20) == 0
-    # assign, not subscribe: no group coordination to wait for
-    consumer = Consumer({"bootstrap.servers": address, "group.id": "g-" + topic,
-                         "enable.auto.commit": False, **conf})
-    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    got: list[tuple[bytes, bytes]] = []
-    try:
-        for _ in range(300):
-            if len(got) == len(sent):
-                break
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            assert msg.error() is None, msg.error()
-            got.append((msg.key(), msg.value()))
-    finally:
-        consumer.close()
-    assert got == sent
-    return got
 
 
 def test_confluent_kafka_over_ssl_through_stunnel_and_tansu(pki):

@@ -62,11 +62,12 @@ class SaslFront:
     """tansu behind a front that accepts any SASL handshake and authentication (PLAIN, SCRAM)
     and relays every other request to tansu, which advertises the front's port: all of a
     client's connections authenticate, as against a SASL broker. ``users`` lists the PLAIN
-    usernames seen."""
+    usernames seen. ``advertised_port``: the port tansu advertises (a TLS front's; default the
+    front's own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, advertised_port: Optional[int] = None) -> None:
         port = free_port()
-        self.broker = Tansu(advertised_port=port)
+        self.broker = Tansu(advertised_port=advertised_port or port)
         self.users: list[str] = []
         self._server = LoopbackServer(self._serve, port)
         self.port = port

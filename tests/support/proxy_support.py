@@ -175,13 +175,15 @@ class Meter:
             return sum(n for t, n in self.events if start <= t < end) / (end - start)
 
 
-def produce_loop(address: str, topic: str, client_id: str, meter: Meter, stop: threading.Event) -> None:
-    """Produces ``VALUE`` as fast as the proxy lets it until ``stop``, counting deliveries."""
+def produce_loop(address: str, topic: str, client_id: str, meter: Meter, stop: threading.Event,
+                 conf: Optional[dict] = None) -> None:
+    """Produces ``VALUE`` as fast as the proxy lets it until ``stop``, counting deliveries
+    (``conf``: more client settings, e.g. TLS)."""
     from confluent_kafka import Producer
 
     # Small batches: the rate moves in steps much finer than the quota.
     p = Producer({"bootstrap.servers": address, "client.id": client_id, "linger.ms": 5, "batch.size": 16384,
-                  "queue.buffering.max.kbytes": 512, "throttle_cb": meter.throttled})
+                  "queue.buffering.max.kbytes": 512, "throttle_cb": meter.throttled, **(conf or {})})
 
     def delivered(err: object, msg: object) -> None:
         if err is None:

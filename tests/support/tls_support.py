@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import uuid
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,7 @@ class Authority:
             serialization.BestAvailableEncryption(PASSWORD.encode())))
 
     def issue(self, name: str, subject: x509.Name, *, server: bool = False,
+              hosts: tuple[str, ...] = ("localhost", "127.0.0.1"),
               not_before: Optional[datetime.datetime] = None,
               not_after: Optional[datetime.datetime] = None) -> Cert:
         key = ec.generate_private_key(ec.SECP256R1())
@@ -113,7 +115,12 @@ class Authority:
         sans: list[x509.GeneralName] = []
         if server:
             import ipaddress
-            sans = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            def san(host: str) -> x509.GeneralName:
+                try:
+                    return x509.IPAddress(ipaddress.ip_address(host))
+                except ValueError:
+                    return x509.DNSName(host)
+            sans = [san(host) for host in hosts]
         elif len(subject) == 0:
             sans = [x509.DNSName(f"{name}.clients.kquota.test")]  # RFC 5280: no subject, SAN critical
         if sans:
@@ -188,17 +195,19 @@ def stunnel() -> str:
 
 class Stunnel:
     """Debian's stunnel4 accepting TLS on a loopback ``port`` and forwarding plaintext to
-    ``connect_port`` (with ``client_ca``, mutual TLS: a client certificate signed by it)."""
+    ``connect_port`` (with ``client_ca``, mutual TLS: a client certificate signed by it;
+    ``server``: its certificate, default ``pki.server``, for localhost and 127.0.0.1)."""
 
     def __init__(self, pki: Pki, connect_port: int, client_ca: Optional[Path] = None,
-                 port: Optional[int] = None) -> None:
+                 port: Optional[int] = None, server: Optional[Cert] = None) -> None:
+        server = server or pki.server
         binary = stunnel()
         self.port = port or free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="kquota-stunnel-", dir=pki.dir))
         lines = [
             "foreground = yes", "pid =", "debug = 4", f"output = {self.dir / 'stunnel.log'}",
             "[kafka]", f"accept = 127.0.0.1:{self.port}", f"connect = 127.0.0.1:{connect_port}",
-            f"cert = {pki.server.cert_pem}", f"key = {pki.server.key_pem}",
+            f"cert = {server.cert_pem}", f"key = {server.key_pem}",
         ]
         if client_ca is not None:
             lines += [f"CAfile = {client_ca}", "verifyChain = yes", "requireCert = yes"]
@@ -232,14 +241,17 @@ class Stunnel:
 
 class TlsBroker:
     """tansu behind stunnel: TLS on ``port`` (``address``), tansu advertising it. With
-    ``client_ca`` stunnel requires a client certificate signed by it (mutual TLS)."""
+    ``client_ca`` stunnel requires a client certificate signed by it (mutual TLS); ``server``:
+    its certificate (default ``pki.server``, for localhost and 127.0.0.1); ``backend(port)``: what
+    stunnel fronts (an object with ``port`` and ``stop()``, advertising ``port``), tansu by default."""
 
-    def __init__(self, pki: Pki, client_ca: Optional[Path] = None) -> None:
+    def __init__(self, pki: Pki, client_ca: Optional[Path] = None, server: Optional[Cert] = None,
+                 backend=None) -> None:
         stunnel()  # skip (or fail under CI) before starting tansu
         self.port = free_port()
-        self.tansu = Tansu(advertised_port=self.port)
+        self.tansu = (backend or (lambda port: Tansu(advertised_port=port)))(self.port)
         try:
-            self.front = Stunnel(pki, self.tansu.port, client_ca, port=self.port)
+            self.front = Stunnel(pki, self.tansu.port, client_ca, port=self.port, server=server)
         except BaseException:
             self.tansu.stop()
             raise
@@ -274,3 +286,59 @@ def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05) -> bool:
             return True
         time.sleep(interval)
     return predicate()
+
+
+def make_tls_topic(address: str, conf: dict[str, str], partitions: int = 1) -> str:
+    """A new topic created through ``address`` by confluent-kafka with ``conf`` (SSL settings)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = "tls-" + uuid.uuid4().hex[:10]
+    admin = AdminClient({"bootstrap.servers": address, **conf})  # kept alive until the result arrives
+    for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        f.result(15)
+    return topic
+
+
+def roundtrip(address: str, conf: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    """confluent-kafka with ``conf`` through ``address``: a new topic, 40 keyed messages of
+    growing size produced and consumed back byte for byte (asserted); the messages."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    topic = make_tls_topic(address, conf)
+    sent = [(f"k{i}".encode(), bytes([i % 256]) * (1 + 97 * i)) for i in range(40)]
+    producer = Producer({"bootstrap.servers": address, "linger.ms": 5, **conf})
+    for key, value in sent:
+        producer.produce(topic, value=value, key=key)
+    assert producer.flush(20) == 0
+    # assign, not subscribe: no group coordination to wait for
+    consumer = Consumer({"bootstrap.servers": address, "group.id": "g-" + topic,
+                         "enable.auto.commit": False, **conf})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got: list[tuple[bytes, bytes]] = []
+    try:
+        for _ in range(300):
+            if len(got) == len(sent):
+                break
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            got.append((msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    assert got == sent
+    return got
+
+
+def tls_wire(address: tuple[str, int], pki: Pki, cert: Optional[Cert] = None):
+    """A ``proxy_wire.Wire`` over TLS to ``address`` (trusting the test CA), with ``cert``."""
+    import ssl
+
+    from proxy_wire import Wire
+
+    ctx = ssl.create_default_context(cafile=str(pki.ca.pem))
+    if cert is not None:
+        ctx.load_cert_chain(str(cert.cert_pem), str(cert.key_pem))
+    w = Wire(address, client_id="tls-wire")
+    w.sock = ctx.wrap_socket(w.sock, server_hostname="localhost")
+    return w

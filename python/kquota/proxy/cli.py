@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import signal
 from typing import Any, Optional
 
@@ -39,32 +40,30 @@ CONNECTION_PROPERTIES = (
 )
 
 
-def parse_address(text: str, what: str) -> tuple[str, int]:
-    """``HOST:PORT`` -> (host, port) with a clear error."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise KQuotaError(f"{what} must be HOST:PORT, got {text!r}")
-    return host.strip("[]"), int(port)
+def _tls_options(args: argparse.Namespace, props: dict[str, str]) -> tuple[Any, Any, dict[str, Any]]:
+    """``--listen`` and ``--bootstrap-server`` in Kafka's listener form, the listener's TLS from
+    ``--config`` and the upstream's from ``--broker-config`` (every file read now: a bad one is
+    one line naming the property and the file): (listen, bootstrap, NativeProxyServer options)."""
+    from kquota.proxy.java_properties import load_properties
+    from kquota.proxy.tls_settings import listener_tls, parse_listener, upstream_security
+
+    listen = parse_listener(args.listen, "--listen")
+    bootstrap = parse_listener(args.bootstrap_server, "--bootstrap-server")
+    options: dict[str, Any] = {}
+    if listen.tls:
+        options["listener_tls"] = listener_tls(props, args.config or "--config", listen).properties
+    broker_props = load_properties(args.broker_config, "--broker-config") if args.broker_config else {}
+    upstream = upstream_security(broker_props, args.broker_config or "--bootstrap-server", bootstrap)
+    if upstream.tls is not None:
+        options["upstream_tls"] = upstream.tls
+    return listen, bootstrap, options
 
 
-def read_properties(path: str) -> dict[str, str]:
-    """A Java-style properties file (``key=value``, ``#``/``!`` comments)."""
-    out: dict[str, str] = {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                line = line.strip()
-                if not line or line[0] in "#!":
-                    continue
-                key, sep, value = line.partition("=")
-                if not sep:
-                    key, sep, value = line.partition(":")
-                if not sep or not key.strip():
-                    raise KQuotaError(f"{path}:{n}: expected key=value, got {line!r}")
-                out[key.strip()] = value.strip()
-    except OSError as e:
-        raise KQuotaError(f"cannot read --config {path!r}: {e.strerror or e}") from None
-    return out
+def _principal_list(text: str) -> list[str]:
+    """``--admin-principals``: separated by commas (or semicolons, as Kafka's ``super.users``),
+    except that a principal may be a certificate's distinguished name, whose commas are followed
+    by its next attribute (``User:CN=admin,OU=ops,User:bob,ANONYMOUS``)."""
+    return [p for part in text.split(";") for p in re.split(r",(?!\s*[A-Za-z][A-Za-z0-9.-]*=)", part)]
 
 
 def _int_prop(props: dict[str, str], key: str, default: int, minimum: int = 1) -> int:
@@ -99,9 +98,17 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "proxy", help="a Kafka protocol proxy enforcing client quotas on real clients, as a broker does",
         description="Run a Kafka wire-protocol proxy in front of a cluster that throttles clients with "
                     "Kafka's quota rules (produce, fetch, request, controller mutation).")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="a broker of the cluster to proxy")
-    p.add_argument("--listen", default="127.0.0.1:9192", metavar="HOST:PORT",
-                   help="where clients bootstrap; broker N is proxied on PORT+1+N (port 0: free ports)")
+    p.add_argument("--bootstrap-server", required=True, metavar="[PROTOCOL://]HOST:PORT",
+                   help="a broker of the cluster to proxy; SSL:// or SASL_SSL:// for TLS to the brokers (settings "
+                        "from --broker-config)")
+    p.add_argument("--broker-config", metavar="FILE",
+                   help="Kafka client properties of the proxy's own connections to the brokers: security.protocol, "
+                        "ssl.truststore.*, ssl.keystore.* (mutual TLS), ssl.endpoint.identification.algorithm "
+                        "(default https: the broker's certificate must match its advertised host)")
+    p.add_argument("--listen", default="127.0.0.1:9192", metavar="[PROTOCOL://]HOST:PORT",
+                   help="where clients bootstrap; broker N is proxied on PORT+1+N (port 0: free ports), with the "
+                        "same protocol: PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL (TLS settings: the "
+                        "ssl.* broker properties of --config) (default: %(default)s)")
     p.add_argument("--advertised-host", metavar="HOST", help="host written into broker addresses (default: the "
                    "--listen host)")
     p.add_argument("--store", metavar="URL", help="quota store followed live (sqlite:///path, "
@@ -116,7 +123,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--request-log", metavar="DIR", help="write every recorded request to rotated Parquet files "
                    "in DIR (the pipeline's request-log schema)")
     p.add_argument("--admin-principals", metavar="P,...",
-                   help="comma-separated principals (User:name) allowed to AlterClientQuotas through the proxy (default: none)")
+                   help="comma-separated principals (User:name; a TLS client's is its certificate's subject mapped by "
+                        "ssl.principal.mapping.rules, e.g. User:CN=admin,OU=ops) allowed to AlterClientQuotas through the "
+                        "proxy (default: none)")
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="worker threads of the data plane (Rust, tokio: sockets, Produce, Fetch, relayed APIs), "
                         "1-64; more only help with many busy connections and spare cores (default: 1)")
@@ -145,11 +154,16 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not 1 <= args.threads <= 64:
         raise KQuotaError(f"--threads must be between 1 and 64, got {args.threads}")
-    bootstrap = parse_address(args.bootstrap_server, "--bootstrap-server")
-    listen = parse_address(args.listen, "--listen")
-    props = read_properties(args.config) if args.config else {}
+    from kquota.proxy.java_properties import load_properties
+    from kquota.proxy.tls_settings import LISTENER_TLS_PROPERTIES
+
+    props = load_properties(args.config) if args.config else {}
+    listen_at, bootstrap_at, tls_options = _tls_options(args, props)
+    bootstrap = (bootstrap_at.host, bootstrap_at.port)
+    listen = (listen_at.host, listen_at.port)
     for key in props:
-        if key not in KNOWN_PROPERTIES and not key.startswith("client.quota.callback."):
+        if (key not in KNOWN_PROPERTIES and key not in LISTENER_TLS_PROPERTIES and not key.startswith("listener.name.")
+                and not key.startswith("client.quota.callback.")):
             log.warning("--config: %s is not used by the proxy", key)
     proxy_protocol = _bool_prop(props, "kquota.proxy.protocol.enable")
     proxy_protocol_timeout_ms = _int_prop(props, "kquota.proxy.protocol.timeout.ms", DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS)
@@ -174,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
         qm.close()
         raise KQuotaError(f"--config: {e}") from None
     store_url = args.store if args.store is not None else (os.environ.get(STORE_ENV, "").strip() or None)
-    store = open_store(fill_cluster(store_url, args.bootstrap_server))
+    store = open_store(fill_cluster(store_url, args.bootstrap_server.rpartition("://")[2]))
     watcher = QuotaConfigWatcher(store, qm).start()
     metrics_server = None
     request_log: Optional[RequestLogWriter] = None
@@ -188,11 +202,11 @@ def run(args: argparse.Namespace) -> int:
             request_log = RequestLogWriter(args.request_log)
         proxy = NativeProxyServer(
             qm, bootstrap, listen, store=store,
-            admin_principals=principal_names((args.admin_principals or "").split(",")),
+            admin_principals=principal_names(_principal_list(args.admin_principals or "")),
             max_frame_bytes=_int_prop(props, "socket.request.max.bytes", DEFAULT_MAX_FRAME_BYTES),
             max_connections=_int_prop(props, "max.connections", DEFAULT_MAX_CONNECTIONS),
             request_log=request_log, default_partitions=_int_prop(props, "num.partitions", 1),
-            advertised_host=args.advertised_host, threads=args.threads,
+            advertised_host=args.advertised_host, threads=args.threads, **tls_options,
             proxy_protocol=proxy_protocol, proxy_protocol_timeout_ms=proxy_protocol_timeout_ms,
         )
         _run(_main(proxy), args.event_loop)

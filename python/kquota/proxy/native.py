@@ -84,7 +84,12 @@ class NativeProxyServer(ProxySettings):
     """A Kafka protocol proxy enforcing ``qm``'s quotas, its data plane native.
 
     The arguments of :class:`kquota.proxy.settings.ProxySettings` (see there), plus ``threads``:
-    the native plane's worker threads.
+    the native plane's worker threads; ``listener_tls``: the ``ssl.*`` broker properties of a
+    TLS listener (SSL / SASL_SSL clients, ``kquota.proxy.tls_settings.listener_tls``), the
+    client's principal its certificate's mapped subject; ``upstream_tls``: the ``ssl.*`` client
+    properties of the proxy's TLS connections to the brokers (``upstream_security``). ``None``:
+    that side is plaintext. ``max_tls_handshakes``: client handshakes under way at most (they
+    take no ``max_connections`` slot; default the larger of 1024 and ``max_connections``).
 
     Port-per-broker (as kroxylicious): clients bootstrap from the ``listen`` address; each broker
     the cluster names gets a listener on the same host (port ``listen port + 1 + node id`` when
@@ -93,9 +98,14 @@ class NativeProxyServer(ProxySettings):
     """
 
     def __init__(self, qm: Any, bootstrap: tuple[str, int], listen: tuple[str, int] = ("127.0.0.1", 9192),
-                 *, threads: int = 1, **options: Any) -> None:
+                 *, threads: int = 1, listener_tls: Optional[dict[str, str]] = None,
+                 upstream_tls: Optional[dict[str, str]] = None, max_tls_handshakes: Optional[int] = None,
+                 **options: Any) -> None:
         super().__init__(qm, bootstrap, listen, **options)
         self.threads = threads
+        self.listener_tls = listener_tls
+        self.upstream_tls = upstream_tls
+        self.max_tls_handshakes = max_tls_handshakes
         self.connections = _OpenConnections(self)
         self._plane: Any = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -122,9 +132,13 @@ class NativeProxyServer(ProxySettings):
             max_frame_bytes=self.max_frame_bytes, max_connections=self.max_connections,
             max_inflight=self.max_inflight, quota_window_ms=int(self.quota_window_seconds * 1000),
             request_log=self.request_log is not None, threads=self.threads, drain_seconds=self.drain_seconds,
-            proxy_protocol=self.proxy_protocol, proxy_protocol_timeout_ms=self.proxy_protocol_timeout_ms)
+            proxy_protocol=self.proxy_protocol, proxy_protocol_timeout_ms=self.proxy_protocol_timeout_ms,
+            listener_tls=self.listener_tls, upstream_tls=self.upstream_tls,
+            max_tls_handshakes=self.max_tls_handshakes)
         self._bootstrap_port = self._plane.start()
         self.qm.add_metrics_source(self.accept_metrics)
+        if self.listener_tls is not None or self.upstream_tls is not None:
+            self.qm.add_metrics_source(self._tls_metrics)
         if self.request_log is not None:
             self._drainer = self._loop.create_task(self._drain_request_log())
         log.info("kquota proxy listening on %s:%d for bootstrap %s:%d (native data plane)",
@@ -146,6 +160,8 @@ class NativeProxyServer(ProxySettings):
             await asyncio.sleep(0.02)
         self._take_request_log()  # before close: the plane's rows go with its runtime
         self._last_stats = plane.stats()
+        if self.listener_tls is not None or self.upstream_tls is not None:
+            self.qm.remove_metrics_source(self._tls_metrics)
         await asyncio.get_running_loop().run_in_executor(None, plane.close, max(0.0, deadline - time.monotonic()))
         for t in list(self._tasks):
             t.cancel()
@@ -193,6 +209,23 @@ class NativeProxyServer(ProxySettings):
     def refused_connections(self) -> int:
         """Connections closed at once for ``max_connections``."""
         return int(self._stats().get("refused_connections", 0))
+
+    @property
+    def tls_failures(self) -> dict[str, dict[str, int]]:
+        """TLS handshake failures by side (``client``, ``broker``) and cause, plus
+        ``refused_handshakes`` (client handshakes refused at the bound) under ``client``."""
+        stats = self._stats()
+        client = dict(stats.get("client_tls_failures", {}))
+        client["refused_handshakes"] = int(stats.get("refused_tls_handshakes", 0))
+        return {"client": client, "broker": dict(stats.get("broker_tls_failures", {}))}
+
+    def _tls_metrics(self) -> list:
+        """TLS handshake failures for the metrics port (group ``ProxyTls``, one counter per side and
+        cause: ``client-expired-certificate-total``, ``broker-name-mismatch-total``, ...)."""
+        from kquota.metrics import Metric
+
+        return [Metric("ProxyTls", f"{side}-{cause.replace('_', '-')}-total", {}, float(n))
+                for side, causes in self.tls_failures.items() for cause, n in causes.items()]
 
     @property
     def broker_ports(self) -> dict[int, int]:
@@ -246,6 +279,8 @@ class NativeProxyServer(ProxySettings):
                 return
             conn = self._bridged[conn_id] = BridgeConnection(self, self._plane, conn_id,
                                                              None if node_id < 0 else node_id)
+            # A TLS client's principal (its certificate's) is known before any request.
+            conn._user = self._plane.user(conn_id) or conn._user
         self._spawn(conn, self._handle(conn, slot, frame, ns, RequestHeader(*header)))
 
     async def _handle(self, conn: BridgeConnection, slot: int, frame: bytes, ns: int, header: RequestHeader) -> None:

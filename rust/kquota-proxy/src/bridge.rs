@@ -36,4 +36,6 @@ pub trait Registered: Send + Sync {
     fn python_forward(&self, slot: u64, frame: &[u8]) -> Result<(), String>;
     /// The principal used by the native quota paths.
     fn set_user(&self, user: &str);
+    /// The principal now (a TLS client's mapped certificate subject before any SASL).
+    fn user(&self) -> String;
 }

@@ -1,7 +1,10 @@
 //! The data plane's configuration, fixed when it starts (Python builds it from the proxy's
 //! options).
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use crate::secure::Security;
 
 use crate::tables::ApiTables;
 
@@ -24,4 +27,6 @@ pub struct ProxyConfig {
     pub proxy_protocol_timeout: Duration,
     /// How long a closing connection may take to send the answers it owes.
     pub drain: Duration,
+    /// TLS on either side (issue 28); `Security::plaintext()` for none.
+    pub security: Arc<Security>,
 }

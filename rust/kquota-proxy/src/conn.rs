@@ -14,13 +14,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use quota_core::{ClientHandle, ClientQuotaType, ResponseThrottle};
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::Notify;
 
 use crate::bridge::Registered;
 use crate::forwarded::{Fwd, Kind};
 use crate::outbox::Outbox;
 use crate::shared::Shared;
+use crate::stream::WriteSide;
 use crate::wire::read_i32;
 
 /// acks=0 correlation ids remembered (some brokers answer them anyway).
@@ -93,8 +93,8 @@ impl Conn {
         shared: &Arc<Shared>,
         id: u64,
         node: i32,
-        cw: OwnedWriteHalf,
-        uw: OwnedWriteHalf,
+        cw: WriteSide,
+        uw: WriteSide,
         failed: &Arc<Notify>,
     ) -> (Arc<Conn>, [tokio::task::JoinHandle<()>; 2]) {
         let (to_client, wc) = Outbox::new(cw, Arc::clone(failed));
@@ -249,6 +249,10 @@ impl Conn {
         self.state().user = Arc::from(user);
     }
 
+    pub fn user(&self) -> String {
+        self.state().user.to_string()
+    }
+
     pub fn remember_unanswered(st: &mut ConnState, corr: i32) {
         if st.unanswered.insert(corr) {
             st.unanswered_order.push_back(corr);
@@ -337,5 +341,9 @@ impl Registered for Conn {
 
     fn set_user(&self, user: &str) {
         Conn::set_user(self, user);
+    }
+
+    fn user(&self) -> String {
+        Conn::user(self)
     }
 }

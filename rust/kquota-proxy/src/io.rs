@@ -2,7 +2,8 @@
 //! bound what a connection holds.
 
 use tokio::io::{AsyncReadExt, BufReader};
-use tokio::net::tcp::OwnedReadHalf;
+
+use crate::stream::ReadSide;
 
 /// Frames at least this long are relayed cut-through (Produce requests, Fetch responses).
 pub const STREAM_MIN: usize = 64 << 10;
@@ -15,7 +16,7 @@ pub const BACKLOG: usize = 4 << 20;
 /// Read-ahead per socket.
 pub const READ_BUFFER: usize = 64 << 10;
 
-pub type Reader = BufReader<OwnedReadHalf>;
+pub type Reader = BufReader<ReadSide>;
 
 pub fn io_err(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
     move |e| format!("{what}: {e}")

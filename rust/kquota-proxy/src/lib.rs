@@ -9,11 +9,12 @@
 //!   [`endpoints`] (NodeEndpoints rewritten to the proxy's addresses);
 //! - what every connection shares ([`shared`]): [`config`], [`bridge`] (the contracts with
 //!   Python), [`brokers`] (the broker map), [`counters`], [`request_log`];
-//! - one connection: [`listen`] (the listeners), [`session`] (its life), [`conn`] (slots, order,
+//! - one connection: [`listen`] (the listeners), [`session`] (its life), [`secure`] (its TLS
+//!   handshakes, [`tls`], [`principal`]), [`conn`] (slots, order,
 //!   mute, the request quota of relayed APIs), [`requests`] and [`responses`] (the two readers,
 //!   each a dispatch by API), [`forwarded`] (what the response reader knows of each request);
 //! - the quota paths, each API's request and response halves: [`produce_path`], [`fetch_path`];
-//! - bytes in and out: [`io`] (reading frames), [`outbox`] (ordered writes with back-pressure),
+//! - bytes in and out: [`stream`] (plain or TLS sockets), [`io`] (reading frames), [`outbox`] (ordered writes with back-pressure),
 //!   [`relay`] (uninspected bytes spliced socket to socket).
 
 pub mod admission;
@@ -38,8 +39,10 @@ pub mod relay;
 pub mod request_log;
 pub mod requests;
 pub mod responses;
+pub mod secure;
 pub mod session;
 pub mod shared;
+pub mod stream;
 pub mod tables;
 pub mod tls;
 pub mod wire;

@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::{mpsc, Notify};
+
+use crate::stream::WriteSide;
 
 /// Small frames written together are copied into one buffer up to this size (one send).
 const COALESCE: usize = 256 << 10;
@@ -30,7 +31,7 @@ pub struct Outbox {
 impl Outbox {
     /// The outbox and its writer (spawn the writer on the runtime).
     pub fn new(
-        mut w: OwnedWriteHalf,
+        mut w: WriteSide,
         on_fail: Arc<Notify>,
     ) -> (Arc<Outbox>, impl std::future::Future<Output = ()> + Send) {
         let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
@@ -66,6 +67,11 @@ impl Outbox {
                         r = w.write_all(&big).await;
                     }
                     r
+                };
+                // TLS holds written bytes in its session until flushed (a no-op on TCP).
+                let result = match result {
+                    Ok(()) => w.flush().await,
+                    e => e,
                 };
                 me.queued.fetch_sub(written, Ordering::AcqRel);
                 me.drained.notify_waiters();

@@ -4,33 +4,36 @@
 //! On Linux they are spliced (socket -> pipe -> socket, `splice(2)`): the kernel moves pages
 //! between the sockets and the proxy never copies the data into or out of its own memory, which
 //! is most of what a proxy costs per byte. Elsewhere, or for short runs, they are copied in
-//! chunks through the outbox.
+//! chunks through the outbox. Through TLS (either side) splicing is impossible: the bytes are
+//! decrypted and encrypted in the proxy, copied in `CHUNK`s under the same `BACKLOG` bound.
 
 use tokio::io::AsyncReadExt;
 
 use crate::io::{io_err, Reader, BACKLOG, CHUNK};
 use crate::outbox::Outbox;
+use crate::stream::WriteSide;
 
 /// Runs shorter than this are copied (a splice costs two system calls per pipe-full).
 #[cfg(target_os = "linux")]
 const SPLICE_MIN: usize = 32 << 10;
 
-/// One direction's relay: the destination socket (its outbox's) and, once used, a pipe.
+/// One direction's relay: the destination socket (its outbox's; none through TLS) and, once
+/// used, a pipe.
 pub struct Relay {
     #[cfg(target_os = "linux")]
-    dst_fd: std::os::fd::RawFd,
+    dst_fd: Option<std::os::fd::RawFd>,
     #[cfg(target_os = "linux")]
     splicer: Option<linux::Splicer>,
 }
 
 impl Relay {
     /// `dst` is the socket `out` writes to (it outlives the relay: the writer owns it).
-    pub fn new(dst: &tokio::net::TcpStream) -> Relay {
+    pub fn new(dst: &WriteSide) -> Relay {
         #[cfg(target_os = "linux")]
         {
             use std::os::fd::AsRawFd;
             Relay {
-                dst_fd: dst.as_raw_fd(),
+                dst_fd: dst.tcp().map(AsRawFd::as_raw_fd),
                 splicer: None,
             }
         }
@@ -44,7 +47,7 @@ impl Relay {
     /// Relays the next `n` bytes of `src` after everything queued in `out`.
     pub async fn relay(&mut self, src: &mut Reader, out: &Outbox, n: usize) -> Result<(), String> {
         #[cfg(target_os = "linux")]
-        if n >= SPLICE_MIN {
+        if n >= SPLICE_MIN && self.dst_fd.is_some() && src.get_ref().tcp().is_some() {
             return linux::splice_relay(self, src, out, n).await;
         }
         copy(src, out, n).await
@@ -167,11 +170,13 @@ mod linux {
         if out.failed() {
             return Err("a socket write failed".into());
         }
+        let (Some(dst_fd), Some(stream)) = (relay.dst_fd, src.get_ref().tcp()) else {
+            return Err("splice between sockets that are not both plain".into());
+        };
         if relay.splicer.is_none() {
-            relay.splicer = Some(splicer(relay.dst_fd).map_err(failed("cannot set up splice"))?);
+            relay.splicer = Some(splicer(dst_fd).map_err(failed("cannot set up splice"))?);
         }
         let sp = relay.splicer.as_ref().expect("set above");
-        let stream: &tokio::net::TcpStream = src.get_ref().as_ref();
         let src_fd = stream.as_raw_fd();
         while n > 0 {
             let want = n.min(PIPE);

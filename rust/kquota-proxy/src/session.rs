@@ -1,10 +1,11 @@
 //! One client connection's life: its broker connection opened, the two readers run until
-//! either side closes or a frame is malformed, then everything closed and Python told.
+//! either side closes or a frame is malformed, then everything closed and Python told. TLS
+//! (secure.rs) wraps either socket first: the client's handshake (its principal is the
+//! connection's user) before the broker is reached.
 
 use std::sync::Arc;
 
 use tokio::io::BufReader;
-use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
@@ -13,10 +14,16 @@ use crate::conn::Conn;
 use crate::io::READ_BUFFER;
 use crate::relay::Relay;
 use crate::shared::Shared;
+use crate::stream::ReadSide;
 
 /// Serves one accepted client connection until either side closes or a frame is malformed.
 pub async fn serve(shared: Arc<Shared>, id: u64, node: i32, sock: TcpStream, upstream: (String, u16)) {
     let _ = sock.set_nodelay(true);
+    let security = &shared.cfg.security;
+    let (client, principal) = match security.accept(sock).await {
+        Ok(accepted) => accepted,
+        Err(line) => return shared.bridge.on_close(id, line),
+    };
     let up = match TcpStream::connect((upstream.0.as_str(), upstream.1)).await {
         Ok(up) => up,
         Err(e) => {
@@ -28,12 +35,19 @@ pub async fn serve(shared: Arc<Shared>, id: u64, node: i32, sock: TcpStream, ups
         }
     };
     let _ = up.set_nodelay(true);
-    let (cr, cw) = sock.into_split();
-    let (ur, uw) = up.into_split();
-    // The relays splice into the sockets the outboxes' writers own.
-    let relays = (Relay::new(uw.as_ref()), Relay::new(cw.as_ref()));
+    let up = match security.connect(&upstream.0, up).await {
+        Ok(up) => up,
+        Err(line) => return shared.bridge.on_close(id, line),
+    };
+    let (cr, cw) = client.split();
+    let (ur, uw) = up.split();
+    // The relays splice into the sockets the outboxes' writers own (when both are plain).
+    let relays = (Relay::new(&uw), Relay::new(&cw));
     let failed = Arc::new(Notify::new());
     let (conn, writers) = Conn::new(&shared, id, node, cw, uw, &failed);
+    if let Some(principal) = principal {
+        conn.set_user(&principal);
+    }
     shared
         .conns
         .lock()
@@ -48,8 +62,8 @@ pub async fn serve(shared: Arc<Shared>, id: u64, node: i32, sock: TcpStream, ups
 
 async fn run(
     conn: &Arc<Conn>,
-    cr: OwnedReadHalf,
-    ur: OwnedReadHalf,
+    cr: ReadSide,
+    ur: ReadSide,
     (to_broker, to_client): (Relay, Relay),
     failed: &Notify,
     up: &(String, u16),

@@ -3,6 +3,7 @@
 //! whose methods only hand work to its event loop; every blocking call here releases the GIL,
 //! since the runtime's threads take it to call the bridge.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,6 +15,9 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::{invalid_argument, PyQuotaResult};
 use crate::kernel::PyQuotaKernel;
+
+/// Client TLS handshakes under way at most, unless `max_connections` is larger.
+const DEFAULT_MAX_HANDSHAKES: usize = 1024;
 
 struct PyBridge {
     obj: Py<PyAny>,
@@ -166,7 +170,7 @@ impl PyProxyDataPlane {
         kernel, bridge, *, bootstrap, listen_host, listen_port, advertised_host, flexible_from,
         throttle_first, parsed_versions, python_keys, exempt_keys, max_frame_bytes, max_connections, max_inflight,
         quota_window_ms, request_log, threads=1, drain_seconds=5.0, proxy_protocol=false,
-        proxy_protocol_timeout_ms=10000
+        proxy_protocol_timeout_ms=10000, listener_tls=None, upstream_tls=None, max_tls_handshakes=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -190,6 +194,9 @@ impl PyProxyDataPlane {
         drain_seconds: f64,
         proxy_protocol: bool,
         proxy_protocol_timeout_ms: i64,
+        listener_tls: Option<HashMap<String, String>>,
+        upstream_tls: Option<HashMap<String, String>>,
+        max_tls_handshakes: Option<i64>,
     ) -> PyQuotaResult<Self> {
         if !(drain_seconds.is_finite() && drain_seconds >= 0.0) {
             return Err(invalid_argument(format!(
@@ -209,6 +216,14 @@ impl PyProxyDataPlane {
             python: ApiTables::key_set(&keys(&python_keys, "python_keys")?),
             exempt: ApiTables::key_set(&keys(&exempt_keys, "exempt_keys")?),
         };
+        let max_connections = positive(max_connections, "max_connections")?;
+        // Handshakes under way are bounded apart from the connections (they hold no slot, so
+        // clients that never finish one cannot take the slots of others).
+        let max_handshakes = match max_tls_handshakes {
+            Some(n) => positive(n, "max_tls_handshakes")?,
+            None => max_connections.max(DEFAULT_MAX_HANDSHAKES),
+        };
+        let security = crate::tls::security(listener_tls, upstream_tls, max_handshakes)?;
         let cfg = ProxyConfig {
             tables,
             bootstrap,
@@ -216,13 +231,14 @@ impl PyProxyDataPlane {
             listen_port,
             advertised_host,
             max_frame_bytes: positive(max_frame_bytes, "max_frame_bytes")?,
-            max_connections: positive(max_connections, "max_connections")?,
+            max_connections,
             max_inflight: positive(max_inflight, "max_inflight")?,
             quota_window_ms: positive(quota_window_ms, "quota_window_ms")? as u64,
             request_log,
             drain: Duration::from_secs_f64(drain_seconds),
             proxy_protocol,
             proxy_protocol_timeout: Duration::from_millis(positive(proxy_protocol_timeout_ms, "proxy_protocol_timeout_ms")? as u64),
+            security,
         };
         Ok(PyProxyDataPlane {
             cfg,
@@ -293,6 +309,12 @@ impl PyProxyDataPlane {
         Ok(())
     }
 
+    /// The principal of a connection now (a TLS client's mapped certificate subject, SASL's
+    /// user once authenticated, else ``ANONYMOUS``); ``None`` once closed.
+    fn user(&self, conn_id: u64) -> Option<String> {
+        self.conn(conn_id).map(|c| c.user())
+    }
+
     /// Closes one connection (e.g. a frame Python could not parse).
     #[pyo3(signature = (conn_id, reason=None))]
     fn close_connection(&self, py: Python<'_>, conn_id: u64, reason: Option<String>) {
@@ -333,7 +355,8 @@ impl PyProxyDataPlane {
 
     /// Counters and maps: connections, refused_connections, streamed_requests,
     /// streamed_responses, accepted, broker_ports, brokers, request_log_dropped,
-    /// proxy_header_refused, accept_delayed.
+    /// proxy_header_refused, accept_delayed, and TLS: client_tls_failures and
+    /// broker_tls_failures (cause -> count), refused_tls_handshakes.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         use std::sync::atomic::Ordering::Relaxed;
         let d = PyDict::new(py);
@@ -369,6 +392,18 @@ impl PyProxyDataPlane {
         d.set_item("request_log_dropped", dropped)?;
         d.set_item("proxy_header_refused", header_refused)?;
         d.set_item("accept_delayed", delayed)?;
+        let security = &self.cfg.security;
+        let client_failures = PyDict::new(py);
+        let broker_failures = PyDict::new(py);
+        for (cause, n) in security.client_failures.counts() {
+            client_failures.set_item(cause, n)?;
+        }
+        for (cause, n) in security.broker_failures.counts() {
+            broker_failures.set_item(cause, n)?;
+        }
+        d.set_item("client_tls_failures", client_failures)?;
+        d.set_item("broker_tls_failures", broker_failures)?;
+        d.set_item("refused_tls_handshakes", security.refused_handshakes.load(Relaxed))?;
         Ok(d)
     }
 

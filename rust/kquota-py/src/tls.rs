@@ -45,6 +45,28 @@ fn check_upstream_tls(properties: HashMap<String, String>) -> PyQuotaResult<Vec<
     Ok(watched(reloading.files()))
 }
 
+/// The data plane's TLS on both sides from the ``ssl.*`` properties Python checked at start-up
+/// (``None``: that side is plain); at most ``max_handshakes`` client handshakes at once.
+pub fn security(
+    listener: Option<HashMap<String, String>>,
+    upstream: Option<HashMap<String, String>>,
+    max_handshakes: usize,
+) -> PyQuotaResult<std::sync::Arc<kquota_proxy::secure::Security>> {
+    let listener = listener
+        .map(|p| tls::ListenerTls::from_properties(&to_map(p), tls::DEFAULT_RELOAD_CHECK))
+        .transpose()
+        .map_err(tls_error)?;
+    let upstream = upstream
+        .map(|p| tls::UpstreamTls::from_properties(&to_map(p), tls::DEFAULT_RELOAD_CHECK))
+        .transpose()
+        .map_err(tls_error)?;
+    Ok(std::sync::Arc::new(kquota_proxy::secure::Security::new(
+        listener,
+        upstream,
+        max_handshakes,
+    )))
+}
+
 /// A DER certificate's subject in RFC 2253 form, exactly as Java's
 /// ``X500Principal.getName("RFC2253")`` (and so Kafka) prints it.
 #[pyfunction]
