@@ -1,0 +1,113 @@
+//! Fleet shares: the fraction of each configured limit this kernel enforces when it is one of
+//! several proxies that hold a quota together (`kquota proxy --quota-scope fleet`).
+//!
+//! Per quota type, an immutable map from a sensor's metric tags `(user, client-id)` to a
+//! fraction, plus the fraction for tags the map does not name (a new entity starts there).
+//! [`limit_for`](crate::kernel::QuotaKernel) multiplies the limit by it; publishing a new map
+//! bumps the type's limits generation, so each sensor re-reads its limit once, on its next
+//! record (the cold path). The record path never reads this map.
+
+use std::collections::HashMap;
+
+use arc_swap::ArcSwap;
+
+use crate::error::QuotaError;
+use crate::types::ClientQuotaType;
+
+/// One quota type's shares.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShareMap {
+    /// The fraction of tags not in `by_tags`.
+    pub default: f64,
+    /// `(user tag, client-id tag)` -> fraction.
+    pub by_tags: HashMap<(String, String), f64>,
+}
+
+impl ShareMap {
+    /// Every limit whole: the `proxy` scope.
+    pub fn whole() -> Self {
+        ShareMap {
+            default: 1.0,
+            by_tags: HashMap::new(),
+        }
+    }
+
+    /// The fraction for a sensor's tags.
+    pub fn of(&self, user: &str, client_id: &str) -> f64 {
+        if self.by_tags.is_empty() {
+            return self.default;
+        }
+        // Keyed by owned strings; this runs on the cold path only (limit refresh, metrics).
+        self.by_tags
+            .get(&(user.to_owned(), client_id.to_owned()))
+            .copied()
+            .unwrap_or(self.default)
+    }
+}
+
+/// The shares of every quota type, read when a limit is refreshed.
+pub struct FleetShares {
+    pub(crate) types: [ArcSwap<ShareMap>; 4],
+}
+
+impl Default for FleetShares {
+    fn default() -> Self {
+        FleetShares {
+            types: std::array::from_fn(|_| ArcSwap::from_pointee(ShareMap::whole())),
+        }
+    }
+}
+
+impl FleetShares {
+    /// The fraction of type `t`'s limit for tags `(user, client_id)`.
+    pub(crate) fn of(&self, t: ClientQuotaType, user: &str, client_id: &str) -> f64 {
+        self.types[t.index()].load().of(user, client_id)
+    }
+}
+
+/// A share is a fraction of the limit.
+pub(crate) fn check_fraction(f: f64) -> Result<(), QuotaError> {
+    if f.is_finite() && (0.0..=1.0).contains(&f) {
+        Ok(())
+    } else {
+        Err(QuotaError::InvalidValue(format!(
+            "a fleet share must be a fraction between 0 and 1, got {f}"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::QuotaKernel;
+    use crate::settings::KernelConfig;
+
+    #[test]
+    fn limits_scale_by_share_and_refuse_bad_fractions() {
+        let k = QuotaKernel::new(KernelConfig::default()).unwrap();
+        let t = ClientQuotaType::Produce;
+        k.alter(
+            &[crate::snapshot::QuotaChange {
+                entity: crate::entity::QuotaEntity {
+                    user: None,
+                    client_id: Some(crate::entity::EntityName::Name("c".into())),
+                },
+                quota_type: t,
+                value: Some(1000.0),
+            }],
+            false,
+        )
+        .unwrap();
+        assert_eq!(k.quota_limit(t, "", "c"), Some(1000.0));
+        let mut by_tags = HashMap::new();
+        by_tags.insert((String::new(), "c".to_owned()), 0.25);
+        k.set_shares(t, ShareMap { default: 0.5, by_tags }).unwrap();
+        assert_eq!(k.quota_limit(t, "", "c"), Some(250.0));
+        assert_eq!(k.quota_limit(t, "", "other"), None);
+        let bad = ShareMap { default: 1.5, by_tags: HashMap::new() };
+        assert!(k.set_shares(t, bad).is_err());
+        assert_eq!(k.quota_limit(t, "", "c"), Some(250.0));
+        k.set_shares(t, ShareMap::whole()).unwrap();
+        assert_eq!(k.quota_limit(t, "", "c"), Some(1000.0));
+    }
+}
