@@ -43,6 +43,9 @@ INTERVAL_S = 1.0
 SILENT_INTERVALS = 3
 #: Quota types whose limits hold for the fleet (the byte rates).
 FLEET_TYPES = {"Produce": "producer_byte_rate", "Fetch": "consumer_byte_rate"}
+#: A member stays saturated this many intervals after it last was (a throttled client is muted
+#: for the throttle time and measures low meanwhile, though it wants more).
+HOLD_INTERVALS = 5
 #: Metric group of the coordinator's rows.
 FLEET_GROUP = "Fleet"
 #: Shares closer than this to the ones set are not set again (each set re-reads limits).
@@ -94,6 +97,8 @@ class FleetCoordinator:
         self.fleet_size = 1
         self.fallback = False
         self.bytes_sent = 0
+        self._throttle_avg: dict[Key, float] = {}  # each sensor's throttle-time Avg at the last step
+        self._saturated_at: dict[Key, int] = {}  # the step a sensor was last seen saturated
 
     def _assign(self) -> None:
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
@@ -170,12 +175,15 @@ class FleetCoordinator:
         """This proxy's rate per limited sensor (negative: saturated) and each whole limit."""
         rates: dict[Key, float] = {}
         bounds: dict[Key, float] = {}
+        throttles: dict[Key, float] = {}
         for group, name, user, client_id, value in iter_rows(self.qm._metrics_snapshot()):
             if group in FLEET_TYPES and user is not None:
                 if name == "byte-rate":
                     rates[(group, user, client_id)] = value
                 elif name == "quota-limit":
                     bounds[(group, user, client_id)] = value
+                elif name == "throttle-time":
+                    throttles[(group, user, client_id)] = value
         local: dict[Key, float] = {}
         whole: dict[Key, float] = {}
         for key, bound in bounds.items():
@@ -184,7 +192,16 @@ class FleetCoordinator:
                 continue
             whole[key] = bound / share
             rate = rates.get(key, 0.0)
-            local[key] = -rate if rate >= SATURATED * bound and rate > 0 else rate
+            # Throttled since the last step (its throttle-time Avg moved) or at its bound: wants more.
+            avg = throttles.get(key, 0.0)
+            throttled = avg > 0 and avg != self._throttle_avg.get(key)
+            if throttled or (rate > 0 and rate >= SATURATED * bound):
+                self._saturated_at[key] = self._seq
+            held = self._seq - self._saturated_at.get(key, -HOLD_INTERVALS - 1) <= HOLD_INTERVALS
+            local[key] = -max(rate, 1.0) if held else rate
+        self._throttle_avg = throttles
+        for key in [k for k in self._saturated_at if k not in bounds]:
+            del self._saturated_at[key]
         return local, whole
 
     def _publish(self, local: dict[Key, float]) -> None:
