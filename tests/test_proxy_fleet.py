@@ -180,3 +180,42 @@ def test_a_light_producer_keeps_its_demand_while_two_run_flat_out(fleet, broker)
         assert light_rate >= 0.9 * 0.2 * QUOTA, light_rate / QUOTA
     finally:
         clients.stop()
+
+
+def consume_loop(address, topic, client_id, meter, stop):
+    """Reads ``topic`` from the start as fast as the proxy lets it, counting bytes."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": address, "client.id": client_id, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "fetch.max.bytes": 16384, "max.partition.fetch.bytes": 16384,
+                  "message.max.bytes": 16384})
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    try:
+        while not stop.is_set():
+            for msg in c.consume(num_messages=100, timeout=0.2):
+                if msg.error() is None:
+                    meter.add(len(msg.value() or b""))
+    finally:
+        c.close()
+
+
+def test_three_consumers_flat_out_share_one_fetch_quota(fleet, broker):
+    from confluent_kafka import Producer
+
+    data = make_topic(broker.address)
+    p = Producer({"bootstrap.servers": broker.address, "linger.ms": 20, "batch.size": 16384})  # small fetches
+    for _ in range(4000):  # 4 MB: more than three consumers may read in the test
+        p.produce(data, VALUE)
+        p.poll(0)
+    assert p.flush(30) == 0
+    fleet.quota("consumer_byte_rate", QUOTA)
+    clients = Clients()
+    try:
+        members = [fleet.start() for _ in range(3)]
+        meters = [clients.run(consume_loop, addr, data, "shared") for addr, _ in members]
+        time.sleep(WINDOWS3 + 15)
+        total = aggregate(meters, 15)
+        print(f"3 consumers flat out: aggregate {total / QUOTA:.2f}x the quota")
+        assert 0.85 * QUOTA <= total <= 1.15 * QUOTA, total / QUOTA
+    finally:
+        clients.stop()

@@ -98,7 +98,7 @@ class FleetCoordinator:
         self.fallback = False
         self.bytes_sent = 0
         self._throttle_avg: dict[Key, float] = {}  # each sensor's throttle-time Avg at the last step
-        self._saturated_at: dict[Key, int] = {}  # the step a sensor was last seen saturated
+        self._saturated_at: dict[Key, float] = {}  # the step until which a sensor counts as saturated
 
     def _assign(self) -> None:
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
@@ -193,11 +193,13 @@ class FleetCoordinator:
             whole[key] = bound / share
             rate = rates.get(key, 0.0)
             # Throttled since the last step (its throttle-time Avg moved) or at its bound: wants more.
+            # It stays so while its client may still be muted (about the throttle time).
             avg = throttles.get(key, 0.0)
             throttled = avg > 0 and avg != self._throttle_avg.get(key)
             if throttled or (rate > 0 and rate >= SATURATED * bound):
-                self._saturated_at[key] = self._seq
-            held = self._seq - self._saturated_at.get(key, -HOLD_INTERVALS - 1) <= HOLD_INTERVALS
+                hold = HOLD_INTERVALS + (avg / 1000.0 / self.interval_s if throttled else 0.0)
+                self._saturated_at[key] = self._seq + hold
+            held = self._seq <= self._saturated_at.get(key, -1.0)
             local[key] = -max(rate, 1.0) if held else rate
         self._throttle_avg = throttles
         for key in [k for k in self._saturated_at if k not in bounds]:

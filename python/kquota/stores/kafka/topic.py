@@ -29,7 +29,8 @@ def ensure_topic(admin: Any, url: str, topic: str, timeout: float, create: bool,
     if not exists:
         if not create:
             raise ConfigStoreError(f"store {url}: the topic {topic!r} does not exist (nothing was created)")
-        new = NewTopic(topic, num_partitions=1, replication_factor=-1, config={"cleanup.policy": cleanup_policy, **(config or {})})
+        new = NewTopic(topic, num_partitions=1, replication_factor=-1,
+                       config={"cleanup.policy": cleanup_policy, **(config or {})})
         try:
             for future in admin.create_topics([new], request_timeout=timeout).values():
                 future.result(timeout)
