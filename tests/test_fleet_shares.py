@@ -63,3 +63,111 @@ def test_kernel_shares_scale_limits_and_report_them():
         assert qm.quota_limit("PRODUCE", "", "c") == 1000.0
     finally:
         qm.close()
+
+
+class Cuttable:
+    """A TCP forwarder on loopback that can cut every connection (the usage path lost) and
+    accept again (the path back)."""
+
+    def __init__(self, target_port, port):
+        import socket
+        import threading
+
+        self.target, self.open, self.conns = target_port, True, []
+        self.server = socket.create_server(("127.0.0.1", port))
+        self.server.settimeout(0.2)
+        self.halt = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        import socket
+        import threading
+
+        while not self.halt.is_set():
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                continue
+            if not self.open:
+                client.close()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            self.conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b):
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                s.close()
+
+    def cut(self):
+        self.open = False
+        for s in self.conns:
+            s.close()
+        self.conns = []
+
+    def stop(self):
+        self.cut()
+        self.halt.set()
+        self.thread.join(2)
+        self.server.close()
+
+
+def test_a_cut_usage_path_falls_back_to_a_static_share_and_recovers():
+    """Two coordinators exchange usage through a forwarder in front of tansu; cut, each falls
+    back to 1 / last fleet size within 3 intervals; back, each leaves the fallback."""
+    import time
+
+    pytest.importorskip("confluent_kafka")
+    from proxy_support import Tansu, free_port
+
+    from kquota.proxy.fleet import SILENT_INTERVALS, FleetCoordinator
+
+    interval = 0.3
+    fwd_port = free_port()
+    broker = Tansu(advertised_port=fwd_port)
+    path = Cuttable(broker.port, fwd_port)
+    qms = [kquota.QuotaManager(window_num=2), kquota.QuotaManager(window_num=2)]
+    coords = []
+    try:
+        coords = [FleetCoordinator(qm, f"127.0.0.1:{fwd_port}", "quotas", interval_s=interval) for qm in qms]
+        deadline = time.monotonic() + 20
+        while not all(c.fleet_size == 2 for c in coords) and time.monotonic() < deadline:
+            for c in coords:
+                c.step()
+            time.sleep(interval)
+        assert [c.fleet_size for c in coords] == [2, 2] and not any(c.fallback for c in coords)
+        path.cut()
+        cut_at = time.monotonic()
+        while not all(c.fallback for c in coords) and time.monotonic() < cut_at + 10:
+            for c in coords:
+                c.step()
+            time.sleep(interval)
+        took = time.monotonic() - cut_at
+        assert all(c.fallback for c in coords), "no fallback after the usage path was cut"
+        assert took <= (SILENT_INTERVALS + 2) * interval + 1.0, took
+        assert [qm._shares("PRODUCE") for qm in qms] == [(0.5, {}), (0.5, {})]
+        path.open = True
+        back_at = time.monotonic()
+        while any(c.fallback for c in coords) and time.monotonic() < back_at + 20:
+            for c in coords:
+                c.step()
+            time.sleep(interval)
+        assert not any(c.fallback for c in coords), "still in fallback after the usage path came back"
+        print(f"fallback after {took:.1f} s ({took / interval:.1f} intervals); "
+              f"recovered after {time.monotonic() - back_at:.1f} s")
+    finally:
+        for c in coords:
+            c.stop()
+        for qm in qms:
+            qm.close()
+        path.stop()
+        broker.stop()

@@ -145,8 +145,10 @@ class FleetCoordinator:
         local, limits = self._measure()
         self._publish(local)
         self._read()
-        now = time.time()
-        horizon = now - SILENT_INTERVALS * self.interval_s
+        # Silence is measured against the newest record of anyone (this proxy's own included):
+        # when the path itself is cut nobody is dropped, so the fallback knows the fleet's size.
+        newest = max((seen for seen, _ in self._members.values()), default=time.time())
+        horizon = newest - SILENT_INTERVALS * self.interval_s
         live = {m: rates for m, (seen, rates) in self._members.items() if seen >= horizon}
         live[self.member] = {entity_hash(*k): r for k, r in local.items()}
         cut = time.monotonic() - self._last_usage > SILENT_INTERVALS * self.interval_s
