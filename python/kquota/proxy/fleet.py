@@ -218,7 +218,9 @@ class FleetCoordinator:
             report.update({h: 0.0 for h in self._sent if h not in now})  # entities that left
         value = encode(Usage(full, int(self.interval_s * 1000), self._seq, report))
         self._seq += 1
-        self._sent = now
+        # What the others now believe: compared with the last reported rate, not the last
+        # measured one, so a slow drift is reported once it adds up.
+        self._sent = now if full else {h: r for h, r in {**self._sent, **report}.items() if r != 0.0}
         try:
             self._producer.produce(self.topic, value, key=self.member.encode())
             self.bytes_sent += len(value) + len(self.member)

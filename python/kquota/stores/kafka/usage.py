@@ -28,9 +28,9 @@ USAGE_TOPIC_CONFIG = {"retention.ms": "60000"}
 #: A usage topic's name next to a store topic.
 USAGE_SUFFIX = ".usage"
 #: Every this many reports a member sends all its entities (a joiner's view is whole within it).
-FULL_EVERY = 10
+FULL_EVERY = 30
 #: Relative rate change that is reported between full snapshots.
-CHANGE = 0.1
+CHANGE = 0.25
 
 _HEADER = struct.Struct("<BBHIH")
 _ENTRY = struct.Struct("<If")
