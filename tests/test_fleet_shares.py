@@ -36,9 +36,13 @@ def test_a_light_member_wanting_more_than_the_level_is_capped_at_it():
 
 
 def test_usage_records_round_trip_and_refuse_garbage():
-    u = Usage(True, 1000, 7, {entity_hash("Produce", "", "c"): -512.0, 5: 100.0})
-    assert decode(encode(u)) == u
-    assert len(encode(u)) == 10 + 2 * 8
+    u = Usage(True, 1000, 7, {entity_hash("Produce", "", "c"): -512.0, 5: 100.0, 6: 0.0, 7: 3e9})
+    back = decode(encode(u))
+    assert (back.full, back.interval_ms, back.sequence) == (True, 1000, 7)
+    assert back.rates.keys() == u.rates.keys()
+    for h, r in u.rates.items():
+        assert back.rates[h] == pytest.approx(r, rel=0.001)
+    assert len(encode(u)) == 10 + 4 * 6
     for bad in (b"", b"\x02" + encode(u)[1:], encode(u)[:-1]):
         with pytest.raises(CorruptUsage):
             decode(bad)

@@ -4,7 +4,7 @@ per proxy and report interval, read by every proxy of the fleet.
 A record's key is the member id (the proxy's random id); its value is binary and small::
 
     u8 version (1) | u8 flags (1: full snapshot) | u16 interval ms | u32 sequence | u16 count
-    count x (u32 entity hash | f32 rate)
+    count x (u32 entity hash | u16 rate)
 
 The entity hash is CRC-32 of ``quota type, user tag, client-id tag``: a member only needs the
 others' rates for the entities it has itself, so names never travel. The rate is bytes/s; a
@@ -19,6 +19,7 @@ useful for a few intervals; a member joining reads from the start of what is ret
 
 from __future__ import annotations
 
+import math
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -33,7 +34,9 @@ FULL_EVERY = 30
 CHANGE = 0.25
 
 _HEADER = struct.Struct("<BBHIH")
-_ENTRY = struct.Struct("<If")
+_ENTRY = struct.Struct("<IH")
+_SATURATED_BIT = 0x8000
+_STEPS = 1000  # per doubling of the rate
 _VERSION = 1
 _FULL = 1
 
@@ -62,8 +65,18 @@ def encode(usage: Usage) -> bytes:
     out = bytearray(_HEADER.pack(_VERSION, _FULL if usage.full else 0, min(usage.interval_ms, 65535),
                                  usage.sequence & 0xFFFFFFFF, len(usage.rates)))
     for h, rate in usage.rates.items():
-        out += _ENTRY.pack(h, rate)
+        out += _ENTRY.pack(h, _pack_rate(rate))
     return bytes(out)
+
+
+def _pack_rate(rate: float) -> int:
+    level = min(round(math.log2(1.0 + abs(rate)) * _STEPS), _SATURATED_BIT - 1)
+    return level | (_SATURATED_BIT if rate < 0 else 0)
+
+
+def _unpack_rate(packed: int) -> float:
+    rate = 2.0 ** ((packed & ~_SATURATED_BIT) / _STEPS) - 1.0
+    return -rate if packed & _SATURATED_BIT else rate
 
 
 def decode(value: bytes) -> Usage:
@@ -75,7 +88,7 @@ def decode(value: bytes) -> Usage:
         raise CorruptUsage(f"usage record version {version} is not {_VERSION}")
     if len(value) != _HEADER.size + count * _ENTRY.size:
         raise CorruptUsage(f"usage record of {len(value)} bytes does not hold {count} entries")
-    rates = {h: r for h, r in _ENTRY.iter_unpack(value[_HEADER.size:])}
+    rates = {h: _unpack_rate(r) for h, r in _ENTRY.iter_unpack(value[_HEADER.size:])}
     return Usage(bool(flags & _FULL), interval, seq, rates)
 
 
