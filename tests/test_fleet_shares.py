@@ -175,3 +175,16 @@ def test_a_cut_usage_path_falls_back_to_a_static_share_and_recovers():
             qm.close()
         path.stop()
         broker.stop()
+
+
+def test_fleet_scope_needs_a_kafka_store(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", "127.0.0.1:9", "--listen", "127.0.0.1:0",
+         "--store", f"sqlite:///{tmp_path / 'q.db'}", "--quota-scope", "fleet"],
+        capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "--quota-scope fleet needs a kafka:// --store" in r.stderr
+    assert "Traceback" not in r.stderr
