@@ -149,6 +149,23 @@ def test_a_cut_usage_path_falls_back_to_a_static_share_and_recovers():
                 c.step()
             time.sleep(interval)
         assert [c.fleet_size for c in coords] == [2, 2] and not any(c.fallback for c in coords)
+        # Metrics: this proxy's share of each active quota and the age of each member's usage.
+        qms[0].alter_client_quotas([({"client-id": "c"}, {"producer_byte_rate": 1000.0})])
+        qms[0].record_no_throttle("PRODUCE", "", "c", 10.0)
+        coords[0].step()
+        qms[0].add_metrics_source(coords[0].metrics)  # as start() does; steps driven here
+        from prometheus_client.parser import text_string_to_metric_families
+
+        from kquota.prometheus import exposition
+
+        fams = {f.name: f for f in text_string_to_metric_families(exposition(qms[0]).decode())}
+        assert fams["kafka_server_fleet_fleet_size"].samples[0].value == 2
+        share = fams["kafka_server_fleet_fleet_share"].samples
+        assert [(x.labels, x.value) for x in share] == [
+            ({"client_id": "c", "quota_type": "Produce", "user": ""}, pytest.approx(0.5))]  # both light: halves
+        ages = fams["kafka_server_fleet_fleet_usage_age_seconds"].samples
+        assert {x.labels["member"] for x in ages} == {c.member for c in coords}
+        assert all(0 <= x.value < 3 for x in ages)
         path.cut()
         cut_at = time.monotonic()
         while not all(c.fallback for c in coords) and time.monotonic() < cut_at + 10:

@@ -50,6 +50,8 @@ _HELP = {
     "watcher-errors-total": "Failed re-reads of the quota store by the config watcher (each retried)",
     "watcher-retry-pending": "1 while a failed re-read of the quota store waits for its retry",
     "config-sync-age-seconds": "Seconds since the config watcher last read the store successfully",
+    "fleet-share": "This proxy's fraction of an active quota (--quota-scope fleet)",
+    "fleet-usage-age-seconds": "Age of the newest usage record from each fleet member",
 }
 
 
@@ -107,9 +109,18 @@ class QuotaCollector(Collector):
                 # exposition writes it.
                 user = user[len(ENCODED_TAGS_PREFIX):] if user.startswith(ENCODED_TAGS_PREFIX) else user
                 family(group, name, True).add_metric([user, client_id], value)
+        tagged: dict[Tuple[str, str], PromMetric] = {}
         for m in self._qm.extra_metrics():
-            family(m.group, m.name, False).add_metric([], m.value)
+            if not m.tags:
+                family(m.group, m.name, False).add_metric([], m.value)
+                continue
+            fam = tagged.get((m.group, m.name))
+            if fam is None:
+                fam = tagged[(m.group, m.name)] = GaugeMetricFamily(
+                    prometheus_name(m.group, m.name), _HELP.get(m.name, m.name), labels=_labels(m.tags))
+            fam.add_metric([m.tags[k] for k in sorted(m.tags)], m.value)
         yield from families.values()
+        yield from tagged.values()
 
     def describe(self) -> Iterator[PromMetric]:
         # Families depend on which types have sensors; no fixed description.
@@ -127,8 +138,37 @@ def exposition_chunks(qm: "QuotaManager", now_ms: Optional[int] = None) -> Itera
     """The Prometheus text exposition (format 0.0.4) of ``qm``'s metrics as chunks of about
     64 KiB: one compact native snapshot, each chunk rendered without the GIL. A scrape of 1M
     sensors never holds the whole text (157 MB) in memory."""
-    extra = [(m.group, m.name, m.value) for m in qm.extra_metrics()]
-    return iter(qm._prometheus_stream(now_ms, extra, _HELP))
+    rows = qm.extra_metrics()
+    extra = [(m.group, m.name, m.value) for m in rows if not m.tags]
+    yield from qm._prometheus_stream(now_ms, extra, _HELP)
+    tagged = [m for m in rows if m.tags]
+    if tagged:
+        yield _tagged_exposition(tagged)
+
+
+def _labels(tags: Any) -> list[str]:
+    return [k.replace("-", "_") for k in sorted(tags)]
+
+
+def _tagged_exposition(rows: list[Any]) -> bytes:
+    """Extra rows with tags (a fleet's per-quota shares and per-member ages) as gauges; the
+    native stream renders the untagged ones."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for m in sorted(rows, key=lambda r: (r.group, r.name)):
+        name = prometheus_name(m.group, m.name)
+        if name not in seen:
+            seen.add(name)
+            out.append(f"# HELP {name} {_HELP.get(m.name, m.name)}\n# TYPE {name} gauge\n")
+        labels = ",".join(f'{k.replace("-", "_")}="{_escape(str(v))}"' for k, v in sorted(m.tags.items()))
+        v = float(m.value)
+        text = "NaN" if v != v else ("+Inf" if v == float("inf") else "-Inf" if v == float("-inf") else repr(v))
+        out.append(f"{name}{{{labels}}} {text}\n")
+    return "".join(out).encode()
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 def exposition(qm: "QuotaManager", now_ms: Optional[int] = None) -> bytes:

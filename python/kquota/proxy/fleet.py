@@ -264,7 +264,9 @@ class FleetCoordinator:
     def metrics(self) -> list[Metric]:
         """``fleet-size``, ``fleet-fallback``, ``fleet-share-default``, ``fleet-share-min`` and
         ``-max`` over the active quotas, ``fleet-usage-age-max-seconds`` (the oldest among the newest
-        usage of each live member) and ``fleet-usage-bytes-total`` (usage bytes sent)."""
+        usage of each live member), ``fleet-usage-bytes-total`` (usage bytes sent); tagged:
+        ``fleet-share`` per active quota (``quota-type``, ``user``, ``client-id``) and
+        ``fleet-usage-age-seconds`` per member (``member``, its id; this proxy's own included)."""
         shares = [v for by_tags in self._shares.values() for v in by_tags.values()]
         now = time.time()
         ages = [now - seen for seen, _ in self._members.values() if now - seen <= SILENT_INTERVALS * self.interval_s]
@@ -276,4 +278,8 @@ class FleetCoordinator:
             Metric(FLEET_GROUP, "fleet-share-max", {}, max(shares, default=self._default)),
             Metric(FLEET_GROUP, "fleet-usage-age-max-seconds", {}, max(ages, default=float("nan"))),
             Metric(FLEET_GROUP, "fleet-usage-bytes-total", {}, float(self.bytes_sent)),
+            *(Metric(FLEET_GROUP, "fleet-share", {"quota-type": group, "user": u, "client-id": c}, share)
+              for group, by_tags in self._shares.items() for (u, c), share in by_tags.items()),
+            *(Metric(FLEET_GROUP, "fleet-usage-age-seconds", {"member": m}, now - seen)
+              for m, (seen, _) in self._members.items() if now - seen <= 2 * SILENT_INTERVALS * self.interval_s),
         ]
