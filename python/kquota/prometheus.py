@@ -51,6 +51,8 @@ _HELP = {
     "watcher-errors-total": "Failed re-reads of the quota store by the config watcher (each retried)",
     "watcher-retry-pending": "1 while a failed re-read of the quota store waits for its retry",
     "config-sync-age-seconds": "Seconds since the config watcher last read the store successfully",
+    "fleet-share": "This proxy's fraction of an active quota (--quota-scope fleet)",
+    "fleet-usage-age-seconds": "Age of the newest usage record from each fleet member",
 }
 
 
@@ -117,6 +119,7 @@ class QuotaCollector(Collector):
                 # exposition writes it.
                 user = user[len(ENCODED_TAGS_PREFIX):] if user.startswith(ENCODED_TAGS_PREFIX) else user
                 family(group, name, True).add_metric([user, client_id], value)
+        tagged: dict[Tuple[str, str], PromMetric] = {}
         for m in self._qm.extra_metrics():
             fam = family(m.group, m.name, False)
             if m.tags:
@@ -127,6 +130,7 @@ class QuotaCollector(Collector):
             else:
                 fam.add_metric([], m.value)
         yield from families.values()
+        yield from tagged.values()
 
     def describe(self) -> Iterator[PromMetric]:
         # Families depend on which types have sensors; no fixed description.

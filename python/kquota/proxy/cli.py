@@ -114,6 +114,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--store", metavar="URL", help="quota store followed live (sqlite:///path, "
                    "zookeeper://host:port[/chroot], kafka://[host:port]/topic: no host is the --bootstrap-server's "
                    "cluster; default: $KQUOTA_STORE, else the user's default store)")
+    p.add_argument("--quota-scope", default="proxy", choices=["proxy", "fleet"],
+                   help="proxy: each quota holds per proxy, as Kafka's hold per broker; fleet: every proxy following "
+                        "the same kafka:// --store topic is one fleet and each quota holds for the fleet as a whole "
+                        "(usage exchanged through the topic <store topic>.usage; see docs/guides/proxy.md)")
     p.add_argument("--quota-window-num", type=int, metavar="N",
                    help="quota.window.num (default: 11, or the --config file's)")
     p.add_argument("--quota-window-size-seconds", type=int, metavar="S",
@@ -188,11 +192,20 @@ def run(args: argparse.Namespace) -> int:
         qm.close()
         raise KQuotaError(f"--config: {e}") from None
     store_url = args.store if args.store is not None else (os.environ.get(STORE_ENV, "").strip() or None)
-    store = open_store(fill_cluster(store_url, args.bootstrap_server.rpartition("://")[2]))
+    store_url = fill_cluster(store_url, args.bootstrap_server.rpartition("://")[2])
+    if args.quota_scope == "fleet" and not (store_url or "").lower().startswith("kafka://"):
+        raise KQuotaError("--quota-scope fleet needs a kafka:// --store: the proxies following one store topic "
+                          f"are the fleet (got {store_url or 'the default store'})")
+    store = open_store(store_url)
     watcher = QuotaConfigWatcher(store, qm).start()
+    fleet = None
     metrics_server = None
     request_log: Optional[RequestLogWriter] = None
     try:
+        if args.quota_scope == "fleet":
+            from kquota.proxy.fleet import FleetCoordinator
+
+            fleet = FleetCoordinator(qm, store.hosts, store.topic).start()
         if args.metrics_port is not None:
             from kquota.prometheus import start_http_server
 
@@ -213,6 +226,8 @@ def run(args: argparse.Namespace) -> int:
         log.info("kquota proxy stopped")
         return 0
     finally:
+        if fleet is not None:
+            fleet.stop()
         watcher.stop()
         store.close()
         if metrics_server is not None:

@@ -343,6 +343,25 @@ impl PyQuotaKernel {
         self.kernel.invalidate(&types, tags);
     }
 
+    /// Sets this kernel's fleet share of every limit of ``quota_type`` in one step: ``shares``
+    /// maps metric tags ``(user, client_id)`` to a fraction in [0, 1], ``default`` is the
+    /// fraction of tags not named (1.0 and ``{}``: whole limits, the ``proxy`` scope).
+    fn _set_shares(
+        &self,
+        quota_type: QuotaTypeArg,
+        default: f64,
+        shares: HashMap<(String, String), f64>,
+    ) -> PyQuotaResult<()> {
+        let map = quota_core::ShareMap { default, by_tags: shares };
+        Ok(self.kernel.set_shares(quota_type.0, map)?)
+    }
+
+    /// ``(default, {(user, client_id): fraction})``: the fleet shares of ``quota_type`` now.
+    fn _shares(&self, quota_type: QuotaTypeArg) -> (f64, HashMap<(String, String), f64>) {
+        let m = self.kernel.shares(quota_type.0);
+        (m.default, m.by_tags)
+    }
+
     /// The named-call cache (diagnostics): ``{"entries", "capacity", "hits"}``.
     fn _name_cache_info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let (entries, capacity, hits) = self.names.info(py);

@@ -9,6 +9,7 @@ use crate::callback::{CallbackSlot, QuotaCallbackHook};
 use crate::entity::QuotaEntity;
 use crate::error::QuotaError;
 use crate::kernel::QuotaKernel;
+use crate::shares::{check_fraction, ShareMap};
 use crate::snapshot::{ConfigSnapshot, QuotaChange};
 use crate::type_runtime::{CLOSED, CUSTOM_QUOTAS};
 use crate::types::ClientQuotaType;
@@ -120,5 +121,25 @@ impl QuotaKernel {
         if reset {
             self.invalidate(&[t], true);
         }
+    }
+}
+
+impl QuotaKernel {
+    /// Replaces every share of type `t` in one step (all fractions checked first: on an error
+    /// nothing changes), then makes each sensor of the type re-read its limit.
+    pub fn set_shares(&self, t: ClientQuotaType, shares: ShareMap) -> Result<(), QuotaError> {
+        self.check_open()?;
+        check_fraction(shares.default)?;
+        for f in shares.by_tags.values() {
+            check_fraction(*f)?;
+        }
+        self.shares.types[t.index()].store(Arc::new(shares));
+        self.invalidate(&[t], false);
+        Ok(())
+    }
+
+    /// The shares of type `t` now.
+    pub fn shares(&self, t: ClientQuotaType) -> ShareMap {
+        ShareMap::clone(&self.shares.types[t.index()].load())
     }
 }

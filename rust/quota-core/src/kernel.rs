@@ -24,6 +24,7 @@ use crate::name_budget::ByteBudget;
 use crate::rate::RateSensor;
 use crate::sensor::QuotaSensor;
 use crate::settings::KernelConfig;
+use crate::shares::FleetShares;
 use crate::snapshot::ConfigSnapshot;
 use crate::throttle_time_avg::{EntityThrottleTimes, ThrottleAvg};
 use crate::type_runtime::TypeRuntime;
@@ -59,6 +60,8 @@ pub struct QuotaKernel {
     /// here so that every embedder of the kernel (the proxy's data plane, the binding) shares
     /// one set.
     pub connections: ConnectionQuotas,
+    /// This kernel's fraction of each limit when it is one proxy of a fleet (see `shares`).
+    pub(crate) shares: FleetShares,
 }
 
 impl QuotaKernel {
@@ -86,6 +89,7 @@ impl QuotaKernel {
                 settings.sensor_expiry_ms,
                 settings.max_sensors,
             ),
+            shares: FleetShares::default(),
         })
     }
 

@@ -17,7 +17,8 @@
 //!   and per entity).
 //! * Configuration: [`settings`] (constructor settings), [`snapshot`] (immutable snapshots),
 //!   [`entity`] (KIP-546 entities), [`precedence`] (Kafka's `DefaultQuotaCallback`),
-//!   [`validate`] (input rules), [`callback`] (the KIP-257 hook trait), [`sanitize`].
+//!   [`validate`] (input rules), [`callback`] (the KIP-257 hook trait), [`sanitize`], [`shares`]
+//!   (a fleet member's fraction of each limit).
 //! * Sensors: [`sensor`] (Kafka's `Sensor`), [`rate`] (`Rate` over a `SampledStat`), its parts
 //!   `sample_ring`, `windowed_sum`, `check_cache`, `limit_cache`, [`measurement`]
 //!   (`Rate.windowSize`), [`throttle`] (`QuotaUtils.throttleTime`, mutation throttle),
@@ -61,6 +62,7 @@ mod sample_ring;
 pub mod sanitize;
 pub mod sensor;
 pub mod settings;
+pub mod shares;
 pub mod snapshot;
 pub mod tag_cache;
 pub mod throttle;
@@ -89,6 +91,7 @@ pub use name_budget::{check_name, check_names, MAX_NAME_BYTES};
 pub use rate::RateSensor;
 pub use response::{combine_throttles, FetchStep, ResponseThrottle};
 pub use sensor::QuotaSensor;
+pub use shares::ShareMap;
 pub use settings::{KernelConfig, BROKER_DEFAULTS, DEFAULT_MAX_SENSORS, DEFAULT_SENSOR_EXPIRY_MS};
 pub use snapshot::{ConfigSnapshot, QuotaChange};
 pub use throttle::{mutation_throttle_time_ms, throttle_time_ms, time_at_bound_ms};

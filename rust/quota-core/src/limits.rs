@@ -22,8 +22,27 @@ pub(crate) enum Limit {
 }
 
 impl QuotaKernel {
-    /// The limit of a tag set now.
+    /// The limit of a tag set now: the configured (or callback's) limit times this kernel's
+    /// fleet share of it (see `shares`).
     fn limit_for(
+        &self,
+        t: ClientQuotaType,
+        cfg: &TypeConfig,
+        hook: Option<&CallbackSlot>,
+        tag_user: &str,
+        tag_client: &str,
+    ) -> Limit {
+        let share = self.shares.of(t, tag_user, tag_client);
+        match self.whole_limit_for(t, cfg, hook, tag_user, tag_client) {
+            Limit::Known(l) => Limit::Known(l.map(|v| v * share)),
+            Limit::Failed { fallback } => Limit::Failed {
+                fallback: fallback.map(|v| v * share),
+            },
+        }
+    }
+
+    /// The configured (or callback's) limit of a tag set, before any fleet share.
+    fn whole_limit_for(
         &self,
         t: ClientQuotaType,
         cfg: &TypeConfig,

@@ -42,8 +42,9 @@ it catches up from where it was and reports ``None`` (a full re-read).
 alters), the cluster's default replication. An existing topic with more partitions or another
 cleanup policy (``delete`` would drop quotas after ``retention.ms``) is refused, untouched.
 
-A later usage topic (one quota across a fleet of proxies) can sit next to the store topic with
-the same clients; nothing here assumes the store topic is the only one.
+A fleet's usage topic (``<store topic>.usage``, :mod:`kquota.stores.kafka.usage`: one quota
+across a fleet of proxies, ``kquota proxy --quota-scope fleet``) sits next to the store topic;
+nothing here assumes the store topic is the only one.
 """
 
 from kquota.stores.kafka.codec import ALTER_HEADER, COUNT_HEADER, CorruptRecord, decode_key, encode_key

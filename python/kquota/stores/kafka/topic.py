@@ -3,7 +3,7 @@ default replication), refused with a clear error if it exists in another shape."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from kquota.stores.base import ConfigStoreError
 
@@ -12,9 +12,11 @@ from kquota.stores.base import ConfigStoreError
 CLEANUP_POLICY = "compact"
 
 
-def ensure_topic(admin: Any, url: str, topic: str, timeout: float, create: bool) -> None:
-    """Checks the store topic, creating it first if missing and ``create``; raises
-    ``ConfigStoreError`` naming ``url`` if the cluster cannot be reached or the topic is unfit."""
+def ensure_topic(admin: Any, url: str, topic: str, timeout: float, create: bool,
+                 cleanup_policy: str = CLEANUP_POLICY, config: Optional[dict[str, str]] = None) -> None:
+    """Checks a one-partition topic with ``cleanup_policy`` (the store topic: ``compact``; a
+    fleet's usage topic: ``delete``), creating it first with ``config`` if missing and ``create``;
+    raises ``ConfigStoreError`` naming ``url`` if the cluster cannot be reached or the topic is unfit."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
 
@@ -27,7 +29,8 @@ def ensure_topic(admin: Any, url: str, topic: str, timeout: float, create: bool)
     if not exists:
         if not create:
             raise ConfigStoreError(f"store {url}: the topic {topic!r} does not exist (nothing was created)")
-        new = NewTopic(topic, num_partitions=1, replication_factor=-1, config={"cleanup.policy": CLEANUP_POLICY})
+        new = NewTopic(topic, num_partitions=1, replication_factor=-1,
+                       config={"cleanup.policy": cleanup_policy, **(config or {})})
         try:
             for future in admin.create_topics([new], request_timeout=timeout).values():
                 future.result(timeout)
@@ -62,12 +65,12 @@ def ensure_topic(admin: Any, url: str, topic: str, timeout: float, create: bool)
     # Kafka always reports the policy; a broker that leaves a default out means its default,
     # which is "delete" in Kafka.
     policy = entry.value if entry is not None and entry.value is not None else "delete (the default)"
-    if ",".join(sorted(p.strip() for p in policy.split(","))) != CLEANUP_POLICY:
+    if ",".join(sorted(p.strip() for p in policy.split(","))) != cleanup_policy:
         raise ConfigStoreError(
             f"store {url}: the topic {topic!r} has cleanup.policy={policy}; a quota store topic must have "
-            f"cleanup.policy={CLEANUP_POLICY} only (with delete, quotas older than retention.ms would be lost). "
+            f"cleanup.policy={cleanup_policy} only (with delete, quotas older than retention.ms would be lost). "
             f"Use another topic name (kquota creates it) or: kafka-configs --alter --entity-type topics "
-            f"--entity-name {topic} --add-config cleanup.policy=compact"
+            f"--entity-name {topic} --add-config cleanup.policy={cleanup_policy}"
         )
 
 

@@ -1,0 +1,285 @@
+"""``kquota proxy --quota-scope fleet``: one quota across every proxy that follows the same
+``kafka://`` store topic.
+
+A coordinator thread per proxy, once per report interval (1 s):
+
+1. reads this proxy's measured rate of every limited Produce and Fetch sensor from the kernel's
+   metrics snapshot (no network, no lock on the data plane);
+2. publishes them to the usage topic ``<store topic>.usage`` (see
+   :mod:`kquota.stores.kafka.usage`: a few bytes per changed entity);
+3. reads every member's records, drops members silent for :data:`SILENT_INTERVALS` intervals,
+   and computes each entity's split (:mod:`kquota.proxy.fleet_shares`) the same way every member
+   does;
+4. sets its own fractions in the kernel (``QuotaKernel._set_shares``): each sensor re-reads its
+   limit once, on its next record, so the per-request path is the same as in ``proxy`` scope.
+
+When no usage record at all (this proxy's own included) arrives for :data:`SILENT_INTERVALS`
+intervals, the usage path is cut: the proxy falls back to the static share
+``1 / last known fleet size`` of every quota, and leaves the fallback when records flow again.
+Request and controller-mutation quotas stay per proxy (they meter a proxy's own threads and its
+own admin requests).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from typing import Any, Optional
+
+from kquota.metrics import Metric, iter_rows
+from kquota.proxy.fleet_shares import SATURATED, split
+from kquota.stores.kafka.topic import ensure_topic, error_reason
+from kquota.stores.kafka.usage import (
+    FULL_EVERY, USAGE_SUFFIX, USAGE_TOPIC_CONFIG, CorruptUsage, Usage, changed, decode, encode, entity_hash,
+)
+
+log = logging.getLogger("kquota.proxy.fleet")
+
+#: Seconds between two usage reports of a proxy.
+INTERVAL_S = 1.0
+#: A member silent this many intervals has left; no usage at all this long is a cut path.
+SILENT_INTERVALS = 3
+#: Quota types whose limits hold for the fleet (the byte rates).
+FLEET_TYPES = {"Produce": "producer_byte_rate", "Fetch": "consumer_byte_rate"}
+#: A member stays saturated this many intervals after it last was (a throttled client is muted
+#: for the throttle time and measures low meanwhile, though it wants more).
+HOLD_INTERVALS = 5
+#: Metric group of the coordinator's rows.
+FLEET_GROUP = "Fleet"
+#: Shares closer than this to the ones set are not set again (each set re-reads limits).
+_EPSILON = 0.005
+
+Key = tuple[str, str, str]  # (metric group, user tag, client-id tag)
+
+
+class FleetCoordinator:
+    """Shares this proxy's quotas with the rest of its fleet (see the module docstring).
+
+    Args:
+        qm: the proxy's quota manager (its kernel).
+        hosts: the cluster of the store topic.
+        store_topic: the store topic; the usage topic is ``store_topic + ".usage"``.
+        interval_s: seconds between reports.
+    """
+
+    def __init__(self, qm: Any, hosts: str, store_topic: str, interval_s: float = INTERVAL_S) -> None:
+        from confluent_kafka import Consumer, Producer
+        from confluent_kafka.admin import AdminClient
+
+        self.qm, self.hosts = qm, hosts
+        self.topic = store_topic + USAGE_SUFFIX
+        self.url = f"kafka://{hosts}/{self.topic}"
+        self.interval_s = float(interval_s)
+        self.member = uuid.uuid4().hex[:12]
+        common = {"bootstrap.servers": hosts, "reconnect.backoff.max.ms": 1000,
+                  "logger": logging.getLogger("kquota.proxy.fleet.client")}
+        self._admin = AdminClient({**common, "client.id": "kquota-fleet-admin"})
+        ensure_topic(self._admin, self.url, self.topic, 5.0, create=True, cleanup_policy="delete",
+                     config=USAGE_TOPIC_CONFIG)
+        self._producer = Producer({**common, "client.id": "kquota-fleet-usage", "linger.ms": 0,
+                                   "message.timeout.ms": int(self.interval_s * 1000 * SILENT_INTERVALS),
+                                   "queue.buffering.max.messages": 100})
+        self._consumer = Consumer({**common, "client.id": "kquota-fleet-usage", "group.id": f"kquota-fleet-{self.member}",
+                                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                   "topic.metadata.refresh.interval.ms": 2000})
+        self._assign()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._seq = 0
+        self._sent: dict[int, float] = {}  # what the others believe of this member
+        # member -> (newest record timestamp in s, {entity hash: rate})
+        self._members: dict[str, tuple[float, dict[int, float]]] = {}
+        self._last_usage = time.monotonic()  # the newest usage record received (any member)
+        self._shares: dict[str, dict[tuple[str, str], float]] = {g: {} for g in FLEET_TYPES}
+        self._default: float = 1.0
+        self.fleet_size = 1
+        self.fallback = False
+        self.bytes_sent = 0
+        self._throttle_avg: dict[Key, float] = {}  # each sensor's throttle-time Avg at the last step
+        self._saturated_at: dict[Key, float] = {}  # the step until which a sensor counts as saturated
+
+    def _assign(self) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        self._consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> "FleetCoordinator":
+        """Starts the coordinator thread and registers its metrics."""
+        self._thread = threading.Thread(target=self._run, name="kquota-fleet", daemon=True)
+        self._thread.start()
+        self.qm.add_metrics_source(self.metrics)
+        return self
+
+    def stop(self) -> None:
+        """Stops the thread, gives every limit back whole and closes the clients."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        self.qm.remove_metrics_source(self.metrics)
+        try:
+            for group in FLEET_TYPES:
+                self.qm._set_shares(group, 1.0, {})
+        except Exception:  # noqa: BLE001 - the kernel is closed already
+            pass
+        self._consumer.close()
+        self._producer.flush(1)
+
+    def _run(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self.step()
+            except Exception:  # noqa: BLE001 - the coordinator must outlive one bad step
+                log.exception("fleet coordinator step failed")
+            next_at += self.interval_s
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    # ------------------------------------------------------------------ one interval
+
+    def step(self) -> None:
+        """One report interval: measure, publish, read, split, set."""
+        local, limits = self._measure()
+        self._publish(local)
+        self._read()
+        # Silence is measured against the newest record of anyone (this proxy's own included):
+        # when the path itself is cut nobody is dropped, so the fallback knows the fleet's size.
+        newest = max((seen for seen, _ in self._members.values()), default=time.time())
+        horizon = newest - SILENT_INTERVALS * self.interval_s
+        live = {m: rates for m, (seen, rates) in self._members.items() if seen >= horizon}
+        live[self.member] = {entity_hash(*k): r for k, r in local.items()}
+        cut = time.monotonic() - self._last_usage > SILENT_INTERVALS * self.interval_s
+        if cut:
+            if not self.fallback:
+                log.warning("fleet usage path %s silent for %d intervals: static share 1/%d",
+                            self.url, SILENT_INTERVALS, self.fleet_size)
+            self.fallback = True
+            self._set({g: {} for g in FLEET_TYPES}, 1.0 / max(self.fleet_size, 1))
+            return
+        if self.fallback:
+            log.info("fleet usage path %s back: %d members", self.url, len(live))
+            self.fallback = False
+        self.fleet_size = len(live)
+        shares: dict[str, dict[tuple[str, str], float]] = {g: {} for g in FLEET_TYPES}
+        for key, quota in limits.items():
+            h = entity_hash(*key)
+            demands = {}
+            for m, rates in live.items():
+                r = rates.get(h, 0.0)
+                demands[m] = None if r < 0 else r
+            shares[key[0]][(key[1], key[2])] = split(quota, demands)[self.member]
+        self._set(shares, 1.0 / self.fleet_size)
+
+    def _measure(self) -> tuple[dict[Key, float], dict[Key, float]]:
+        """This proxy's rate per limited sensor (negative: saturated) and each whole limit."""
+        rates: dict[Key, float] = {}
+        bounds: dict[Key, float] = {}
+        throttles: dict[Key, float] = {}
+        for group, name, user, client_id, value in iter_rows(self.qm._metrics_snapshot()):
+            if group in FLEET_TYPES and user is not None:
+                if name == "byte-rate":
+                    rates[(group, user, client_id)] = value
+                elif name == "quota-limit":
+                    bounds[(group, user, client_id)] = value
+                elif name == "throttle-time":
+                    throttles[(group, user, client_id)] = value
+        local: dict[Key, float] = {}
+        whole: dict[Key, float] = {}
+        for key, bound in bounds.items():
+            share = self._shares[key[0]].get((key[1], key[2]), self._default)
+            if not bound < float("inf") or share <= 0:
+                continue
+            whole[key] = bound / share
+            rate = rates.get(key, 0.0)
+            # Throttled since the last step (its throttle-time Avg moved) or at its bound: wants more.
+            # It stays so while its client may still be muted (about the throttle time).
+            avg = throttles.get(key, 0.0)
+            throttled = avg > 0 and avg != self._throttle_avg.get(key)
+            if throttled or (rate > 0 and rate >= SATURATED * bound):
+                hold = HOLD_INTERVALS + (avg / 1000.0 / self.interval_s if throttled else 0.0)
+                self._saturated_at[key] = self._seq + hold
+            held = self._seq <= self._saturated_at.get(key, -1.0)
+            local[key] = -max(rate, 1.0) if held else rate
+        self._throttle_avg = throttles
+        for key in [k for k in self._saturated_at if k not in bounds]:
+            del self._saturated_at[key]
+        return local, whole
+
+    def _publish(self, local: dict[Key, float]) -> None:
+        full = self._seq % FULL_EVERY == 0
+        now = {entity_hash(*k): r for k, r in local.items()}
+        if full:
+            report = now
+        else:
+            report = {h: r for h, r in now.items() if h not in self._sent or changed(self._sent[h], r)}
+            report.update({h: 0.0 for h in self._sent if h not in now})  # entities that left
+        value = encode(Usage(full, int(self.interval_s * 1000), self._seq, report))
+        self._seq += 1
+        # What the others now believe: compared with the last reported rate, not the last
+        # measured one, so a slow drift is reported once it adds up.
+        self._sent = now if full else {h: r for h, r in {**self._sent, **report}.items() if r != 0.0}
+        try:
+            self._producer.produce(self.topic, value, key=self.member.encode())
+            self.bytes_sent += len(value) + len(self.member)
+        except Exception as e:  # noqa: BLE001 - BufferError, KafkaException: the path is cut
+            log.debug("usage record not sent: %s", error_reason(e))
+        self._producer.poll(0)
+
+    def _read(self) -> None:
+        while True:
+            msgs = self._consumer.consume(num_messages=500, timeout=0.05)
+            if not msgs:
+                return
+            for msg in msgs:
+                if msg.error() is not None:
+                    log.debug("usage topic: %s", msg.error())
+                    continue
+                self._last_usage = time.monotonic()
+                member = (msg.key() or b"").decode("utf-8", "replace")
+                try:
+                    usage = decode(msg.value() or b"")
+                except CorruptUsage as e:
+                    log.warning("usage topic %s: skipping the record at offset %d: %s", self.url, msg.offset(), e)
+                    continue
+                seen = msg.timestamp()[1] / 1000.0
+                _, rates = self._members.get(member, (0.0, {}))
+                rates = dict(usage.rates) if usage.full else {**rates, **usage.rates}
+                self._members[member] = (seen, {h: r for h, r in rates.items() if r != 0.0})
+
+    def _set(self, shares: dict[str, dict[tuple[str, str], float]], default: float) -> None:
+        for group, by_tags in shares.items():
+            old = self._shares[group]
+            if (abs(default - self._default) < _EPSILON and old.keys() == by_tags.keys()
+                    and all(abs(old[k] - v) < _EPSILON for k, v in by_tags.items())):
+                continue
+            self.qm._set_shares(group, default, by_tags)
+            self._shares[group] = by_tags
+        self._default = default
+
+    # ------------------------------------------------------------------ metrics
+
+    def metrics(self) -> list[Metric]:
+        """``fleet-size``, ``fleet-fallback``, ``fleet-share-default``, ``fleet-share-min`` and
+        ``-max`` over the active quotas, ``fleet-usage-age-max-seconds`` (the oldest among the newest
+        usage of each live member), ``fleet-usage-bytes-total`` (usage bytes sent); tagged:
+        ``fleet-share`` per active quota (``quota-type``, ``user``, ``client-id``) and
+        ``fleet-usage-age-seconds`` per member (``member``, its id; this proxy's own included)."""
+        shares = [v for by_tags in self._shares.values() for v in by_tags.values()]
+        now = time.time()
+        ages = [now - seen for seen, _ in self._members.values() if now - seen <= SILENT_INTERVALS * self.interval_s]
+        return [
+            Metric(FLEET_GROUP, "fleet-size", {}, float(self.fleet_size)),
+            Metric(FLEET_GROUP, "fleet-fallback", {}, 1.0 if self.fallback else 0.0),
+            Metric(FLEET_GROUP, "fleet-share-default", {}, self._default),
+            Metric(FLEET_GROUP, "fleet-share-min", {}, min(shares, default=self._default)),
+            Metric(FLEET_GROUP, "fleet-share-max", {}, max(shares, default=self._default)),
+            Metric(FLEET_GROUP, "fleet-usage-age-max-seconds", {}, max(ages, default=float("nan"))),
+            Metric(FLEET_GROUP, "fleet-usage-bytes-total", {}, float(self.bytes_sent)),
+            *(Metric(FLEET_GROUP, "fleet-share", {"quota-type": group, "user": u, "client-id": c}, share)
+              for group, by_tags in self._shares.items() for (u, c), share in by_tags.items()),
+            *(Metric(FLEET_GROUP, "fleet-usage-age-seconds", {"member": m}, now - seen)
+              for m, (seen, _) in self._members.items() if now - seen <= 2 * SILENT_INTERVALS * self.interval_s),
+        ]

@@ -1,0 +1,216 @@
+"""``kquota proxy --quota-scope fleet`` (issue 29, section 2) with real proxy processes and real
+clients against tansu: one quota for a fleet of proxies following one ``kafka://`` store topic.
+
+Quota windows are short (``quota.window.num=2`` of 1 s): three windows are 6 s. Every wait is
+bounded and every process is stopped."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+
+import pytest
+from proxy_support import VALUE, Meter, free_port, make_topic, produce_loop, wait_port
+from store_helpers import run_cli
+
+pytest.importorskip("confluent_kafka")
+QUOTA = 120_000  # bytes/s for the whole fleet
+WINDOWS3 = 6.0  # three quota windows of 2 s
+
+
+class Fleet:
+    """Proxy processes of one fleet (one store topic) in front of the module's tansu."""
+
+    def __init__(self, broker, tmp_path, scope="fleet"):
+        self.broker, self.scope = broker, scope
+        self.topic = f"quotas-{uuid.uuid4().hex[:8]}"
+        self.config = tmp_path / "broker.properties"
+        self.config.write_text("quota.window.num=2\nquota.window.size.seconds=1\n")
+        self.procs: list[tuple[subprocess.Popen, int, int]] = []
+
+    def start(self):
+        port, metrics = free_port(), free_port()
+        # The log goes to a file: a pipe nobody reads would block a proxy that logs a lot.
+        log = self.config.parent / f"proxy-{len(self.procs)}.log"
+        with open(log, "wb") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", self.broker.address, "--listen",
+                 f"127.0.0.1:{port}", "--store", f"kafka:///{self.topic}", "--quota-scope", self.scope,
+                 "--config", str(self.config), "--metrics-port", str(metrics)],
+                stdout=subprocess.DEVNULL, stderr=err, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        try:
+            wait_port(port, 30)
+        except TimeoutError:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(log.read_text()) from None
+        self.procs.append((proc, port, metrics))
+        return f"127.0.0.1:{port}", metrics
+
+    def quota(self, key, value, client="shared"):
+        r = run_cli("--store", f"kafka://{self.broker.address}/{self.topic}", "--alter", "--add-config",
+                    f"{key}={value}", "--entity-type", "clients", "--entity-name", client)
+        assert r.returncode == 0, r.stderr
+
+    def stop(self):
+        for proc, _, _ in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc, _, _ in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def fleet_metric(metrics_port, name):
+    body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+    m = re.search(rf"^kafka_server_fleet_{name} (\S+)$", body, re.M)
+    assert m, f"no {name} in the metrics"
+    return float(m.group(1))
+
+
+def paced_loop(address, topic, client_id, meter, stop, rate):
+    """Produces ``rate`` bytes/s (a light producer), counting deliveries."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": address, "client.id": client_id, "linger.ms": 5,
+                  "throttle_cb": meter.throttled})
+
+    def delivered(err, msg):
+        if err is None:
+            meter.add(len(VALUE))
+
+    start, sent = time.monotonic(), 0
+    while not stop.is_set():
+        due = (time.monotonic() - start) * rate
+        while sent < due:
+            p.produce(topic, VALUE, on_delivery=delivered)
+            sent += len(VALUE)
+        p.poll(0.01)
+    p.flush(10)
+
+
+class Clients:
+    """Client threads, stopped together."""
+
+    def __init__(self):
+        self.halt, self.threads, self.meters = threading.Event(), [], []
+
+    def run(self, target, *args):
+        meter = Meter()
+        t = threading.Thread(target=target, args=(*args[:3], meter, self.halt, *args[3:]), daemon=True)
+        t.start()
+        self.threads.append(t)
+        self.meters.append(meter)
+        return meter
+
+    def stop(self):
+        self.halt.set()
+        for t in self.threads:
+            t.join(20)
+
+
+def aggregate(meters, seconds):
+    end = time.monotonic()
+    return sum(m.rate(end - seconds, end) for m in meters)
+
+
+@pytest.fixture
+def fleet(broker, tmp_path):
+    f = Fleet(broker, tmp_path)
+    yield f
+    f.stop()
+
+
+@pytest.fixture
+def clients(fleet):
+    """Client threads, stopped before the fleet's proxies."""
+    c = Clients()
+    yield c
+    c.stop()
+
+
+def test_three_producers_flat_out_share_one_quota_and_survive_a_kill_and_a_join(fleet, broker, clients):
+    fleet.quota("producer_byte_rate", QUOTA)
+    data = make_topic(broker.address)
+    members = [fleet.start() for _ in range(3)]
+    meters = [clients.run(produce_loop, addr, data, "shared") for addr, _ in members]
+    time.sleep(WINDOWS3 + 2)
+    assert fleet_metric(members[0][1], "fleet_size") == 3
+    time.sleep(30)
+    steady = aggregate(meters, 30)
+    print(f"3 flat out: aggregate {steady / QUOTA:.2f}x the quota")
+    assert 0.85 * QUOTA <= steady <= 1.15 * QUOTA, steady / QUOTA
+
+    # SIGKILL one proxy: the survivors take its share within 3 windows.
+    fleet.procs[2][0].send_signal(signal.SIGKILL)
+    time.sleep(WINDOWS3 + 5)  # 3 windows, then 5 s measured
+    after_kill = aggregate(meters[:2], 5)
+    print(f"after a kill: aggregate {after_kill / QUOTA:.2f}x the quota")
+    assert 0.85 * QUOTA <= after_kill <= 1.15 * QUOTA, after_kill / QUOTA
+
+    # A new proxy joins: it gets its share within 3 windows.
+    joined = fleet.start()
+    newcomer = clients.run(produce_loop, joined[0], data, "shared")
+    time.sleep(WINDOWS3 + 1 + 5)
+    total = aggregate(meters[:2] + [newcomer], 5)
+    mine = newcomer.rate(time.monotonic() - 5, time.monotonic())
+    print(f"after a join: aggregate {total / QUOTA:.2f}x, newcomer {mine / QUOTA:.2f}x")
+    assert 0.85 * QUOTA <= total <= 1.15 * QUOTA, total / QUOTA
+    assert mine >= 0.6 * QUOTA / 3, mine / QUOTA
+
+
+def test_a_light_producer_keeps_its_demand_while_two_run_flat_out(fleet, broker, clients):
+    fleet.quota("producer_byte_rate", QUOTA)
+    data = make_topic(broker.address)
+    members = [fleet.start() for _ in range(3)]
+    light = clients.run(paced_loop, members[0][0], data, "shared", 0.2 * QUOTA)
+    heavy = [clients.run(produce_loop, addr, data, "shared") for addr, _ in members[1:]]
+    time.sleep(WINDOWS3 + 15)
+    total = aggregate([light, *heavy], 15)
+    light_rate = aggregate([light], 15)
+    print(f"uneven: aggregate {total / QUOTA:.2f}x, light {light_rate / QUOTA:.2f}x the quota")
+    assert total <= 1.15 * QUOTA, total / QUOTA
+    assert light_rate >= 0.9 * 0.2 * QUOTA, light_rate / QUOTA
+
+
+def consume_loop(address, topic, client_id, meter, stop):
+    """Reads ``topic`` from the start as fast as the proxy lets it, counting bytes."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": address, "client.id": client_id, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+              "enable.auto.commit": False, "fetch.max.bytes": 16384, "max.partition.fetch.bytes": 16384,
+              "message.max.bytes": 16384})
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    while not stop.is_set():
+        for msg in c.consume(num_messages=100, timeout=0.2):
+            if msg.error() is None:
+                meter.add(len(msg.value() or b""))
+    c.close()
+
+
+def test_three_consumers_flat_out_share_one_fetch_quota(fleet, broker, clients):
+    from confluent_kafka import Producer
+
+    data = make_topic(broker.address)
+    p = Producer({"bootstrap.servers": broker.address, "linger.ms": 20, "batch.size": 16384})  # small fetches
+    for _ in range(4000):  # 4 MB: more than three consumers may read in the test
+        p.produce(data, VALUE)
+        p.poll(0)
+    assert p.flush(30) == 0
+    fleet.quota("consumer_byte_rate", QUOTA)
+    members = [fleet.start() for _ in range(3)]
+    meters = [clients.run(consume_loop, addr, data, "shared") for addr, _ in members]
+    time.sleep(WINDOWS3 + 15)
+    total = aggregate(meters, 15)
+    print(f"3 consumers flat out: aggregate {total / QUOTA:.2f}x the quota")
+    assert 0.85 * QUOTA <= total <= 1.15 * QUOTA, total / QUOTA
