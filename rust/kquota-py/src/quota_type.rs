@@ -8,7 +8,7 @@
 //!
 //! `kquota.quota_type` hands its class over when it is imported ([`_register_quota_type`]):
 //! the extension never imports the `kquota` package, so every arrow runs from the package to
-//! the extension (tests/test_structure_rust.py checks that no module imports `kquota`).
+//! the extension (tests/structure/test_structure_rust.py checks that no module imports `kquota`).
 //!
 //! Accepted arguments: the four members, or a member's name as a string (case-insensitive). A
 //! plain `int` (or `bool`) is refused with `TypeError`, as before the enum moved to Python: a

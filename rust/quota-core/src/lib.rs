@@ -1,6 +1,6 @@
 //! kquota's kernel: Apache Kafka's client quota semantics (KIP-13, KIP-55, KIP-124, KIP-257,
 //! KIP-599) as a pure Rust library. One file per concept; modules lower in this list never use
-//! modules higher up (checked by tests/test_structure.py).
+//! modules higher up (checked by tests/structure/test_structure.py).
 //!
 //! * Kernel and its operations: [`kernel`] (state, constructor), [`configure`] (alter, publish,
 //!   callbacks, close), [`resolution`] (names to tags to sensors), [`limits`] (the one limit

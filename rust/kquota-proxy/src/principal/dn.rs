@@ -167,7 +167,7 @@ mod tests {
     fn subjects_as_java_17_prints_them() {
         use rcgen::{DnType, DnValue};
         // Each expected string is what X500Principal.getName("RFC2253") printed for the same
-        // attribute (tests/test_tls_settings.py holds the multi-attribute cases).
+        // attribute (tests/proxy/test_tls_settings.py holds the multi-attribute cases).
         let cn = subject_of(
             DnType::CommonName,
             DnValue::Utf8String(" #lead+plus\"q\\b<a>;semi=eq trail ".into()),
