@@ -169,3 +169,21 @@ def pytest_make_collect_report(collector):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     _fail_if_import_skip(outcome.get_result())
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    """A CA and every certificate the TLS tests use (``tls_support.make_pki``), per module."""
+    from tls_support import make_pki
+
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def tls_broker(pki):
+    """A real TLS broker: tansu behind stunnel4 (``tls_support.TlsBroker``), per module."""
+    from tls_support import TlsBroker
+
+    broker = TlsBroker(pki)
+    yield broker
+    broker.stop()

@@ -401,7 +401,8 @@ class ProxyDataPlane:
         """Stops accepting, lets owed answers out (up to ``drain_seconds``), closes everything."""
     def stats(self) -> dict[str, Any]:
         """Counters: connections, refused_connections, streamed_requests/responses, accepted,
-        broker_ports, brokers, request_log_dropped; TLS: client_tls_failures and
+        broker_ports, brokers, request_log_dropped, proxy_header_refused, accept_delayed,
+        producer_waits; TLS: client_tls_failures and
         broker_tls_failures (cause -> count), refused_tls_handshakes."""
     def take_request_log(self) -> list[tuple[int, str, str, int, float]]:
         """Rows ``(ts_ms, user, client_id, quota type value, value)`` since the last call."""

@@ -24,7 +24,7 @@ from typing import Mapping, Optional
 from kquota.exceptions import KQuotaError
 from kquota.proxy.tls_settings import SECURITY_PROTOCOLS
 
-__all__ = ["ClientSecurity", "client_security", "parse_jaas_config"]
+__all__ = ["ClientSecurity", "TlsMaterial", "client_security", "parse_jaas_config", "tls_material"]
 
 _TLS_KEYS = (
     "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
@@ -38,8 +38,9 @@ _JKS_HINT = ("JKS cannot be read here: convert it with `keytool -importkeystore 
 @dataclass(frozen=True)
 class ClientSecurity:
     """How to connect: ``protocol`` (Kafka's ``security.protocol``), ``ssl_context`` for SSL and
-    SASL_SSL (``client_certificate`` if it presents one), SASL/PLAIN ``username`` and
-    ``password`` for the SASL protocols; ``ignored``: the given properties that are not used."""
+    SASL_SSL (``client_certificate`` if it presents one; ``tls``: the material it was built from),
+    SASL/PLAIN ``username`` and ``password`` for the SASL protocols; ``ignored``: the given
+    properties that are not used."""
 
     protocol: str = "PLAINTEXT"
     ssl_context: Optional[ssl.SSLContext] = None
@@ -48,6 +49,7 @@ class ClientSecurity:
     password: Optional[str] = None
     ignored: tuple[str, ...] = ()
     client_certificate: bool = False
+    tls: Optional["TlsMaterial"] = None
 
     @property
     def sasl(self) -> bool:
@@ -127,84 +129,106 @@ def _pkcs12(data: bytes, password: Optional[str], key: str, path: str, source: s
         raise KQuotaError(f"{source}: {key}: wrong password or not a PKCS12 store ({path})") from None
 
 
-def _trust(ctx: ssl.SSLContext, props: Mapping[str, str], source: str) -> None:
+def _trust(props: Mapping[str, str], source: str) -> Optional[str]:
+    """The CA certificates (PEM) the server's certificate must chain to; ``None``: the system's
+    (as Java's default trust store)."""
     inline = props.get("ssl.truststore.certificates", "").strip()
     location = props.get("ssl.truststore.location", "").strip()
     if inline and location:
         raise KQuotaError(f"{source}: set ssl.truststore.location or ssl.truststore.certificates, not both")
-    try:
-        if inline:
-            ctx.load_verify_locations(cadata=inline)
-        elif location:
-            kind = _store_type(props, "ssl.truststore.type", source)
-            data = _read(location, "ssl.truststore.location", source)
-            if kind == "PEM":
-                ctx.load_verify_locations(cadata=data.decode("ascii", "replace"))
-            else:
-                from cryptography.hazmat.primitives.serialization import Encoding
+    if inline:
+        return inline
+    if not location:
+        return None
+    kind = _store_type(props, "ssl.truststore.type", source)
+    data = _read(location, "ssl.truststore.location", source)
+    if kind == "PEM":
+        return data.decode("ascii", "replace")
+    from cryptography.hazmat.primitives.serialization import Encoding
 
-                store = _pkcs12(data, props.get("ssl.truststore.password"), "ssl.truststore.password",
-                                location, source)
-                certs = [c.certificate for c in store.additional_certs]
-                if store.cert is not None:
-                    certs.append(store.cert.certificate)
-                if not certs:
-                    raise KQuotaError(f"{source}: ssl.truststore.location: no certificate in {location}")
-                ctx.load_verify_locations(cadata="".join(c.public_bytes(Encoding.PEM).decode() for c in certs))
-        else:
-            ctx.load_default_certs()  # as Java's default trust store
-    except ssl.SSLError as e:
-        raise KQuotaError(f"{source}: ssl.truststore: no usable CA certificate ({e.reason or e})") from None
+    store = _pkcs12(data, props.get("ssl.truststore.password"), "ssl.truststore.password", location, source)
+    certs = [c.certificate for c in store.additional_certs]
+    if store.cert is not None:
+        certs.append(store.cert.certificate)
+    if not certs:
+        raise KQuotaError(f"{source}: ssl.truststore.location: no certificate in {location}")
+    return "".join(c.public_bytes(Encoding.PEM).decode() for c in certs)
 
 
-def _identity(ctx: ssl.SSLContext, props: Mapping[str, str], source: str) -> None:
+def _identity(props: Mapping[str, str], source: str) -> tuple[Optional[bytes], Optional[str]]:
+    """The client's key and certificate chain (one PEM) and the key's password; ``(None, None)``
+    without a keystore (one-way TLS)."""
     location = props.get("ssl.keystore.location", "").strip()
     chain, key_pem = props.get("ssl.keystore.certificate.chain", "").strip(), props.get("ssl.keystore.key", "").strip()
     if not location and not chain and not key_pem:
-        return  # no client certificate (one-way TLS)
+        return None, None
     password = props.get("ssl.key.password")
     if location:
         kind = _store_type(props, "ssl.keystore.type", source)
         data = _read(location, "ssl.keystore.location", source)
         if kind == "PEM":
-            pem = data
-        else:
-            from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+            return data, password or None
+        from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
-            store = _pkcs12(data, props.get("ssl.keystore.password"), "ssl.keystore.password", location, source)
-            if store.key is None or store.cert is None:
-                raise KQuotaError(f"{source}: ssl.keystore.location: no key and certificate in {location}")
-            pem = store.key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
-            pem += b"".join(c.certificate.public_bytes(Encoding.PEM) for c in [store.cert, *store.additional_certs])
-            password = None
-    else:
-        if not chain or not key_pem:
-            raise KQuotaError(f"{source}: ssl.keystore.certificate.chain and ssl.keystore.key go together")
-        pem = (key_pem + "\n" + chain + "\n").encode()
-    # load_cert_chain reads files only: a private temporary file, removed at once.
-    fd, path = tempfile.mkstemp(prefix="kquota-keystore-", suffix=".pem")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(pem)
-        ctx.load_cert_chain(path, password=password or None)
-    except ssl.SSLError as e:
-        raise KQuotaError(f"{source}: ssl.keystore: unusable key or certificate ({e.reason or e}); "
-                          "a wrong ssl.key.password?") from None
-    finally:
-        os.unlink(path)
+        store = _pkcs12(data, props.get("ssl.keystore.password"), "ssl.keystore.password", location, source)
+        if store.key is None or store.cert is None:
+            raise KQuotaError(f"{source}: ssl.keystore.location: no key and certificate in {location}")
+        pem = store.key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+        pem += b"".join(c.certificate.public_bytes(Encoding.PEM) for c in [store.cert, *store.additional_certs])
+        return pem, None
+    if not chain or not key_pem:
+        raise KQuotaError(f"{source}: ssl.keystore.certificate.chain and ssl.keystore.key go together")
+    return (key_pem + "\n" + chain + "\n").encode(), password or None
 
 
-def _tls(props: Mapping[str, str], source: str) -> ssl.SSLContext:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2  # Kafka's ssl.enabled.protocols: TLSv1.2, TLSv1.3
+@dataclass(frozen=True)
+class TlsMaterial:
+    """What Kafka client properties say about TLS, read and checked once: the CA certificates
+    (PEM; ``None``: the system's), the client's key and certificate chain (one PEM; ``None``:
+    no client certificate) and the key's password, and whether the server's certificate must
+    name its host (``ssl.endpoint.identification.algorithm``)."""
+
+    ca_pem: Optional[str]
+    identity_pem: Optional[bytes]
+    key_password: Optional[str]
+    check_hostname: bool
+
+
+def tls_material(props: Mapping[str, str], source: str) -> TlsMaterial:
+    """The TLS material of client properties read from ``source`` (one error line per bad value)."""
     algorithm = props.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
     if algorithm not in ("https", ""):
         raise KQuotaError(f"{source}: ssl.endpoint.identification.algorithm: expected https or empty, "
                           f"got {algorithm!r}")
-    ctx.check_hostname = algorithm == "https"
+    identity, password = _identity(props, source)
+    return TlsMaterial(_trust(props, source), identity, password, algorithm == "https")
+
+
+def _context(material: TlsMaterial, source: str) -> ssl.SSLContext:
+    """Python's :mod:`ssl` client context for ``material``."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2  # Kafka's ssl.enabled.protocols: TLSv1.2, TLSv1.3
+    ctx.check_hostname = material.check_hostname
     ctx.verify_mode = ssl.CERT_REQUIRED
-    _trust(ctx, props, source)
-    _identity(ctx, props, source)
+    try:
+        if material.ca_pem is None:
+            ctx.load_default_certs()  # as Java's default trust store
+        else:
+            ctx.load_verify_locations(cadata=material.ca_pem)
+    except ssl.SSLError as e:
+        raise KQuotaError(f"{source}: ssl.truststore: no usable CA certificate ({e.reason or e})") from None
+    if material.identity_pem is not None:
+        # load_cert_chain reads files only: a private temporary file, removed at once.
+        fd, path = tempfile.mkstemp(prefix="kquota-keystore-", suffix=".pem")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(material.identity_pem)
+            ctx.load_cert_chain(path, password=material.key_password)
+        except ssl.SSLError as e:
+            raise KQuotaError(f"{source}: ssl.keystore: unusable key or certificate ({e.reason or e}); "
+                              "a wrong ssl.key.password?") from None
+        finally:
+            os.unlink(path)
     return ctx
 
 
@@ -214,7 +238,8 @@ def client_security(props: Mapping[str, str], source: str = "--command-config") 
     if declared not in SECURITY_PROTOCOLS:
         raise KQuotaError(f"{source}: security.protocol: invalid value {props['security.protocol']!r}: "
                           "expected one of " + ", ".join(SECURITY_PROTOCOLS))
-    ctx = _tls(props, source) if declared in ("SSL", "SASL_SSL") else None
+    material = tls_material(props, source) if declared in ("SSL", "SASL_SSL") else None
+    ctx = _context(material, source) if material is not None else None
     mechanism = username = password = None
     if declared.startswith("SASL_"):
         mechanism, username, password = _sasl(props, source)
@@ -222,4 +247,5 @@ def client_security(props: Mapping[str, str], source: str = "--command-config") 
     ignored = tuple(sorted(k for k in props if (k.startswith("ssl.") and k not in known)
                            or (k.startswith("sasl.") and mechanism is None)))
     identity = any(props.get(k, "").strip() for k in ("ssl.keystore.location", "ssl.keystore.key"))
-    return ClientSecurity(declared, ctx, mechanism, username, password, ignored, ctx is not None and identity)
+    return ClientSecurity(declared, ctx, mechanism, username, password, ignored, ctx is not None and identity,
+                          material)

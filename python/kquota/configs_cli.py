@@ -63,8 +63,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", help="instead of --store: a running Kafka "
                    "cluster or kquota proxy, over DescribeClientQuotas/AlterClientQuotas (KIP-546), as "
                    "kafka-configs --bootstrap-server")
-    p.add_argument("--command-config", metavar="FILE", help="with --bootstrap-server: Kafka client properties "
-                   "for the connection (security.protocol, ssl.truststore.*, ssl.keystore.*, "
+    p.add_argument("--command-config", metavar="FILE", help="with --bootstrap-server or a kafka:// --store: Kafka "
+                   "client properties for the connection (security.protocol, ssl.truststore.*, ssl.keystore.*, "
                    "ssl.endpoint.identification.algorithm, sasl.mechanism=PLAIN, sasl.jaas.config)")
     p.add_argument("--dry-run", action="store_true", help="with --bootstrap-server --alter: the cluster validates "
                    "the alter (ValidateOnly) and changes nothing")
@@ -226,8 +226,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.bootstrap_server is not None and args.store is not None:
         raise ConfigCommandError("--store and --bootstrap-server are alternatives: give one")
-    if args.bootstrap_server is None and (args.command_config is not None or args.dry_run):
-        raise ConfigCommandError("--command-config and --dry-run need --bootstrap-server")
+    kafka_store = args.store is not None and args.store.strip().lower().startswith("kafka:")
+    if args.bootstrap_server is None and args.dry_run:
+        raise ConfigCommandError("--dry-run needs --bootstrap-server")
+    if args.bootstrap_server is None and args.command_config is not None and not kafka_store:
+        raise ConfigCommandError("--command-config needs --bootstrap-server or a kafka:// --store")
     # kazoo logs every failed connection attempt; the command reports one line instead.
     kazoo_log = logging.getLogger("kazoo")
     kazoo_log.addHandler(logging.NullHandler())
@@ -250,7 +253,13 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigCommandError(f"no store at {new_file} ({url}): nothing to describe, nothing created "
                                  "(an --alter creates it)")
     # A describe only reads: the store is opened read-only (nothing created or changed).
-    store = open_store(args.store, read_only=entries is None)
+    options: dict = {}
+    if args.command_config is not None:
+        from kquota.proxy.java_properties import load_properties
+
+        options = {"security": load_properties(args.command_config, "--command-config"),
+                   "security_source": args.command_config}
+    store = open_store(args.store, read_only=entries is None, **options)
     try:
         if entries is not None:
             store.alter(entries)

@@ -6,17 +6,12 @@ from __future__ import annotations
 import ssl
 
 import pytest
-from tls_support import PASSWORD, make_pki
+from tls_support import PASSWORD
 
 from kquota.client_security import client_security, parse_jaas_config
 from kquota.exceptions import KQuotaError
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 def test_plaintext_is_the_default_and_unused_properties_are_named():

@@ -190,7 +190,9 @@ def test_refused_alters_are_reported_per_entity(proxy, capsys, tmp_path):
 def test_bad_command_lines_and_connections_fail_in_one_line(proxy, capsys, tmp_path):
     cases = [
         (["--bootstrap-server", proxy, "--store", "x.db", "--describe"], "alternatives"),
-        (["--dry-run", "--alter", "--add-config", "a=1", "--user", "u"], "need --bootstrap-server"),
+        (["--dry-run", "--alter", "--add-config", "a=1", "--user", "u"], "--dry-run needs --bootstrap-server"),
+        (["--command-config", str(tmp_path / "c.properties"), "--store", "x.db", "--describe"],
+         "--command-config needs --bootstrap-server or a kafka:// --store"),
         (["--bootstrap-server", "nohostport", "--describe"], "expected HOST:PORT"),
         (["--bootstrap-server", proxy, "--command-config", str(tmp_path / "missing"), "--describe"],
          "cannot read --command-config"),

@@ -9,12 +9,7 @@ import pytest
 from proxy_fakes import SaslFront
 from test_configs_bootstrap import ADMINS, described, props, run, sasl_props
 from proxy_cli import start_proxy, stop_proxy
-from tls_support import PASSWORD, Stunnel, TlsBroker, make_pki
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return make_pki(tmp_path_factory.mktemp("pki"))
+from tls_support import PASSWORD, Stunnel, TlsBroker
 
 
 @pytest.fixture(scope="module")

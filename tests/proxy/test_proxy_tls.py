@@ -11,22 +11,10 @@ import pytest
 
 import kquota
 from proxy_support import Meter, ProxyThread, produce_loop
-from tls_support import TlsBroker, _name, make_pki, roundtrip, ssl_client_config, tls_wire, wait_for
+from tls_support import TlsBroker, _name, roundtrip, ssl_client_config, tls_wire, wait_for
 
 #: Listener properties as a broker's: the proxy's server keystore, client certificates optional.
 RULES = "RULE:^CN=([^,]+),OU=([^,]+),O=kquota$/$1/,DEFAULT"
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture(scope="module")
-def tls_broker(pki):
-    broker = TlsBroker(pki)
-    yield broker
-    broker.stop()
 
 
 def listener_props(pki, client_auth: str = "requested") -> dict[str, str]:
@@ -83,6 +71,8 @@ def test_mutual_tls_to_the_broker(pki):
             admin = AdminClient({"bootstrap.servers": proxy.address, **ssl_client_config(pki, pki.alice)})
             with pytest.raises(Exception):
                 admin.list_topics(timeout=3)
+            # ... and counted as the broker's TLS refusal, not as a broker that closed.
+            assert proxy.proxy.tls_failures["broker"]["alert_received"] >= 1, proxy.proxy.tls_failures
         finally:
             proxy.stop()
     finally:

@@ -16,19 +16,7 @@ import pytest
 
 from proxy_support import ProxyThread, free_port
 from test_proxy_tls import listener_props, tls_proxy, upstream_props
-from tls_support import PASSWORD, TlsBroker, _name, make_pki, roundtrip, ssl_client_config, wait_for
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture(scope="module")
-def tls_broker(pki):
-    broker = TlsBroker(pki)
-    yield broker
-    broker.stop()
+from tls_support import PASSWORD, TlsBroker, _name, roundtrip, ssl_client_config, wait_for
 
 
 def _port(proxy: ProxyThread) -> int:

@@ -18,12 +18,7 @@ from proxy_fakes import SaslFront
 from proxy_support import ProxyThread, kcat
 from test_proxy_ip_quota_admin import alter, entry
 from test_proxy_tls import listener_props, tls_proxy, upstream_props
-from tls_support import TlsBroker, make_pki, make_tls_topic, roundtrip, ssl_client_config, tls_wire
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return make_pki(tmp_path_factory.mktemp("pki"))
+from tls_support import TlsBroker, make_tls_topic, roundtrip, ssl_client_config, tls_wire
 
 
 @pytest.fixture(scope="module")

@@ -9,12 +9,7 @@ import socket
 
 import pytest
 
-from tls_support import TlsBroker, make_pki, roundtrip as _roundtrip, ssl_client_config
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return make_pki(tmp_path_factory.mktemp("pki"))
+from tls_support import TlsBroker, roundtrip as _roundtrip, ssl_client_config
 
 
 def test_confluent_kafka_over_ssl_through_stunnel_and_tansu(pki):

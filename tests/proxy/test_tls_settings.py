@@ -21,12 +21,7 @@ from kquota.proxy.java_properties import load_properties, parse_properties
 from kquota.proxy.tls_settings import (
     Listener, listener_tls, parse_listener, principal_mapper, unknown_ssl_properties, upstream_security,
 )
-from tls_support import PASSWORD, make_pki
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return make_pki(tmp_path_factory.mktemp("pki"))
+from tls_support import PASSWORD
 
 
 # ---------------------------------------------------------------- listener form

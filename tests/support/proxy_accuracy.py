@@ -31,6 +31,8 @@ from proxy_support import VALUE, ProxyThread
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+#: Messages kafka-python's producer may hold unsent (8 MB of ``VALUE``, confluent-kafka's queue here).
+KAFKA_PYTHON_BACKLOG = 8192
 #: Client kinds measured, producers then consumers.
 PRODUCERS = ("confluent-16k", "confluent-1m", "kafka-python", "aiokafka")
 CONSUMERS = ("confluent", "confluent-64k", "aiokafka", "kafka-python")
@@ -133,11 +135,23 @@ def _kafka_python_producer(address: str, cell: Cell, topic: str) -> None:
 
     p = KafkaProducer(bootstrap_servers=address, client_id=cell.client_id, batch_size=16384, linger_ms=5,
                       max_block_ms=100)
+    # kafka-python does not bound its accumulator by buffer_memory: flat out, it grew by 90 MB/s
+    # and spent its CPU on the backlog (0.50x at 100 KB/s, and batches past delivery.timeout.ms).
+    # The loop keeps at most as many messages unsent as confluent-kafka's 8 MB queue holds. Its
+    # sender thread sleeps through the end of a throttle until a send wakes it (left alone, it
+    # sent nothing for 19 s after a 160 ms throttle), so a full backlog wakes it (flush).
+    room = threading.BoundedSemaphore(KAFKA_PYTHON_BACKLOG)
     while not cell.stop.is_set():
+        if not room.acquire(timeout=0.005):
+            try:
+                p.flush(timeout=0)
+            except KafkaTimeoutError:
+                pass
+            continue
         try:
-            p.send(topic, VALUE)
+            p.send(topic, VALUE).add_both(lambda *_: room.release())
         except KafkaTimeoutError:
-            pass
+            room.release()
     try:
         p.close(timeout=0)
     except Exception:  # noqa: BLE001 (unsent batches are dropped; the measurement is over)

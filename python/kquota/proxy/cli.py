@@ -59,6 +59,27 @@ def _tls_options(args: argparse.Namespace, props: dict[str, str]) -> tuple[Any, 
     return listen, bootstrap, options
 
 
+def _store_security(args: argparse.Namespace, store_url: Optional[str], bootstrap: Any) -> dict[str, Any]:
+    """The Kafka store's connection settings: ``--store-config``; else, for a store on the proxied
+    cluster, ``--broker-config`` with the ``--bootstrap-server`` protocol; else none."""
+    from kquota.proxy.java_properties import load_properties
+    from kquota.stores.url import parse_store_url
+
+    if store_url is None or parse_store_url(store_url).kind != "kafka":
+        if args.store_config:
+            raise KQuotaError("--store-config is for a kafka:// --store")
+        return {}
+    if args.store_config:
+        return {"security": load_properties(args.store_config, "--store-config"), "security_source": args.store_config}
+    hosts = (parse_store_url(store_url).hosts or "").split(",")
+    if f"{bootstrap.host}:{bootstrap.port}" not in hosts:
+        return {}
+    props = load_properties(args.broker_config, "--broker-config") if args.broker_config else {}
+    if bootstrap.protocol != "PLAINTEXT" or props:
+        props = {"security.protocol": bootstrap.protocol, **props}
+    return {"security": props, "security_source": args.broker_config or "--bootstrap-server"}
+
+
 def _principal_list(text: str) -> list[str]:
     """``--admin-principals``: separated by commas (or semicolons, as Kafka's ``super.users``),
     except that a principal may be a certificate's distinguished name, whose commas are followed
@@ -114,6 +135,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--store", metavar="URL", help="quota store followed live (sqlite:///path, "
                    "zookeeper://host:port[/chroot], kafka://[host:port]/topic: no host is the --bootstrap-server's "
                    "cluster; default: $KQUOTA_STORE, else the user's default store)")
+    p.add_argument("--store-config", metavar="FILE",
+                   help="Kafka client properties of a kafka:// --store's (and the fleet's) connections: "
+                        "security.protocol, ssl.truststore.*, ssl.keystore.*, ssl.endpoint.identification.algorithm, "
+                        "sasl.mechanism=PLAIN, sasl.jaas.config (default for a store on the proxied cluster: "
+                        "--broker-config, with the --bootstrap-server protocol)")
     p.add_argument("--quota-scope", default="proxy", choices=["proxy", "fleet"],
                    help="proxy: each quota holds per proxy, as Kafka's hold per broker; fleet: every proxy following "
                         "the same kafka:// --store topic is one fleet and each quota holds for the fleet as a whole "
@@ -196,7 +222,11 @@ def run(args: argparse.Namespace) -> int:
     if args.quota_scope == "fleet" and not (store_url or "").lower().startswith("kafka://"):
         raise KQuotaError("--quota-scope fleet needs a kafka:// --store: the proxies following one store topic "
                           f"are the fleet (got {store_url or 'the default store'})")
-    store = open_store(store_url)
+    try:
+        store = open_store(store_url, **_store_security(args, store_url, bootstrap_at))
+    except BaseException:
+        qm.close()
+        raise
     watcher = QuotaConfigWatcher(store, qm).start()
     fleet = None
     metrics_server = None
@@ -205,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
         if args.quota_scope == "fleet":
             from kquota.proxy.fleet import FleetCoordinator
 
-            fleet = FleetCoordinator(qm, store.hosts, store.topic).start()
+            fleet = FleetCoordinator(qm, store.hosts, store.topic, security=store.client_security).start()
         if args.metrics_port is not None:
             from kquota.prometheus import start_http_server
 

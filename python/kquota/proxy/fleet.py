@@ -62,9 +62,12 @@ class FleetCoordinator:
         hosts: the cluster of the store topic.
         store_topic: the store topic; the usage topic is ``store_topic + ".usage"``.
         interval_s: seconds between reports.
+        security: librdkafka's settings for a secured cluster (the store's
+            ``KafkaConfigStore.client_security``).
     """
 
-    def __init__(self, qm: Any, hosts: str, store_topic: str, interval_s: float = INTERVAL_S) -> None:
+    def __init__(self, qm: Any, hosts: str, store_topic: str, interval_s: float = INTERVAL_S,
+                 security: Optional[dict[str, str]] = None) -> None:
         from confluent_kafka import Consumer, Producer
         from confluent_kafka.admin import AdminClient
 
@@ -74,7 +77,7 @@ class FleetCoordinator:
         self.interval_s = float(interval_s)
         self.member = uuid.uuid4().hex[:12]
         common = {"bootstrap.servers": hosts, "reconnect.backoff.max.ms": 1000,
-                  "logger": logging.getLogger("kquota.proxy.fleet.client")}
+                  "logger": logging.getLogger("kquota.proxy.fleet.client"), **(security or {})}
         self._admin = AdminClient({**common, "client.id": "kquota-fleet-admin"})
         ensure_topic(self._admin, self.url, self.topic, 5.0, create=True, cleanup_policy="delete",
                      config=USAGE_TOPIC_CONFIG)

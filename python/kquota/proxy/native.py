@@ -206,6 +206,13 @@ class NativeProxyServer(ProxySettings):
         return int(self._stats().get("streamed_responses", 0))
 
     @property
+    def producer_waits(self) -> int:
+        """Produce requests that waited for a throttle their producer was given on another of
+        its connections (a producer's throttle holds all its connections: one that reconnects
+        while throttled does not escape it)."""
+        return int(self._stats().get("producer_waits", 0))
+
+    @property
     def refused_connections(self) -> int:
         """Connections closed at once for ``max_connections``."""
         return int(self._stats().get("refused_connections", 0))

@@ -31,7 +31,11 @@ const PEEK_CHUNK: usize = 4096;
 /// and holds the loop for the delay (as Kafka blocks its acceptor thread), then while the
 /// listener or the proxy is at the kernel's `max.connections`. Nothing is refused here.
 pub async fn hold_accept(shared: &Shared) {
-    let delay = shared.kernel.connections.record_accept(LISTENER, None).unwrap_or(0);
+    let delay = shared
+        .kernel
+        .connections
+        .record_accept(LISTENER, None)
+        .unwrap_or(0);
     if delay > 0 {
         shared.counters.accept_delayed.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(Duration::from_millis(delay as u64)).await;
@@ -57,43 +61,68 @@ impl Drop for Counted {
 /// the accept loop counts against `max_connections`): counted down when dropped.
 pub struct Admitting {
     shared: Arc<Shared>,
+    started: bool,
 }
 
 impl Admitting {
     pub fn new(shared: &Arc<Shared>) -> Self {
-        shared.counters.pending_admission.fetch_add(1, Ordering::Relaxed);
-        Admitting { shared: Arc::clone(shared) }
+        shared.counters.pending_admission.fetch_add(1, Ordering::AcqRel);
+        shared.counters.admission_unstarted.fetch_add(1, Ordering::AcqRel);
+        Admitting {
+            shared: Arc::clone(shared),
+            started: false,
+        }
+    }
+
+    /// Its task runs (`Counters::admission_unstarted`).
+    fn start(&mut self) {
+        if !std::mem::replace(&mut self.started, true) {
+            self.shared.counters.admission_unstarted.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
 impl Drop for Admitting {
     fn drop(&mut self) {
-        self.shared.counters.pending_admission.fetch_sub(1, Ordering::Relaxed);
+        self.start();
+        self.shared
+            .counters
+            .pending_admission
+            .fetch_sub(1, Ordering::AcqRel);
     }
 }
 
 /// Steps 2 and 3 for one accepted socket, then its session: the client's address, the per-IP
 /// rate and count, and the release when the session ends.
 pub async fn admit_and_serve(
-    admitting: Admitting,
+    mut admitting: Admitting,
     id: u64,
     node: i32,
     mut sock: TcpStream,
     peer: SocketAddr,
     upstream: (String, u16),
 ) {
+    admitting.start();
     let shared = Arc::clone(&admitting.shared);
     let ip = match client_address(&shared, &mut sock, peer).await {
         Ok(ip) => ip,
         Err(why) => {
-            shared.counters.proxy_header_refused.fetch_add(1, Ordering::Relaxed);
-            shared.bridge.on_close(id, Some(format!("connection from {peer} refused: {why}")));
+            shared
+                .counters
+                .proxy_header_refused
+                .fetch_add(1, Ordering::Relaxed);
+            shared
+                .bridge
+                .on_close(id, Some(format!("connection from {peer} refused: {why}")));
             return;
         }
     };
     match shared.kernel.connections.admit(ip, LISTENER, None) {
         Ok(Admission::Accepted) => {
-            let _counted = Counted { shared: Arc::clone(&shared), ip };
+            let _counted = Counted {
+                shared: Arc::clone(&shared),
+                ip,
+            };
             drop(admitting);
             crate::session::serve(shared, id, node, sock, upstream).await;
         }
@@ -107,9 +136,14 @@ pub async fn admit_and_serve(
             tokio::time::sleep(Duration::from_millis(throttle_ms as u64)).await;
         }
         Ok(Admission::TooManyConnections { max }) => {
-            shared.bridge.on_close(id, Some(format!("too many connections from {ip} (maximum = {max})")));
+            shared.bridge.on_close(
+                id,
+                Some(format!("too many connections from {ip} (maximum = {max})")),
+            );
         }
-        Err(e) => shared.bridge.on_close(id, Some(format!("connection from {ip} not admitted: {e}"))),
+        Err(e) => shared
+            .bridge
+            .on_close(id, Some(format!("connection from {ip} not admitted: {e}"))),
     }
 }
 
@@ -121,7 +155,10 @@ async fn client_address(shared: &Shared, sock: &mut TcpStream, peer: SocketAddr)
     }
     let limit = shared.cfg.proxy_protocol_timeout;
     match tokio::time::timeout(limit, read_proxy_header(sock)).await {
-        Err(_) => Err(format!("no complete PROXY protocol header within {} ms", limit.as_millis())),
+        Err(_) => Err(format!(
+            "no complete PROXY protocol header within {} ms",
+            limit.as_millis()
+        )),
         Ok(Err(why)) => Err(why),
         Ok(Ok(ProxiedAddress::Proxied { source, .. })) => Ok(canonical_ip(source.ip())),
         // LOCAL / UNKNOWN: the balancer speaking for itself; its own address stands.
@@ -137,7 +174,10 @@ pub async fn read_proxy_header(sock: &mut TcpStream) -> Result<ProxiedAddress, S
     let mut chunk = vec![0u8; PEEK_CHUNK];
     loop {
         let room = (MAX_HEADER_BYTES - got.len()).min(PEEK_CHUNK);
-        let n = sock.peek(&mut chunk[..room]).await.map_err(|e| format!("reading the PROXY protocol header: {e}"))?;
+        let n = sock
+            .peek(&mut chunk[..room])
+            .await
+            .map_err(|e| format!("reading the PROXY protocol header: {e}"))?;
         if n == 0 {
             return Err(if got.is_empty() {
                 "closed before a PROXY protocol header".into()
@@ -150,14 +190,20 @@ pub async fn read_proxy_header(sock: &mut TcpStream) -> Result<ProxiedAddress, S
         match proxy_protocol::parse(&got) {
             Ok(header) => {
                 let rest = header.length - before;
-                sock.read_exact(&mut chunk[..rest]).await.map_err(|e| e.to_string())?;
+                sock.read_exact(&mut chunk[..rest])
+                    .await
+                    .map_err(|e| e.to_string())?;
                 return Ok(header.address);
             }
             Err(ProxyHeaderError::Incomplete) if got.len() < MAX_HEADER_BYTES => {
-                sock.read_exact(&mut chunk[..n]).await.map_err(|e| e.to_string())?;
+                sock.read_exact(&mut chunk[..n])
+                    .await
+                    .map_err(|e| e.to_string())?;
             }
             Err(ProxyHeaderError::Incomplete) => {
-                return Err(format!("PROXY protocol header longer than {MAX_HEADER_BYTES} bytes"))
+                return Err(format!(
+                    "PROXY protocol header longer than {MAX_HEADER_BYTES} bytes"
+                ))
             }
             Err(e) => return Err(e.to_string()),
         }

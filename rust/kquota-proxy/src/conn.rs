@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 use crate::bridge::Registered;
 use crate::forwarded::{Fwd, Kind};
 use crate::outbox::Outbox;
+use crate::producer_gate::{Entry, ProducerGate};
 use crate::shared::Shared;
 use crate::stream::WriteSide;
 use crate::wire::read_i32;
@@ -40,6 +41,11 @@ pub struct ConnState {
     muted_until: Option<Instant>,
     pub serial_until: Option<Instant>,
     pub user: Arc<str>,
+    /// The gate of the producer of the connection's latest Produce (`producer_gate`): its
+    /// throttles mute the producer's other connections too.
+    gate: Option<Arc<ProducerGate>>,
+    /// Whether this connection holds that producer's token (a Produce in flight while serial).
+    gate_held: bool,
     /// The slot handed to Python and not yet forwarded or settled.
     pub python_waiting: Option<u64>,
     pub unanswered: HashSet<i32>,
@@ -67,16 +73,21 @@ pub struct HandleCache {
 }
 
 impl HandleCache {
+    /// Whether this connection's latest handle is `(user, client)`'s.
+    fn holds(&self, user: &Arc<str>, client: &str) -> bool {
+        self.user.as_ref().is_some_and(|u| Arc::ptr_eq(u, user))
+            && self.handle.is_some()
+            && self.client == client
+    }
+
     pub fn get(
         &mut self,
         shared: &Shared,
         user: &Arc<str>,
         client: &str,
     ) -> Result<Arc<ClientHandle>, String> {
-        if let (Some(u), Some(h)) = (&self.user, &self.handle) {
-            if Arc::ptr_eq(u, user) && self.client == client {
-                return Ok(Arc::clone(h));
-            }
+        if self.holds(user, client) {
+            return Ok(Arc::clone(self.handle.as_ref().unwrap()));
         }
         quota_core::check_names(user, client).map_err(|e| e.to_string())?;
         let h = Arc::new(ClientHandle::new(Arc::clone(&shared.kernel), user, client));
@@ -110,6 +121,8 @@ impl Conn {
                 forwarded: VecDeque::new(),
                 muted_until: None,
                 serial_until: None,
+                gate: None,
+                gate_held: false,
                 user: Arc::from("ANONYMOUS"),
                 python_waiting: None,
                 unanswered: HashSet::new(),
@@ -130,6 +143,14 @@ impl Conn {
             return;
         }
         *self.reason.lock().unwrap() = reason.clone();
+        {
+            let mut st = self.state();
+            if std::mem::take(&mut st.gate_held) {
+                if let Some(gate) = &st.gate {
+                    gate.leave(self.id);
+                }
+            }
+        }
         self.changed.notify_waiters();
         self.shared.conns.lock().unwrap().remove(&self.id);
         self.shared.bridge.on_close(self.id, reason);
@@ -203,11 +224,60 @@ impl Conn {
                 let muted = st.muted_until.map_or(until, |m| m.max(until));
                 st.muted_until = Some(muted);
                 st.serial_until = Some(muted + Duration::from_millis(self.shared.cfg.quota_window_ms));
+                if let Some(gate) = &st.gate {
+                    gate.throttled(muted, Duration::from_millis(self.shared.cfg.quota_window_ms));
+                }
+            }
+        }
+        if st.gate_held && st.slots.is_empty() {
+            st.gate_held = false;
+            if let Some(gate) = &st.gate {
+                gate.leave(self.id);
             }
         }
         if st.python_waiting == Some(slot) {
             st.python_waiting = None;
         }
+    }
+
+    /// Waits until the producer `gate` lets this connection send a Produce (its mute, or its
+    /// token while serial, held by another connection); the gate becomes the connection's.
+    pub async fn enter_gate(&self, gate: &Arc<ProducerGate>) {
+        let mut waited = false;
+        loop {
+            match gate.enter(self.id) {
+                Entry::Open => break,
+                Entry::Held => {
+                    self.state().gate_held = true;
+                    break;
+                }
+                Entry::Wait(d) => {
+                    waited = true;
+                    tokio::time::sleep(d).await;
+                }
+            }
+            if self.is_closed() {
+                break;
+            }
+        }
+        if waited {
+            self.shared
+                .counters
+                .producer_waits
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The connection now produces for `gate`'s producer.
+    pub fn set_gate(&self, gate: &Arc<ProducerGate>) {
+        let mut st = self.state();
+        if st.gate_held {
+            if let Some(old) = &st.gate {
+                old.leave(self.id);
+            }
+            st.gate_held = false;
+        }
+        st.gate = Some(Arc::clone(gate));
     }
 
     pub fn settle(&self, slot: u64, data: Option<Vec<u8>>, throttle: i32) {

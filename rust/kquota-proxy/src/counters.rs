@@ -13,8 +13,14 @@ pub struct Counters {
     /// an IP throttle): counted against `max_connections` with the sessions, so that silent or
     /// throttled sockets cannot pile up without bound. A gauge, not a total.
     pub pending_admission: AtomicU64,
+    /// Of those, the ones whose task has not run yet (the accept loop waits for them before it
+    /// refuses at `max_connections`: they are about to become sessions or to be dropped).
+    pub admission_unstarted: AtomicU64,
     /// Accepts held by the broker-wide or listener `max.connection.creation.rate`.
     pub accept_delayed: AtomicU64,
+    /// Produce requests that waited for their producer's mute or token, held by another of its
+    /// connections (`producer_gate`).
+    pub producer_waits: AtomicU64,
     /// Produce requests whose rest was relayed cut-through.
     pub streamed_requests: AtomicU64,
     /// Fetch responses whose rest was relayed (or skipped) cut-through.

@@ -24,14 +24,22 @@ pub fn io_err(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
 
 /// Reads a size prefix; `false` at a clean end of stream.
 pub async fn read_prefix(rd: &mut Reader, prefix: &mut [u8; 4]) -> Result<bool, String> {
+    read_prefix_io(rd, prefix).await.map_err(io_err("read failed"))
+}
+
+/// [`read_prefix`], with the I/O error as it came (a TLS alert inside it, say).
+pub async fn read_prefix_io(rd: &mut Reader, prefix: &mut [u8; 4]) -> std::io::Result<bool> {
     let mut got = 0;
     while got < 4 {
-        let n = rd.read(&mut prefix[got..]).await.map_err(io_err("read failed"))?;
+        let n = rd.read(&mut prefix[got..]).await?;
         if n == 0 {
             if got == 0 {
                 return Ok(false);
             }
-            return Err("connection closed inside a size prefix".into());
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "connection closed inside a size prefix",
+            ));
         }
         got += n;
     }

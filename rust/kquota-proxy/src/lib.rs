@@ -34,6 +34,7 @@ pub mod outbox;
 pub mod principal;
 pub mod produce_layout;
 pub mod produce_path;
+pub mod producer_gate;
 pub mod proxy_protocol;
 pub mod relay;
 pub mod request_log;

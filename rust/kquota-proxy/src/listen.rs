@@ -34,10 +34,11 @@ pub fn start(
 const ADMISSION_POLL: Duration = Duration::from_millis(2);
 
 /// Whether the proxy holds `max_connections` sessions. Connections accepted but not yet handed
-/// to their session count against the bound, yet most leave that state at their task's first
-/// poll (or at their PROXY header's deadline), so the loop waits for them to settle before it
-/// refuses: a burst of accepts must not be refused only because the tasks it spawned have not
-/// run yet (seen on a loaded 2-core machine: 3 of 10 refused with 6 allowed and none served).
+/// to their session count against the bound (a socket waiting for its PROXY header does), yet
+/// most leave that state at their task's first poll, so the loop waits for the tasks it has
+/// spawned to run before it refuses: a burst of accepts must not be refused only because those
+/// tasks have not run yet (seen on a loaded 2-core machine: 3 of 10 refused with 6 allowed and
+/// none served).
 async fn at_max_connections(shared: &Shared) -> bool {
     loop {
         let pending = shared.counters.pending_admission.load(Ordering::Acquire) as usize;
@@ -45,7 +46,8 @@ async fn at_max_connections(shared: &Shared) -> bool {
         if serving + pending < shared.cfg.max_connections {
             return false;
         }
-        if pending == 0 || shared.stopping.load(Ordering::Acquire) {
+        let unstarted = shared.counters.admission_unstarted.load(Ordering::Acquire);
+        if unstarted == 0 || shared.stopping.load(Ordering::Acquire) {
             return true;
         }
         tokio::time::sleep(ADMISSION_POLL).await;
@@ -88,12 +90,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, node: i32) {
         // or silent client never holds the listener.
         let admitting = crate::admission::Admitting::new(&shared);
         tokio::spawn(crate::admission::admit_and_serve(
-            admitting,
-            id,
-            node,
-            sock,
-            peer,
-            upstream,
+            admitting, id, node, sock, peer, upstream,
         ));
     }
 }

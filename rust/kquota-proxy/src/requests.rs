@@ -12,6 +12,7 @@ use crate::conn::{Conn, HandleCache};
 use crate::forwarded::{Fwd, Kind};
 use crate::header::{parse_request_header, RequestHeader};
 use crate::io::{io_err, read_prefix, read_rest, Reader, BACKLOG, HEAD, STREAM_MIN};
+use crate::producer_gate::GateCache;
 use crate::relay::Relay;
 use crate::tables::{FETCH, PRODUCE};
 
@@ -19,6 +20,7 @@ pub async fn read_requests(conn: &Arc<Conn>, mut rd: Reader, mut relay: Relay) -
     let shared = Arc::clone(&conn.shared);
     let cfg = &shared.cfg;
     let mut handles = HandleCache::default();
+    let mut gates = GateCache::default();
     loop {
         conn.to_broker.wait_below(BACKLOG).await;
         if let Some(d) = conn.mute_delay() {
@@ -66,6 +68,15 @@ pub async fn read_requests(conn: &Arc<Conn>, mut rd: Reader, mut relay: Relay) -
         if rest > 0 && header.api_key != PRODUCE {
             read_rest(&mut rd, &mut buf, &mut rest).await?;
         }
+        let user = Arc::clone(&conn.state().user);
+        if header.api_key == PRODUCE {
+            // The producer's throttle holds all its connections (`producer_gate`).
+            let (gate, new) = gates.get(&shared.producers, &user, header.client_id(&buf[4..]));
+            if new {
+                conn.set_gate(gate);
+            }
+            conn.enter_gate(gate).await;
+        }
         let over_quota = dispatch(
             conn,
             &header,
@@ -76,6 +87,7 @@ pub async fn read_requests(conn: &Arc<Conn>, mut rd: Reader, mut relay: Relay) -
             &mut rd,
             &mut relay,
             &mut handles,
+            &user,
         )
         .await?;
         // Kafka reads a connection's next request only once the previous answer has gone out.
@@ -104,6 +116,7 @@ async fn dispatch(
     rd: &mut Reader,
     relay: &mut Relay,
     handles: &mut HandleCache,
+    user: &Arc<str>,
 ) -> Result<bool, String> {
     let shared = &conn.shared;
     if shared.cfg.tables.is_python(h.api_key) {
@@ -121,13 +134,12 @@ async fn dispatch(
         return Ok(false);
     }
     shared.cfg.tables.check_version(h.api_key, h.api_version)?;
-    let user = Arc::clone(&conn.state().user);
     match h.api_key {
         PRODUCE => {
-            crate::produce_path::on_request(conn, h, buf, rest, size, t0, rd, relay, handles, &user).await
+            crate::produce_path::on_request(conn, h, buf, rest, size, t0, rd, relay, handles, user).await
         }
         FETCH => {
-            let handle = handles.get(shared, &user, h.client_id(&buf[4..]))?;
+            let handle = handles.get(shared, user, h.client_id(&buf[4..]))?;
             let kind = crate::fetch_path::on_request(conn, h, &mut buf, handle)?;
             let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, kind);
             conn.forward_new(fwd, buf);
@@ -137,7 +149,7 @@ async fn dispatch(
             let handle = if shared.cfg.tables.is_exempt(key) {
                 None
             } else {
-                Some(handles.get(shared, &user, h.client_id(&buf[4..]))?)
+                Some(handles.get(shared, user, h.client_id(&buf[4..]))?)
             };
             let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, Kind::Plain(handle));
             conn.forward_new(fwd, buf);

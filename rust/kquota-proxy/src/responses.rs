@@ -8,7 +8,7 @@ use tokio::io::AsyncReadExt;
 
 use crate::conn::Conn;
 use crate::forwarded::Kind;
-use crate::io::{io_err, read_prefix, skip, Reader, BACKLOG, HEAD, STREAM_MIN};
+use crate::io::{io_err, read_prefix, read_prefix_io, skip, Reader, BACKLOG, HEAD, STREAM_MIN};
 use crate::relay::Relay;
 use crate::wire::{patch_throttle, read_i32};
 
@@ -19,12 +19,21 @@ pub async fn read_responses(
     up: &(String, u16),
 ) -> Result<(), String> {
     let shared = Arc::clone(&conn.shared);
+    let mut answered = false;
     loop {
         conn.to_client.wait_below(BACKLOG).await;
         let mut prefix = [0u8; 4];
-        if !read_prefix(&mut rd, &mut prefix).await? {
+        let more = if answered {
+            read_prefix(&mut rd, &mut prefix).await?
+        } else {
+            // The first answer: a TLS refusal of the proxy's certificate shows here (TLS 1.3).
+            let first = read_prefix_io(&mut rd, &mut prefix).await;
+            first.map_err(|e| shared.cfg.security.broker_refusal(&up.0, &e))?
+        };
+        if !more {
             return Err(format!("broker {}:{} closed the connection", up.0, up.1));
         }
+        answered = true;
         let size = i32::from_be_bytes(prefix);
         if size < 4 {
             return Err(format!("a response of {size} bytes"));

@@ -68,7 +68,10 @@ impl Security {
             self.handshaking.fetch_sub(1, Ordering::AcqRel);
             let n = self.refused_handshakes.fetch_add(1, Ordering::Relaxed);
             return Err((n == 0).then(|| {
-                format!("{} TLS handshakes under way: refusing more (logged once)", self.max_handshakes)
+                format!(
+                    "{} TLS handshakes under way: refusing more (logged once)",
+                    self.max_handshakes
+                )
             }));
         }
         let result = tls.accept(sock, self.deadline).await;
@@ -91,6 +94,24 @@ impl Security {
         match tls.connect(host, sock, self.deadline).await {
             Ok(stream) => Ok(Stream::Tls(Box::new(tokio_rustls::TlsStream::Client(stream)))),
             Err(f) => Err(report(&self.broker_failures, &format!("broker {host}"), &f)),
+        }
+    }
+}
+
+impl Security {
+    /// A broker connection's read failed before its first response: when the cause is TLS (in
+    /// TLS 1.3 a broker refusing the proxy's certificate says so with an alert after the
+    /// client's side of the handshake has completed), it is counted as a broker handshake
+    /// failure, as TLS 1.2's refusal is. The reason to close the connection with.
+    pub fn broker_refusal(&self, host: &str, err: &std::io::Error) -> String {
+        let tls = err.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>());
+        match (&self.upstream, tls) {
+            (Some(_), Some(_)) => {
+                let f = HandshakeFailure::from_io(err);
+                report(&self.broker_failures, &format!("broker {host}"), &f)
+                    .unwrap_or_else(|| format!("broker {host}: {f}"))
+            }
+            _ => format!("read failed: {err}"),
         }
     }
 }

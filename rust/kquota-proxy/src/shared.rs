@@ -15,6 +15,7 @@ use crate::bridge::{Bridge, Registered};
 use crate::brokers::Brokers;
 use crate::config::ProxyConfig;
 use crate::counters::Counters;
+use crate::producer_gate::ProducerGates;
 use crate::request_log::{LogRow, RequestLog};
 
 /// Opens a listener's accept loop on the runtime (`listen::spawn_accept`).
@@ -31,6 +32,8 @@ pub struct Shared {
     /// Connections accepted, by listener (`-1`: the bootstrap).
     pub accepted: Mutex<HashMap<i32, u64>>,
     pub counters: Counters,
+    /// Each producer's mute and one-at-a-time token, shared by its connections.
+    pub producers: ProducerGates,
     pub log: RequestLog,
     pub next_conn: AtomicU64,
     pub stopping: AtomicBool,
@@ -57,6 +60,7 @@ impl Shared {
             conns: Mutex::default(),
             accepted: Mutex::default(),
             counters: Counters::default(),
+            producers: ProducerGates::default(),
             log: RequestLog::default(),
             next_conn: AtomicU64::new(1),
             stopping: AtomicBool::new(false),

@@ -113,11 +113,7 @@ struct Stream {
 }
 
 impl Stream {
-    fn new(
-        snap: PyMetricsSnapshot,
-        extra: Vec<ExtraRow>,
-        help: &HashMap<String, String>,
-    ) -> Self {
+    fn new(snap: PyMetricsSnapshot, extra: Vec<ExtraRow>, help: &HashMap<String, String>) -> Self {
         let n = snap.flat.len();
         let mut index: HashMap<(&str, &str), usize> = HashMap::new();
         let mut keys: Vec<(String, String)> = Vec::new();

@@ -352,7 +352,10 @@ impl PyQuotaKernel {
         default: f64,
         shares: HashMap<(String, String), f64>,
     ) -> PyQuotaResult<()> {
-        let map = quota_core::ShareMap { default, by_tags: shares };
+        let map = quota_core::ShareMap {
+            default,
+            by_tags: shares,
+        };
         Ok(self.kernel.set_shares(quota_type.0, map)?)
     }
 

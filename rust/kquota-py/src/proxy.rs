@@ -237,7 +237,10 @@ impl PyProxyDataPlane {
             request_log,
             drain: Duration::from_secs_f64(drain_seconds),
             proxy_protocol,
-            proxy_protocol_timeout: Duration::from_millis(positive(proxy_protocol_timeout_ms, "proxy_protocol_timeout_ms")? as u64),
+            proxy_protocol_timeout: Duration::from_millis(positive(
+                proxy_protocol_timeout_ms,
+                "proxy_protocol_timeout_ms",
+            )? as u64),
             security,
         };
         Ok(PyProxyDataPlane {
@@ -355,7 +358,7 @@ impl PyProxyDataPlane {
 
     /// Counters and maps: connections, refused_connections, streamed_requests,
     /// streamed_responses, accepted, broker_ports, brokers, request_log_dropped,
-    /// proxy_header_refused, accept_delayed, and TLS: client_tls_failures and
+    /// proxy_header_refused, accept_delayed, producer_waits, and TLS: client_tls_failures and
     /// broker_tls_failures (cause -> count), refused_tls_handshakes.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         use std::sync::atomic::Ordering::Relaxed;
@@ -365,7 +368,7 @@ impl PyProxyDataPlane {
         let brokers = PyDict::new(py);
         let shared = self.shared();
         let (mut conns, mut refused, mut sreq, mut sresp, mut dropped) = (0usize, 0u64, 0u64, 0u64, 0u64);
-        let (mut header_refused, mut delayed) = (0u64, 0u64);
+        let (mut header_refused, mut delayed, mut producer_waits) = (0u64, 0u64, 0u64);
         if let Some(s) = &shared {
             conns = s.conns.lock().unwrap().len();
             refused = s.counters.refused.load(Relaxed);
@@ -374,6 +377,7 @@ impl PyProxyDataPlane {
             dropped = s.counters.log_dropped.load(Relaxed);
             header_refused = s.counters.proxy_header_refused.load(Relaxed);
             delayed = s.counters.accept_delayed.load(Relaxed);
+            producer_waits = s.counters.producer_waits.load(Relaxed);
             for (node, n) in s.accepted.lock().unwrap().iter() {
                 accepted.set_item(node, n)?;
             }
@@ -392,6 +396,7 @@ impl PyProxyDataPlane {
         d.set_item("request_log_dropped", dropped)?;
         d.set_item("proxy_header_refused", header_refused)?;
         d.set_item("accept_delayed", delayed)?;
+        d.set_item("producer_waits", producer_waits)?;
         let security = &self.cfg.security;
         let client_failures = PyDict::new(py);
         let broker_failures = PyDict::new(py);
@@ -403,7 +408,10 @@ impl PyProxyDataPlane {
         }
         d.set_item("client_tls_failures", client_failures)?;
         d.set_item("broker_tls_failures", broker_failures)?;
-        d.set_item("refused_tls_handshakes", security.refused_handshakes.load(Relaxed))?;
+        d.set_item(
+            "refused_tls_handshakes",
+            security.refused_handshakes.load(Relaxed),
+        )?;
         Ok(d)
     }
 

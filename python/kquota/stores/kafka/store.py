@@ -6,9 +6,10 @@ import logging
 import re
 import threading
 import uuid
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from kquota.entity import ClientQuotaEntity
+from kquota.exceptions import KQuotaError
 from kquota.stores.base import (
     ChangeCallback,
     ConfigStore,
@@ -20,6 +21,7 @@ from kquota.stores.base import (
 )
 from kquota.stores.kafka.codec import alter_headers, batch_bytes, encode_alter, new_alter_id
 from kquota.stores.kafka.follower import Follower
+from kquota.stores.kafka.security import librdkafka_security
 from kquota.stores.kafka.topic import error_reason, ensure_topic
 from kquota.validation import validate_alter
 
@@ -73,13 +75,23 @@ class KafkaConfigStore(ConfigStore):
         timeout: seconds to wait for the cluster on open, for a write and for a log end query.
         read_only: ``alter`` raises; nothing is created (``describe`` and ``watch`` only).
         max_alter_bytes: the largest alter (its record batch) written; a larger one is refused.
+        security: Kafka client properties of the store's connections on a secured cluster
+            (``security.protocol``, ``ssl.truststore.*``, ``ssl.keystore.*``,
+            ``ssl.endpoint.identification.algorithm``, ``sasl.mechanism=PLAIN``,
+            ``sasl.jaas.config``), read from ``security_source`` (named in errors).
     """
 
     def __init__(
         self, hosts: str, topic: str, timeout: float = 5.0, read_only: bool = False,
-        max_alter_bytes: int = MAX_ALTER_BYTES,
+        max_alter_bytes: int = MAX_ALTER_BYTES, security: Optional[Mapping[str, str]] = None,
+        security_source: str = "the store's client properties",
     ) -> None:
         self.hosts, self.topic = hosts, topic
+        try:
+            #: librdkafka's settings for the cluster's security (the fleet's clients use them too).
+            self.client_security = librdkafka_security(security, security_source)
+        except KQuotaError as e:
+            raise ConfigStoreError(f"store kafka://{hosts}/{topic}: {e}") from None
         self.url = f"kafka://{hosts}/{topic}"
         self.timeout = float(timeout)
         self.read_only = bool(read_only)
@@ -115,6 +127,7 @@ class KafkaConfigStore(ConfigStore):
             "logger": _client_log,
             # A cluster that comes back is found within a second, not librdkafka's default 10 s.
             "reconnect.backoff.max.ms": 1000,
+            **self.client_security,
             **extra,
         }
 
