@@ -12,6 +12,11 @@ and the usage bytes a proxy writes to the cluster.
    path (rust/kquota-proxy), so this is the per-request difference of the two scopes.
 2. Usage bytes: one coordinator (``kquota.proxy.fleet``) with 1,000 active entities recorded
    continuously (10 batches a second), 30 reports of 1 s against tansu; bytes per second.
+3. Through the proxy: two ``kquota proxy`` processes in front of one tansu, following the same
+   ``kafka:///`` store (a quota far above the rate on every client id, so each request is
+   recorded), one ``--quota-scope proxy`` and one ``--quota-scope fleet``; the same
+   confluent-kafka producer client produces 1 KB messages through each, segments alternating;
+   the row is the ratio of medians (fleet / proxy) with the range of the paired ratios.
 
 Writes ``benches/results/fleet.{json,md}``. Nothing fails on timing.
 """
@@ -28,6 +33,7 @@ import time
 import kquota
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "support"))
 RESULTS = os.environ.get("KQ_BENCH_RESULTS_DIR") or os.path.join(HERE, "results")
 CALLS = 200_000
 ROUNDS = 7
@@ -74,7 +80,6 @@ def record_path() -> dict:
 
 
 def usage_bytes() -> dict:
-    sys.path.insert(0, os.path.join(HERE, "..", "tests"))
     from proxy_support import Tansu
 
     from kquota.proxy.fleet import FleetCoordinator
@@ -103,12 +108,48 @@ def usage_bytes() -> dict:
     return {"entities": ENTITIES, "reports": reports, "bytes_per_second": per_s}
 
 
+def through_the_proxy(segments: int = 12, n: int = 150_000) -> dict:
+    import tempfile
+    import uuid
+
+    from bench_proxy import produce_segment, producer
+    from bench_proxy_tls import ProxyCli
+    from proxy_support import Tansu, free_port, make_topic
+
+    from kquota.stores import open_store
+
+    broker = Tansu()
+    procs: dict[str, ProxyCli] = {}
+    try:
+        store = f"q-{uuid.uuid4().hex[:8]}"
+        with open_store(f"kafka://{broker.address}/{store}") as s:
+            s.alter([({"client-id": None}, {"producer_byte_rate": 1e12})])
+        tmp = tempfile.mkdtemp(prefix="kq-bench-fleet-")
+        for scope in ("proxy", "fleet"):
+            procs[scope] = ProxyCli(broker.address, f"127.0.0.1:{free_port()}", tmp, "--store", f"kafka:///{store}",
+                                    "--quota-scope", scope)
+        topics = {scope: make_topic(broker.address) for scope in procs}
+        prods = {scope: producer(f"127.0.0.1:{p.port}", topics[scope], "bench-fleet") for scope, p in procs.items()}
+        rates: dict[str, list[float]] = {"proxy": [], "fleet": []}
+        for i in range(segments):
+            for scope in (("proxy", "fleet") if i % 2 == 0 else ("fleet", "proxy")):
+                rates[scope].append(produce_segment(prods[scope], topics[scope], n))
+        pairs = [f / p for f, p in zip(rates["fleet"], rates["proxy"])]
+        return {"segments": segments, "messages": n, "msg_per_s": rates,
+                "fleet_over_proxy": statistics.median(rates["fleet"]) / statistics.median(rates["proxy"]),
+                "pair_range": [min(pairs), max(pairs)]}
+    finally:
+        for p in procs.values():
+            p.stop()
+        broker.stop()
+
+
 def main() -> None:
-    report = {"record_path": record_path(), "usage": usage_bytes()}
+    report = {"record_path": record_path(), "usage": usage_bytes(), "proxy": through_the_proxy()}
     os.makedirs(RESULTS, exist_ok=True)
     with open(os.path.join(RESULTS, "fleet.json"), "w") as f:
         json.dump(report, f, indent=2)
-    rp, us = report["record_path"], report["usage"]
+    rp, us, px = report["record_path"], report["usage"], report["proxy"]
     md = (
         "# --quota-scope fleet\n\n| row | value |\n|---|---|\n"
         f"| record path, proxy scope (median ns/call) | {rp['median_ns']['proxy']:.0f} |\n"
@@ -117,6 +158,10 @@ def main() -> None:
         f"| record path, fleet scope, shares re-set every 0.5 s (median ns/call) | {rp['median_ns']['fleet-reset']:.0f} |\n"
         f"| fleet re-set / proxy | {rp['fleet_reset_over_proxy']:.3f} |\n"
         f"| usage bytes/s per proxy, {us['entities']} active entities | {us['bytes_per_second']:.0f} |\n"
+        f"| through kquota proxy: produce msg/s, proxy scope (median) | {statistics.median(px['msg_per_s']['proxy']):.0f} |\n"
+        f"| through kquota proxy: produce msg/s, fleet scope (median) | {statistics.median(px['msg_per_s']['fleet']):.0f} |\n"
+        f"| through kquota proxy: fleet / proxy (paired range) | {px['fleet_over_proxy']:.3f} "
+        f"({px['pair_range'][0]:.2f}-{px['pair_range'][1]:.2f}) |\n"
     )
     with open(os.path.join(RESULTS, "fleet.md"), "w") as f:
         f.write(md)

@@ -25,9 +25,9 @@ import subprocess
 import sys
 import tempfile
 
-from bench_proxy import (
-    Relay, added_latency, consume_segment, produce_latency, produce_segment, producer,
-)
+from bench_proxy import consume_segment, produce_latency, produce_segment, producer
+from bench_proxy_procs import Relay
+from bench_proxy_report import added_latency
 from proxy_support import Tansu, free_port, make_topic, wait_port
 from tls_support import TlsBroker, make_pki, make_tls_topic, ssl_client_config
 
@@ -128,7 +128,16 @@ def tls_rows(args: argparse.Namespace) -> None:
             proxy.stop()
     finally:
         plain.stop()
-    print(f"TLS rows: {n} messages x {segments} segments per side, {args.latency_pairs} latency pairs of "
-          f"{args.latency_seconds} s; load average before {load_before}, after {os.getloadavg()}")
+    head = (f"TLS rows: {n} messages x {segments} segments per side, {args.latency_pairs} latency pairs of "
+            f"{args.latency_seconds} s; load average before {tuple(round(x, 2) for x in load_before)}, after "
+            f"{tuple(round(x, 2) for x in os.getloadavg())}")
+    print(head)
     for name, value in rows.items():
         print(f"  {name}: {value}")
+    if not args.no_write:
+        import datetime
+
+        stamp = f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "proxy_tls.md"), "w") as f:
+            f.write(f"# kquota proxy with TLS on both sides\n\nRun {stamp}, release build. {head}.\n\n"
+                    "| row | value |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows.items()))

@@ -322,6 +322,10 @@ def render(report: dict) -> str:
         lines.append("")
     lines += proxy_lines()
     lines += accuracy_lines()
+    lines += table_lines("proxy_tls.md", "Proxy with TLS on both sides",
+                         "`bench_proxy.py --tls-only` (benches/bench_proxy_tls.py), run separately")
+    lines += table_lines("fleet.md", "--quota-scope fleet: per-request cost and usage bytes",
+                         "`benches/bench_fleet.py`, run separately")
     return "\n".join(lines)
 
 
@@ -333,6 +337,17 @@ def accuracy_lines() -> list:
             "`benches/bench_accuracy.py`, run separately: each producer and consumer kind at 100 KB/s, 1 MB/s "
             "and 10 MB/s next to the kernel's closed-loop replay of the same requests; see "
             "[accuracy.md](accuracy.md).", ""]
+
+
+def table_lines(name: str, title: str, source: str) -> list:
+    """The table of a results file written by a benchmark run separately (``name`` under
+    ``results/``), under ``title``, if present."""
+    path = os.path.join(RESULTS, name)
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        table = [line.rstrip("\n") for line in f if line.startswith("|")]
+    return [f"## {title}", "", f"{source}; see [{name}]({name}).", "", *table, ""]
 
 
 def proxy_lines() -> list:
