@@ -26,11 +26,13 @@ WINDOWS3 = 6.0  # three quota windows of 2 s
 
 
 class Fleet:
-    """Proxy processes of one fleet (one store topic) in front of the module's tansu."""
+    """Proxy processes of one fleet (one store topic) in front of the module's tansu; the store
+    (and the usage topic beside it) on that cluster, or on the one at ``store_hosts``."""
 
-    def __init__(self, broker, tmp_path, scope="fleet"):
+    def __init__(self, broker, tmp_path, scope="fleet", store_hosts=None):
         self.broker, self.scope = broker, scope
         self.topic = f"quotas-{uuid.uuid4().hex[:8]}"
+        self.store_hosts = store_hosts
         self.config = tmp_path / "broker.properties"
         self.config.write_text("quota.window.num=2\nquota.window.size.seconds=1\n")
         self.procs: list[tuple[subprocess.Popen, int, int]] = []
@@ -42,7 +44,7 @@ class Fleet:
         with open(log, "wb") as err:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", self.broker.address, "--listen",
-                 f"127.0.0.1:{port}", "--store", f"kafka:///{self.topic}", "--quota-scope", self.scope,
+                 f"127.0.0.1:{port}", "--store", f"kafka://{self.store_hosts or ''}/{self.topic}", "--quota-scope", self.scope,
                  "--config", str(self.config), "--metrics-port", str(metrics)],
                 stdout=subprocess.DEVNULL, stderr=err, env=dict(os.environ, PYTHONUNBUFFERED="1"))
         try:
@@ -55,7 +57,7 @@ class Fleet:
         return f"127.0.0.1:{port}", metrics
 
     def quota(self, key, value, client="shared"):
-        r = run_cli("--store", f"kafka://{self.broker.address}/{self.topic}", "--alter", "--add-config",
+        r = run_cli("--store", f"kafka://{self.store_hosts or self.broker.address}/{self.topic}", "--alter", "--add-config",
                     f"{key}={value}", "--entity-type", "clients", "--entity-name", client)
         assert r.returncode == 0, r.stderr
 
@@ -214,3 +216,52 @@ def test_three_consumers_flat_out_share_one_fetch_quota(fleet, broker, clients):
     total = aggregate(meters, 15)
     print(f"3 consumers flat out: aggregate {total / QUOTA:.2f}x the quota")
     assert 0.85 * QUOTA <= total <= 1.15 * QUOTA, total / QUOTA
+
+
+def test_a_cut_usage_path_falls_back_to_a_static_share_and_recovers(broker, tmp_path):
+    """Proxy processes whose store, and so their usage topic, is on a second cluster behind a
+    forwarder that is cut: the clients' brokers stay reachable; each proxy falls back to
+    quota / last fleet size within three quota windows, and leaves the fallback when the path
+    comes back."""
+    from proxy_support import Tansu
+    from test_fleet_shares import Cuttable
+
+    fwd = free_port()
+    store_broker = Tansu(advertised_port=fwd)
+    path = Cuttable(store_broker.port, fwd)
+    fleet = Fleet(broker, tmp_path, store_hosts=f"127.0.0.1:{fwd}")
+    clients = Clients()
+    try:
+        fleet.quota("producer_byte_rate", QUOTA)
+        members = [fleet.start() for _ in range(2)]
+        topic = make_topic(broker.address)
+        meters = [clients.run(produce_loop, address, topic, "shared") for address, _ in members]
+        assert wait(lambda: all(fleet_metric(m, "fleet_size") == 2 for _, m in members), 30)
+        assert all(fleet_metric(m, "fleet_fallback") == 0 for _, m in members)
+        path.cut()
+        cut_at = time.monotonic()
+        assert wait(lambda: all(fleet_metric(m, "fleet_fallback") == 1 for _, m in members), 20)
+        took = time.monotonic() - cut_at
+        assert took <= WINDOWS3 + 1.0, took
+        assert [fleet_metric(m, "fleet_share_default") for _, m in members] == [0.5, 0.5]
+        time.sleep(2)
+        now = time.monotonic()
+        assert all(meter.rate(now - 2, now) > 0 for meter in meters)  # the clients' path is intact
+        path.open = True
+        assert wait(lambda: all(fleet_metric(m, "fleet_fallback") == 0 for _, m in members), 30)
+    finally:
+        clients.stop()
+        fleet.stop()
+        path.stop()
+        store_broker.stop()
+
+
+def wait(predicate, timeout):
+    """Whether ``predicate`` holds within ``timeout`` seconds (polled)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return predicate()
+
