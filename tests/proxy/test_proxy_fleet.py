@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 from proxy_support import VALUE, Meter, free_port, make_topic, produce_loop, wait_port
-from store_helpers import run_cli
+from store_helpers import run_cli, wait_until
 
 pytest.importorskip("confluent_kafka")
 QUOTA = 120_000  # bytes/s for the whole fleet
@@ -236,11 +236,11 @@ def test_a_cut_usage_path_falls_back_to_a_static_share_and_recovers(broker, tmp_
         members = [fleet.start() for _ in range(2)]
         topic = make_topic(broker.address)
         meters = [clients.run(produce_loop, address, topic, "shared") for address, _ in members]
-        assert wait(lambda: all(fleet_metric(m, "fleet_size") == 2 for _, m in members), 30)
+        assert wait_until(lambda: all(fleet_metric(m, "fleet_size") == 2 for _, m in members), 30)
         assert all(fleet_metric(m, "fleet_fallback") == 0 for _, m in members)
         path.cut()
         cut_at = time.monotonic()
-        assert wait(lambda: all(fleet_metric(m, "fleet_fallback") == 1 for _, m in members), 20)
+        assert wait_until(lambda: all(fleet_metric(m, "fleet_fallback") == 1 for _, m in members), 20)
         took = time.monotonic() - cut_at
         assert took <= WINDOWS3 + 1.0, took
         assert [fleet_metric(m, "fleet_share_default") for _, m in members] == [0.5, 0.5]
@@ -248,20 +248,9 @@ def test_a_cut_usage_path_falls_back_to_a_static_share_and_recovers(broker, tmp_
         now = time.monotonic()
         assert all(meter.rate(now - 2, now) > 0 for meter in meters)  # the clients' path is intact
         path.open = True
-        assert wait(lambda: all(fleet_metric(m, "fleet_fallback") == 0 for _, m in members), 30)
+        assert wait_until(lambda: all(fleet_metric(m, "fleet_fallback") == 0 for _, m in members), 30)
     finally:
         clients.stop()
         fleet.stop()
         path.stop()
         store_broker.stop()
-
-
-def wait(predicate, timeout):
-    """Whether ``predicate`` holds within ``timeout`` seconds (polled)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return predicate()
-
