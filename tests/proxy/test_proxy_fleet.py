@@ -34,7 +34,9 @@ class Fleet:
         self.topic = f"quotas-{uuid.uuid4().hex[:8]}"
         self.store_hosts = store_hosts
         self.config = tmp_path / "broker.properties"
-        self.config.write_text("quota.window.num=2\nquota.window.size.seconds=1\n")
+        key = tmp_path / "fleet.key"
+        key.write_text("fleet-test-key-" + "0123456789abcdef" * 2 + "\n")
+        self.config.write_text(f"quota.window.num=2\nquota.window.size.seconds=1\nkquota.fleet.usage.key.file={key}\n")
         self.procs: list[tuple[subprocess.Popen, int, int]] = []
 
     def start(self):
