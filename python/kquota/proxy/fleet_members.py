@@ -10,7 +10,8 @@ Each refused record is counted by reason (:data:`REASONS`), none raises:
 * ``future``: written more than :data:`SKEW_INTERVALS` report intervals ahead of this proxy's
   clock. An accepted record's time is never later than the reader's clock, so no record makes the
   others look silent;
-* ``replayed``: older than the member's newest record (a record written again later);
+* ``replayed``: a sequence older than the member's newest record's (a record written again
+  later; by sequence, not time, so a writer's clock stepping back refuses nothing);
 * ``members-over-limit``: a new member while :data:`MAX_MEMBERS` members are known and none of
   them is silent enough to be pruned (a live member is never evicted);
 * ``entities-over-limit``: a member's entities would pass :data:`MAX_MEMBER_ENTITIES`.
@@ -48,7 +49,7 @@ class FleetMembers:
         self.key, self.interval_s, self.max_members = key, float(interval_s), max_members
         #: member id -> (its newest record's time in s, on this proxy's clock; {entity key: rate})
         self.members: dict[str, tuple[float, dict[int, float]]] = {}
-        self._written: dict[str, int] = {}  # member id -> its newest record's own time (ms)
+        self._written: dict[str, int] = {}  # member id -> its newest record's sequence
         # member id -> (sequence, parts, {part: rates}) of a full snapshot still arriving
         self._pending: dict[str, tuple[int, int, dict[int, dict[int, float]]]] = {}
         self.rejected = dict.fromkeys(REASONS, 0)
@@ -76,7 +77,7 @@ class FleetMembers:
         member = member_key.decode("ascii")
         if usage.time_ms / 1000.0 > now + SKEW_INTERVALS * self.interval_s:
             return "future"
-        if usage.time_ms < self._written.get(member, -1):
+        if usage.sequence < self._written.get(member, -1):
             return "replayed"
         if member not in self.members and len(self.members) >= self.max_members:
             self.prune()
@@ -101,7 +102,7 @@ class FleetMembers:
             if len(merged) > MAX_MEMBER_ENTITIES:
                 return "entities-over-limit"
             rates = {h: r for h, r in merged.items() if r != 0.0}
-        self._written[member] = usage.time_ms
+        self._written[member] = usage.sequence
         self.members[member] = (min(usage.time_ms / 1000.0, now), rates)
         return None
 
