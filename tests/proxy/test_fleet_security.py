@@ -318,3 +318,12 @@ def test_seventy_thousand_limited_sensors_reach_the_other_members(tansu):
             c.stop()
         for qm in qms:
             qm.close()
+
+
+def test_an_absurd_rate_does_not_squeeze_the_other_members_to_nothing():
+    from kquota.proxy.fleet_shares import FLOOR, split
+
+    s = split(1000.0, {"liar": 3e9, "honest": 100.0})
+    assert s["honest"] >= FLOOR / 2 and s["honest"] * 1000.0 >= 0.9 * 100.0  # most of its 100 B/s
+    assert s == split(1000.0, {"liar": 1000.0, "honest": 100.0})  # read as the whole quota
+    assert sum(s.values()) == pytest.approx(1.0)

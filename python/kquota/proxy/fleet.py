@@ -178,8 +178,7 @@ class FleetCoordinator:
             demands = {}
             for m, rates in live.items():
                 r = rates.get(h, 0.0)
-                # No member uses more than the whole quota: a larger rate is read as the quota.
-                demands[m] = None if r < 0 else min(r, quota)
+                demands[m] = None if r < 0 else r
             shares[key[0]][(key[1], key[2])] = split(quota, demands)[self.member]
         self._set(shares, 1.0 / self.fleet_size)
 
