@@ -327,3 +327,33 @@ def test_an_absurd_rate_does_not_squeeze_the_other_members_to_nothing():
     assert s["honest"] >= FLOOR / 2 and s["honest"] * 1000.0 >= 0.9 * 100.0  # most of its 100 B/s
     assert s == split(1000.0, {"liar": 1000.0, "honest": 100.0})  # read as the whole quota
     assert sum(s.values()) == pytest.approx(1.0)
+
+
+def test_a_members_entities_are_bounded():
+    fleet = FleetMembers(KEY, INTERVAL, max_entities=10)
+    assert fleet.receive(b"a", record(b"a", {i: 5.0 for i in range(10)}), NOW) is None
+    assert fleet.receive(b"a", record(b"a", {100: 5.0}, full=False, seq=1), NOW) == "entities-over-limit"
+    assert fleet.receive(b"a", record(b"a", {i: 5.0 for i in range(11)}, seq=2), NOW) == "entities-over-limit"
+    assert len(fleet.members["a"][1]) == 10 and fleet.rejected["entities-over-limit"] == 2
+
+
+def test_any_bytes_are_refused_with_a_reason_never_an_exception():
+    import random
+
+    rng = random.Random(35)
+    good = record(b"m", {KEY.entity("Produce", "", f"c{i}"): 100.0 * i for i in range(20)})
+    fleet = FleetMembers(KEY, INTERVAL)
+    for _ in range(3000):
+        value = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            op, at = rng.randrange(3), rng.randrange(len(value) + 1)
+            if op == 0 and at < len(value):
+                value[at] = rng.randrange(256)
+            elif op == 1:
+                del value[at:at + rng.randint(1, 40)]
+            else:
+                value[at:at] = rng.randbytes(rng.randint(1, 40))
+        member = rng.choice([b"m", b"", b"\xff\xfe", b"x" * 65, bytes(rng.randbytes(8))])
+        reason = fleet.receive(member, bytes(value), NOW)
+        assert reason in REASONS or (reason is None and bytes(value) == good and member == b"m")
+    assert fleet.members.keys() <= {"m"}

@@ -43,10 +43,13 @@ class FleetMembers:
         key: the fleet's key.
         interval_s: the report interval (the unit of the skew and the silence bounds).
         max_members: :data:`MAX_MEMBERS` unless given.
+        max_entities: :data:`MAX_MEMBER_ENTITIES` unless given.
     """
 
-    def __init__(self, key: UsageKey, interval_s: float, max_members: int = MAX_MEMBERS) -> None:
+    def __init__(self, key: UsageKey, interval_s: float, max_members: int = MAX_MEMBERS,
+                 max_entities: int = MAX_MEMBER_ENTITIES) -> None:
         self.key, self.interval_s, self.max_members = key, float(interval_s), max_members
+        self.max_entities = max_entities
         #: member id -> (its newest record's time in s, on this proxy's clock; {entity key: rate})
         self.members: dict[str, tuple[float, dict[int, float]]] = {}
         self._written: dict[str, int] = {}  # member id -> its newest record's sequence
@@ -89,7 +92,7 @@ class FleetMembers:
             if (seq, parts) != (usage.sequence, usage.parts):
                 got = {}
             got[usage.part] = usage.rates
-            if sum(len(r) for r in got.values()) > MAX_MEMBER_ENTITIES:
+            if sum(len(r) for r in got.values()) > self.max_entities:
                 self._pending.pop(member, None)
                 return "entities-over-limit"
             if len(got) < usage.parts:
@@ -99,7 +102,7 @@ class FleetMembers:
                 rates = {h: r for part in got.values() for h, r in part.items() if r != 0.0}
         else:
             merged = {**rates, **usage.rates}
-            if len(merged) > MAX_MEMBER_ENTITIES:
+            if len(merged) > self.max_entities:
                 return "entities-over-limit"
             rates = {h: r for h, r in merged.items() if r != 0.0}
         self._written[member] = usage.sequence
