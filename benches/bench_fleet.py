@@ -87,7 +87,7 @@ def usage_bytes() -> dict:
     broker = Tansu()
     qm = kquota.QuotaManager(window_num=2)
     qm.alter_client_quotas([({"client-id": None}, {"producer_byte_rate": 10000.0})])
-    c = FleetCoordinator(qm, broker.address, "bench-quotas", interval_s=1.0)
+    c = FleetCoordinator(qm, broker.address, "bench-quotas", interval_s=1.0, key=os.urandom(32))
     try:
         reports = 30
         t0 = time.monotonic()
@@ -125,9 +125,13 @@ def through_the_proxy(segments: int = 12, n: int = 150_000) -> dict:
         with open_store(f"kafka://{broker.address}/{store}") as s:
             s.alter([({"client-id": None}, {"producer_byte_rate": 1e12})])
         tmp = tempfile.mkdtemp(prefix="kq-bench-fleet-")
+        with open(os.path.join(tmp, "fleet.key"), "wb") as f:
+            f.write(os.urandom(32).hex().encode())
+        with open(os.path.join(tmp, "proxy.properties"), "w") as f:
+            f.write(f"kquota.fleet.usage.key.file={os.path.join(tmp, 'fleet.key')}\n")
         for scope in ("proxy", "fleet"):
             procs[scope] = ProxyCli(broker.address, f"127.0.0.1:{free_port()}", tmp, "--store", f"kafka:///{store}",
-                                    "--quota-scope", scope)
+                                    "--quota-scope", scope, "--config", os.path.join(tmp, "proxy.properties"))
         topics = {scope: make_topic(broker.address) for scope in procs}
         prods = {scope: producer(f"127.0.0.1:{p.port}", topics[scope], "bench-fleet") for scope, p in procs.items()}
         rates: dict[str, list[float]] = {"proxy": [], "fleet": []}

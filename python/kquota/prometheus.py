@@ -53,6 +53,9 @@ _HELP = {
     "config-sync-age-seconds": "Seconds since the config watcher last read the store successfully",
     "fleet-share": "This proxy's fraction of an active quota (--quota-scope fleet)",
     "fleet-usage-age-seconds": "Age of the newest usage record from each fleet member",
+    "fleet-usage-records-rejected-total": "Usage records refused (unsigned, badly signed, from the future, "
+                                          "replayed, over a bound), by reason",
+    "fleet-members-pruned-total": "Fleet members forgotten after silence",
 }
 
 

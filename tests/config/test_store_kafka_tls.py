@@ -160,7 +160,8 @@ def test_a_fleet_exchanges_usage_over_tls(pki, tls_broker):
     coords = []
     try:
         topic = f"q-{uuid.uuid4().hex[:10]}"
-        coords = [FleetCoordinator(qm, tls_broker.address, topic, interval_s=0.3, security=security) for qm in qms]
+        coords = [FleetCoordinator(qm, tls_broker.address, topic, interval_s=0.3, security=security, key=b"k" * 32)
+                  for qm in qms]
         deadline = time.monotonic() + 30
         while not all(c.fleet_size == 2 for c in coords) and time.monotonic() < deadline:
             for c in coords:

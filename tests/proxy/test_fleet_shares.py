@@ -7,7 +7,9 @@ import pytest
 
 import kquota
 from kquota.proxy.fleet_shares import FLOOR, HEADROOM, split
-from kquota.stores.kafka.usage import CorruptUsage, Usage, changed, decode, encode, entity_hash
+from kquota.stores.kafka.usage import CorruptUsage, Usage, UsageKey, changed, decode, encode
+
+KEY = b"fleet-test-key-of-thirty-two-bytes!"
 
 
 def test_saturated_members_split_equally():
@@ -36,16 +38,19 @@ def test_a_light_member_wanting_more_than_the_level_is_capped_at_it():
 
 
 def test_usage_records_round_trip_and_refuse_garbage():
-    u = Usage(True, 1000, 7, {entity_hash("Produce", "", "c"): -512.0, 5: 100.0, 6: 0.0, 7: 3e9})
-    back = decode(encode(u))
-    assert (back.full, back.interval_ms, back.sequence) == (True, 1000, 7)
+    key = UsageKey(KEY)
+    u = Usage(True, 1000, 1_700_000_000_123, 7, {key.entity("Produce", "", "c"): -512.0, 5: 100.0, 6: 0.0, 7: 3e9})
+    [value] = encode(u, b"m1", key)
+    back = decode(value, b"m1", key)
+    assert (back.full, back.interval_ms, back.time_ms, back.sequence, back.part, back.parts) == (
+        True, 1000, 1_700_000_000_123, 7, 0, 1)
     assert back.rates.keys() == u.rates.keys()
     for h, r in u.rates.items():
         assert back.rates[h] == pytest.approx(r, rel=0.001)
-    assert len(encode(u)) == 10 + 4 * 6
-    for bad in (b"", b"\x02" + encode(u)[1:], encode(u)[:-1]):
+    assert len(value) == 22 + 4 * 10 + 32  # header, 4 entries, signature
+    for bad in (b"", b"\x03" + value[1:], value[:-1], value[:-33] + value[-32:], b"\x01" + value[1:]):
         with pytest.raises(CorruptUsage):
-            decode(bad)
+            decode(bad, b"m1", key)
     assert changed(100.0, -100.0) and changed(100.0, 0.0) and changed(100.0, 130.0)
     assert not changed(100.0, 120.0) and not changed(-100.0, -300.0)
 
@@ -142,7 +147,7 @@ def test_a_cut_usage_path_falls_back_to_a_static_share_and_recovers():
     qms = [kquota.QuotaManager(window_num=2), kquota.QuotaManager(window_num=2)]
     coords = []
     try:
-        coords = [FleetCoordinator(qm, f"127.0.0.1:{fwd_port}", "quotas", interval_s=interval) for qm in qms]
+        coords = [FleetCoordinator(qm, f"127.0.0.1:{fwd_port}", "quotas", interval_s=interval, key=KEY) for qm in qms]
         deadline = time.monotonic() + 20
         while not all(c.fleet_size == 2 for c in coords) and time.monotonic() < deadline:
             for c in coords:

@@ -33,11 +33,19 @@ class Fleet:
         self.broker, self.scope = broker, scope
         self.topic = f"quotas-{uuid.uuid4().hex[:8]}"
         self.store_hosts = store_hosts
-        self.config = tmp_path / "broker.properties"
-        self.config.write_text("quota.window.num=2\nquota.window.size.seconds=1\n")
+        self.config = self.configure(tmp_path, "fleet-test-key-" + "0123456789abcdef" * 2)
         self.procs: list[tuple[subprocess.Popen, int, int]] = []
 
-    def start(self):
+    @staticmethod
+    def configure(directory, key_text, name="broker"):
+        """A --config file whose fleet key (kquota.fleet.usage.key.file) is ``key_text``."""
+        key = directory / f"{name}.key"
+        key.write_text(key_text + "\n")
+        config = directory / f"{name}.properties"
+        config.write_text(f"quota.window.num=2\nquota.window.size.seconds=1\nkquota.fleet.usage.key.file={key}\n")
+        return config
+
+    def start(self, config=None):
         port, metrics = free_port(), free_port()
         # The log goes to a file: a pipe nobody reads would block a proxy that logs a lot.
         log = self.config.parent / f"proxy-{len(self.procs)}.log"
@@ -45,7 +53,7 @@ class Fleet:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", self.broker.address, "--listen",
                  f"127.0.0.1:{port}", "--store", f"kafka://{self.store_hosts or ''}/{self.topic}", "--quota-scope", self.scope,
-                 "--config", str(self.config), "--metrics-port", str(metrics)],
+                 "--config", str(config or self.config), "--metrics-port", str(metrics)],
                 stdout=subprocess.DEVNULL, stderr=err, env=dict(os.environ, PYTHONUNBUFFERED="1"))
         try:
             wait_port(port, 30)
@@ -75,7 +83,7 @@ class Fleet:
 
 def fleet_metric(metrics_port, name):
     body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
-    m = re.search(rf"^kafka_server_fleet_{name} (\S+)$", body, re.M)
+    m = re.search(rf"^kafka_server_fleet_{re.escape(name)} (\S+)$", body, re.M)
     assert m, f"no {name} in the metrics"
     return float(m.group(1))
 
@@ -254,3 +262,19 @@ def test_a_cut_usage_path_falls_back_to_a_static_share_and_recovers(broker, tmp_
         fleet.stop()
         path.stop()
         store_broker.stop()
+
+
+def test_proxies_with_another_key_are_no_members_and_take_no_share(fleet, tmp_path):
+    """Two proxies of one store topic with the fleet's key and one with another key (a forger on
+    the usage topic, or a misconfigured proxy): the two see a fleet of two, refuse every record of
+    the third and count them; the third sees itself alone."""
+    other = Fleet.configure(tmp_path, "another-key-entirely-" + "fedcba9876543210" * 2, name="other")
+    members = [fleet.start(), fleet.start()]
+    _, outsider = fleet.start(other)
+    refused = 'fleet_usage_records_rejected_total{reason="signature"}'
+    assert wait_until(lambda: all(fleet_metric(m, "fleet_size") == 2 and fleet_metric(m, refused) > 0
+                                  for _, m in members), 30)
+    assert wait_until(lambda: fleet_metric(outsider, refused) > 0, 30)
+    time.sleep(WINDOWS3)  # past the silence bound: a member let in would be counted by now
+    assert [fleet_metric(m, "fleet_size") for _, m in members] == [2, 2]
+    assert fleet_metric(outsider, "fleet_size") == 1

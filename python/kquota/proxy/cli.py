@@ -21,6 +21,8 @@ from kquota.exceptions import KQuotaError
 
 log = logging.getLogger("kquota.proxy")
 
+#: The file holding the fleet's key (--quota-scope fleet needs it; docs/guides/proxy.md).
+FLEET_KEY_PROPERTY = "kquota.fleet.usage.key.file"
 #: Broker properties --config understands (others are reported and ignored, as a broker would).
 KNOWN_PROPERTIES = (
     "quota.window.num", "quota.window.size.seconds", "controller.quota.window.num",
@@ -30,7 +32,7 @@ KNOWN_PROPERTIES = (
     "max.connection.creation.rate", "max.connections.per.ip", "max.connections.per.ip.overrides",
     "listener.name.plaintext.max.connection.creation.rate", "listener.name.plaintext.max.connections",
     "kquota.proxy.protocol.enable", "kquota.proxy.protocol.timeout.ms",
-)
+) + (FLEET_KEY_PROPERTY,)
 #: The connection-quota properties (KIP-612) the kernel enforces at the proxy's accept; the
 #: proxy's listeners are one listener, ``PLAINTEXT``. ``max.connections`` stays the proxy's own
 #: cap (a connection over it is closed at once; see docs/connection-quotas.md).
@@ -107,6 +109,22 @@ def _bool_prop(props: dict[str, str], key: str) -> bool:
     return value == "true"
 
 
+def _fleet_key(props: dict[str, str], config: Optional[str]) -> Any:
+    """The fleet's key (``UsageKey``) from the file :data:`FLEET_KEY_PROPERTY` names: fleet scope
+    needs it, so its absence or a bad file is a ``KQuotaError`` (one line)."""
+    from kquota.stores.kafka.usage import KEY_MIN_BYTES, read_key_file
+
+    path = props.get(FLEET_KEY_PROPERTY, "").strip()
+    if not path:
+        raise KQuotaError(f"--quota-scope fleet needs {FLEET_KEY_PROPERTY} in --config: a file holding the key "
+                          f"(at least {KEY_MIN_BYTES} bytes, the same on every proxy of the fleet) that signs its "
+                          f"usage records (got {'no --config' if config is None else 'none in ' + config})")
+    try:
+        return read_key_file(path)
+    except ValueError as e:
+        raise KQuotaError(f"--config: {FLEET_KEY_PROPERTY}: {e}") from None
+
+
 def configure_connection_quotas(qm: Any, props: dict[str, str]) -> None:
     """Hands the --config file's connection-quota properties to ``qm`` (all or none; a bad one
     is a ``KQuotaError`` naming it)."""
@@ -143,7 +161,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--quota-scope", default="proxy", choices=["proxy", "fleet"],
                    help="proxy: each quota holds per proxy, as Kafka's hold per broker; fleet: every proxy following "
                         "the same kafka:// --store topic is one fleet and each quota holds for the fleet as a whole "
-                        "(usage exchanged through the topic <store topic>.usage; see docs/guides/proxy.md)")
+                        "(usage exchanged through the topic <store topic>.usage, signed with the key in the file named by "
+                        "kquota.fleet.usage.key.file in --config, which fleet scope needs; see docs/guides/proxy.md)")
     p.add_argument("--quota-window-num", type=int, metavar="N",
                    help="quota.window.num (default: 11, or the --config file's)")
     p.add_argument("--quota-window-size-seconds", type=int, metavar="S",
@@ -223,6 +242,7 @@ def run(args: argparse.Namespace) -> int:
         raise KQuotaError("--quota-scope fleet needs a kafka:// --store: the proxies following one store topic "
                           f"are the fleet (got {store_url or 'the default store'})")
     try:
+        fleet_key = _fleet_key(props, args.config) if args.quota_scope == "fleet" else None
         store = open_store(store_url, **_store_security(args, store_url, bootstrap_at))
     except BaseException:
         qm.close()
@@ -235,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
         if args.quota_scope == "fleet":
             from kquota.proxy.fleet import FleetCoordinator
 
-            fleet = FleetCoordinator(qm, store.hosts, store.topic, security=store.client_security).start()
+            fleet = FleetCoordinator(qm, store.hosts, store.topic, security=store.client_security, key=fleet_key).start()
         if args.metrics_port is not None:
             from kquota.prometheus import start_http_server
 

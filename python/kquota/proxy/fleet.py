@@ -6,10 +6,11 @@ A coordinator thread per proxy, once per report interval (1 s):
 1. reads this proxy's measured rate of every limited Produce and Fetch sensor from the kernel's
    metrics snapshot (no network, no lock on the data plane);
 2. publishes them to the usage topic ``<store topic>.usage`` (see
-   :mod:`kquota.stores.kafka.usage`: a few bytes per changed entity);
-3. reads every member's records, drops members silent for :data:`SILENT_INTERVALS` intervals,
-   and computes each entity's split (:mod:`kquota.proxy.fleet_shares`) the same way every member
-   does;
+   :mod:`kquota.stores.kafka.usage`: a few bytes per changed entity, signed with the fleet's key);
+3. reads every member's records (:mod:`kquota.proxy.fleet_members`: only signed ones, timed by
+   this proxy's clock, members bounded in number and forgotten after silence), leaves out members
+   silent for :data:`SILENT_INTERVALS` intervals, and computes each entity's split
+   (:mod:`kquota.proxy.fleet_shares`) the same way every member does;
 4. sets its own fractions in the kernel (``QuotaKernel._set_shares``): each sensor re-reads its
    limit once, on its next record, so the per-request path is the same as in ``proxy`` scope.
 
@@ -29,11 +30,10 @@ import uuid
 from typing import Any, Optional
 
 from kquota.metrics import Metric, iter_rows
+from kquota.proxy.fleet_members import FleetMembers
 from kquota.proxy.fleet_shares import SATURATED, split
 from kquota.stores.kafka.topic import ensure_topic, error_reason
-from kquota.stores.kafka.usage import (
-    FULL_EVERY, USAGE_SUFFIX, USAGE_TOPIC_CONFIG, CorruptUsage, Usage, changed, decode, encode, entity_hash,
-)
+from kquota.stores.kafka.usage import FULL_EVERY, USAGE_SUFFIX, USAGE_TOPIC_CONFIG, Usage, UsageKey, changed, encode
 
 log = logging.getLogger("kquota.proxy.fleet")
 
@@ -50,6 +50,8 @@ HOLD_INTERVALS = 5
 FLEET_GROUP = "Fleet"
 #: Shares closer than this to the ones set are not set again (each set re-reads limits).
 _EPSILON = 0.005
+#: A refused usage record is logged at most once a minute per reason (each is counted).
+_LOG_EVERY_S = 60.0
 
 Key = tuple[str, str, str]  # (metric group, user tag, client-id tag)
 
@@ -64,10 +66,12 @@ class FleetCoordinator:
         interval_s: seconds between reports.
         security: librdkafka's settings for a secured cluster (the store's
             ``KafkaConfigStore.client_security``).
+        key: the fleet's secret (``kquota.fleet.usage.key.file``: the same on every member), or
+            the :class:`~kquota.stores.kafka.usage.UsageKey` derived from it.
     """
 
     def __init__(self, qm: Any, hosts: str, store_topic: str, interval_s: float = INTERVAL_S,
-                 security: Optional[dict[str, str]] = None) -> None:
+                 security: Optional[dict[str, str]] = None, *, key: "bytes | UsageKey") -> None:
         from confluent_kafka import Consumer, Producer
         from confluent_kafka.admin import AdminClient
 
@@ -76,6 +80,7 @@ class FleetCoordinator:
         self.url = f"kafka://{hosts}/{self.topic}"
         self.interval_s = float(interval_s)
         self.member = uuid.uuid4().hex[:12]
+        self.key = key if isinstance(key, UsageKey) else UsageKey(key)
         common = {"bootstrap.servers": hosts, "reconnect.backoff.max.ms": 1000,
                   "logger": logging.getLogger("kquota.proxy.fleet.client"), **(security or {})}
         self._admin = AdminClient({**common, "client.id": "kquota-fleet-admin"})
@@ -92,8 +97,9 @@ class FleetCoordinator:
         self._thread: Optional[threading.Thread] = None
         self._seq = 0
         self._sent: dict[int, float] = {}  # what the others believe of this member
-        # member -> (newest record timestamp in s, {entity hash: rate})
-        self._members: dict[str, tuple[float, dict[int, float]]] = {}
+        self.members = FleetMembers(self.key, self.interval_s)
+        self._entity_keys: dict[Key, int] = {}  # each limited sensor's entity key (derived once)
+        self._logged: dict[str, float] = {}  # reason -> when a refused record was last logged
         self._last_usage = time.monotonic()  # the newest usage record received (any member)
         self._shares: dict[str, dict[tuple[str, str], float]] = {g: {} for g in FLEET_TYPES}
         self._default: float = 1.0
@@ -146,14 +152,14 @@ class FleetCoordinator:
     def step(self) -> None:
         """One report interval: measure, publish, read, split, set."""
         local, limits = self._measure()
+        keys = self._entity_keys = {k: self._entity_keys.get(k) or self.key.entity(*k) for k in local}
         self._publish(local)
         self._read()
         # Silence is measured against the newest record of anyone (this proxy's own included):
         # when the path itself is cut nobody is dropped, so the fallback knows the fleet's size.
-        newest = max((seen for seen, _ in self._members.values()), default=time.time())
-        horizon = newest - SILENT_INTERVALS * self.interval_s
-        live = {m: rates for m, (seen, rates) in self._members.items() if seen >= horizon}
-        live[self.member] = {entity_hash(*k): r for k, r in local.items()}
+        self.members.prune()
+        live = self.members.live(SILENT_INTERVALS * self.interval_s)
+        live[self.member] = {keys[k]: r for k, r in local.items()}
         cut = time.monotonic() - self._last_usage > SILENT_INTERVALS * self.interval_s
         if cut:
             if not self.fallback:
@@ -168,7 +174,7 @@ class FleetCoordinator:
         self.fleet_size = len(live)
         shares: dict[str, dict[tuple[str, str], float]] = {g: {} for g in FLEET_TYPES}
         for key, quota in limits.items():
-            h = entity_hash(*key)
+            h = keys[key]
             demands = {}
             for m, rates in live.items():
                 r = rates.get(h, 0.0)
@@ -213,20 +219,22 @@ class FleetCoordinator:
 
     def _publish(self, local: dict[Key, float]) -> None:
         full = self._seq % FULL_EVERY == 0
-        now = {entity_hash(*k): r for k, r in local.items()}
+        now = {self._entity_keys[k]: r for k, r in local.items()}
         if full:
             report = now
         else:
             report = {h: r for h, r in now.items() if h not in self._sent or changed(self._sent[h], r)}
             report.update({h: 0.0 for h in self._sent if h not in now})  # entities that left
-        value = encode(Usage(full, int(self.interval_s * 1000), self._seq, report))
+        values = encode(Usage(full, int(self.interval_s * 1000), int(time.time() * 1000), self._seq, report),
+                        self.member.encode(), self.key)
         self._seq += 1
         # What the others now believe: compared with the last reported rate, not the last
         # measured one, so a slow drift is reported once it adds up.
         self._sent = now if full else {h: r for h, r in {**self._sent, **report}.items() if r != 0.0}
         try:
-            self._producer.produce(self.topic, value, key=self.member.encode())
-            self.bytes_sent += len(value) + len(self.member)
+            for value in values:
+                self._producer.produce(self.topic, value, key=self.member.encode())
+                self.bytes_sent += len(value) + len(self.member)
         except Exception as e:  # noqa: BLE001 - BufferError, KafkaException: the path is cut
             log.debug("usage record not sent: %s", error_reason(e))
         self._producer.poll(0)
@@ -240,17 +248,13 @@ class FleetCoordinator:
                 if msg.error() is not None:
                     log.debug("usage topic: %s", msg.error())
                     continue
-                self._last_usage = time.monotonic()
-                member = (msg.key() or b"").decode("utf-8", "replace")
-                try:
-                    usage = decode(msg.value() or b"")
-                except CorruptUsage as e:
-                    log.warning("usage topic %s: skipping the record at offset %d: %s", self.url, msg.offset(), e)
-                    continue
-                seen = msg.timestamp()[1] / 1000.0
-                _, rates = self._members.get(member, (0.0, {}))
-                rates = dict(usage.rates) if usage.full else {**rates, **usage.rates}
-                self._members[member] = (seen, {h: r for h, r in rates.items() if r != 0.0})
+                reason = self.members.receive(msg.key(), msg.value(), time.time())
+                if reason is None:
+                    self._last_usage = time.monotonic()  # a refused record is no sign of a live path
+                elif time.monotonic() - self._logged.get(reason, -_LOG_EVERY_S) >= _LOG_EVERY_S:
+                    self._logged[reason] = time.monotonic()
+                    log.warning("usage topic %s: refused the record at offset %d (%s; counted in "
+                                "fleet-usage-records-rejected-total, logged once a minute)", self.url, msg.offset(), reason)
 
     def _set(self, shares: dict[str, dict[tuple[str, str], float]], default: float) -> None:
         for group, by_tags in shares.items():
@@ -267,12 +271,15 @@ class FleetCoordinator:
     def metrics(self) -> list[Metric]:
         """``fleet-size``, ``fleet-fallback``, ``fleet-share-default``, ``fleet-share-min`` and
         ``-max`` over the active quotas, ``fleet-usage-age-max-seconds`` (the oldest among the newest
-        usage of each live member), ``fleet-usage-bytes-total`` (usage bytes sent); tagged:
-        ``fleet-share`` per active quota (``quota-type``, ``user``, ``client-id``) and
-        ``fleet-usage-age-seconds`` per member (``member``, its id; this proxy's own included)."""
+        usage of each live member), ``fleet-usage-bytes-total`` (usage bytes sent),
+        ``fleet-members`` (members known, live or not yet forgotten), ``fleet-members-pruned-total``;
+        tagged: ``fleet-share`` per active quota (``quota-type``, ``user``, ``client-id``),
+        ``fleet-usage-age-seconds`` per member (``member``, its id; this proxy's own included) and
+        ``fleet-usage-records-rejected-total`` per ``reason`` (see :mod:`kquota.proxy.fleet_members`)."""
         shares = [v for by_tags in self._shares.values() for v in by_tags.values()]
         now = time.time()
-        ages = [now - seen for seen, _ in self._members.values() if now - seen <= SILENT_INTERVALS * self.interval_s]
+        members = list(self.members.members.items())  # one copy: the coordinator thread changes it
+        ages = [now - seen for _, (seen, _) in members if now - seen <= SILENT_INTERVALS * self.interval_s]
         return [
             Metric(FLEET_GROUP, "fleet-size", {}, float(self.fleet_size)),
             Metric(FLEET_GROUP, "fleet-fallback", {}, 1.0 if self.fallback else 0.0),
@@ -281,8 +288,12 @@ class FleetCoordinator:
             Metric(FLEET_GROUP, "fleet-share-max", {}, max(shares, default=self._default)),
             Metric(FLEET_GROUP, "fleet-usage-age-max-seconds", {}, max(ages, default=float("nan"))),
             Metric(FLEET_GROUP, "fleet-usage-bytes-total", {}, float(self.bytes_sent)),
+            Metric(FLEET_GROUP, "fleet-members", {}, float(len(members))),
+            Metric(FLEET_GROUP, "fleet-members-pruned-total", {}, float(self.members.pruned)),
+            *(Metric(FLEET_GROUP, "fleet-usage-records-rejected-total", {"reason": reason}, float(n))
+              for reason, n in list(self.members.rejected.items())),
             *(Metric(FLEET_GROUP, "fleet-share", {"quota-type": group, "user": u, "client-id": c}, share)
               for group, by_tags in self._shares.items() for (u, c), share in by_tags.items()),
             *(Metric(FLEET_GROUP, "fleet-usage-age-seconds", {"member": m}, now - seen)
-              for m, (seen, _) in self._members.items() if now - seen <= 2 * SILENT_INTERVALS * self.interval_s),
+              for m, (seen, _) in members if now - seen <= 2 * SILENT_INTERVALS * self.interval_s),
         ]

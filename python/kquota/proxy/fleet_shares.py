@@ -5,7 +5,9 @@ talking to each other beyond the usage topic. The rule is max-min fair on demand
 
 * a member whose measured rate stays below :data:`SATURATED` of its current share of the limit
   is *light*: it gets its rate times :data:`HEADROOM` (at least :data:`FLOOR` of an equal
-  split), so it is never throttled below what it uses and can grow;
+  split), so it is never throttled below what it uses and can grow; a rate above the whole quota
+  is read as the quota (no member uses more, so a larger one is an error and must not squeeze
+  the others to nothing);
 * the rest of the quota is split equally among the *saturated* members (those throttled at their
   share: they want more);
 * whatever nobody wants is split equally among all, so the shares always add up to the whole.
@@ -38,7 +40,7 @@ def split(quota: float, demands: Mapping[str, Optional[float]]) -> dict[str, flo
     saturated = [m for m, d in demands.items() if d is None]
     for m, d in demands.items():
         if d is not None:
-            alloc[m] = max(d * HEADROOM / quota, floor)
+            alloc[m] = max(min(d, quota) * HEADROOM / quota, floor)
     light_total = sum(alloc.values())
     if light_total > 1.0:  # light members alone want more than the quota: scale them down
         scale = (1.0 - floor * len(saturated)) / light_total
