@@ -15,7 +15,8 @@ from tls_support import PASSWORD, Stunnel, TlsBroker
 @pytest.fixture(scope="module")
 def proxy_port(tmp_path_factory):
     front = SaslFront()
-    proc, port = start_proxy(front, tmp_path_factory.mktemp("proxy"), "--admin-principals", ADMINS)
+    proc, port = start_proxy(front, tmp_path_factory.mktemp("proxy"), "--admin-principals", ADMINS,
+                             protocol="SASL_PLAINTEXT")
     yield port
     code, err = stop_proxy(proc)
     front.stop()

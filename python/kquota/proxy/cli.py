@@ -155,7 +155,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--admin-principals", metavar="P,...",
                    help="comma-separated principals (User:name; a TLS client's is its certificate's subject mapped by "
                         "ssl.principal.mapping.rules, e.g. User:CN=admin,OU=ops) allowed to AlterClientQuotas through the "
-                        "proxy (default: none)")
+                        "proxy (default: none); they may DescribeClientQuotas too")
+    p.add_argument("--describe-principals", metavar="P,...",
+                   help="comma-separated principals (as --admin-principals) allowed to DescribeClientQuotas through "
+                        "the proxy besides the admin principals; others are answered CLUSTER_AUTHORIZATION_FAILED, "
+                        "as Kafka answers a principal without DESCRIBE_CONFIGS on the cluster (default: none)")
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="worker threads of the data plane (Rust, tokio: sockets, Produce, Fetch, relayed APIs), "
                         "1-64; more only help with many busy connections and spare cores (default: 1)")
@@ -246,6 +250,9 @@ def run(args: argparse.Namespace) -> int:
         proxy = NativeProxyServer(
             qm, bootstrap, listen, store=store,
             admin_principals=principal_names(_principal_list(args.admin_principals or "")),
+            describe_principals=principal_names(_principal_list(args.describe_principals or ""),
+                                                "--describe-principals"),
+            sasl_listener=listen_at.sasl,
             max_frame_bytes=_int_prop(props, "socket.request.max.bytes", DEFAULT_MAX_FRAME_BYTES),
             max_connections=_int_prop(props, "max.connections", DEFAULT_MAX_CONNECTIONS),
             request_log=request_log, default_partitions=_int_prop(props, "num.partitions", 1),
