@@ -68,6 +68,9 @@ class SaslFront:
     (``KafkaApis``); a KIP-368 re-authentication as another principal fails and closes.
     ``require_auth``: other requests before authentication close the connection, as Kafka's
     authenticator does (off: they are relayed, a test's unauthenticated ANONYMOUS client).
+    ``lenient``: a broker that is not Kafka, to show the proxy trusts no ErrorCode 0 alone: a
+    failed SCRAM proof is answered ErrorCode 0 with the server-final ``e=invalid-proof`` (RFC
+    5802) and the connection kept, and a re-authentication as another principal is accepted.
     ``users`` lists the principals authenticated, in order. ``advertised_port``: the port tansu
     advertises (a TLS front's; default the front's own)."""
 
@@ -77,11 +80,13 @@ class SaslFront:
     OAUTH_KEY = b"front-jwks-key"
     MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
-    def __init__(self, advertised_port: Optional[int] = None, require_auth: bool = False) -> None:
+    def __init__(self, advertised_port: Optional[int] = None, require_auth: bool = False,
+                 lenient: bool = False) -> None:
         port = free_port()
         self.broker = Tansu(advertised_port=advertised_port or port)
         self.users: list[str] = []
         self.require_auth = require_auth
+        self.lenient = lenient
         self._server = LoopbackServer(self._serve, port)
         self.port = port
 
@@ -120,10 +125,15 @@ class SaslFront:
                                               h.body_offset)["AuthBytes"])
                     try:
                         challenge = server.evaluate(token)
-                        if server.principal is not None and principal not in (None, server.principal):
+                        if server.principal is not None and principal not in (None, server.principal) \
+                                and not self.lenient:
                             raise SaslFailed(f"Cannot change principals during re-authentication from User.{principal}: "
                                              f"User.{server.principal}")
                     except SaslFailed as e:
+                        if self.lenient and isinstance(server, ScramServer) and server.state == "failed":
+                            self._answer(client, h, 0, b"e=invalid-proof", None)
+                            server = None
+                            continue
                         self._answer(client, h, SASL_AUTHENTICATION_FAILED, b"", str(e))
                         return
                     self._answer(client, h, 0, challenge, None)
