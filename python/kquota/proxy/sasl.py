@@ -74,8 +74,11 @@ def _oauthbearer_subject(data: bytes) -> Optional[str]:
     """The ``sub`` claim of the bearer token (RFC 7628 client response: gs2 header, then
     ``\x01``-separated ``key=value`` pairs with ``auth=Bearer <JWT>``), the principal name of
     Kafka's OAUTHBEARER validators (``sasl.oauthbearer.sub.claim.name`` defaults to ``sub``).
-    The signature is the broker's to check; the proxy adopts the name only once it accepts."""
-    for item in data.split(b"\x01")[1:]:
+    The signature is the broker's to check; the proxy adopts the name only once it accepts. A
+    gs2 authzid other than the subject names no one (``OAuthBearerSaslServer`` fails it)."""
+    items = data.split(b"\x01")
+    authzid = items[0].split(b",")[1] if items[0].count(b",") >= 2 else b""
+    for item in items[1:]:
         if not item.startswith(b"auth="):
             continue
         scheme, _, token = item[5:].partition(b" ")
@@ -88,6 +91,8 @@ def _oauthbearer_subject(data: bytes) -> Optional[str]:
             return None
         sub = claims.get("sub") if isinstance(claims, dict) else None
         if not isinstance(sub, str) or not sub:
+            return None
+        if authzid and authzid != b"a=" + sub.encode("utf-8", "surrogatepass"):
             return None
         # JSON may escape a lone surrogate, which no UTF-8 name (nor the kernel's) can hold:
         # replaced, as the other mechanisms' undecodable bytes are.
