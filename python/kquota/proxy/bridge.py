@@ -40,8 +40,8 @@ class BridgeConnection(RequestPaths):
         self.forwarded: dict[int, Pending] = {}
         self.closed = False
 
-    @property  # type: ignore[override]
-    def user(self) -> str:
+    @property
+    def user(self) -> str:  # type: ignore[override]  # read-only here: only SASL sets it
         """The principal's name: on a SASL listener the one a completed exchange authenticated
         (ANONYMOUS before), on any other the connection's own (ANONYMOUS or its certificate's)."""
         return self.auth.principal if self.auth.sasl_listener else self._user

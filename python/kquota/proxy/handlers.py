@@ -225,7 +225,7 @@ async def sasl_authenticate(conn: BridgeConnection, p: Pending, frame: bytes, t0
     await conn.forward(p, frame, on_response)
 
 
-async def _illegal_sasl_state(conn: BridgeConnection, p: Pending, t0: int, body: bytes) -> None:
+async def _illegal_sasl_state(conn: BridgeConnection, p: Pending, t0: int, body: bytes | bytearray) -> None:
     h = p.header
     _elapsed(p, t0)
     throttle = conn.request_throttle(p)
