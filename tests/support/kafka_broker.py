@@ -172,6 +172,22 @@ class KafkaBroker:
                                       operation_timeout=timeout, request_timeout=timeout)
         futures[name].result(timeout=timeout)
 
+    def allow(self, principal: str, topic_prefix: str, operations: tuple[str, ...] = ("DESCRIBE", "WRITE", "READ"),
+              group: Optional[str] = None, timeout: float = 60.0) -> None:
+        """ACLs (as the admin user): ``principal`` may do ``operations`` on the topics named
+        ``topic_prefix``* (and READ the consumer group ``group``)."""
+        from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                           ResourcePatternType, ResourceType)
+
+        bindings = [AclBinding(ResourceType.TOPIC, topic_prefix, ResourcePatternType.PREFIXED, principal, "*",
+                               AclOperation[op], AclPermissionType.ALLOW) for op in operations]
+        if group is not None:
+            bindings.append(AclBinding(ResourceType.GROUP, group, ResourcePatternType.LITERAL, principal, "*",
+                                       AclOperation.READ, AclPermissionType.ALLOW))
+        admin = AdminClient(self.admin_config())
+        for future in admin.create_acls(bindings, request_timeout=timeout).values():
+            future.result(timeout=timeout)
+
     def __repr__(self) -> str:
         return f"KafkaBroker({self.dir}, {self.listeners})"
 
