@@ -19,15 +19,14 @@ from kquota.proxy.protocol.codec import encode_body
 from proxy_fakes import LoopbackServer, SaslFront, read_frame
 from proxy_support import ProxyThread, make_topic
 from proxy_wire import Wire
+from sasl_wire import (ILLEGAL_SASL_STATE, alter_victim, authenticate, describe, handshake, plain, plane_users,
+                       refused, scram_login)
 from store_helpers import wait_until
 
 from kquota.proxy.protocol.frames import parse_request_header
 
 PRODUCE = kquota.ClientQuotaType.PRODUCE
 REQUEST = kquota.ClientQuotaType.REQUEST
-ILLEGAL_SASL_STATE = 34  # Errors.ILLEGAL_SASL_STATE
-VICTIM = [{"Entity": [{"EntityType": "user", "EntityName": "victim"}],
-           "Ops": [{"Key": "producer_byte_rate", "Value": 1.0, "Remove": False}]}]
 
 
 @pytest.fixture(scope="module")
@@ -52,56 +51,6 @@ def start(front: SaslFront, **options) -> ProxyThread:
 def stop(proxy: ProxyThread) -> None:
     proxy.stop()
     proxy.qm.close()
-
-
-def handshake(w: Wire, mechanism: str) -> int:
-    """SaslHandshake v1; its ErrorCode (the response is ErrorCode, Mechanisms)."""
-    w.send_raw(w.frame(apis.SASL_HANDSHAKE, 1, bytes(encode_body("SaslHandshakeRequest", 1, {"Mechanism": mechanism}))))
-    return struct.unpack_from(">h", w.read_frame(), 4)[0]
-
-
-def authenticate(w: Wire, token: bytes) -> dict:
-    return w.call(apis.SASL_AUTHENTICATE, 2, "SaslAuthenticate", {"AuthBytes": token})
-
-
-def alter_victim(w: Wire) -> int:
-    return w.call(apis.ALTER_CLIENT_QUOTAS, 1, "AlterClientQuotas", {"Entries": VICTIM, "ValidateOnly": False})[
-        "Entries"][0]["ErrorCode"]
-
-
-def describe(w: Wire) -> dict:
-    return w.call(apis.DESCRIBE_CLIENT_QUOTAS, 1, "DescribeClientQuotas", {"Components": [], "Strict": False})
-
-
-def refused(w: Wire, token: bytes) -> bool:
-    """The round is answered SASL_AUTHENTICATION_FAILED and the connection closed, as Kafka
-    does (the broker's close may overtake its answer through the proxy: then only the close)."""
-    try:
-        code = authenticate(w, token)["ErrorCode"]
-    except ConnectionError:
-        return True
-    return code == 58 and w.closed_by_peer()
-
-
-def plain(user: str, password: str) -> bytes:
-    return b"\x00" + user.encode() + b"\x00" + password.encode()
-
-
-def scram_login(w: Wire, user: str, password: str, mechanism: str = "SCRAM-SHA-512") -> dict:
-    """A whole SCRAM exchange as a client that knows ``password``: the final answer."""
-    assert handshake(w, mechanism) == 0
-    first_bare = b"n=" + user.encode() + b",r=" + base64.b64encode(os.urandom(12))
-    server_first = authenticate(w, b"n,," + first_bare)
-    assert server_first["ErrorCode"] == 0 and bytes(server_first["AuthBytes"]).startswith(b"r="), server_first
-    hash_name = "sha512" if mechanism.endswith("512") else "sha256"
-    return authenticate(w, scram_client_final(password, first_bare, bytes(server_first["AuthBytes"]), hash_name))
-
-
-def plane_users(proxy: ProxyThread) -> set:
-    """The principal the native plane holds for each open connection (what Produce and Fetch
-    are charged to)."""
-    plane = proxy.proxy._plane
-    return {plane.user(cid) for cid in list(proxy.proxy._bridged)}
 
 
 def test_scram_client_first_alone_is_not_admin(front):
