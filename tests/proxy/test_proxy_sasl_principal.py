@@ -13,6 +13,8 @@ import time
 
 import kquota
 import pytest
+from kquota.client_security import client_security
+from kquota.proxy.token_owners import TokenOwners
 from kafka_sasl import jwt, oauthbearer_token, scram_client_final
 from kquota.proxy.protocol import apis
 from kquota.proxy.protocol.codec import encode_body
@@ -190,18 +192,52 @@ def test_a_completed_scram_exchange_is_the_principal(front, mechanism):
         stop(proxy)
 
 
-def test_delegation_token_is_counted_per_token_and_never_admin(front):
-    """SCRAM with ``tokenauth=true``: the username is the token id. Without the token's owner the
-    proxy counts the connection under the token id, and a token id is never an admin."""
-    proxy = start(front, describe_principals=["tok-alice-1"])
+def token_login(w: Wire) -> dict:
+    """A SCRAM exchange with alice's delegation token (``tokenauth=true``: the username is the
+    token id, the password its HMAC): the final answer."""
+    assert handshake(w, "SCRAM-SHA-256") == 0
+    first_bare = b"n=tok-alice-1,r=" + base64.b64encode(os.urandom(12)) + b",tokenauth=true"
+    server_first = authenticate(w, b"n,," + first_bare)
+    return authenticate(w, scram_client_final(SaslFront.TOKENS["tok-alice-1"][1], first_bare,
+                                              bytes(server_first["AuthBytes"]), "sha256"))
+
+
+def owners_as(front: SaslFront, user: str) -> TokenOwners:
+    security = client_security({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config":
+                                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                                f'username="{user}" password="{SaslFront.USERS[user]}";'}, "test")
+    return TokenOwners(front.address, security)
+
+
+def test_delegation_token_is_its_owner(front):
+    """SCRAM with ``tokenauth=true``: Kafka's principal is the token's owner. The proxy asks the
+    cluster with its own credentials (DescribeDelegationToken): alice, for quotas and rights."""
+    owners = owners_as(front, "proxy")
+    proxy = start(front, token_owners=owners, describe_principals=["alice"])
     try:
         w = Wire(proxy.proxy.bootstrap_address, "token-client")
-        assert handshake(w, "SCRAM-SHA-256") == 0
-        first_bare = b"n=tok-alice-1,r=" + base64.b64encode(os.urandom(12)) + b",tokenauth=true"
-        server_first = authenticate(w, b"n,," + first_bare)
-        final = authenticate(w, scram_client_final(SaslFront.TOKENS["tok-alice-1"][1], first_bare,
-                                                   bytes(server_first["AuthBytes"]), "sha256"))
-        assert final["ErrorCode"] == 0
+        assert token_login(w)["ErrorCode"] == 0
+        assert plane_users(proxy) == {"alice"}
+        assert describe(w)["ErrorCode"] == 0  # alice's right
+        assert alter_victim(w) == apis.CLUSTER_AUTHORIZATION_FAILED
+        # A re-authentication with the same token keeps her; the owner is asked once.
+        assert token_login(w)["ErrorCode"] == 0
+        assert plane_users(proxy) == {"alice"}
+        assert owners.owner("tok-alice-1") == "alice"
+    finally:
+        stop(proxy)
+
+
+@pytest.mark.parametrize("asker", ["none", "bob"])
+def test_delegation_token_owner_unknown_is_counted_per_token_and_never_admin(front, asker):
+    """Where the proxy may not describe the token (bob may not; or no credentials at all) the
+    connection is counted under the token id, and a token id is never an admin nor a describe
+    principal."""
+    owners = owners_as(front, "bob") if asker == "bob" else None
+    proxy = start(front, describe_principals=["tok-alice-1"], token_owners=owners)
+    try:
+        w = Wire(proxy.proxy.bootstrap_address, "token-client")
+        assert token_login(w)["ErrorCode"] == 0
         assert plane_users(proxy) == {"tok-alice-1"}
         assert describe(w)["ErrorCode"] == apis.CLUSTER_AUTHORIZATION_FAILED
         assert alter_victim(w) == apis.CLUSTER_AUTHORIZATION_FAILED

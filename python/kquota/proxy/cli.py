@@ -80,6 +80,24 @@ def _store_security(args: argparse.Namespace, store_url: Optional[str], bootstra
     return {"security": props, "security_source": args.broker_config or "--bootstrap-server"}
 
 
+def _token_owners(args: argparse.Namespace, bootstrap: Any) -> Any:
+    """Who owns a delegation token, asked of the cluster with the proxy's own connection settings
+    (``--broker-config``, the ``--bootstrap-server`` protocol); ``None`` (tokens counted per token
+    id, logged once) where those settings cannot make that connection."""
+    from kquota.client_security import client_security
+    from kquota.proxy.java_properties import load_properties
+    from kquota.proxy.token_owners import TokenOwners
+
+    props = load_properties(args.broker_config, "--broker-config") if args.broker_config else {}
+    source = args.broker_config or "--bootstrap-server"
+    try:
+        security = client_security({"security.protocol": bootstrap.protocol, **props}, source)
+    except KQuotaError as e:
+        log.warning("delegation tokens are counted per token id: the proxy cannot ask their owners (%s)", e)
+        return None
+    return TokenOwners(f"{bootstrap.host}:{bootstrap.port}", security)
+
+
 def _principal_list(text: str) -> list[str]:
     """``--admin-principals``: separated by commas (or semicolons, as Kafka's ``super.users``),
     except that a principal may be a certificate's distinguished name, whose commas are followed
@@ -252,7 +270,7 @@ def run(args: argparse.Namespace) -> int:
             admin_principals=principal_names(_principal_list(args.admin_principals or "")),
             describe_principals=principal_names(_principal_list(args.describe_principals or ""),
                                                 "--describe-principals"),
-            sasl_listener=listen_at.sasl,
+            sasl_listener=listen_at.sasl, token_owners=_token_owners(args, bootstrap_at) if listen_at.sasl else None,
             max_frame_bytes=_int_prop(props, "socket.request.max.bytes", DEFAULT_MAX_FRAME_BYTES),
             max_connections=_int_prop(props, "max.connections", DEFAULT_MAX_CONNECTIONS),
             request_log=request_log, default_partitions=_int_prop(props, "num.partitions", 1),

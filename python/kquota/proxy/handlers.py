@@ -8,11 +8,12 @@ response steps (``ClientHandle.produce_response`` / ``fetch_response``).
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import time
 from typing import TYPE_CHECKING, Optional
 
-from kquota.proxy import mutations
+from kquota.proxy import mutations, sasl
 from kquota.proxy.protocol import addresses, apis
 from kquota.proxy.protocol.codec import decode_body, encode_body, read_fixed
 from kquota.proxy.dispatch import register
@@ -216,7 +217,13 @@ async def sasl_authenticate(conn: BridgeConnection, p: Pending, frame: bytes, t0
     async def on_response(p: Pending, frame: bytes) -> Answer:
         offset = response_body_offset(frame, h.api_key, h.api_version)
         body = decode_body("SaslAuthenticateResponse", h.api_version, frame, offset)
-        conn.authenticated(conn.auth.answered(rnd, body["ErrorCode"], body["AuthBytes"]))
+        outcome = conn.auth.answered(rnd, body["ErrorCode"], body["AuthBytes"])
+        owners = conn.server.token_owners
+        if outcome == sasl.AUTHENTICATED and conn.auth.token_authenticated and owners is not None:
+            owner = await asyncio.to_thread(owners.owner, conn.auth.principal)
+            if owner is not None:
+                conn.auth.token_owner(owner)
+        conn.authenticated(outcome)
         if recorded:
             return await conn.plain_response(p, frame)
         return (_I32.pack(len(frame)), frame), 0

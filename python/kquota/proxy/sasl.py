@@ -22,8 +22,9 @@ connection. GSSAPI's principal is inside the Kerberos ticket, which the proxy ca
 clients stay ANONYMOUS.
 
 SCRAM with the extension ``tokenauth=true`` is a delegation token (KIP-48): the username is the
-token id and Kafka's principal the token's owner, which the proxy does not know; such a
-connection is counted under the token id and is never an admin (see docs/guides/proxy.md).
+token id and Kafka's principal the token's owner, which the exchange does not name: the proxy
+asks the cluster (:mod:`kquota.proxy.token_owners`); where it cannot tell, the connection is
+counted under the token id and is never an admin (see docs/guides/proxy.md).
 """
 
 from __future__ import annotations
@@ -141,6 +142,9 @@ class Authentication:
         self.principal = principal if not sasl_listener else ANONYMOUS
         #: Authenticated by a delegation token whose owner the proxy does not know.
         self.token_authenticated = False
+        #: What the completed exchange named (name, delegation token?): a re-authentication must
+        #: name the same.
+        self._identity: Optional[tuple[str, bool]] = None
         self._exchange: Optional[Exchange] = None
 
     def handshake(self, mechanism: str) -> Exchange:
@@ -180,13 +184,21 @@ class Authentication:
         ex.over = True
         if self.sasl_listener and self.authenticated:
             # KIP-368: only the same principal may re-authenticate.
-            return AUTHENTICATED if (name, ex.token) == (self.principal, self.token_authenticated) else REFUSED
+            return AUTHENTICATED if (name, ex.token) == self._identity else REFUSED
         if not self.sasl_listener:
             return NOTHING
         self.authenticated = True
         self.principal = name
         self.token_authenticated = ex.token
+        self._identity = (name, ex.token)
         return AUTHENTICATED
+
+    def token_owner(self, owner: str) -> None:
+        """The owner of the delegation token that authenticated the connection: its principal
+        from now on (``ScramSaslServer``'s authorization id)."""
+        if self.token_authenticated:
+            self.principal = owner
+            self.token_authenticated = False
 
     @staticmethod
     def _completed(ex: Exchange, rnd: Round, answer: bytes) -> Optional[str]:

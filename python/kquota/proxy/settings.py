@@ -32,6 +32,8 @@ class ProxySettings:
             protocol.
         describe_principals: user names allowed to describe quotas over the Kafka protocol
             (others are answered CLUSTER_AUTHORIZATION_FAILED, as Kafka without DESCRIBE_CONFIGS).
+        token_owners: a :class:`kquota.proxy.token_owners.TokenOwners` naming the owner of a
+            delegation token a client authenticated with (``None``: counted under the token id).
         sasl_listener: the listener is SASL_PLAINTEXT or SASL_SSL: a connection is ANONYMOUS
             until the broker completes its SASL exchange, and its principal is that exchange's;
             on any other listener it is ANONYMOUS (or its certificate's) from the start and SASL
@@ -61,6 +63,7 @@ class ProxySettings:
         admin_principals: Iterable[str] = (),
         describe_principals: Iterable[str] = (),
         sasl_listener: bool = False,
+        token_owners: Any = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         max_inflight: int = DEFAULT_MAX_INFLIGHT,
@@ -77,6 +80,7 @@ class ProxySettings:
         self.advertised_host = advertised_host or listen[0]
         self.admin = QuotaAdmin(qm, store, admin_principals, describe_principals)
         self.sasl_listener = sasl_listener
+        self.token_owners = token_owners
         self.max_frame_bytes = max_frame_bytes
         self.max_connections = max_connections
         self.max_inflight = max_inflight
