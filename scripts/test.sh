@@ -9,6 +9,11 @@
 # 3. a private ZooKeeper server on 127.0.0.1:$KQUOTA_ZK_PORT (default 21810; an existing value is
 #    honoured) runs for the duration of the tests (with CI=true the ZooKeeper tests fail, not
 #    skip, without it);
+# 3b. Apache Kafka's broker (scripts/kafka.sh; the version pinned in scripts/kafka/pom.xml, its jars
+#    fetched once with Maven and cached in ~/.m2 and ~/.cache/kquota) runs for the duration of the
+#    tests on free loopback ports from $KQUOTA_KAFKA_PORT (default 19092); its state directory is
+#    exported as KQUOTA_TEST_KAFKA_DIR for tests/support/kafka_broker.py (with CI=true the tests
+#    that need it fail, not skip, without it);
 # 4. static checks: ruff, cargo clippy (warnings are errors), mypy's stubtest of the
 #    hand-written stub of the native module, and the documentation site (`mkdocs build --strict`
 #    into a temporary directory, which tests/structure/test_docs_site.py then reads);
@@ -34,6 +39,10 @@ section "system packages"
 missing=()
 # (the package's own service, if it starts, listens on 2181: no clash with ours)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeperd)
+# Apache Kafka's jars come from Maven Central (scripts/kafka/pom.xml); openssl makes its test
+# certificates.
+command -v mvn >/dev/null || missing+=(maven)
+command -v openssl >/dev/null || missing+=(openssl)
 # The HTML report is checked in a real browser (tests/pipeline/test_report_html.py).
 command -v chromium >/dev/null || missing+=(chromium)
 # A real librdkafka command-line client for the proxy tests (tests/proxy/test_proxy_*.py).
@@ -45,7 +54,7 @@ command -v java >/dev/null || missing+=(default-jre-headless)
 # Debian/Ubuntu split venv's pip bootstrap out of python3 (PEP 668 machines need a venv).
 "$SYSTEM_PYTHON" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then apt_install "${missing[@]}"; fi
-echo "ok: zookeeper jar, chromium, kcat, stunnel4, java, $("$SYSTEM_PYTHON" --version) with venv"
+echo "ok: zookeeper jar, maven, openssl, chromium, kcat, stunnel4, java, $("$SYSTEM_PYTHON" --version) with venv"
 
 # ------------------------------------------------------------------ 2. fresh virtual environment
 section "virtual environment $VENV (fresh) with kquota[test]"
@@ -62,6 +71,16 @@ export KQUOTA_TEST_ZK="127.0.0.1:${KQUOTA_ZK_PORT}"
 trap 'bash scripts/zookeeper.sh stop' EXIT
 bash scripts/zookeeper.sh start
 
+# ------------------------------------------------------------------ 3b. Apache Kafka
+section "Apache Kafka"
+bash scripts/kafka.sh fetch
+export KQUOTA_KAFKA_DIR="${KQUOTA_KAFKA_DIR:-$(mktemp -u /tmp/kquota-kafka-test.XXXXXX)}"
+export KQUOTA_TEST_KAFKA_DIR="$KQUOTA_KAFKA_DIR"
+trap 'bash scripts/kafka.sh stop; bash scripts/zookeeper.sh stop' EXIT
+kafka_started=$SECONDS
+bash scripts/kafka.sh start
+echo "ok: Apache Kafka up in $((SECONDS - kafka_started)) s, state in $KQUOTA_KAFKA_DIR"
+
 # ------------------------------------------------------------------ 4. static checks
 section "static checks: ruff, clippy, stubtest, docs"
 "$PWD/$VENV/bin/ruff" check python tests benches examples scripts
@@ -71,7 +90,7 @@ cargo clippy --manifest-path rust/Cargo.toml --workspace --all-targets -q -- -D 
 # The documentation site, built offline (no plugin fetches anything); any warning fails.
 KQUOTA_DOCS_SITE="$(mktemp -d)"
 export KQUOTA_DOCS_SITE
-trap 'bash scripts/zookeeper.sh stop; rm -rf "$KQUOTA_DOCS_SITE"' EXIT
+trap 'bash scripts/kafka.sh stop; bash scripts/zookeeper.sh stop; rm -rf "$KQUOTA_DOCS_SITE"' EXIT
 NO_MKDOCS_2_WARNING=1 "$PY" -m mkdocs build --strict --site-dir "$KQUOTA_DOCS_SITE"
 
 # ------------------------------------------------------------------ 5. tests

@@ -187,3 +187,25 @@ def tls_broker(pki):
     broker = TlsBroker(pki)
     yield broker
     broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker():
+    """Apache Kafka's broker (``kafka_broker.KafkaBroker``): scripts/test.sh's, or one started for
+    this session by scripts/kafka.sh. Skips without the jars (fails under CI=true)."""
+    from kafka_broker import session_broker
+
+    broker = session_broker()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster3():
+    """Apache Kafka with one controller and three brokers (``scripts/kafka.sh start --brokers 3``),
+    started only for the tests that need several partition leaders."""
+    from kafka_broker import session_broker
+
+    cluster = session_broker(brokers=3)
+    yield cluster
+    cluster.stop()

@@ -140,6 +140,11 @@ class AdminConnection:
             return frame, 4  # ApiVersions responses have header v0 at every version
         return frame, response_body_offset(frame, api_key, version)
 
+    def exchange(self, api_key: int, version: int, body: bytes) -> tuple[bytes, int]:
+        """One request of an API this module has no schema for, already encoded: (response
+        frame, where its body starts)."""
+        return self._exchange(api_key, version, body)
+
     def _exact(self, n: int) -> bytes:
         buf = bytearray()
         while len(buf) < n:

@@ -27,7 +27,7 @@ def front():
 
 @pytest.fixture
 def proxy(front, tmp_path):
-    proc, port = start_proxy(front, tmp_path, "--admin-principals", ADMINS)
+    proc, port = start_proxy(front, tmp_path, "--admin-principals", ADMINS, protocol="SASL_PLAINTEXT")
     yield f"127.0.0.1:{port}"
     code, err = stop_proxy(proc)
     assert code == 0, err
@@ -52,7 +52,8 @@ def props(tmp_path, name: str, **values: str) -> str:
 
 
 def sasl_props(tmp_path, user: str, protocol: str = "SASL_PLAINTEXT", **more: str) -> str:
-    jaas = f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{user}" password="pw";'
+    password = SaslFront.USERS[user]
+    jaas = f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{user}" password="{password}";'
     return props(tmp_path, f"{user}.properties", **{"security.protocol": protocol, "sasl.mechanism": "PLAIN",
                                                       "sasl.jaas.config": jaas}, **more)
 

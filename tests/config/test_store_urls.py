@@ -172,7 +172,8 @@ def test_every_form_means_the_same_file_to_kquota_proxy(place, broker):
             s.alter([({"user": "p"}, {"producer_byte_rate": 2000 + i})])
         port = free_port()
         proc = subprocess.Popen([sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", broker.address,
-                                 "--listen", f"127.0.0.1:{port}", "--store", url], cwd=place / "cwd",
+                                 "--listen", f"127.0.0.1:{port}", "--store", url, "--describe-principals",
+                                 "ANONYMOUS"], cwd=place / "cwd",
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
         try:
             described = _describe_over_kafka(port, proc)

@@ -43,13 +43,13 @@ def test_sasl_principal_reaches_the_produce_quota(sasl_front, tmp_path):
     qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
     qm.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": 20_000})])
     log = RequestLogWriter(str(tmp_path), rotate_seconds=600)
-    proxy = ProxyThread(("127.0.0.1", sasl_front.port), qm=qm, request_log=log)
+    proxy = ProxyThread(("127.0.0.1", sasl_front.port), qm=qm, request_log=log, sasl_listener=True)
     try:
         topic = make_topic(proxy.address)
         throttles: list[float] = []
         p = Producer({"bootstrap.servers": proxy.address, "client.id": "sasl-client", "linger.ms": 5,
                       "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                      "sasl.username": "alice", "sasl.password": "secret",
+                      "sasl.username": "alice", "sasl.password": SaslFront.USERS["alice"],
                       "throttle_cb": lambda e: throttles.append(e.throttle_time)})
         for _ in range(200):
             p.produce(topic, b"v" * 1000)

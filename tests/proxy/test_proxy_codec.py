@@ -118,10 +118,15 @@ def test_api_versions_clamped_and_proxy_apis_added():
 
 def test_sasl_usernames():
     assert sasl.username("PLAIN", b"\x00alice\x00secret") == "alice"
-    assert sasl.username("PLAIN", b"admin\x00alice\x00secret") == "alice"
+    # An authorization id other than the username: Kafka's PlainSaslServer and ScramSaslServer
+    # fail the exchange, so it names no principal.
+    assert sasl.username("PLAIN", b"admin\x00alice\x00secret") is None
+    assert sasl.username("PLAIN", b"alice\x00alice\x00secret") == "alice"
     assert sasl.username("PLAIN", b"garbage") is None
     assert sasl.username("SCRAM-SHA-256", b"n,,n=al=2Cice=3D,r=nonce") == "al,ice="
-    assert sasl.username("SCRAM-SHA-512", b"n,a=x,n=bob,r=abc") == "bob"
+    assert sasl.username("SCRAM-SHA-512", b"n,a=x,n=bob,r=abc") is None
+    assert sasl.username("SCRAM-SHA-512", b"n,a=bob,n=bob,r=abc") == "bob"
+    assert sasl.username("SCRAM-SHA-512", b"n,,n=bob") is None  # no nonce: not a client-first message
     assert sasl.username("GSSAPI", b"\x60\x82") is None
     assert sasl.username(None, b"x") is None
 
@@ -139,6 +144,7 @@ def test_sasl_oauthbearer_subject():
     token = _jwt({"sub": "carol", "iat": 1, "exp": 2**31})
     assert sasl.username("OAUTHBEARER", b"n,,\x01auth=Bearer " + token + b"\x01\x01") == "carol"
     assert sasl.username("oauthbearer", b"n,a=carol,\x01auth=Bearer " + token + b"\x01ext=1\x01\x01") == "carol"
+    assert sasl.username("OAUTHBEARER", b"n,a=dave,\x01auth=Bearer " + token + b"\x01\x01") is None
     assert sasl.username("OAUTHBEARER", b"n,,\x01auth=Bearer " + _jwt({"iat": 1}) + b"\x01\x01") is None
     assert sasl.username("OAUTHBEARER", b"n,,\x01auth=Bearer " + _jwt({"sub": 7}) + b"\x01\x01") is None
     assert sasl.username("OAUTHBEARER", b"n,,\x01auth=Bearer not-a-jwt\x01\x01") is None

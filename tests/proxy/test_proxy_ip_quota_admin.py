@@ -161,7 +161,7 @@ def test_with_a_store_ip_alters_go_to_the_store(tmp_path):
         assert store.describe() == {kquota.ClientQuotaEntity({"ip": "10.1.2.3"}): {RATE: 20.0}}
         assert qm.describe_client_quotas() == {}  # the watcher, not the handler, applies it
         resp = asyncio.run(admin.describe({"Components": [{"EntityType": "ip", "MatchType": EXACT,
-                                                           "Match": "10.1.2.3"}], "Strict": True}))
+                                                           "Match": "10.1.2.3"}], "Strict": True}, "ANONYMOUS"))
         assert entities(resp) == {(("ip", "10.1.2.3"),): {RATE: 20.0}}
     finally:
         store.close()

@@ -91,7 +91,7 @@ def test_a_quota_altered_with_kquota_configs_is_enforced_live(broker):
 def test_alter_client_quotas_through_one_proxy_is_seen_by_another(broker):
     topic = f"quotas-{uuid.uuid4().hex[:8]}"
     a, a_port = start_proxy(broker, topic, "--admin-principals", "ANONYMOUS")
-    b, b_port = start_proxy(broker, topic)
+    b, b_port = start_proxy(broker, topic, "--describe-principals", "ANONYMOUS")
     try:
         w = Wire(("127.0.0.1", a_port))
         resp = w.call(apis.ALTER_CLIENT_QUOTAS, 1, "AlterClientQuotas", {"Entries": [

@@ -85,8 +85,11 @@ def test_alter_refused_unless_admin_principal(broker):
              "Ops": [{"Key": "producer_byte_rate", "Value": 1.0, "Remove": False}]}], "ValidateOnly": False})
         assert resp["Entries"][0]["ErrorCode"] == apis.CLUSTER_AUTHORIZATION_FAILED
         assert p.qm.describe_client_quotas() == {}
-        # Describe stays open.
-        assert describe_with_kafka_python(p.address) == {}
+        # Describe is refused too, as Kafka refuses a principal without DESCRIBE_CONFIGS on the
+        # cluster: the quotas name every user, client id and address that has one.
+        resp = w.call(apis.DESCRIBE_CLIENT_QUOTAS, 1, "DescribeClientQuotas", {"Components": [], "Strict": False})
+        assert (resp["ErrorCode"], resp["ErrorMessage"], resp["Entries"]) == (apis.CLUSTER_AUTHORIZATION_FAILED,
+                                                                              None, None)
         w.close()
     finally:
         p.stop()

@@ -139,10 +139,10 @@ def test_sasl_ssl_both_sides_user_quota(pki):
     qm = kquota.QuotaManager(window_num=2, window_size_seconds=1)
     qm.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": 20_000})])
     proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, listener_tls=listener_props(pki),
-                        upstream_tls=upstream_props(pki))
+                        upstream_tls=upstream_props(pki), sasl_listener=True)
     try:
         conf = {"security.protocol": "SASL_SSL", "ssl.ca.location": str(pki.ca.pem), "sasl.mechanism": "PLAIN",
-                "sasl.username": "alice", "sasl.password": "secret"}
+                "sasl.username": "alice", "sasl.password": SaslFront.USERS["alice"]}
         roundtrip(proxy.address, conf)
         assert "alice" in fronts[0].users  # the broker side really authenticated her, over TLS
         assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "alice", "rdkafka") > 0

@@ -14,12 +14,13 @@ from pathlib import Path
 from proxy_support import VALUE, Meter, Tansu, free_port, make_topic, produce_loop, wait_port
 
 
-def start_proxy(broker: Tansu, tmp_path, *extra: str) -> tuple[subprocess.Popen, int]:
+def start_proxy(broker: Tansu, tmp_path, *extra: str, protocol: str = "PLAINTEXT") -> tuple[subprocess.Popen, int]:
+    """A proxy process in front of ``broker`` on a free port with listener ``protocol``."""
     port = free_port()
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
         [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", broker.address,
-         "--listen", f"127.0.0.1:{port}", "--store", f"sqlite:///{tmp_path}/q.db", *extra],
+         "--listen", f"{protocol}://127.0.0.1:{port}", "--store", f"sqlite:///{tmp_path}/q.db", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         wait_port(port, 20)

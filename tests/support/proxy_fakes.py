@@ -1,6 +1,6 @@
-"""Broker fronts for proxy tests that need what tansu lacks: a SASL front that authenticates
-anyone (tansu without ``--authentication`` refuses every mechanism) and a broker that records
-the Fetch requests it is sent. Both speak real Kafka frames (kquota's transcribed schemas) on
+"""Broker fronts for proxy tests that need what tansu lacks: a SASL front that authenticates as
+Kafka's ``SaslServerAuthenticator`` (tansu without ``--authentication`` refuses every mechanism)
+and a broker that records the Fetch requests it is sent. Both speak real Kafka frames (kquota's transcribed schemas) on
 loopback, one thread per connection, and relay or answer requests one at a time."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 
 from kquota.proxy.protocol.codec import decode_body, encode_body
 from kquota.proxy.protocol.frames import parse_request_header, response_frame
+from kafka_sasl import SASL_AUTHENTICATION_FAILED, OAuthBearerServer, PlainServer, SaslFailed, ScramServer
 from proxy_support import Tansu, free_port
 
 _I32 = struct.Struct(">i")
@@ -59,39 +60,118 @@ class LoopbackServer:
 
 
 class SaslFront:
-    """tansu behind a front that accepts any SASL handshake and authentication (PLAIN, SCRAM)
-    and relays every other request to tansu, which advertises the front's port: all of a
-    client's connections authenticate, as against a SASL broker. ``users`` lists the PLAIN
-    usernames seen. ``advertised_port``: the port tansu advertises (a TLS front's; default the
-    front's own)."""
+    """tansu behind a front that authenticates SASL as Kafka's ``SaslServerAuthenticator`` does
+    (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER; round by round, see :mod:`kafka_sasl`) and relays
+    every other request to tansu, which advertises the front's port. A failed round is answered
+    SASL_AUTHENTICATION_FAILED and the connection closed; a second handshake while one is under
+    way closes it; a SaslAuthenticate after authentication is answered ILLEGAL_SASL_STATE
+    (``KafkaApis``); a KIP-368 re-authentication as another principal fails and closes.
+    ``require_auth``: other requests before authentication close the connection, as Kafka's
+    authenticator does (off: they are relayed, a test's unauthenticated ANONYMOUS client).
+    ``lenient``: a broker that is not Kafka, to show the proxy trusts no ErrorCode 0 alone: a
+    failed SCRAM proof is answered ErrorCode 0 with the server-final ``e=invalid-proof`` (RFC
+    5802) and the connection kept, and a re-authentication as another principal is accepted.
+    ``users`` lists the principals authenticated, in order. ``advertised_port``: the port tansu
+    advertises (a TLS front's; default the front's own)."""
 
-    def __init__(self, advertised_port: Optional[int] = None) -> None:
+    USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "proxy": "proxy-secret"}
+    #: Delegation tokens: id -> (owner, HMAC = the SCRAM password).
+    TOKENS = {"tok-alice-1": ("alice", "tok-alice-hmac")}
+    #: Who may DescribeDelegationToken every token (Kafka: super users, or DESCRIBE on the
+    #: tokens); the others are answered the tokens they may see: none.
+    TOKEN_DESCRIBERS = ("admin", "proxy")
+    OAUTH_KEY = b"front-jwks-key"
+    MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
+    def __init__(self, advertised_port: Optional[int] = None, require_auth: bool = False,
+                 lenient: bool = False) -> None:
         port = free_port()
         self.broker = Tansu(advertised_port=advertised_port or port)
         self.users: list[str] = []
+        self.require_auth = require_auth
+        self.lenient = lenient
         self._server = LoopbackServer(self._serve, port)
         self.port = port
 
+    def _mechanism(self, name: str) -> Any:
+        if name == "PLAIN":
+            return PlainServer(self.USERS)
+        if name.startswith("SCRAM-"):
+            return ScramServer(name, self.USERS, self.TOKENS)
+        return OAuthBearerServer(self.OAUTH_KEY)
+
     def _serve(self, client: socket.socket) -> None:
+        principal: Optional[str] = None
+        server: Any = None  # the mechanism's server while an exchange is under way
         with socket.create_connection(("127.0.0.1", self.broker.port)) as up:
             while (frame := read_frame(client)) is not None:
                 h = parse_request_header(frame)
                 if h.api_key == 17:  # SaslHandshake v0-1: ErrorCode, Mechanisms
-                    mechs = [b"PLAIN", b"SCRAM-SHA-256"]
-                    body = struct.pack(">hi", 0, len(mechs)) + b"".join(struct.pack(">h", len(m)) + m for m in mechs)
+                    if server is not None:
+                        return  # IllegalSaslStateException: a handshake during authentication
+                    mech = decode_body("SaslHandshakeRequest", h.api_version, frame, h.body_offset)["Mechanism"]
+                    code = 0 if mech in self.MECHANISMS else 33  # UNSUPPORTED_SASL_MECHANISM
+                    names = [m.encode() for m in self.MECHANISMS]
+                    body = struct.pack(">hi", code, len(names)) + b"".join(struct.pack(">h", len(m)) + m for m in names)
                     client.sendall(response_frame(h.correlation_id, 17, h.api_version, body))
+                    if code:
+                        return
+                    server = self._mechanism(mech)
                 elif h.api_key == 36:
-                    auth = bytes(decode_body("SaslAuthenticateRequest", h.api_version, frame, h.body_offset)["AuthBytes"])
-                    self.users.append(auth.split(b"\x00")[1].decode() if auth.count(b"\x00") == 2 else "")
-                    body = encode_body("SaslAuthenticateResponse", h.api_version, {
-                        "ErrorCode": 0, "ErrorMessage": None, "AuthBytes": b"", "SessionLifetimeMs": 0})
-                    client.sendall(response_frame(h.correlation_id, 36, h.api_version, body))
+                    if server is None and principal is None:
+                        return  # a token before any handshake
+                    if server is None:  # KafkaApis, after authentication
+                        self._answer(client, h, 34, b"", "SaslAuthenticate request received after successful "
+                                     "authentication")
+                        continue
+                    token = bytes(decode_body("SaslAuthenticateRequest", h.api_version, frame,
+                                              h.body_offset)["AuthBytes"])
+                    try:
+                        challenge = server.evaluate(token)
+                        if server.principal is not None and principal not in (None, server.principal) \
+                                and not self.lenient:
+                            raise SaslFailed(f"Cannot change principals during re-authentication from User.{principal}: "
+                                             f"User.{server.principal}")
+                    except SaslFailed as e:
+                        if self.lenient and isinstance(server, ScramServer) and server.state == "failed":
+                            self._answer(client, h, 0, b"e=invalid-proof", None)
+                            server = None
+                            continue
+                        self._answer(client, h, SASL_AUTHENTICATION_FAILED, b"", str(e))
+                        return
+                    self._answer(client, h, 0, challenge, None)
+                    if server.principal is not None:
+                        principal = server.principal
+                        self.users.append(principal)
+                        server = None
+                elif h.api_key != 18 and principal is None and (self.require_auth or server is not None):
+                    return  # IllegalSaslStateException: an unexpected request before authentication
+                elif h.api_key == 41 and h.api_version == 1:  # DescribeDelegationToken, all tokens
+                    client.sendall(response_frame(h.correlation_id, 41, 1, self._tokens(principal)))
                 else:
                     up.sendall(_I32.pack(len(frame)) + frame)
                     answer = read_frame(up)
                     if answer is None:
                         return
                     client.sendall(_I32.pack(len(answer)) + answer)
+
+    def _tokens(self, principal: Optional[str]) -> bytes:
+        """A DescribeDelegationToken v1 body: ErrorCode, Tokens, ThrottleTimeMs."""
+        def s(text: str) -> bytes:
+            return struct.pack(">h", len(text)) + text.encode()
+
+        visible = self.TOKENS if principal in self.TOKEN_DESCRIBERS else {}
+        body = struct.pack(">hi", 0, len(visible))
+        for token_id, (owner, hmac_) in visible.items():
+            body += s("User") + s(owner) + struct.pack(">qqq", 1, 2**40, 2**41) + s(token_id)
+            body += struct.pack(">i", len(hmac_)) + hmac_.encode() + struct.pack(">i", 0)
+        return body + struct.pack(">i", 0)
+
+    @staticmethod
+    def _answer(client: socket.socket, h: Any, code: int, auth_bytes: bytes, message: Optional[str]) -> None:
+        body = encode_body("SaslAuthenticateResponse", h.api_version, {
+            "ErrorCode": code, "ErrorMessage": message, "AuthBytes": auth_bytes, "SessionLifetimeMs": 0})
+        client.sendall(response_frame(h.correlation_id, 36, h.api_version, body))
 
     @property
     def address(self) -> str:

@@ -3,7 +3,10 @@ configuration, so ``kafka-configs.sh --bootstrap-server <proxy>`` manages the pr
 
 With a store the store is read and written (every proxy watching it converges); without one the
 ``QuotaManager`` is. Alter needs the caller's principal in ``admin_principals`` (Kafka asks for
-ALTER_CONFIGS on the cluster); describe is open, as the issue asks. ``ip`` entities (KIP-612's
+ALTER_CONFIGS on the cluster); describe needs it there or in ``describe_principals`` (Kafka asks
+for DESCRIBE_CONFIGS on the cluster, and answers CLUSTER_AUTHORIZATION_FAILED without it: the
+quotas name every user, client id and address that has one). The principal is the one the
+connection authenticated (ANONYMOUS before, or without SASL). ``ip`` entities (KIP-612's
 ``connection_creation_rate``) are answered as Kafka's controller answers them: filters and
 entities that mix ``ip`` with ``user`` / ``client-id`` are refused, a name that is not an IP
 address is an error of that entry.
@@ -60,8 +63,9 @@ def _check_filter(comps: list) -> None:
                            "should not be used with user or clientId filter component.")
 
 
-def principal_names(specs: Iterable[str]) -> frozenset[str]:
-    """``User:alice`` or ``alice`` -> ``alice`` (Kafka principals are of type User)."""
+def principal_names(specs: Iterable[str], option: str = "--admin-principals") -> frozenset[str]:
+    """``User:alice`` or ``alice`` -> ``alice`` (Kafka principals are of type User); a bad one is
+    an error naming ``option``."""
     out = set()
     for spec in specs:
         spec = spec.strip()
@@ -69,7 +73,7 @@ def principal_names(specs: Iterable[str]) -> frozenset[str]:
             continue
         kind, sep, name = spec.partition(":")
         if sep and kind != "User":
-            raise KQuotaError(f"admin principal {spec!r}: only User principals exist here")
+            raise KQuotaError(f"{option}: principal {spec!r}: only User principals exist here")
         out.add(name if sep else spec)
     return frozenset(out)
 
@@ -77,18 +81,25 @@ def principal_names(specs: Iterable[str]) -> frozenset[str]:
 class QuotaAdmin:
     """The proxy's answers to the two client-quota admin APIs."""
 
-    def __init__(self, qm: Any, store: Any = None, admin_principals: Iterable[str] = ()) -> None:
+    def __init__(self, qm: Any, store: Any = None, admin_principals: Iterable[str] = (),
+                 describe_principals: Iterable[str] = ()) -> None:
         self.qm = qm
         self.store = store
         self.admin_principals = frozenset(admin_principals)
+        self.describe_principals = frozenset(describe_principals) | self.admin_principals
 
     async def _state(self) -> dict:
         if self.store is not None:
             return await asyncio.to_thread(self.store.describe)
         return self.qm.describe_client_quotas()
 
-    async def describe(self, req: dict) -> dict:
-        """A DescribeClientQuotasResponse body for a request body."""
+    async def describe(self, req: dict, user: Optional[str]) -> dict:
+        """A DescribeClientQuotasResponse body for a request body from principal ``user``
+        (``None``: one that may be no admin, a delegation token's of an unknown owner)."""
+        if user is None or user not in self.describe_principals:
+            # KafkaApis.handleDescribeClientQuotasRequest: the request's error response, whose
+            # message ApiError leaves null for the error's generic one.
+            return {"ErrorCode": apis.CLUSTER_AUTHORIZATION_FAILED, "ErrorMessage": None, "Entries": None}
         comps = req.get("Components") or []
         try:
             _check_filter(comps)
@@ -108,16 +119,18 @@ class QuotaAdmin:
             })
         return {"ErrorCode": 0, "ErrorMessage": None, "Entries": entries}
 
-    async def alter(self, req: dict, user: str) -> dict:
-        """An AlterClientQuotasResponse body: one result per entry, applied one by one as Kafka."""
+    async def alter(self, req: dict, user: Optional[str]) -> dict:
+        """An AlterClientQuotasResponse body: one result per entry, applied one by one as Kafka
+        (``user`` as :meth:`describe`'s)."""
         results = []
-        allowed = user in self.admin_principals
+        allowed = user is not None and user in self.admin_principals
         for entry in req.get("Entries") or []:
             result = {"ErrorCode": 0, "ErrorMessage": None, "Entity": entry["Entity"]}
             results.append(result)
             if not allowed:
                 result["ErrorCode"] = apis.CLUSTER_AUTHORIZATION_FAILED
-                result["ErrorMessage"] = f"principal User:{user} may not alter client quotas"
+                result["ErrorMessage"] = (f"principal User:{user} may not alter client quotas" if user is not None
+                                          else "a delegation token's principal may not alter client quotas")
                 continue
             try:
                 entity, ops = _entry(entry)

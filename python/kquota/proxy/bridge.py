@@ -28,11 +28,11 @@ class BridgeConnection(RequestPaths):
         self.node_id = node_id
         self.peer = f"native connection {conn_id}"
         self._plane = plane
+        #: The principal the native plane gave the connection (a TLS client's certificate's),
+        #: set by the data plane before the first request is handled.
         self._user = sasl.ANONYMOUS
-        #: The SASL mechanism of the handshake and the username its token named (pending until
-        #: the broker accepts it).
-        self.sasl_mechanism: Optional[str] = None
-        self.sasl_user: Optional[str] = None
+        #: The SASL exchanges; on a SASL listener the principal is ANONYMOUS until one completes.
+        self.auth = sasl.Authentication(bool(getattr(server, "sasl_listener", False)))
         self._handle: Any = None
         self._handle_key: tuple[str, str] = ("", "\x00")
         #: Slot of each request being handled, and the forwarded ones by slot.
@@ -40,16 +40,32 @@ class BridgeConnection(RequestPaths):
         self.forwarded: dict[int, Pending] = {}
         self.closed = False
 
-    @property  # type: ignore[override]
-    def user(self) -> str:
-        """The principal's name; setting it (after SASL) also tells the native quota paths."""
-        return self._user
+    @property
+    def user(self) -> str:  # type: ignore[override]  # read-only here: only SASL sets it
+        """The principal's name: on a SASL listener the one a completed exchange authenticated
+        (ANONYMOUS before), on any other the connection's own (ANONYMOUS or its certificate's)."""
+        return self.auth.principal if self.auth.sasl_listener else self._user
 
-    @user.setter
-    def user(self, name: str) -> None:
-        self._user = name
-        if not self.closed:
-            self._plane.set_user(self.conn_id, name)
+    @property
+    def may_administer(self) -> bool:
+        """Whether the principal may be an admin: not a delegation token whose owner the proxy
+        does not know (its name is the token id, which names no principal)."""
+        return not self.auth.token_authenticated
+
+    def authenticated(self, outcome: int) -> None:
+        """Acts on an answered SASL round: a completed exchange tells the native quota paths the
+        principal (the only call of ``set_user``: the plane bounds a SASL listener's connection
+        until it); a re-authentication as another principal closes the connection, as Kafka's
+        ``SaslServerAuthenticator`` closes it."""
+        if self.closed:
+            return
+        if outcome == sasl.AUTHENTICATED:
+            self._plane.set_user(self.conn_id, self.auth.principal)
+        elif outcome == sasl.REFUSED:
+            log.info("closing connection from %s: re-authentication as another principal than User:%s",
+                     self.peer, self.auth.principal)
+            self.closed = True
+            self._plane.close_connection(self.conn_id, "re-authentication as another principal")
 
     async def forward(self, p: Pending, frame: bytes, on_response: ResponseHandler) -> None:
         """Sends the request to the broker; ``on_response`` turns its (whole) response into the

@@ -82,6 +82,24 @@ def _store_security(args: argparse.Namespace, store_url: Optional[str], bootstra
     return {"security": props, "security_source": args.broker_config or "--bootstrap-server"}
 
 
+def _token_owners(args: argparse.Namespace, bootstrap: Any) -> Any:
+    """Who owns a delegation token, asked of the cluster with the proxy's own connection settings
+    (``--broker-config``, the ``--bootstrap-server`` protocol); ``None`` (tokens counted per token
+    id, logged once) where those settings cannot make that connection."""
+    from kquota.client_security import client_security
+    from kquota.proxy.java_properties import load_properties
+    from kquota.proxy.token_owners import TokenOwners
+
+    props = load_properties(args.broker_config, "--broker-config") if args.broker_config else {}
+    source = args.broker_config or "--bootstrap-server"
+    try:
+        security = client_security({"security.protocol": bootstrap.protocol, **props}, source)
+    except KQuotaError as e:
+        log.warning("delegation tokens are counted per token id: the proxy cannot ask their owners (%s)", e)
+        return None
+    return TokenOwners(f"{bootstrap.host}:{bootstrap.port}", security)
+
+
 def _principal_list(text: str) -> list[str]:
     """``--admin-principals``: separated by commas (or semicolons, as Kafka's ``super.users``),
     except that a principal may be a certificate's distinguished name, whose commas are followed
@@ -174,7 +192,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--admin-principals", metavar="P,...",
                    help="comma-separated principals (User:name; a TLS client's is its certificate's subject mapped by "
                         "ssl.principal.mapping.rules, e.g. User:CN=admin,OU=ops) allowed to AlterClientQuotas through the "
-                        "proxy (default: none)")
+                        "proxy (default: none); they may DescribeClientQuotas too")
+    p.add_argument("--describe-principals", metavar="P,...",
+                   help="comma-separated principals (as --admin-principals) allowed to DescribeClientQuotas through "
+                        "the proxy besides the admin principals; others are answered CLUSTER_AUTHORIZATION_FAILED, "
+                        "as Kafka answers a principal without DESCRIBE_CONFIGS on the cluster (default: none)")
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="worker threads of the data plane (Rust, tokio: sockets, Produce, Fetch, relayed APIs), "
                         "1-64; more only help with many busy connections and spare cores (default: 1)")
@@ -266,6 +288,9 @@ def run(args: argparse.Namespace) -> int:
         proxy = NativeProxyServer(
             qm, bootstrap, listen, store=store,
             admin_principals=principal_names(_principal_list(args.admin_principals or "")),
+            describe_principals=principal_names(_principal_list(args.describe_principals or ""),
+                                                "--describe-principals"),
+            sasl_listener=listen_at.sasl, token_owners=_token_owners(args, bootstrap_at) if listen_at.sasl else None,
             max_frame_bytes=_int_prop(props, "socket.request.max.bytes", DEFAULT_MAX_FRAME_BYTES),
             max_connections=_int_prop(props, "max.connections", DEFAULT_MAX_CONNECTIONS),
             request_log=request_log, default_partitions=_int_prop(props, "num.partitions", 1),

@@ -8,12 +8,14 @@ response steps (``ClientHandle.produce_response`` / ``fetch_response``).
 
 from __future__ import annotations
 
+import asyncio
+import struct
 import time
 from typing import TYPE_CHECKING, Optional
 
 from kquota.proxy import mutations, sasl
 from kquota.proxy.protocol import addresses, apis
-from kquota.proxy.protocol.codec import decode_body, encode_body
+from kquota.proxy.protocol.codec import decode_body, encode_body, read_fixed
 from kquota.proxy.dispatch import register
 from kquota.proxy.protocol.frames import response_body_offset, response_frame
 from kquota.proxy.request import Answer, Pending
@@ -21,6 +23,11 @@ from kquota.proxy.protocol.versions import clamp_api_versions, unsupported_api_v
 
 if TYPE_CHECKING:  # annotations only: the native plane's connection, which imports no handler
     from kquota.proxy.bridge import BridgeConnection
+
+
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_SASL_HANDSHAKE_BODY = struct.Struct(">hi")
 
 
 def _elapsed(p: Pending, t0: int) -> None:
@@ -37,7 +44,7 @@ async def api_versions(conn: BridgeConnection, p: Pending, frame: bytes, t0: int
     ``UNSUPPORTED_VERSION`` in a v0 body listing the ApiVersions versions, so the client retries
     with one the proxy reads (a broker that speaks a newer one never sees it)."""
     async def on_response(p: Pending, frame: bytes) -> Answer:
-        throttle = conn.request_throttle(p)
+        throttle = _authenticator_throttle(conn, p)
         return clamp_api_versions(frame, p.header.api_version, throttle), throttle
 
     lo, hi = apis.PARSED_VERSIONS[apis.API_VERSIONS]
@@ -45,7 +52,14 @@ async def api_versions(conn: BridgeConnection, p: Pending, frame: bytes, t0: int
     if lo <= p.header.api_version <= hi:
         await conn.forward(p, frame, on_response)
     else:
-        await conn.answer(p, unsupported_api_versions(p.header.correlation_id), conn.request_throttle(p))
+        await conn.answer(p, unsupported_api_versions(p.header.correlation_id), _authenticator_throttle(conn, p))
+
+
+def _authenticator_throttle(conn: BridgeConnection, p: Pending) -> int:
+    """ApiVersions' request quota: before a SASL listener's client is authenticated, Kafka's
+    ``SaslServerAuthenticator`` answers it, not ``KafkaApis``: nothing is recorded, and no quota
+    handle (sensor, client-id name) is made for a client no one has authenticated."""
+    return conn.request_throttle(p) if conn.auth.authenticated else 0
 
 
 # ---------------------------------------------------------------------------- addresses
@@ -131,10 +145,11 @@ for _key in (apis.CREATE_TOPICS, apis.DELETE_TOPICS, apis.CREATE_PARTITIONS):
 
 @register(apis.DESCRIBE_CLIENT_QUOTAS)
 async def describe_client_quotas(conn: BridgeConnection, p: Pending, frame: bytes, t0: int) -> None:
-    """Answered from the proxy's configuration (never reaches the broker)."""
+    """Answered from the proxy's configuration (never reaches the broker), to admin principals
+    and ``--describe-principals`` only."""
     h = p.header
     req = decode_body("DescribeClientQuotasRequest", h.api_version, frame, h.body_offset)
-    body = await conn.server.admin.describe(req)
+    body = await conn.server.admin.describe(req, conn.user if conn.may_administer else None)
     await _local_answer(conn, p, t0, "DescribeClientQuotasResponse", body)
 
 
@@ -143,7 +158,7 @@ async def alter_client_quotas(conn: BridgeConnection, p: Pending, frame: bytes, 
     """Applied to the proxy's store (only for ``--admin-principals``)."""
     h = p.header
     req = decode_body("AlterClientQuotasRequest", h.api_version, frame, h.body_offset)
-    body = await conn.server.admin.alter(req, conn.user)
+    body = await conn.server.admin.alter(req, conn.user if conn.may_administer else None)
     await _local_answer(conn, p, t0, "AlterClientQuotasResponse", body)
 
 
@@ -157,32 +172,69 @@ async def _local_answer(conn: BridgeConnection, p: Pending, t0: int, schema: str
 
 
 # ---------------------------------------------------------------------------- SASL
+#
+# The broker authenticates: both requests are relayed on a SASL listener, and the principal is
+# taken only from an exchange the broker completed (kquota.proxy.sasl). They are Kafka's
+# authenticator's there (pre-authentication and KIP-368 re-authentication): nothing is recorded.
+# On any other listener Kafka's ``KafkaApis`` answers both ILLEGAL_SASL_STATE, recorded as any
+# request: so does the proxy, without asking the broker.
 
 
 @register(apis.SASL_HANDSHAKE)
 async def sasl_handshake(conn: BridgeConnection, p: Pending, frame: bytes, t0: int) -> None:
-    """Relayed; the mechanism is remembered to read the username later."""
+    """Relayed; opens the exchange the SaslAuthenticate rounds after it belong to."""
     h = p.header
-    conn.sasl_mechanism = decode_body("SaslHandshakeRequest", h.api_version, frame, h.body_offset)["Mechanism"]
+    if not conn.auth.sasl_listener:
+        # SaslHandshakeResponse v0-1 (not flexible): ErrorCode, then Mechanisms (none).
+        await _illegal_sasl_state(conn, p, t0, _SASL_HANDSHAKE_BODY.pack(apis.ILLEGAL_SASL_STATE, 0))
+        return
+    mechanism = decode_body("SaslHandshakeRequest", h.api_version, frame, h.body_offset)["Mechanism"]
+    exchange = conn.auth.handshake(mechanism)
+
+    async def on_response(p: Pending, frame: bytes) -> Answer:
+        offset = response_body_offset(frame, h.api_key, h.api_version)
+        conn.auth.handshake_answered(exchange, read_fixed(_I16, frame, offset, "SaslHandshake ErrorCode"))
+        return (_I32.pack(len(frame)), frame), 0
+
     _elapsed(p, t0)
-    await conn.forward(p, frame, conn.plain_response)
+    await conn.forward(p, frame, on_response)
 
 
 @register(apis.SASL_AUTHENTICATE)
 async def sasl_authenticate(conn: BridgeConnection, p: Pending, frame: bytes, t0: int) -> None:
-    """Relayed; the principal becomes the token's username once the broker accepts it."""
+    """Relayed; the broker's answer decides this round of its exchange only. A request outside
+    any open exchange after authentication is ``KafkaApis``' (recorded); it changes nothing."""
     h = p.header
+    if not conn.auth.sasl_listener:
+        await _illegal_sasl_state(conn, p, t0, encode_body("SaslAuthenticateResponse", h.api_version, {
+            "ErrorCode": apis.ILLEGAL_SASL_STATE, "AuthBytes": b"", "SessionLifetimeMs": 0,
+            "ErrorMessage": "SaslAuthenticate request received after successful authentication"}))
+        return
     req = decode_body("SaslAuthenticateRequest", h.api_version, frame, h.body_offset)
-    name = sasl.username(conn.sasl_mechanism, req["AuthBytes"])
-    if name is not None:
-        conn.sasl_user = name
+    rnd = conn.auth.round(req["AuthBytes"])
+    recorded = conn.auth.authenticated and (rnd is None or rnd.exchange.over)
 
     async def on_response(p: Pending, frame: bytes) -> Answer:
         offset = response_body_offset(frame, h.api_key, h.api_version)
         body = decode_body("SaslAuthenticateResponse", h.api_version, frame, offset)
-        if body["ErrorCode"] == 0 and conn.sasl_user is not None:
-            conn.user = conn.sasl_user
-        return await conn.plain_response(p, frame)
+        outcome = conn.auth.answered(rnd, body["ErrorCode"], body["AuthBytes"])
+        owners = conn.server.token_owners
+        if outcome == sasl.AUTHENTICATED and conn.auth.token_authenticated and owners is not None:
+            owner = await asyncio.to_thread(owners.owner, conn.auth.principal)
+            if owner is not None:
+                conn.auth.token_owner(owner)
+        conn.authenticated(outcome)
+        if recorded:
+            return await conn.plain_response(p, frame)
+        return (_I32.pack(len(frame)), frame), 0
 
     _elapsed(p, t0)
     await conn.forward(p, frame, on_response)
+
+
+async def _illegal_sasl_state(conn: BridgeConnection, p: Pending, t0: int, body: bytes | bytearray) -> None:
+    h = p.header
+    _elapsed(p, t0)
+    throttle = conn.request_throttle(p)
+    data = response_frame(h.correlation_id, h.api_key, h.api_version, body)
+    await conn.answer(p, data, throttle)

@@ -11,7 +11,6 @@ from collections.abc import Awaitable
 from typing import Any, Callable, Optional
 
 from kquota.quota_type import ClientQuotaType
-from kquota.proxy.protocol import apis
 from kquota.proxy.protocol.codec import CodecError
 from kquota.proxy.protocol.frames import RequestHeader, response_body_offset
 from kquota.proxy.protocol.throttle_field import patch_throttle
@@ -55,12 +54,9 @@ class RequestPaths:
 
     def request_throttle(self, p: Pending) -> int:
         """The request quota's response step on the proxy time of a request (KIP-124 on proxy
-        time: recorded, throttle enforced and recorded as the native relayed path does); returns
-        the throttle."""
+        time: recorded, throttle enforced and recorded as the native relayed path does; no API is
+        exempt through the proxy, see ``apis.REQUEST_QUOTA_EXEMPT``); returns the throttle."""
         h = p.header
-        if h.api_key in apis.REQUEST_QUOTA_EXEMPT:
-            self.server.qm.record_exempt_request_time(p.ns)
-            return 0
         throttle, _ = self.handle(h.client_id).request_response(p.ns)
         self.server.log_request(self, h.client_id, ClientQuotaType.REQUEST, p.ns)
         return int(throttle)

@@ -28,7 +28,16 @@ class ProxySettings:
         listen: ``(host, port)`` clients bootstrap from; port 0 picks free ports.
         store: the ``ConfigStore`` AlterClientQuotas writes to and DescribeClientQuotas reads
             (``None``: ``qm`` itself).
-        admin_principals: user names allowed to alter quotas over the Kafka protocol.
+        admin_principals: user names allowed to alter (and describe) quotas over the Kafka
+            protocol.
+        describe_principals: user names allowed to describe quotas over the Kafka protocol
+            (others are answered CLUSTER_AUTHORIZATION_FAILED, as Kafka without DESCRIBE_CONFIGS).
+        token_owners: a :class:`kquota.proxy.token_owners.TokenOwners` naming the owner of a
+            delegation token a client authenticated with (``None``: counted under the token id).
+        sasl_listener: the listener is SASL_PLAINTEXT or SASL_SSL: a connection is ANONYMOUS
+            until the broker completes its SASL exchange, and its principal is that exchange's;
+            on any other listener it is ANONYMOUS (or its certificate's) from the start and SASL
+            requests are answered ILLEGAL_SASL_STATE, as Kafka answers them.
         max_frame_bytes: ``socket.request.max.bytes``; a longer request closes its connection.
         max_connections: client connections beyond this are closed at once.
         max_inflight: requests per connection awaiting answers before the proxy stops reading.
@@ -52,6 +61,9 @@ class ProxySettings:
         *,
         store: Any = None,
         admin_principals: Iterable[str] = (),
+        describe_principals: Iterable[str] = (),
+        sasl_listener: bool = False,
+        token_owners: Any = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         max_inflight: int = DEFAULT_MAX_INFLIGHT,
@@ -66,7 +78,9 @@ class ProxySettings:
         self.bootstrap = bootstrap
         self.listen = listen
         self.advertised_host = advertised_host or listen[0]
-        self.admin = QuotaAdmin(qm, store, admin_principals)
+        self.admin = QuotaAdmin(qm, store, admin_principals, describe_principals)
+        self.sasl_listener = sasl_listener
+        self.token_owners = token_owners
         self.max_frame_bytes = max_frame_bytes
         self.max_connections = max_connections
         self.max_inflight = max_inflight

@@ -38,18 +38,20 @@ PARSED_VERSIONS = {
 #: APIs the proxy answers itself (offered even when the broker lacks them).
 ANSWERED_BY_PROXY = (DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS)
 
-#: Kafka's cluster-action APIs (``ApiKeys`` with ``clusterAction = true``): exempt from request
-#: quotas. SASL requests are exempt too: Kafka handles them in the authenticator, not KafkaApis.
-REQUEST_QUOTA_EXEMPT = frozenset(
-    {4, 5, 6, 7, 27, 52, 53, 54, 55, 56, 57, 58, 62, 63, 67, 83, 84, 85, 86, 87,
-     SASL_HANDSHAKE, SASL_AUTHENTICATE}
-)
+#: APIs exempt from the request quota through the proxy: none. Kafka exempts its cluster-action
+#: APIs (``ApiKeys`` with ``clusterAction = true``: LeaderAndIsr, Fetch from a replica, ...)
+#: because only brokers and controllers send them, with the cluster's principal; brokers never
+#: replicate through the proxy, so whoever sends one here is a client and is charged as one.
+#: SASL before authentication is not recorded at all (the handlers'; Kafka's authenticator
+#: answers it, not ``KafkaApis``).
+REQUEST_QUOTA_EXEMPT: frozenset[int] = frozenset()
 
 #: Kafka error codes the proxy produces or reads.
 NONE = 0
 UNKNOWN_SERVER_ERROR = -1
 UNSUPPORTED_VERSION = 35
 CLUSTER_AUTHORIZATION_FAILED = 31
+ILLEGAL_SASL_STATE = 34
 INVALID_REQUEST = 42
 THROTTLING_QUOTA_EXCEEDED = 89
 INVALID_CONFIG = 40
