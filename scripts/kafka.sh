@@ -12,12 +12,14 @@
 #   scripts/kafka.sh stop                -> stops the processes this script started (by PID) and
 #                                           removes the state directory
 #   scripts/kafka.sh status              -> exit 0 if every process it started is alive
-# (exit status 3: the jars are missing)
 #   scripts/kafka.sh tool NAME ARGS...   -> one of Apache's tools (kafka-configs, kafka-topics,
 #                                           kafka-acls, kafka-console-producer,
 #                                           kafka-console-consumer, kafka-producer-perf-test,
 #                                           kafka-consumer-perf-test, kafka-broker-api-versions,
 #                                           kafka-storage) through `java -cp`
+# Errors are one line on stderr; exit status 3 means the jars are not fetched (`fetch`). The
+# state directory also holds kafka.env (listeners, properties files, users, super users, the
+# certificates' directory and password) for tests/support/kafka_broker.py.
 # Environment: KQUOTA_KAFKA_DIR (state directory: pids, configs, data, certificates, logs; default
 # /tmp/kquota-kafka), KQUOTA_KAFKA_PORT (first port tried; each listener takes the next free one;
 # default 19092), KQUOTA_KAFKA_LIBS (the jars; default ~/.cache/kquota/kafka-<version>/libs),
@@ -309,12 +311,12 @@ start() {
   done
   case "$brokers" in 1|3) ;; *) die "--brokers must be 1 or 3, not '$brokers'" ;; esac
   if alive; then cat "$DIR/listeners"; return 0; fi
-  need_libs
-  command -v java >/dev/null || die "java is not installed (Java 17+: apt-get install default-jre-headless)"
   if [ -e "$DIR" ]; then
     [ -f "$DIR/$MARKER" ] || die "$DIR exists and was not made by kafka.sh; set KQUOTA_KAFKA_DIR to another directory"
     stop
   fi
+  need_libs
+  command -v java >/dev/null || die "java is not installed (Java 17+: apt-get install default-jre-headless)"
   mkdir -p "$DIR"; touch "$DIR/$MARKER"; : > "$DIR/pids"
   CLUSTER_ID="$(python3 -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
   make_tls & local tls_pid=$!   # openssl and keytool while kafka-storage formats
