@@ -50,7 +50,10 @@ LISTENERS="PLAINTEXT SASL_PLAINTEXT SSL SASL_SSL"
 # Small machines, shared with the tests: few GC and compiler threads. A command-line tool lives
 # seconds: the serial collector and C1 alone halve its CPU time (start-up dominates).
 JVM_OPTS="-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:ParallelGCThreads=1 -XX:ConcGCThreads=1 -XX:CICompilerCount=2 -Djava.awt.headless=true"
-TOOL_JVM_OPTS="-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true"
+TOOL_JVM_OPTS="-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true -Xlog:disable -Xlog:all=warning:stderr"
+# The tools' classes, archived (Java's class-data sharing) by the first `start` after a fetch:
+# half a tool's start-up again. A missing or stale archive only costs that half back.
+TOOLS_JSA="$(dirname "$LIBS")/tools.jsa"
 
 die() { echo "kafka.sh: $*" >&2; exit 1; }
 
@@ -97,8 +100,10 @@ tool() {
   [ $# -ge 1 ] || die "usage: kafka.sh tool NAME ARGS..."
   need_libs
   local class; class="$(tool_class "$1")"; shift
+  local share=""
+  [ -f "$TOOLS_JSA" ] && share="-XX:SharedArchiveFile=$TOOLS_JSA"
   # shellcheck disable=SC2086
-  exec java -Xmx256m $TOOL_JVM_OPTS -Dlog4j.configuration="file:$ROOT/scripts/kafka/tools-log4j.properties" -Dlog4j2.configurationFile="$ROOT/scripts/kafka/log4j2.properties" \
+  exec java -Xmx256m $TOOL_JVM_OPTS $share -Dlog4j.configuration="file:$ROOT/scripts/kafka/tools-log4j.properties" -Dlog4j2.configurationFile="$ROOT/scripts/kafka/log4j2.properties" \
     -cp "$LIBS/*" "$class" "$@"
 }
 
@@ -286,6 +291,17 @@ format() {  # NODE_DIR: kafka-storage format, with the SCRAM credentials
     >"$1/format.log" 2>&1 || { cat "$1/format.log" >&2; die "kafka-storage format failed for $1"; }
 }
 
+archive_tools() {  # SSL_PORT: one admin-client tool over TLS, its classes archived at exit
+  local tmp="$TOOLS_JSA.$$"
+  # shellcheck disable=SC2086
+  java -Xmx256m $TOOL_JVM_OPTS -XX:ArchiveClassesAtExit="$tmp" \
+    -Dlog4j.configuration="file:$ROOT/scripts/kafka/tools-log4j.properties" \
+    -Dlog4j2.configurationFile="$ROOT/scripts/kafka/log4j2.properties" -cp "$LIBS/*" kafka.admin.ConfigCommand \
+    --bootstrap-server "127.0.0.1:$1" --command-config "$DIR/client-SSL.properties" --describe \
+    --entity-type clients --entity-name kquota-archive >/dev/null 2>&1 && mv -f "$tmp" "$TOOLS_JSA" || true
+  rm -f "$tmp"
+}
+
 started() {  # NODE_DIR: the node logged that it started (a broker: after it was unfenced)
   grep -q "Kafka Server started" "$1/logs/server.log" 2>/dev/null
 }
@@ -386,6 +402,7 @@ start() {
     done
     for l in $LISTENERS; do echo "${l}_PROPERTIES=$DIR/client-$l.properties"; done
   } > "$DIR/listeners"
+  [ -f "$TOOLS_JSA" ] || archive_tools "${ports[2]}"
   {
     cat "$DIR/listeners"
     echo "BROKERS=$brokers"
