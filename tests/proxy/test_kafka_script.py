@@ -73,3 +73,36 @@ def test_apaches_perf_tools_through_the_proxy(kafka_broker, tmp_path):
     finally:
         code, err = proxy.stop()
     assert code == 0, err
+
+
+def test_apaches_console_producer_through_the_proxy_over_sasl(kafka_broker, tmp_path):
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    topic = f"kq-console-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic)
+    proxy = KquotaProxy(f"SASL_PLAINTEXT://{kafka_broker.listeners['SASL_PLAINTEXT']}", tmp_path,
+                        listen="SASL_PLAINTEXT")
+    # the admin user's SCRAM-SHA-512 properties, as kafka.sh wrote them, without the broker's address
+    config = tmp_path / "producer.properties"
+    config.write_text("".join(line + "\n" for line in kafka_broker.client_properties["SASL_PLAINTEXT"].read_text()
+                              .splitlines() if not line.startswith("bootstrap.servers=")))
+    try:
+        r = kafka_broker.tools("kafka-console-producer", "--bootstrap-server", proxy.address, "--topic", topic,
+                               "--producer.config", str(config), input="one\ntwo\nthree\n")
+        assert r.returncode == 0, r.stderr
+    finally:
+        code, err = proxy.stop()
+    assert code == 0, err
+    consumer = Consumer({**kafka_broker.admin_config(), "group.id": f"g-{topic}", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got: list[bytes] = []
+    try:
+        for _ in range(300):
+            if len(got) == 3:
+                break
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+    finally:
+        consumer.close()
+    assert got == [b"one", b"two", b"three"]
