@@ -109,14 +109,17 @@ class KafkaBroker:
             d.rmdir()  # kafka.sh removes only directories it made; an empty one it makes again
         from proxy_support import free_port
 
-        env = dict(os.environ, KQUOTA_KAFKA_DIR=str(d), KQUOTA_KAFKA_PORT=str(free_port()))
-        proc = subprocess.run(["bash", str(KAFKA_SH), "start", "--brokers", str(brokers)], env=env,
-                              capture_output=True, text=True, timeout=600)
-        if proc.returncode == JARS_MISSING:
-            raise KafkaUnavailable(proc.stderr.strip())
-        if proc.returncode != 0:
-            raise RuntimeError(f"scripts/kafka.sh start failed:\n{proc.stderr}")
-        return cls(d, owned=True)
+        for attempt in (1, 2):  # a port found free may be taken before the broker binds it: once more
+            env = dict(os.environ, KQUOTA_KAFKA_DIR=str(d), KQUOTA_KAFKA_PORT=str(free_port()))
+            proc = subprocess.run(["bash", str(KAFKA_SH), "start", "--brokers", str(brokers)], env=env,
+                                  capture_output=True, text=True, timeout=600)
+            if proc.returncode == JARS_MISSING:
+                raise KafkaUnavailable(proc.stderr.strip())
+            if proc.returncode == 0:
+                return cls(d, owned=True)
+            if attempt == 2 or "Address already in use" not in proc.stderr:
+                raise RuntimeError(f"scripts/kafka.sh start failed:\n{proc.stderr}")
+        raise AssertionError("unreachable")
 
     def stop(self) -> None:
         """Stops the broker if this object started it (one started by scripts/test.sh is its)."""
