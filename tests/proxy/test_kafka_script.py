@@ -10,7 +10,7 @@ import subprocess
 import uuid
 
 import pytest
-from kafka_broker import JARS_MISSING, KAFKA_SH
+from kafka_broker import JARS_MISSING, KAFKA_SH, unavailable
 from kafka_proxy import KquotaProxy
 
 
@@ -43,6 +43,20 @@ def test_a_state_directory_it_did_not_make_is_left_alone(tmp_path):
         r = kafka_sh(command, KQUOTA_KAFKA_DIR=str(tmp_path))
         assert r.returncode != 0 and "not made by kafka.sh" in r.stderr, r.stderr
     assert (tmp_path / "precious").read_text() == "keep me"
+
+
+def test_a_broker_not_up_by_its_deadline_shows_its_log_and_is_stopped(tmp_path):
+    from proxy_support import free_port
+
+    state = tmp_path / "state"
+    r = kafka_sh("start", KQUOTA_KAFKA_DIR=str(state), KQUOTA_KAFKA_START_TIMEOUT="1",
+                 KQUOTA_KAFKA_PORT=str(free_port()))
+    if r.returncode == JARS_MISSING:
+        unavailable(r.stderr.strip())
+    assert r.returncode == 1
+    assert "did not come up within 1s; last lines of its logs:" in r.stderr, r.stderr
+    assert "--- " + str(state / "node-1") in r.stderr
+    assert not state.exists()  # stopped and removed: no process keeps the directory
 
 
 def test_every_listener_answers_apaches_tools_with_the_written_properties(kafka_broker):
