@@ -24,7 +24,7 @@
 # /tmp/kquota-kafka), KQUOTA_KAFKA_PORT (first port tried; each listener takes the next free one;
 # default 19092), KQUOTA_KAFKA_LIBS (the jars; default ~/.cache/kquota/kafka-<version>/libs),
 # KQUOTA_KAFKA_HEAP (default -Xms64m -Xmx512m per broker), KQUOTA_KAFKA_START_TIMEOUT (seconds,
-# default 120). Everything listens on 127.0.0.1 only.
+# default 180: a loaded 2-core machine). Everything listens on 127.0.0.1 only.
 #
 # Principals: SASL users admin, alice, bob, proxy (password `<name>-secret`; PLAIN, SCRAM-SHA-256,
 # SCRAM-SHA-512; OAUTHBEARER with Kafka's unsecured validator, for tests only); TLS clients are
@@ -40,7 +40,7 @@ LIBS="${KQUOTA_KAFKA_LIBS:-${XDG_CACHE_HOME:-$HOME/.cache}/kquota/kafka-$VERSION
 DIR="${KQUOTA_KAFKA_DIR:-/tmp/kquota-kafka}"
 BASE_PORT="${KQUOTA_KAFKA_PORT:-19092}"
 HEAP="${KQUOTA_KAFKA_HEAP:--Xms64m -Xmx512m}"
-TIMEOUT="${KQUOTA_KAFKA_START_TIMEOUT:-120}"
+TIMEOUT="${KQUOTA_KAFKA_START_TIMEOUT:-180}"
 FETCH_CMD="bash scripts/kafka.sh fetch"
 MARKER=".kquota-kafka"            # only a directory holding it is ever removed
 USERS="admin alice bob proxy"     # password: <name>-secret
