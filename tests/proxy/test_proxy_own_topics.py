@@ -21,6 +21,8 @@ from kquota.stores import open_store
 
 pytest.importorskip("confluent_kafka")
 AUTH = 29  # TOPIC_AUTHORIZATION_FAILED
+# Kafka's api keys (those the proxy relayed unparsed before have no name in kquota before).
+LIST_OFFSETS, DELETE_RECORDS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 2, 21, 33, 44
 
 
 def _crc32c(data: bytes) -> int:
@@ -73,16 +75,14 @@ def fetch_v13(ids: list[bytes]) -> dict:
 
 
 def end_offset(broker, topic: str) -> int:
-    """The topic's end offset, asked of the broker itself."""
-    w = Wire(("127.0.0.1", broker.port))
+    """The topic's end offset, asked of the broker itself (by librdkafka, not kquota's codec)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": broker.address, "group.id": "end-" + uuid.uuid4().hex[:6]})
     try:
-        r = w.call(apis.LIST_OFFSETS, 1, "ListOffsets", {"ReplicaId": -1, "Topics": [
-            {"Name": topic, "Partitions": [{"PartitionIndex": 0, "Timestamp": -1}]}]})
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
     finally:
-        w.close()
-    part = r["Topics"][0]["Partitions"][0]
-    assert part["ErrorCode"] == 0, part
-    return part["Offset"]
+        c.close()
 
 
 def topic_id(broker, topic: str) -> bytes:
@@ -171,12 +171,12 @@ def test_a_fetch_of_an_own_topic_is_refused_by_name_and_by_id(broker, own):
 
 
 def test_a_consumer_of_an_own_topic_gets_topic_authorization_failed(own):
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import Consumer, KafkaError
 
     c = Consumer({"bootstrap.servers": "%s:%d" % own.address, "group.id": "g-" + uuid.uuid4().hex[:6],
                   "enable.auto.commit": False})
     try:
-        c.assign([TopicPartition(own.topics[0], 0, 0)])
+        c.subscribe([own.topics[0]])
         seen = []
 
         def refused():
@@ -185,7 +185,7 @@ def test_a_consumer_of_an_own_topic_gets_topic_authorization_failed(own):
                 seen.append(msg.error().code())
             return KafkaError.TOPIC_AUTHORIZATION_FAILED in seen
 
-        wait_until(refused, 30)
+        assert wait_until(refused, 30), seen
     finally:
         c.close()
 
@@ -213,27 +213,27 @@ def test_metadata_lists_no_own_topic_and_names_them_refused(broker, own):
 def test_list_offsets_and_delete_records_refuse_own_topics_and_serve_the_rest(broker, own):
     before = [end_offset(broker, t) for t in own.topics]
     topics = [*own.topics, own.data]
-    r = call(own, apis.LIST_OFFSETS, 7, "ListOffsets", {"ReplicaId": -1, "IsolationLevel": 0, "Topics": [
+    r = call(own, LIST_OFFSETS, 7, "ListOffsets", {"ReplicaId": -1, "IsolationLevel": 0, "Topics": [
         {"Name": t, "Partitions": [{"PartitionIndex": 0, "CurrentLeaderEpoch": -1, "Timestamp": -1}]} for t in topics]})
     errors = {t["Name"]: t["Partitions"][0]["ErrorCode"] for t in r["Topics"]}
     assert errors == {own.topics[0]: AUTH, own.topics[1]: AUTH, own.data: 0}
     # The broker (tansu) closes on DeleteRecords: only the proxy's answer is seen (the merge with
     # a broker's answer: test_own_topics.py).
-    r = call(own, apis.DELETE_RECORDS, 2, "DeleteRecords", {"TimeoutMs": 5000, "Topics": [
+    r = call(own, DELETE_RECORDS, 2, "DeleteRecords", {"TimeoutMs": 5000, "Topics": [
         {"Name": t, "Partitions": [{"PartitionIndex": 0, "Offset": -1}]} for t in own.topics]})
     assert [(t["Name"], t["Partitions"][0]["ErrorCode"]) for t in r["Topics"]] == [(t, AUTH) for t in own.topics]
     assert [end_offset(broker, t) for t in own.topics] == before
 
 
 def test_config_changes_to_own_topics_are_refused(own):
-    r = call(own, apis.INCREMENTAL_ALTER_CONFIGS, 1, "IncrementalAlterConfigs", {"ValidateOnly": False, "Resources": [
+    r = call(own, INCREMENTAL_ALTER_CONFIGS, 1, "IncrementalAlterConfigs", {"ValidateOnly": False, "Resources": [
         {"ResourceType": 2, "ResourceName": t, "Configs": [{"Name": "retention.ms", "ConfigOperation": 0,
                                                            "Value": "1"}]} for t in [*own.topics, own.data]]})
     errors = {x["ResourceName"]: x["ErrorCode"] for x in r["Responses"]}
     assert errors[own.topics[0]] == errors[own.topics[1]] == AUTH
     assert own.data in errors and errors[own.data] != AUTH
     # The broker (tansu) has no AlterConfigs: only the proxy's answer is seen.
-    r = call(own, apis.ALTER_CONFIGS, 1, "AlterConfigs", {"ValidateOnly": False, "Resources": [
+    r = call(own, ALTER_CONFIGS, 1, "AlterConfigs", {"ValidateOnly": False, "Resources": [
         {"ResourceType": 2, "ResourceName": t, "Configs": [{"Name": "cleanup.policy", "Value": "delete"}]}
         for t in own.topics]})
     assert [(x["ResourceName"], x["ErrorCode"]) for x in r["Responses"]] == [(t, AUTH) for t in own.topics]
@@ -279,3 +279,139 @@ def test_a_fetch_naming_a_replica_id_is_throttled_by_the_consumer_quota(broker, 
     finally:
         w.close()
     assert max(throttles) > 0, throttles
+
+
+@pytest.mark.parametrize("size", [100_000, 300_000])
+def test_a_large_produce_to_an_own_topic_is_read_whole_and_refused(broker, own, size):
+    """A Produce past the cut-through size: the own topic may come after another's batches."""
+    topic = own.topics[1]
+    before = end_offset(broker, topic)
+    body = produce([own.data, topic], value=b"u" * size)
+    r = call(own, apis.PRODUCE, 9, "Produce", body)
+    errors = {t["Name"]: t["PartitionResponses"][0]["ErrorCode"] for t in r["Responses"]}
+    assert errors[topic] == AUTH
+    assert end_offset(broker, topic) == before
+    served = call(own, apis.PRODUCE, 9, "Produce", produce([own.data], value=b"u" * size))
+    assert served["Responses"][0]["PartitionResponses"][0]["ErrorCode"] == 0
+
+
+# ------------------------------------------------------------------ the merge, without a broker
+
+
+class _Conn:
+    """What the handlers use of a connection: the request forwarded (and its answer made from a
+    broker answer given by the test), or answered."""
+
+    def __init__(self, names):
+        from kquota.proxy.own_topics import OwnTopics
+
+        self.server = SimpleNamespace(own_topics=OwnTopics(names))
+        self.sent = self.answered = None
+
+    async def forward(self, p, frame, on_response):
+        self.sent = (frame, on_response)
+
+    async def answer(self, p, data, throttle):
+        self.answered = data
+
+    def request_throttle(self, p):
+        return 0
+
+    async def plain_response(self, p, frame):
+        raise AssertionError("parsed")
+
+
+def _request(api_key, version, schema, body):
+    from kquota.proxy.protocol.frames import RequestHeader
+    from kquota.proxy.request import Pending
+
+    head = struct.pack(">hhih", api_key, version, 7, 1) + b"c" + (b"\x00" if version >= _flexible(api_key) else b"")
+    frame = head + _encode(schema + "Request", version, body)
+    return Pending(RequestHeader(api_key, version, 7, "c", len(head)), 0), frame
+
+
+def _flexible(api_key):
+    return {ALTER_CONFIGS: 2, INCREMENTAL_ALTER_CONFIGS: 1, DELETE_RECORDS: 2, LIST_OFFSETS: 6}[api_key]
+
+
+def _decode(schema, version, frame, api_key):
+    from kquota.proxy.protocol.codec import decode_body
+    from kquota.proxy.protocol.frames import response_body_offset
+
+    return decode_body(schema + "Response", version, frame, response_body_offset(frame, api_key, version))
+
+
+@pytest.mark.parametrize("api_key,version,schema", [(ALTER_CONFIGS, 0, "AlterConfigs"), (ALTER_CONFIGS, 2, "AlterConfigs"),
+                                                    (INCREMENTAL_ALTER_CONFIGS, 1, "IncrementalAlterConfigs")])
+def test_config_requests_forward_the_other_resources_and_merge_the_refusals(api_key, version, schema):
+    import asyncio
+
+    from kquota.proxy.own_topics import by_topic
+    from kquota.proxy.protocol.frames import response_frame
+
+    conn = _Conn({"q", "q.usage"})
+    config = {"Name": "retention.ms", "Value": "1", "ConfigOperation": 0}
+    resources = [{"ResourceType": 2, "ResourceName": "q", "Configs": [config]},
+                 {"ResourceType": 4, "ResourceName": "q", "Configs": [config]},  # a broker named q
+                 {"ResourceType": 2, "ResourceName": "data", "Configs": [config]}]
+    p, frame = _request(api_key, version, schema, {"ValidateOnly": False, "Resources": resources})
+    asyncio.run(by_topic(conn, p, frame, 0))
+    sent, on_response = conn.sent
+    from kquota.proxy.protocol.codec import decode_body
+
+    forwarded = decode_body(schema + "Request", version, sent, p.header.body_offset)
+    assert [(r["ResourceType"], r["ResourceName"]) for r in forwarded["Resources"]] == [(4, "q"), (2, "data")]
+    broker = {"ThrottleTimeMs": 3, "Responses": [
+        {"ErrorCode": 0, "ErrorMessage": None, "ResourceType": t, "ResourceName": n} for t, n in [(4, "q"), (2, "data")]]}
+    answer = response_frame(7, api_key, version, _encode(schema + "Response", version, broker))
+    data, _ = asyncio.run(on_response(p, bytes(answer)[4:]))
+    body = _decode(schema, version, bytes(data)[4:], api_key)
+    assert sorted((r["ResourceType"], r["ResourceName"], r["ErrorCode"]) for r in body["Responses"]) == [
+        (2, "data", 0), (2, "q", AUTH), (4, "q", 0)]
+    assert body["ThrottleTimeMs"] == 3
+
+
+def test_delete_records_forwards_the_other_topics_and_merges_the_refusals():
+    import asyncio
+
+    from kquota.proxy.own_topics import by_topic
+    from kquota.proxy.protocol.codec import decode_body
+    from kquota.proxy.protocol.frames import response_frame
+
+    conn = _Conn({"q", "q.usage"})
+    topics = [{"Name": n, "Partitions": [{"PartitionIndex": 0, "Offset": 5}, {"PartitionIndex": 1, "Offset": 5}]}
+              for n in ("data", "q.usage")]
+    p, frame = _request(DELETE_RECORDS, 2, "DeleteRecords", {"TimeoutMs": 100, "Topics": topics})
+    asyncio.run(by_topic(conn, p, frame, 0))
+    sent, on_response = conn.sent
+    assert [t["Name"] for t in decode_body("DeleteRecordsRequest", 2, sent, p.header.body_offset)["Topics"]] == ["data"]
+    broker = {"ThrottleTimeMs": 0, "Topics": [{"Name": "data", "Partitions": [
+        {"PartitionIndex": i, "LowWatermark": 5, "ErrorCode": 0} for i in (0, 1)]}]}
+    answer = response_frame(7, DELETE_RECORDS, 2, _encode("DeleteRecordsResponse", 2, broker))
+    data, _ = asyncio.run(on_response(p, bytes(answer)[4:]))
+    body = _decode("DeleteRecords", 2, bytes(data)[4:], DELETE_RECORDS)
+    assert {(t["Name"], x["PartitionIndex"], x["ErrorCode"]) for t in body["Topics"] for x in t["Partitions"]} == {
+        ("data", 0, 0), ("data", 1, 0), ("q.usage", 0, AUTH), ("q.usage", 1, AUTH)}
+
+
+def test_a_proxy_without_a_kafka_store_closes_no_topic():
+    from kquota.proxy.own_topics import own_topic_names
+
+    assert own_topic_names(None) == frozenset()
+    assert own_topic_names(SimpleNamespace(url="sqlite:///q.db", topic=None)) == frozenset()
+    assert own_topic_names(SimpleNamespace(url="kafka://h:9092/q", topic="q")) == {"q", "q.usage"}
+
+
+def test_create_partitions_keeps_the_other_topics_and_refuses_uncharged():
+    from kquota.proxy.own_topics import strip_mutation, OwnTopics
+
+    own = OwnTopics({"q", "q.usage"})
+    own.learn(b"\x01" * 16)
+    body = {"Topics": [{"Name": "q", "Count": 2}, {"Name": "data", "Count": 2}], "TimeoutMs": 1, "ValidateOnly": False}
+    kept, refused = strip_mutation(own, apis.CREATE_PARTITIONS, 3, body)
+    assert [t["Name"] for t in kept["Topics"]] == ["data"] and body["Topics"][0]["Name"] == "q"
+    assert refused == [{"Name": "q", "ErrorCode": AUTH, "ErrorMessage": None}]
+    by_id = {"Topics": [{"Name": None, "TopicId": b"\x01" * 16}, {"Name": None, "TopicId": b"\x02" * 16}], "TimeoutMs": 1}
+    kept, refused = strip_mutation(own, apis.DELETE_TOPICS, 6, by_id)
+    assert kept["Topics"] == [{"Name": None, "TopicId": b"\x02" * 16}]
+    assert [(r["Name"], r["TopicId"], r["ErrorCode"]) for r in refused] == [(None, b"\x01" * 16, AUTH)]
