@@ -24,7 +24,7 @@ PARSED = [
     "SaslHandshakeRequest", "SaslAuthenticateRequest", "SaslAuthenticateResponse",
     "ListOffsetsRequest", "ListOffsetsResponse", "DeleteRecordsRequest", "DeleteRecordsResponse",
     "AlterConfigsRequest", "AlterConfigsResponse", "IncrementalAlterConfigsRequest",
-    "IncrementalAlterConfigsResponse",
+    "IncrementalAlterConfigsResponse", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse",
 ]
 MAX = 32767
 #: Stands for a default of null in the data (``None`` there means "no default given").

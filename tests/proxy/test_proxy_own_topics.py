@@ -331,7 +331,7 @@ def _request(api_key, version, schema, body):
 
 
 def _flexible(api_key):
-    return {ALTER_CONFIGS: 2, INCREMENTAL_ALTER_CONFIGS: 1, DELETE_RECORDS: 2, LIST_OFFSETS: 6}[api_key]
+    return {ALTER_CONFIGS: 2, INCREMENTAL_ALTER_CONFIGS: 1, DELETE_RECORDS: 2, LIST_OFFSETS: 6, 75: 0}[api_key]
 
 
 def _decode(schema, version, frame, api_key):
@@ -415,3 +415,35 @@ def test_create_partitions_keeps_the_other_topics_and_refuses_uncharged():
     kept, refused = strip_mutation(own, apis.DELETE_TOPICS, 6, by_id)
     assert kept["Topics"] == [{"Name": None, "TopicId": b"\x02" * 16}]
     assert [(r["Name"], r["TopicId"], r["ErrorCode"]) for r in refused] == [(None, b"\x01" * 16, AUTH)]
+
+
+def test_describe_topic_partitions_naming_own_topics_is_refused(own):
+    # The broker (tansu) closes on DescribeTopicPartitions: only the proxy's answer is seen (the
+    # listing: the next test).
+    only = call(own, 75, 0, "DescribeTopicPartitions", {
+        "Topics": [{"Name": t} for t in own.topics], "ResponsePartitionLimit": 2000, "Cursor": None})
+    assert [(t["Name"], t["ErrorCode"], t["TopicId"]) for t in only["Topics"]] == [
+        (t, AUTH, bytes(16)) for t in own.topics]
+
+
+def test_describe_topic_partitions_lists_no_own_topic_and_teaches_its_id():
+    import asyncio
+
+    from kquota.proxy.own_topics import describe_topic_partitions
+    from kquota.proxy.protocol.frames import response_frame
+
+    conn = _Conn({"q", "q.usage"})
+    learned = []
+    conn.server.own_topics.on_id = learned.append
+    p, frame = _request(75, 0, "DescribeTopicPartitions", {"Topics": [], "ResponsePartitionLimit": 10, "Cursor": None})
+    asyncio.run(describe_topic_partitions(conn, p, frame, 0))
+    sent, on_response = conn.sent
+    assert sent == frame
+    listed = {"ThrottleTimeMs": 0, "NextCursor": None, "Topics": [
+        {"ErrorCode": 0, "Name": n, "TopicId": bytes([i + 1]) * 16, "IsInternal": False, "Partitions": [],
+         "TopicAuthorizedOperations": 0} for i, n in enumerate(["q", "data", "q.usage"])]}
+    answer = response_frame(7, 75, 0, _encode("DescribeTopicPartitionsResponse", 0, listed))
+    data, _ = asyncio.run(on_response(p, bytes(answer)[4:]))
+    body = _decode("DescribeTopicPartitions", 0, bytes(data)[4:], 75)
+    assert [t["Name"] for t in body["Topics"]] == ["data"]
+    assert learned == [b"\x01" * 16, b"\x03" * 16]

@@ -11,13 +11,13 @@ the error, as Kafka answers a topic the principal may not describe).
 Produce and Fetch are refused on the native paths (``rust/kquota-proxy/src/own_topics.rs``,
 given the names and the topic ids learned here); ListOffsets, DeleteRecords, AlterConfigs and
 IncrementalAlterConfigs are handled here (the own topics stripped from the request, their
-errors merged into the broker's answer); CreateTopics, DeleteTopics and CreatePartitions through
+errors merged into the broker's answer), and DescribeTopicPartitions as Metadata; CreateTopics, DeleteTopics and CreatePartitions through
 :func:`strip_mutation` in the KIP-599 handler; Metadata through :func:`metadata_request` and
 :func:`metadata_response`.
 
 Topic ids (Fetch v13+ and DeleteTopics v6+ name topics by id): learned from the store's cluster
-at start (:func:`resolve_ids`) and from every Metadata response the proxy relays (the own topics
-are taken out of it there, so a client cannot learn their ids through the proxy before the proxy
+at start (:func:`resolve_ids`) and from every Metadata and DescribeTopicPartitions response the
+proxy relays (the own topics are taken out of it there, so a client cannot learn their ids through the proxy before the proxy
 does).
 """
 
@@ -160,9 +160,7 @@ def metadata_response(own: OwnTopics, body: dict, plan: Optional[MetadataPlan]) 
     errors of those the request named."""
     kept = []
     for t in body.get("Topics") or ():
-        if t.get("Name") in own.names:
-            own.learn(t.get("TopicId"))
-        elif plan is None or not plan.only_refused:
+        if not _hidden(own, t) and (plan is None or not plan.only_refused):
             kept.append(t)
     if plan is not None:
         kept.extend(plan.refused)
@@ -291,3 +289,57 @@ async def by_topic(conn: Any, p: Pending, frame: bytes, t0: int) -> None:
 
 for _key in _BY_TOPIC:
     register(_key)(by_topic)
+
+
+# ---------------------------------------------------------------------------- KIP-966
+
+
+@register(apis.DESCRIBE_TOPIC_PARTITIONS)
+async def describe_topic_partitions(conn: Any, p: Pending, frame: bytes, t0: int) -> None:
+    """DescribeTopicPartitions lists topics as Metadata does, so it hides the own topics the
+    same way (``DescribeTopicPartitionsRequestHandler``: an empty list is every topic, the
+    unauthorized left out; one named gets the error, without its id)."""
+    own: OwnTopics = conn.server.own_topics
+    if not own.names:
+        _elapsed(p, t0)
+        await conn.forward(p, frame, conn.plain_response)
+        return
+    h = p.header
+    v = h.api_version
+    req = decode_body("DescribeTopicPartitionsRequest", v, frame, h.body_offset)
+    topics = req.get("Topics") or []
+    refused = [_metadata_error(t["Name"], _ZERO_ID) for t in topics if t["Name"] in own.names]
+    kept = [t for t in topics if t["Name"] not in own.names]
+
+    def finish(body: dict) -> Answer:
+        body["Topics"] = [t for t in body.get("Topics") or () if not _hidden(own, t)] + refused
+        throttle = conn.request_throttle(p)
+        body["ThrottleTimeMs"] = max(body.get("ThrottleTimeMs") or 0, throttle)
+        data = encode_body("DescribeTopicPartitionsResponse", v, body)
+        return response_frame(h.correlation_id, h.api_key, v, data), throttle
+
+    if refused and not kept:  # forwarded empty, the list would mean every topic
+        _elapsed(p, t0)
+        data, throttle = finish({"ThrottleTimeMs": 0, "NextCursor": None})
+        await conn.answer(p, data, throttle)
+        return
+    if refused:
+        req["Topics"] = kept
+        frame = frame[:h.body_offset] + bytes(encode_body("DescribeTopicPartitionsRequest", v, req))
+
+    async def on_response(p: Pending, frame: bytes) -> Answer:
+        t1 = time.perf_counter_ns()
+        body = decode_body("DescribeTopicPartitionsResponse", v, frame, response_body_offset(frame, h.api_key, v))
+        _elapsed(p, t1)
+        return finish(body)
+
+    _elapsed(p, t0)
+    await conn.forward(p, frame, on_response)
+
+
+def _hidden(own: OwnTopics, topic: dict) -> bool:
+    """Whether a listed topic is an own one (its id learned on the way)."""
+    if topic.get("Name") in own.names:
+        own.learn(topic.get("TopicId"))
+        return True
+    return False

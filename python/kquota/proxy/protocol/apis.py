@@ -19,6 +19,7 @@ INCREMENTAL_ALTER_CONFIGS = 44
 DESCRIBE_CLIENT_QUOTAS = 48
 ALTER_CLIENT_QUOTAS = 49
 DESCRIBE_CLUSTER = 60
+DESCRIBE_TOPIC_PARTITIONS = 75
 
 #: api key -> (min, max) version the proxy parses; a client is never offered more.
 #: SaslHandshake is capped at v1 so that tokens travel in SaslAuthenticate (KIP-152), where the
@@ -42,6 +43,7 @@ PARSED_VERSIONS = {
     DELETE_RECORDS: (0, 2),
     ALTER_CONFIGS: (0, 2),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
 
 #: APIs the proxy answers itself (offered even when the broker lacks them).
