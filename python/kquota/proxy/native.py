@@ -22,7 +22,7 @@ from kquota.connections import CONNECTIONS_GROUP
 from kquota.metrics import Metric
 from kquota.quota_type import ClientQuotaType
 from kquota.proxy import handlers  # noqa: F401  (handlers registers the API handlers)
-from kquota.proxy.own_topics import OwnTopics, own_topic_names, resolve_ids
+from kquota.proxy.own_topics import ONLY_FOR_OWN_TOPICS, OwnTopics, own_topic_names, resolve_ids
 from kquota.proxy.protocol import apis
 from kquota.proxy.bridge import BridgeConnection
 from kquota.proxy.dispatch import _DISPATCH, handler_for
@@ -132,7 +132,8 @@ class NativeProxyServer(ProxySettings):
             advertised_host=self.advertised_host,
             flexible_from=version_table(FLEXIBLE_FIRST), throttle_first=version_table(THROTTLE_FIRST),
             parsed_versions=[(key, lo, hi) for key, (lo, hi) in sorted(apis.PARSED_VERSIONS.items())],
-            python_keys=python_keys(), exempt_keys=sorted(apis.REQUEST_QUOTA_EXEMPT),
+            python_keys=[k for k in python_keys() if self.own_topics.names or k not in ONLY_FOR_OWN_TOPICS],
+            exempt_keys=sorted(apis.REQUEST_QUOTA_EXEMPT),
             max_frame_bytes=self.max_frame_bytes, max_connections=self.max_connections,
             max_inflight=self.max_inflight, quota_window_ms=int(self.quota_window_seconds * 1000),
             request_log=self.request_log is not None, threads=self.threads, drain_seconds=self.drain_seconds,

@@ -290,6 +290,9 @@ async def by_topic(conn: Any, p: Pending, frame: bytes, t0: int) -> None:
 for _key in _BY_TOPIC:
     register(_key)(by_topic)
 
+#: The APIs handed to Python only for the own topics: without them they stay relayed natively.
+ONLY_FOR_OWN_TOPICS = frozenset({*_BY_TOPIC, apis.DESCRIBE_TOPIC_PARTITIONS})
+
 
 # ---------------------------------------------------------------------------- KIP-966
 
