@@ -9,16 +9,17 @@ request's other topics still served; Metadata lists them to no one (a request na
 the error, as Kafka answers a topic the principal may not describe).
 
 Produce and Fetch are refused on the native paths (``rust/kquota-proxy/src/own_topics.rs``,
-given the names and the topic ids learned here); ListOffsets, DeleteRecords, AlterConfigs and
-IncrementalAlterConfigs are handled here (the own topics stripped from the request, their
-errors merged into the broker's answer), and DescribeTopicPartitions as Metadata; CreateTopics, DeleteTopics and CreatePartitions through
+given the names and the topic ids learned here, whole requests: docs/semantics-notes.md).
+ListOffsets, DeleteRecords, AlterConfigs and IncrementalAlterConfigs are handled here (the own
+topics stripped from the request, their errors merged into the broker's answer), and
+DescribeTopicPartitions as Metadata; CreateTopics, DeleteTopics and CreatePartitions through
 :func:`strip_mutation` in the KIP-599 handler; Metadata through :func:`metadata_request` and
 :func:`metadata_response`.
 
 Topic ids (Fetch v13+ and DeleteTopics v6+ name topics by id): learned from the store's cluster
 at start (:func:`resolve_ids`) and from every Metadata and DescribeTopicPartitions response the
-proxy relays (the own topics are taken out of it there, so a client cannot learn their ids through the proxy before the proxy
-does).
+proxy relays (the own topics are taken out of it there, so a client cannot learn their ids
+through the proxy before the proxy does).
 """
 
 from __future__ import annotations
