@@ -15,11 +15,11 @@ use crate::endpoints::rewrite_section;
 use crate::fetch_layout::{
     cap_max_bytes, fetch_request, throttled_body, walk_to_top_tags, FetchRequest, SliceWalk, Walk,
 };
-use crate::own_topics::fetch_topics_at;
 use crate::forwarded::{FetchState, Fwd, Kind};
 use crate::header::{response_body_offset, response_frame, RequestHeader};
 use crate::io::{Reader, BACKLOG, CHUNK};
 use crate::outbox::Outbox;
+use crate::own_topics::fetch_topics_at;
 use crate::relay::Relay;
 use crate::tables::FETCH;
 use crate::wire::{malformed, patch_throttle, read_i16, read_i32, Cursor, Proto, ProtoError};

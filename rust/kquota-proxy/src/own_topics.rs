@@ -265,7 +265,12 @@ fn string<'a>(c: &mut Cursor<'a>, compact: bool) -> Proto<&'a [u8]> {
 
 /// Calls `each(topic name, partition)` for every partition of a Produce request (and once with
 /// `None` for a topic without partitions).
-fn walk_produce<'a>(frame: &'a [u8], body: usize, version: i16, mut each: impl FnMut(&'a [u8], Option<i32>)) -> Proto<()> {
+fn walk_produce<'a>(
+    frame: &'a [u8],
+    body: usize,
+    version: i16,
+    mut each: impl FnMut(&'a [u8], Option<i32>),
+) -> Proto<()> {
     if version < 3 {
         return malformed("Produce below v3");
     }
@@ -298,11 +303,20 @@ pub fn fetch_topics_at(fixed_at: usize, version: i16) -> usize {
 
 /// Calls `each(topic name or id, partition)` for every partition of a Fetch request's topics
 /// (and once with `None` for a topic without partitions).
-fn walk_fetch<'a>(frame: &'a [u8], at: usize, version: i16, mut each: impl FnMut(&'a [u8], Option<i32>)) -> Proto<()> {
+fn walk_fetch<'a>(
+    frame: &'a [u8],
+    at: usize,
+    version: i16,
+    mut each: impl FnMut(&'a [u8], Option<i32>),
+) -> Proto<()> {
     let flexible = version >= FETCH_FLEXIBLE;
     let mut c = Cursor::new(frame, at);
     for _ in 0..c.array_len(flexible)? {
-        let topic = if version >= FETCH_BY_ID { c.take(16)? } else { string(&mut c, flexible)? };
+        let topic = if version >= FETCH_BY_ID {
+            c.take(16)?
+        } else {
+            string(&mut c, flexible)?
+        };
         let partitions = c.array_len(flexible)?;
         if partitions == 0 {
             each(topic, None);

@@ -106,15 +106,23 @@ fn refuse_own_topics(
 ) -> Result<bool, String> {
     let own = &conn.shared.cfg.own_topics;
     let (frame, v) = (&buf[4..], h.api_version);
-    if !own.in_produce(frame, h.body_offset, v).map_err(|e| e.to_string())? {
+    if !own
+        .in_produce(frame, h.body_offset, v)
+        .map_err(|e| e.to_string())?
+    {
         return Ok(false);
     }
     if acks == 0 {
         return Err("an acks=0 Produce to a topic of the proxy's own (TOPIC_AUTHORIZATION_FAILED)".into());
     }
-    let body = own.refused_produce(frame, h.body_offset, v).map_err(|e| e.to_string())?;
+    let body = own
+        .refused_produce(frame, h.body_offset, v)
+        .map_err(|e| e.to_string())?;
     let answer = response_frame(&conn.shared.cfg.tables, h.correlation_id, PRODUCE, v, &body);
-    let kind = Kind::Produce { handle: Arc::clone(handle), size };
+    let kind = Kind::Produce {
+        handle: Arc::clone(handle),
+        size,
+    };
     let mut fwd = Fwd::new(h, 0, kind);
     fwd.slot = Conn::push_slot(&mut conn.state());
     let (answer, throttle) = on_response(conn, &fwd, handle, size, answer, t0)?;
