@@ -22,6 +22,9 @@ PARSED = [
     "CreatePartitionsRequest", "CreatePartitionsResponse", "DescribeClientQuotasRequest",
     "DescribeClientQuotasResponse", "AlterClientQuotasRequest", "AlterClientQuotasResponse",
     "SaslHandshakeRequest", "SaslAuthenticateRequest", "SaslAuthenticateResponse",
+    "ListOffsetsRequest", "ListOffsetsResponse", "DeleteRecordsRequest", "DeleteRecordsResponse",
+    "AlterConfigsRequest", "AlterConfigsResponse", "IncrementalAlterConfigsRequest",
+    "IncrementalAlterConfigsResponse", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse",
 ]
 MAX = 32767
 #: Stands for a default of null in the data (``None`` there means "no default given").

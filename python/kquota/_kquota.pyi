@@ -386,6 +386,8 @@ class ProxyDataPlane:
         """The proxy port standing for broker ``node_id`` now at ``host:port`` (opened once)."""
     def forward(self, conn_id: int, slot: int, frame: bytes) -> None:
         """Sends a Python slot's request to the broker (response via ``bridge.on_response``)."""
+    def protect_topics(self, names: list[str], ids: list[bytes] = ...) -> None:
+        """Closes the proxy's own topics to clients (names once; ids added at any time)."""
     def settle(self, conn_id: int, slot: int, data: Optional[bytes], throttle_ms: int) -> None:
         """The slot's answer (a prefixed frame, or ``None``); ``throttle_ms > 0`` mutes after it."""
     def set_user(self, conn_id: int, user: str) -> None:

@@ -13,7 +13,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Optional
 
-from kquota.proxy import mutations, sasl
+from kquota.proxy import mutations, own_topics, sasl
 from kquota.proxy.protocol import addresses, apis
 from kquota.proxy.protocol.codec import decode_body, encode_body, read_fixed
 from kquota.proxy.dispatch import register
@@ -72,7 +72,8 @@ def _remember_partitions(conn: BridgeConnection, body: dict) -> None:
             conn.server.topic_partitions[name] = len(topic.get("Partitions") or ())
 
 
-async def _addressed_response(conn: BridgeConnection, p: Pending, frame: bytes) -> Answer:
+async def _addressed_response(conn: BridgeConnection, p: Pending, frame: bytes,
+                              own: Optional[own_topics.MetadataPlan] = None) -> Answer:
     t0 = time.perf_counter_ns()
     h = p.header
     schema = {apis.METADATA: "MetadataResponse", apis.FIND_COORDINATOR: "FindCoordinatorResponse",
@@ -80,6 +81,8 @@ async def _addressed_response(conn: BridgeConnection, p: Pending, frame: bytes) 
     offset = response_body_offset(frame, h.api_key, h.api_version)
     body = decode_body(schema, h.api_version, frame, offset)
     if h.api_key == apis.METADATA:
+        if conn.server.own_topics.names:
+            own_topics.metadata_response(conn.server.own_topics, body, own)
         _remember_partitions(conn, body)
     await addresses.rewrite_body(h.api_key, h.api_version, body, conn.resolve)
     _elapsed(p, t0)
@@ -90,9 +93,13 @@ async def _addressed_response(conn: BridgeConnection, p: Pending, frame: bytes) 
 
 
 async def _addressed(conn: BridgeConnection, p: Pending, frame: bytes, t0: int) -> None:
-    """Metadata / FindCoordinator / DescribeCluster: broker addresses become the proxy's."""
+    """Metadata / FindCoordinator / DescribeCluster: broker addresses become the proxy's (and
+    Metadata shows no client the proxy's own topics)."""
+    own = None
+    if p.header.api_key == apis.METADATA and conn.server.own_topics.names:
+        frame, own = own_topics.metadata_request(conn.server.own_topics, p, frame)
     _elapsed(p, t0)
-    await conn.forward(p, frame, lambda p, f: _addressed_response(conn, p, f))
+    await conn.forward(p, frame, lambda p, f: _addressed_response(conn, p, f, own))
 
 
 for _key in (apis.METADATA, apis.FIND_COORDINATOR, apis.DESCRIBE_CLUSTER):
@@ -108,9 +115,14 @@ async def _mutation(conn: BridgeConnection, p: Pending, frame: bytes, t0: int) -
     v = h.api_version
     req_schema, resp_schema = mutations.REQUEST_SCHEMA[h.api_key], mutations.RESPONSE_SCHEMA[h.api_key]
     req = decode_body(req_schema, v, frame, h.body_offset)
+    req, refused = own_topics.strip_mutation(conn.server.own_topics, h.api_key, v, req)
     handle = conn.handle(h.client_id)
     plan = mutations.plan(h.api_key, v, req, handle, conn.server.topic_partitions.get,
                           conn.server.default_partitions)
+    if refused:  # the proxy's own topics: refused, never charged
+        plan.rejected = refused + plan.rejected
+        if plan.forward is not None and not own_topics.mutation_topics(h.api_key, v, plan.forward):
+            plan.forward = None
 
     def finish(body: Optional[dict]) -> Answer:
         throttle = conn.mutation_throttle(p, plan.throttle_ms)

@@ -22,6 +22,7 @@ from kquota.connections import CONNECTIONS_GROUP
 from kquota.metrics import Metric
 from kquota.quota_type import ClientQuotaType
 from kquota.proxy import handlers  # noqa: F401  (handlers registers the API handlers)
+from kquota.proxy.own_topics import ONLY_FOR_OWN_TOPICS, OwnTopics, own_topic_names, resolve_ids
 from kquota.proxy.protocol import apis
 from kquota.proxy.bridge import BridgeConnection
 from kquota.proxy.dispatch import _DISPATCH, handler_for
@@ -107,6 +108,9 @@ class NativeProxyServer(ProxySettings):
         self.upstream_tls = upstream_tls
         self.max_tls_handshakes = max_tls_handshakes
         self.connections = _OpenConnections(self)
+        #: The proxy's own topics (a kafka:// store's), closed to clients.
+        self.own_topics = OwnTopics(own_topic_names(options.get("store")))
+        self._store = options.get("store")
         self._plane: Any = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._bridged: dict[int, BridgeConnection] = {}
@@ -128,13 +132,15 @@ class NativeProxyServer(ProxySettings):
             advertised_host=self.advertised_host,
             flexible_from=version_table(FLEXIBLE_FIRST), throttle_first=version_table(THROTTLE_FIRST),
             parsed_versions=[(key, lo, hi) for key, (lo, hi) in sorted(apis.PARSED_VERSIONS.items())],
-            python_keys=python_keys(), exempt_keys=sorted(apis.REQUEST_QUOTA_EXEMPT),
+            python_keys=[k for k in python_keys() if self.own_topics.names or k not in ONLY_FOR_OWN_TOPICS],
+            exempt_keys=sorted(apis.REQUEST_QUOTA_EXEMPT),
             max_frame_bytes=self.max_frame_bytes, max_connections=self.max_connections,
             max_inflight=self.max_inflight, quota_window_ms=int(self.quota_window_seconds * 1000),
             request_log=self.request_log is not None, threads=self.threads, drain_seconds=self.drain_seconds,
             proxy_protocol=self.proxy_protocol, proxy_protocol_timeout_ms=self.proxy_protocol_timeout_ms,
             listener_tls=self.listener_tls, upstream_tls=self.upstream_tls,
             max_tls_handshakes=self.max_tls_handshakes)
+        await self._protect_own_topics(self._plane)
         self._bootstrap_port = self._plane.start()
         self.qm.add_metrics_source(self.accept_metrics)
         if self.listener_tls is not None or self.upstream_tls is not None:
@@ -144,6 +150,19 @@ class NativeProxyServer(ProxySettings):
         log.info("kquota proxy listening on %s:%d for bootstrap %s:%d (native data plane)",
                  self.listen[0], self._bootstrap_port, *self.bootstrap)
         return self
+
+    async def _protect_own_topics(self, plane: Any) -> None:
+        """Closes the own topics on the native paths before any client connects: their names,
+        the ids the store's cluster gives now, and every id learned later."""
+        own = self.own_topics
+        if not own.names:
+            return
+        names = sorted(own.names)
+        ids = await asyncio.get_running_loop().run_in_executor(None, resolve_ids, self._store, names)
+        plane.protect_topics(names, ids)
+        own.ids.update(ids)
+        own.on_id = lambda topic_id: plane.protect_topics(names, [topic_id])
+        log.info("own topics closed to clients: %s (%d ids known)", ", ".join(names), len(ids))
 
     async def close(self) -> None:
         """Stops listening, lets owed answers out (up to ``drain_seconds``), closes everything."""

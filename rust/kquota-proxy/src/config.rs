@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::own_topics::OwnTopics;
 use crate::secure::Security;
 
 use crate::tables::ApiTables;
@@ -29,4 +30,7 @@ pub struct ProxyConfig {
     pub drain: Duration,
     /// TLS on either side (issue 28); `Security::plaintext()` for none.
     pub security: Arc<Security>,
+    /// The proxy's own topics, closed to clients (named and given ids by Python, also while
+    /// running: shared with the Python object).
+    pub own_topics: Arc<OwnTopics>,
 }

@@ -12,7 +12,7 @@ pub struct FetchRequest {
     pub min_bytes: i32,
     pub max_bytes: i32,
     pub session_epoch: i32,
-    /// >= 0 for a follower (exempt from quotas).
+    /// >= 0 for a follower (at a broker; through the proxy, a client like any other).
     pub replica_id: i32,
     /// Where MaxWaitMs is (MinBytes and MaxBytes follow).
     pub fixed_at: usize,

@@ -1,7 +1,7 @@
 //! Fetch through the proxy (KafkaApis.handleFetchRequest): max bytes capped to what the quota
 //! window allows; the response size recorded; over quota, the answer is `fetch_answer`'s:
 //! empty with the throttle and the size unrecorded, or, for a large share of the window,
-//! delivered and muted (follower fetches are exempt). Large responses are relayed
+//! delivered and muted (a `replica_id` exempts nothing through the proxy). Large responses are relayed
 //! cut-through; v16+ responses are walked as they pass to rewrite NodeEndpoints in their
 //! top-level tagged fields, to the same length (the size prefix has gone out).
 
@@ -12,11 +12,14 @@ use quota_core::{ClientHandle, ClientQuotaType, FetchAnswer};
 
 use crate::conn::Conn;
 use crate::endpoints::rewrite_section;
-use crate::fetch_layout::{cap_max_bytes, fetch_request, throttled_body, walk_to_top_tags, SliceWalk, Walk};
+use crate::fetch_layout::{
+    cap_max_bytes, fetch_request, throttled_body, walk_to_top_tags, FetchRequest, SliceWalk, Walk,
+};
 use crate::forwarded::{FetchState, Fwd, Kind};
 use crate::header::{response_body_offset, response_frame, RequestHeader};
 use crate::io::{Reader, BACKLOG, CHUNK};
 use crate::outbox::Outbox;
+use crate::own_topics::fetch_topics_at;
 use crate::relay::Relay;
 use crate::tables::FETCH;
 use crate::wire::{malformed, patch_throttle, read_i16, read_i32, Cursor, Proto, ProtoError};
@@ -24,22 +27,55 @@ use crate::wire::{malformed, patch_throttle, read_i16, read_i32, Cursor, Proto, 
 /// Tagged fields longer than this at the end of a response are refused.
 const MAX_TAIL: usize = 1 << 20;
 
-/// Reads the request, caps its max bytes in place, and says how its answer is handled.
+/// Reads the request, caps its max bytes in place, and says how its answer is handled
+/// (`None`: answered here, see [`refuse_own_topics`]). A `replica_id` exempts nothing: brokers
+/// do not replicate through the proxy, so a client naming itself a follower is a client.
 pub fn on_request(
-    _conn: &Conn,
+    conn: &Conn,
     h: &RequestHeader,
     buf: &mut [u8],
     handle: Arc<ClientHandle>,
-) -> Result<Kind, String> {
+    t0: Instant,
+) -> Result<Option<Kind>, String> {
     let req = fetch_request(&buf[4..], h.body_offset, h.api_version).map_err(|e| e.to_string())?;
-    if req.replica_id >= 0 {
-        return Ok(Kind::Plain(Some(handle)));
+    if conn.shared.cfg.own_topics.any() && refuse_own_topics(conn, h, buf, &req, &handle, t0)? {
+        return Ok(None);
     }
     let cap = handle.fetch_request_cap();
     if cap < f64::from(req.max_bytes) {
         cap_max_bytes(&mut buf[4..], &req, cap.max(0.0) as i32);
     }
-    Ok(Kind::Fetch(FetchState { handle, cap, req }))
+    Ok(Some(Kind::Fetch(FetchState { handle, cap, req })))
+}
+
+/// A Fetch naming one of the proxy's own topics (`own_topics`; by id from v13) is answered
+/// here: their partitions `TOPIC_AUTHORIZATION_FAILED`, nothing fetched, no fetch session (the
+/// broker never sees the request), with the request quota's step on its proxy time. Returns
+/// whether it was.
+fn refuse_own_topics(
+    conn: &Conn,
+    h: &RequestHeader,
+    buf: &[u8],
+    req: &FetchRequest,
+    handle: &Arc<ClientHandle>,
+    t0: Instant,
+) -> Result<bool, String> {
+    let own = &conn.shared.cfg.own_topics;
+    let (frame, v) = (&buf[4..], h.api_version);
+    let at = fetch_topics_at(req.fixed_at, v);
+    if !own.in_fetch(frame, at, v).map_err(|e| e.to_string())? {
+        return Ok(false);
+    }
+    let mut body = own.refused_fetch(frame, at, v).map_err(|e| e.to_string())?;
+    let throttle = conn.request_step(FETCH, Some(handle), t0.elapsed().as_nanos() as u64);
+    patch_throttle(&mut body, 0, throttle);
+    let answer = response_frame(&conn.shared.cfg.tables, h.correlation_id, FETCH, v, &body);
+    let mut st = conn.state();
+    let slot = Conn::push_slot(&mut st);
+    conn.settle_locked(&mut st, slot, Some(answer), throttle);
+    drop(st);
+    conn.wake();
+    Ok(true)
 }
 
 fn fit_size(buf: &mut [u8]) {

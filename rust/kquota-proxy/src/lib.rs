@@ -14,6 +14,7 @@
 //!   mute, the request quota of relayed APIs), [`requests`] and [`responses`] (the two readers,
 //!   each a dispatch by API), [`forwarded`] (what the response reader knows of each request);
 //! - the quota paths, each API's request and response halves: [`produce_path`], [`fetch_path`];
+//!   the proxy's own topics closed on them ([`own_topics`]);
 //! - bytes in and out: [`stream`] (plain or TLS sockets), [`io`] (reading frames), [`outbox`] (ordered writes with back-pressure),
 //!   [`relay`] (uninspected bytes spliced socket to socket).
 
@@ -31,6 +32,7 @@ pub mod header;
 pub mod io;
 pub mod listen;
 pub mod outbox;
+pub mod own_topics;
 pub mod principal;
 pub mod produce_layout;
 pub mod produce_path;

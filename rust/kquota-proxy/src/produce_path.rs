@@ -14,7 +14,7 @@ use quota_core::{ClientHandle, ClientQuotaType};
 use crate::conn::{Conn, HandleCache};
 use crate::endpoints::rewrite_section;
 use crate::forwarded::{Fwd, Kind};
-use crate::header::{response_body_offset, RequestHeader};
+use crate::header::{response_body_offset, response_frame, RequestHeader};
 use crate::io::{read_rest, Reader};
 use crate::produce_layout::{produce_acks, produce_layout};
 use crate::relay::Relay;
@@ -51,6 +51,15 @@ pub async fn on_request(
         Err(e) => return Err(e.to_string()),
     };
     let handle = handles.get(shared, user, h.client_id(&buf[4..]))?;
+    if shared.cfg.own_topics.any() {
+        // The proxy's own topics: the request is read whole to see every topic it names.
+        if rest > 0 {
+            read_rest(rd, &mut buf, &mut rest).await?;
+        }
+        if refuse_own_topics(conn, h, &buf, acks, size, t0, &handle)? {
+            return Ok(false);
+        }
+    }
     let mut pending = None;
     if acks == 0 {
         // No answer, but recorded and muted in order; exempt from the request quota.
@@ -80,6 +89,45 @@ pub async fn on_request(
             .unwrap_or(0)
             > 0
     }))
+}
+
+/// A Produce naming one of the proxy's own topics (`own_topics`) is answered here, every
+/// partition `TOPIC_AUTHORIZATION_FAILED`, and recorded as Kafka records a refused Produce (its
+/// size, in the response step); with acks=0 the connection is closed, as Kafka closes one whose
+/// acks=0 Produce failed. Returns whether it was.
+fn refuse_own_topics(
+    conn: &Arc<Conn>,
+    h: &RequestHeader,
+    buf: &[u8],
+    acks: i16,
+    size: usize,
+    t0: Instant,
+    handle: &Arc<ClientHandle>,
+) -> Result<bool, String> {
+    let own = &conn.shared.cfg.own_topics;
+    let (frame, v) = (&buf[4..], h.api_version);
+    if !own
+        .in_produce(frame, h.body_offset, v)
+        .map_err(|e| e.to_string())?
+    {
+        return Ok(false);
+    }
+    if acks == 0 {
+        return Err("an acks=0 Produce to a topic of the proxy's own (TOPIC_AUTHORIZATION_FAILED)".into());
+    }
+    let body = own
+        .refused_produce(frame, h.body_offset, v)
+        .map_err(|e| e.to_string())?;
+    let answer = response_frame(&conn.shared.cfg.tables, h.correlation_id, PRODUCE, v, &body);
+    let kind = Kind::Produce {
+        handle: Arc::clone(handle),
+        size,
+    };
+    let mut fwd = Fwd::new(h, 0, kind);
+    fwd.slot = Conn::push_slot(&mut conn.state());
+    let (answer, throttle) = on_response(conn, &fwd, handle, size, answer, t0)?;
+    conn.settle(fwd.slot, Some(answer), throttle);
+    Ok(true)
 }
 
 /// The answer (prefixed frame) and its throttle.

@@ -140,9 +140,10 @@ async fn dispatch(
         }
         FETCH => {
             let handle = handles.get(shared, user, h.client_id(&buf[4..]))?;
-            let kind = crate::fetch_path::on_request(conn, h, &mut buf, handle)?;
-            let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, kind);
-            conn.forward_new(fwd, buf);
+            if let Some(kind) = crate::fetch_path::on_request(conn, h, &mut buf, handle, t0)? {
+                let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, kind);
+                conn.forward_new(fwd, buf);
+            }
             Ok(false)
         }
         key => {

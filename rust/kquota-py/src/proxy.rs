@@ -242,6 +242,7 @@ impl PyProxyDataPlane {
                 "proxy_protocol_timeout_ms",
             )? as u64),
             security,
+            own_topics: Arc::default(),
         };
         Ok(PyProxyDataPlane {
             cfg,
@@ -291,6 +292,19 @@ impl PyProxyDataPlane {
     fn forward(&self, conn_id: u64, slot: u64, frame: &[u8]) -> PyQuotaResult<()> {
         if let Some(conn) = self.conn(conn_id) {
             conn.python_forward(slot, frame).map_err(invalid_argument)?;
+        }
+        Ok(())
+    }
+
+    /// Closes the proxy's own topics to clients: ``names`` (given once; the same names again
+    /// change nothing) and the topic ``ids`` learned so far (16 bytes each; more may be added
+    /// at any time, before or after ``start``).
+    #[pyo3(signature = (names, ids=Vec::new()))]
+    fn protect_topics(&self, names: Vec<String>, ids: Vec<Vec<u8>>) -> PyQuotaResult<()> {
+        let own = &self.cfg.own_topics;
+        own.set_names(&names).map_err(invalid_argument)?;
+        for id in &ids {
+            own.add_id(id).map_err(invalid_argument)?;
         }
         Ok(())
     }

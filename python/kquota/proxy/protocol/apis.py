@@ -4,17 +4,22 @@ from __future__ import annotations
 
 PRODUCE = 0
 FETCH = 1
+LIST_OFFSETS = 2
 METADATA = 3
 FIND_COORDINATOR = 10
 SASL_HANDSHAKE = 17
 API_VERSIONS = 18
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
+DELETE_RECORDS = 21
+ALTER_CONFIGS = 33
 SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
+INCREMENTAL_ALTER_CONFIGS = 44
 DESCRIBE_CLIENT_QUOTAS = 48
 ALTER_CLIENT_QUOTAS = 49
 DESCRIBE_CLUSTER = 60
+DESCRIBE_TOPIC_PARTITIONS = 75
 
 #: api key -> (min, max) version the proxy parses; a client is never offered more.
 #: SaslHandshake is capped at v1 so that tokens travel in SaslAuthenticate (KIP-152), where the
@@ -33,6 +38,12 @@ PARSED_VERSIONS = {
     DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ALTER_CLIENT_QUOTAS: (0, 1),
     DESCRIBE_CLUSTER: (0, 1),
+    # Read for the proxy's own topics (kquota.proxy.own_topics).
+    LIST_OFFSETS: (0, 10),
+    DELETE_RECORDS: (0, 2),
+    ALTER_CONFIGS: (0, 2),
+    INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
 
 #: APIs the proxy answers itself (offered even when the broker lacks them).

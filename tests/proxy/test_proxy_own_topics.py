@@ -1,0 +1,449 @@
+"""The proxy's own topics (a ``kafka://`` store's topic and its usage topic) are closed to clients:
+the broker sees the proxy's principal, so a client writing or reading them through the proxy
+would forge quota records and fleet usage. Each test is the attack, tried through a proxy in
+front of tansu, with what reached the topic read at the broker itself."""
+
+from __future__ import annotations
+
+import struct
+import time
+import uuid
+from types import SimpleNamespace
+
+import pytest
+from proxy_support import ProxyThread, make_topic
+from proxy_wire import Wire
+from store_helpers import wait_until
+
+import kquota
+from kquota.proxy.protocol import apis
+from kquota.stores import open_store
+
+pytest.importorskip("confluent_kafka")
+AUTH = 29  # TOPIC_AUTHORIZATION_FAILED
+# Kafka's api keys (those the proxy relayed unparsed before have no name in kquota before).
+LIST_OFFSETS, DELETE_RECORDS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 2, 21, 33, 44
+
+
+def _crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def _varint(n: int) -> bytes:
+    n = (n << 1) ^ (n >> 63)  # zigzag
+    out = b""
+    while n >= 0x80:
+        out += bytes([(n & 0x7F) | 0x80])
+        n >>= 7
+    return out + bytes([n])
+
+
+def record_batch(value: bytes) -> bytes:
+    """One record in a v2 batch (what any producer sends)."""
+    body = b"\x00" + _varint(0) + _varint(0) + _varint(-1) + _varint(len(value)) + value + _varint(0)
+    record = _varint(len(body)) + body
+    now = int(time.time() * 1000)
+    after_crc = struct.pack(">hiqqqhii", 0, 0, now, now, -1, -1, -1, 1) + record
+    head = struct.pack(">ib", -1, 2) + struct.pack(">I", _crc32c(after_crc))
+    return struct.pack(">qi", 0, len(head) + len(after_crc)) + head + after_crc
+
+
+def produce(topics: list[str], value: bytes = b"forged", acks: int = -1) -> dict:
+    return {"TransactionalId": None, "Acks": acks, "TimeoutMs": 5000,
+            "TopicData": [{"Name": t, "PartitionData": [{"Index": 0, "Records": record_batch(value)}]} for t in topics]}
+
+
+def fetch_v11(topics: list[str], replica_id: int = -1) -> dict:
+    return {"ReplicaId": replica_id, "MaxWaitMs": 100, "MinBytes": 1, "MaxBytes": 1 << 20, "IsolationLevel": 0,
+            "SessionId": 0, "SessionEpoch": -1, "ForgottenTopicsData": [], "RackId": "",
+            "Topics": [{"Topic": t, "Partitions": [{"Partition": 0, "CurrentLeaderEpoch": -1, "FetchOffset": 0,
+                                                     "LogStartOffset": -1, "PartitionMaxBytes": 1 << 20}]}
+                       for t in topics]}
+
+
+def fetch_v13(ids: list[bytes]) -> dict:
+    body = fetch_v11([])
+    body["Topics"] = [{"TopicId": i, "Partitions": [{"Partition": 0, "CurrentLeaderEpoch": -1, "FetchOffset": 0,
+                                                     "LastFetchedEpoch": -1, "LogStartOffset": -1,
+                                                     "PartitionMaxBytes": 1 << 20}]} for i in ids]
+    return body
+
+
+def end_offset(broker, topic: str) -> int:
+    """The topic's end offset, asked of the broker itself (by librdkafka, not kquota's codec)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": broker.address, "group.id": "end-" + uuid.uuid4().hex[:6]})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        c.close()
+
+
+def topic_id(broker, topic: str) -> bytes:
+    w = Wire(("127.0.0.1", broker.port))
+    try:
+        r = w.call(apis.METADATA, 12, "Metadata", {"Topics": [{"Name": topic, "TopicId": bytes(16)}],
+                                                   "AllowAutoTopicCreation": False,
+                                                   "IncludeTopicAuthorizedOperations": False})
+    finally:
+        w.close()
+    (t,) = r["Topics"]
+    assert t["ErrorCode"] == 0 and t["TopicId"] != bytes(16), t
+    return t["TopicId"]
+
+
+@pytest.fixture(scope="module")
+def own(broker):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"quotas-{uuid.uuid4().hex[:8]}"
+    usage = topic + ".usage"
+    store = open_store(f"kafka://{broker.address}/{topic}")
+    admin = AdminClient({"bootstrap.servers": broker.address})
+    for f in admin.create_topics([NewTopic(usage, 1, 1, config={"cleanup.policy": "delete"})]).values():
+        f.result(10)  # as the fleet creates it, at the broker
+    qm = kquota.QuotaManager()
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm, store=store)
+    data = make_topic(broker.address)
+    try:
+        yield SimpleNamespace(proxy=proxy, qm=qm, topics=(topic, usage), data=data,
+                              address=("127.0.0.1", int(proxy.address.rpartition(":")[2])))
+    finally:
+        proxy.stop()
+        store.close()
+
+
+def call(own, api_key: int, version: int, name: str, body: dict, client_id: str = "attacker") -> dict:
+    w = Wire(own.address, client_id)
+    try:
+        return w.call(api_key, version, name, body)
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("version", [3, 8, 11])
+def test_a_produce_to_an_own_topic_is_refused_and_nothing_is_appended(broker, own, version):
+    for topic in own.topics:
+        before = end_offset(broker, topic)
+        r = call(own, apis.PRODUCE, version, "Produce", produce([topic, own.data]))
+        errors = {t["Name"]: [p["ErrorCode"] for p in t["PartitionResponses"]] for t in r["Responses"]}
+        assert errors[topic] == [AUTH]
+        assert end_offset(broker, topic) == before
+    served = call(own, apis.PRODUCE, version, "Produce", produce([own.data]))
+    assert served["Responses"][0]["PartitionResponses"][0]["ErrorCode"] == 0
+
+
+def test_an_acks0_produce_to_an_own_topic_closes_the_connection_and_appends_nothing(broker, own):
+    topic = own.topics[0]
+    before = end_offset(broker, topic)
+    w = Wire(own.address, "attacker")
+    try:
+        w.send_raw(w.frame(apis.PRODUCE, 8, bytes(_encode("ProduceRequest", 8, produce([topic], acks=0)))))
+        assert w.closed_by_peer(10)
+    finally:
+        w.close()
+    assert end_offset(broker, topic) == before
+
+
+def _encode(schema: str, version: int, body: dict) -> bytes:
+    from kquota.proxy.protocol.codec import encode_body
+
+    return bytes(encode_body(schema, version, body))
+
+
+def test_a_fetch_of_an_own_topic_is_refused_by_name_and_by_id(broker, own):
+    for topic in own.topics:
+        r = call(own, apis.FETCH, 11, "Fetch", fetch_v11([topic, own.data]))
+        errors = {t["Topic"]: t["Partitions"][0]["ErrorCode"] for t in r["Responses"]}
+        assert errors[topic] == AUTH
+        assert all(t["Partitions"][0]["Records"] in (b"", None) for t in r["Responses"])
+        r = call(own, apis.FETCH, 13, "Fetch", fetch_v13([topic_id(broker, topic)]))
+        (t,) = r["Responses"]
+        assert t["Partitions"][0]["ErrorCode"] == AUTH
+    served = call(own, apis.FETCH, 13, "Fetch", fetch_v13([topic_id(broker, own.data)]))
+    assert served["Responses"][0]["Partitions"][0]["ErrorCode"] == 0
+
+
+def test_a_consumer_of_an_own_topic_gets_topic_authorization_failed(own):
+    from confluent_kafka import Consumer, KafkaError
+
+    c = Consumer({"bootstrap.servers": "%s:%d" % own.address, "group.id": "g-" + uuid.uuid4().hex[:6],
+                  "enable.auto.commit": False})
+    try:
+        c.subscribe([own.topics[0]])
+        seen = []
+
+        def refused():
+            msg = c.poll(0.5)
+            if msg is not None and msg.error() is not None:
+                seen.append(msg.error().code())
+            return KafkaError.TOPIC_AUTHORIZATION_FAILED in seen
+
+        assert wait_until(refused, 30), seen
+    finally:
+        c.close()
+
+
+def test_metadata_lists_no_own_topic_and_names_them_refused(broker, own):
+    everything = call(own, apis.METADATA, 12, "Metadata", {"Topics": None, "AllowAutoTopicCreation": False,
+                                                           "IncludeTopicAuthorizedOperations": False})
+    names = {t["Name"] for t in everything["Topics"]}
+    assert own.data in names and not names & set(own.topics)
+    v0 = call(own, apis.METADATA, 0, "Metadata", {"Topics": []})
+    assert not {t["Name"] for t in v0["Topics"]} & set(own.topics)
+    asked = call(own, apis.METADATA, 12, "Metadata", {
+        "Topics": [{"Name": own.topics[0], "TopicId": bytes(16)}, {"Name": own.data, "TopicId": bytes(16)},
+                   {"Name": None, "TopicId": topic_id(broker, own.topics[1])}],
+        "AllowAutoTopicCreation": True, "IncludeTopicAuthorizedOperations": False})
+    by = {(t["Name"], t["TopicId"]): t for t in asked["Topics"]}
+    assert by[(own.topics[0], bytes(16))]["ErrorCode"] == AUTH
+    assert by[(None, topic_id(broker, own.topics[1]))]["ErrorCode"] == AUTH
+    assert not by[(own.topics[0], bytes(16))]["Partitions"]
+    assert [t["ErrorCode"] for t in asked["Topics"] if t["Name"] == own.data] == [0]
+    only = call(own, apis.METADATA, 0, "Metadata", {"Topics": [{"Name": own.topics[1]}]})
+    assert [(t["Name"], t["ErrorCode"]) for t in only["Topics"]] == [(own.topics[1], AUTH)]
+
+
+def test_list_offsets_and_delete_records_refuse_own_topics_and_serve_the_rest(broker, own):
+    before = [end_offset(broker, t) for t in own.topics]
+    topics = [*own.topics, own.data]
+    r = call(own, LIST_OFFSETS, 7, "ListOffsets", {"ReplicaId": -1, "IsolationLevel": 0, "Topics": [
+        {"Name": t, "Partitions": [{"PartitionIndex": 0, "CurrentLeaderEpoch": -1, "Timestamp": -1}]} for t in topics]})
+    errors = {t["Name"]: t["Partitions"][0]["ErrorCode"] for t in r["Topics"]}
+    assert errors == {own.topics[0]: AUTH, own.topics[1]: AUTH, own.data: 0}
+    # The broker (tansu) closes on DeleteRecords: only the proxy's answer is seen (the merge with
+    # a broker's answer: test_own_topics.py).
+    r = call(own, DELETE_RECORDS, 2, "DeleteRecords", {"TimeoutMs": 5000, "Topics": [
+        {"Name": t, "Partitions": [{"PartitionIndex": 0, "Offset": -1}]} for t in own.topics]})
+    assert [(t["Name"], t["Partitions"][0]["ErrorCode"]) for t in r["Topics"]] == [(t, AUTH) for t in own.topics]
+    assert [end_offset(broker, t) for t in own.topics] == before
+
+
+def test_config_changes_to_own_topics_are_refused(own):
+    r = call(own, INCREMENTAL_ALTER_CONFIGS, 1, "IncrementalAlterConfigs", {"ValidateOnly": False, "Resources": [
+        {"ResourceType": 2, "ResourceName": t, "Configs": [{"Name": "retention.ms", "ConfigOperation": 0,
+                                                           "Value": "1"}]} for t in [*own.topics, own.data]]})
+    errors = {x["ResourceName"]: x["ErrorCode"] for x in r["Responses"]}
+    assert errors[own.topics[0]] == errors[own.topics[1]] == AUTH
+    assert own.data in errors and errors[own.data] != AUTH
+    # The broker (tansu) has no AlterConfigs: only the proxy's answer is seen.
+    r = call(own, ALTER_CONFIGS, 1, "AlterConfigs", {"ValidateOnly": False, "Resources": [
+        {"ResourceType": 2, "ResourceName": t, "Configs": [{"Name": "cleanup.policy", "Value": "delete"}]}
+        for t in own.topics]})
+    assert [(x["ResourceName"], x["ErrorCode"]) for x in r["Responses"]] == [(t, AUTH) for t in own.topics]
+
+
+def test_own_topics_cannot_be_deleted_created_or_grown(broker, own):
+    victim = make_topic(broker.address)
+    r = call(own, apis.DELETE_TOPICS, 4, "DeleteTopics", {"TimeoutMs": 5000, "TopicNames": [*own.topics, victim]})
+    errors = {x["Name"]: x["ErrorCode"] for x in r["Responses"]}
+    assert errors == {own.topics[0]: AUTH, own.topics[1]: AUTH, victim: 0}
+    ids = [topic_id(broker, t) for t in own.topics]
+    r = call(own, apis.DELETE_TOPICS, 6, "DeleteTopics", {"TimeoutMs": 5000, "Topics": [
+        {"Name": None, "TopicId": i} for i in ids]})
+    assert sorted((x["Name"], x["TopicId"], x["ErrorCode"]) for x in r["Responses"]) == sorted(
+        (None, i, AUTH) for i in ids)
+    for t in own.topics:
+        topic_id(broker, t)  # still there
+    # The broker (tansu) has no CreatePartitions: only the proxy's answer is seen.
+    r = call(own, apis.CREATE_PARTITIONS, 1, "CreatePartitions", {"TimeoutMs": 5000, "ValidateOnly": False, "Topics": [
+        {"Name": t, "Count": 4, "Assignments": None} for t in own.topics]})
+    assert [(x["Name"], x["ErrorCode"]) for x in r["Results"]] == [(t, AUTH) for t in own.topics]
+    r = call(own, apis.CREATE_TOPICS, 4, "CreateTopics", {"timeoutMs": 5000, "validateOnly": False, "Topics": [
+        {"Name": own.topics[1], "NumPartitions": 1, "ReplicationFactor": 1, "Assignments": [], "Configs": []}]})
+    assert [(x["Name"], x["ErrorCode"]) for x in r["Topics"]] == [(own.topics[1], AUTH)]
+
+
+def test_a_fetch_naming_a_replica_id_is_throttled_by_the_consumer_quota(broker, own):
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": broker.address})
+    for _ in range(5):
+        p.produce(own.data, b"x" * 1000, partition=0)
+    assert p.flush(10) == 0
+    own.qm.alter_client_quotas([({"client-id": "follower"}, {"consumer_byte_rate": 100})])
+    throttles = []
+    w = Wire(own.address, "follower")
+    try:
+        for _ in range(3):
+            r = w.call(apis.FETCH, 11, "Fetch", fetch_v11([own.data], replica_id=1))
+            throttles.append(r["ThrottleTimeMs"])
+            if r["ThrottleTimeMs"] > 0:
+                break
+    finally:
+        w.close()
+    assert max(throttles) > 0, throttles
+
+
+@pytest.mark.parametrize("size", [100_000, 300_000])
+def test_a_large_produce_to_an_own_topic_is_read_whole_and_refused(broker, own, size):
+    """A Produce past the cut-through size: the own topic may come after another's batches."""
+    topic = own.topics[1]
+    before = end_offset(broker, topic)
+    body = produce([own.data, topic], value=b"u" * size)
+    r = call(own, apis.PRODUCE, 9, "Produce", body)
+    errors = {t["Name"]: t["PartitionResponses"][0]["ErrorCode"] for t in r["Responses"]}
+    assert errors[topic] == AUTH
+    assert end_offset(broker, topic) == before
+    served = call(own, apis.PRODUCE, 9, "Produce", produce([own.data], value=b"u" * size))
+    assert served["Responses"][0]["PartitionResponses"][0]["ErrorCode"] == 0
+
+
+# ------------------------------------------------------------------ the merge, without a broker
+
+
+class _Conn:
+    """What the handlers use of a connection: the request forwarded (and its answer made from a
+    broker answer given by the test), or answered."""
+
+    def __init__(self, names):
+        from kquota.proxy.own_topics import OwnTopics
+
+        self.server = SimpleNamespace(own_topics=OwnTopics(names))
+        self.sent = self.answered = None
+
+    async def forward(self, p, frame, on_response):
+        self.sent = (frame, on_response)
+
+    async def answer(self, p, data, throttle):
+        self.answered = data
+
+    def request_throttle(self, p):
+        return 0
+
+    async def plain_response(self, p, frame):
+        raise AssertionError("parsed")
+
+
+def _request(api_key, version, schema, body):
+    from kquota.proxy.protocol.frames import RequestHeader
+    from kquota.proxy.request import Pending
+
+    head = struct.pack(">hhih", api_key, version, 7, 1) + b"c" + (b"\x00" if version >= _flexible(api_key) else b"")
+    frame = head + _encode(schema + "Request", version, body)
+    return Pending(RequestHeader(api_key, version, 7, "c", len(head)), 0), frame
+
+
+def _flexible(api_key):
+    return {ALTER_CONFIGS: 2, INCREMENTAL_ALTER_CONFIGS: 1, DELETE_RECORDS: 2, LIST_OFFSETS: 6, 75: 0}[api_key]
+
+
+def _decode(schema, version, frame, api_key):
+    from kquota.proxy.protocol.codec import decode_body
+    from kquota.proxy.protocol.frames import response_body_offset
+
+    return decode_body(schema + "Response", version, frame, response_body_offset(frame, api_key, version))
+
+
+@pytest.mark.parametrize("api_key,version,schema", [(ALTER_CONFIGS, 0, "AlterConfigs"), (ALTER_CONFIGS, 2, "AlterConfigs"),
+                                                    (INCREMENTAL_ALTER_CONFIGS, 1, "IncrementalAlterConfigs")])
+def test_config_requests_forward_the_other_resources_and_merge_the_refusals(api_key, version, schema):
+    import asyncio
+
+    from kquota.proxy.own_topics import by_topic
+    from kquota.proxy.protocol.frames import response_frame
+
+    conn = _Conn({"q", "q.usage"})
+    config = {"Name": "retention.ms", "Value": "1", "ConfigOperation": 0}
+    resources = [{"ResourceType": 2, "ResourceName": "q", "Configs": [config]},
+                 {"ResourceType": 4, "ResourceName": "q", "Configs": [config]},  # a broker named q
+                 {"ResourceType": 2, "ResourceName": "data", "Configs": [config]}]
+    p, frame = _request(api_key, version, schema, {"ValidateOnly": False, "Resources": resources})
+    asyncio.run(by_topic(conn, p, frame, 0))
+    sent, on_response = conn.sent
+    from kquota.proxy.protocol.codec import decode_body
+
+    forwarded = decode_body(schema + "Request", version, sent, p.header.body_offset)
+    assert [(r["ResourceType"], r["ResourceName"]) for r in forwarded["Resources"]] == [(4, "q"), (2, "data")]
+    broker = {"ThrottleTimeMs": 3, "Responses": [
+        {"ErrorCode": 0, "ErrorMessage": None, "ResourceType": t, "ResourceName": n} for t, n in [(4, "q"), (2, "data")]]}
+    answer = response_frame(7, api_key, version, _encode(schema + "Response", version, broker))
+    data, _ = asyncio.run(on_response(p, bytes(answer)[4:]))
+    body = _decode(schema, version, bytes(data)[4:], api_key)
+    assert sorted((r["ResourceType"], r["ResourceName"], r["ErrorCode"]) for r in body["Responses"]) == [
+        (2, "data", 0), (2, "q", AUTH), (4, "q", 0)]
+    assert body["ThrottleTimeMs"] == 3
+
+
+def test_delete_records_forwards_the_other_topics_and_merges_the_refusals():
+    import asyncio
+
+    from kquota.proxy.own_topics import by_topic
+    from kquota.proxy.protocol.codec import decode_body
+    from kquota.proxy.protocol.frames import response_frame
+
+    conn = _Conn({"q", "q.usage"})
+    topics = [{"Name": n, "Partitions": [{"PartitionIndex": 0, "Offset": 5}, {"PartitionIndex": 1, "Offset": 5}]}
+              for n in ("data", "q.usage")]
+    p, frame = _request(DELETE_RECORDS, 2, "DeleteRecords", {"TimeoutMs": 100, "Topics": topics})
+    asyncio.run(by_topic(conn, p, frame, 0))
+    sent, on_response = conn.sent
+    assert [t["Name"] for t in decode_body("DeleteRecordsRequest", 2, sent, p.header.body_offset)["Topics"]] == ["data"]
+    broker = {"ThrottleTimeMs": 0, "Topics": [{"Name": "data", "Partitions": [
+        {"PartitionIndex": i, "LowWatermark": 5, "ErrorCode": 0} for i in (0, 1)]}]}
+    answer = response_frame(7, DELETE_RECORDS, 2, _encode("DeleteRecordsResponse", 2, broker))
+    data, _ = asyncio.run(on_response(p, bytes(answer)[4:]))
+    body = _decode("DeleteRecords", 2, bytes(data)[4:], DELETE_RECORDS)
+    assert {(t["Name"], x["PartitionIndex"], x["ErrorCode"]) for t in body["Topics"] for x in t["Partitions"]} == {
+        ("data", 0, 0), ("data", 1, 0), ("q.usage", 0, AUTH), ("q.usage", 1, AUTH)}
+
+
+def test_a_proxy_without_a_kafka_store_closes_no_topic():
+    from kquota.proxy.own_topics import own_topic_names
+
+    assert own_topic_names(None) == frozenset()
+    assert own_topic_names(SimpleNamespace(url="sqlite:///q.db", topic=None)) == frozenset()
+    assert own_topic_names(SimpleNamespace(url="kafka://h:9092/q", topic="q")) == {"q", "q.usage"}
+
+
+def test_create_partitions_keeps_the_other_topics_and_refuses_uncharged():
+    from kquota.proxy.own_topics import strip_mutation, OwnTopics
+
+    own = OwnTopics({"q", "q.usage"})
+    own.learn(b"\x01" * 16)
+    body = {"Topics": [{"Name": "q", "Count": 2}, {"Name": "data", "Count": 2}], "TimeoutMs": 1, "ValidateOnly": False}
+    kept, refused = strip_mutation(own, apis.CREATE_PARTITIONS, 3, body)
+    assert [t["Name"] for t in kept["Topics"]] == ["data"] and body["Topics"][0]["Name"] == "q"
+    assert refused == [{"Name": "q", "ErrorCode": AUTH, "ErrorMessage": None}]
+    by_id = {"Topics": [{"Name": None, "TopicId": b"\x01" * 16}, {"Name": None, "TopicId": b"\x02" * 16}], "TimeoutMs": 1}
+    kept, refused = strip_mutation(own, apis.DELETE_TOPICS, 6, by_id)
+    assert kept["Topics"] == [{"Name": None, "TopicId": b"\x02" * 16}]
+    assert [(r["Name"], r["TopicId"], r["ErrorCode"]) for r in refused] == [(None, b"\x01" * 16, AUTH)]
+
+
+def test_describe_topic_partitions_naming_own_topics_is_refused(own):
+    # The broker (tansu) closes on DescribeTopicPartitions: only the proxy's answer is seen (the
+    # listing: the next test).
+    only = call(own, 75, 0, "DescribeTopicPartitions", {
+        "Topics": [{"Name": t} for t in own.topics], "ResponsePartitionLimit": 2000, "Cursor": None})
+    assert [(t["Name"], t["ErrorCode"], t["TopicId"]) for t in only["Topics"]] == [
+        (t, AUTH, bytes(16)) for t in own.topics]
+
+
+def test_describe_topic_partitions_lists_no_own_topic_and_teaches_its_id():
+    import asyncio
+
+    from kquota.proxy.own_topics import describe_topic_partitions
+    from kquota.proxy.protocol.frames import response_frame
+
+    conn = _Conn({"q", "q.usage"})
+    learned = []
+    conn.server.own_topics.on_id = learned.append
+    p, frame = _request(75, 0, "DescribeTopicPartitions", {"Topics": [], "ResponsePartitionLimit": 10, "Cursor": None})
+    asyncio.run(describe_topic_partitions(conn, p, frame, 0))
+    sent, on_response = conn.sent
+    assert sent == frame
+    listed = {"ThrottleTimeMs": 0, "NextCursor": None, "Topics": [
+        {"ErrorCode": 0, "Name": n, "TopicId": bytes([i + 1]) * 16, "IsInternal": False, "Partitions": [],
+         "TopicAuthorizedOperations": 0} for i, n in enumerate(["q", "data", "q.usage"])]}
+    answer = response_frame(7, 75, 0, _encode("DescribeTopicPartitionsResponse", 0, listed))
+    data, _ = asyncio.run(on_response(p, bytes(answer)[4:]))
+    body = _decode("DescribeTopicPartitions", 0, bytes(data)[4:], 75)
+    assert [t["Name"] for t in body["Topics"]] == ["data"]
+    assert learned == [b"\x01" * 16, b"\x03" * 16]
