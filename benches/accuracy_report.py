@@ -114,7 +114,10 @@ def write_kafka(path: str, rows: list[dict], meta: dict, start_s: float) -> None
         f"the end (1 / 5 / 15 min; a machine shared with other work: the numbers are noisy). Apache Kafka "
         f"{meta['kafka']} (`scripts/kafka.sh`, one KRaft broker, PLAINTEXT), quota.window.num={meta['window_num']}, "
         "1 s windows on both sides. For each quota every client kind runs twice at the same time, each run its "
-        "own client id and the same quota: **broker**, straight to the broker with the quota set on the broker "
+        "own client id and the same quota"
+        + (" (the producers of both columns first, then the consumers)" if meta.get("by_role") else
+           " (every client of the quota at once)")
+        + ": **broker**, straight to the broker with the quota set on the broker "
         "(AlterClientQuotas by client id); **proxy**, through the native `kquota proxy` plane in front of the "
         "same broker, the quota in the proxy and none on the broker.",
         "",

@@ -136,8 +136,11 @@ def measure(cell: SideCell, window_num: int, start_s: float, end_s: float,
     return row
 
 
-def run_rate(broker, quota: float, window_num: int, start_s: float, length: float) -> list[dict]:
-    """Both columns of one quota at once; one row per cell (``error`` set when a client failed)."""
+def run_rate(broker, quota: float, window_num: int, start_s: float, length: float,
+             by_role: bool = False) -> list[dict]:
+    """Both columns of one quota at once; one row per cell (``error`` set when a client failed).
+    ``by_role``: the producers of both columns first, then the consumers (half the processes at
+    once, for a machine that cannot run them all at their quota)."""
     end = start_s + length
     address = broker.listeners["PLAINTEXT"]
     run = uuid.uuid4().hex[:6]
@@ -161,11 +164,13 @@ def run_rate(broker, quota: float, window_num: int, start_s: float, length: floa
     host, port = address.rsplit(":", 1)
     proxy = ProxyThread((host, int(port)), qm=qm, request_log=rows)
     try:
-        print(f"[{quota:.0f} B/s] {len(cells)} clients ({len(on_broker)} per column) for {end:.0f} s", flush=True)
-        for c in cells:
-            start_client(c, address if c.column == "broker" else proxy.address, topics[(c.column, c.role)], end + 1)
-        for c in cells:
-            wait_client(c, end + 1)
+        groups = [[c for c in cells if c.role == role] for role in ("produce", "consume")] if by_role else [cells]
+        for group in groups:
+            print(f"[{quota:.0f} B/s] {len(group)} clients (half per column) for {end:.0f} s", flush=True)
+            for c in group:
+                start_client(c, address if c.column == "broker" else proxy.address, topics[(c.column, c.role)], end + 1)
+            for c in group:
+                wait_client(c, end + 1)
     finally:
         for c in cells:
             if c.proc is not None and c.proc.poll() is None:

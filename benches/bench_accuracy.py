@@ -106,18 +106,19 @@ def tansu_lines(rates: list[float], window: float | None) -> list[str]:
     return lines
 
 
-def kafka_rows(rates: list[float], window: float | None, kafka_dir: str | None) -> tuple[list[dict], dict]:
+def kafka_rows(rates: list[float], window: float | None, kafka_dir: str | None,
+               by_role: bool) -> tuple[list[dict], dict]:
     from accuracy_side import run_rate as side_rate
     from kafka_broker import KafkaBroker
 
     broker = KafkaBroker(kafka_dir) if kafka_dir else KafkaBroker.start()
     meta = {"started": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
             "machine": platform.machine(), "cores": os.cpu_count(), "kafka": broker.version,
-            "window_num": WINDOW_NUM, "loadavg_start": os.getloadavg()}
+            "window_num": WINDOW_NUM, "by_role": by_role, "loadavg_start": os.getloadavg()}
     rows: list[dict] = []
     try:
         for q in rates:
-            rows += side_rate(broker, q, WINDOW_NUM, START_S, window or window_for(q))
+            rows += side_rate(broker, q, WINDOW_NUM, START_S, window or window_for(q), by_role)
             for r in rows[-2 * (len(PRODUCERS) + len(CONSUMERS)):]:
                 print(json.dumps(r), flush=True)
     finally:
@@ -140,6 +141,9 @@ def main() -> None:
                          "unless --out is given")
     ap.add_argument("--kafka-dir", default=None,
                     help="state directory of a broker started by scripts/kafka.sh (default: start one)")
+    ap.add_argument("--by-role", action="store_true",
+                    help="kafka: run the producers of both columns, then the consumers, instead of all at once "
+                         "(half the client processes at a time)")
     ap.add_argument("--out", default=None, help="report path (default: benches/results/accuracy.md)")
     args = ap.parse_args()
     if args.quick:
@@ -150,7 +154,7 @@ def main() -> None:
     if args.broker == "tansu":
         accuracy_report.write_tansu(out, tansu_lines(rates, args.window))
     else:
-        rows, meta = kafka_rows(rates, args.window, args.kafka_dir)
+        rows, meta = kafka_rows(rates, args.window, args.kafka_dir, args.by_role)
         accuracy_report.write_kafka(out, rows, meta, START_S)
     print("wrote", out)
 
