@@ -106,7 +106,9 @@ def consume(broker: KafkaBroker, address: str, props: Path, topic: str, records:
             "fetch_ms": float(f[7]), "fetch_mb_per_s": float(f[8])}
 
 
-def run_listener(broker: KafkaBroker, listener: str, args: argparse.Namespace, directory: Path) -> list[dict]:
+def run_listener(broker: KafkaBroker, listener: str, throughput: int, args: argparse.Namespace,
+                 directory: Path) -> list[dict]:
+    records = min(args.num_records, throughput * args.seconds)
     props = client_file(broker, listener, directory)
     proxy = start_proxy(broker, listener, directory)
     rows: list[dict] = []
@@ -118,18 +120,17 @@ def run_listener(broker: KafkaBroker, listener: str, args: argparse.Namespace, d
             for path in ("direct", "proxy"):  # the direct run writes the topic both consumers read
                 address = broker.listeners[listener] if path == "direct" else proxy.address
                 before = cpu_seconds(proxy.proc.pid)
-                row = produce(broker, address, props, f"{topic}-{path}", args.num_records, args.record_size,
-                              args.throughput)
+                row = produce(broker, address, props, f"{topic}-{path}", records, args.record_size, throughput)
                 cpu = cpu_seconds(proxy.proc.pid) - before
-                rows.append({"listener": listener, "pass": n, "tool": "producer", "path": path, **row,
+                rows.append({"listener": listener, "throughput": throughput, "pass": n, "tool": "producer", "path": path, **row,
                              "proxy_cpu_s": cpu if path == "proxy" else None})
                 print(json.dumps(rows[-1]), flush=True)
             for path in ("direct", "proxy"):
                 address = broker.listeners[listener] if path == "direct" else proxy.address
                 before = cpu_seconds(proxy.proc.pid)
-                row = consume(broker, address, props, f"{topic}-direct", args.num_records)
+                row = consume(broker, address, props, f"{topic}-direct", records)
                 cpu = cpu_seconds(proxy.proc.pid) - before
-                rows.append({"listener": listener, "pass": n, "tool": "consumer", "path": path, **row,
+                rows.append({"listener": listener, "throughput": throughput, "pass": n, "tool": "consumer", "path": path, **row,
                              "proxy_cpu_s": cpu if path == "proxy" else None})
                 print(json.dumps(rows[-1]), flush=True)
     finally:
@@ -152,20 +153,24 @@ def report(rows: list[dict], meta: dict, out: str) -> None:
         "(1 / 5 / 15 min; the machine is shared with other work, so the numbers are noisy). Apache Kafka "
         f"{meta['kafka']} (`scripts/kafka.sh`, one KRaft broker; tools from the same jars through `java -cp`), "
         f"`kquota proxy` as a process with an empty quota store; SSL: TLS on both sides, mutual TLS to the broker. "
-        f"Producer: `kafka-producer-perf-test --num-records {meta['num_records']} --record-size {meta['record_size']} "
-        f"--throughput {meta['throughput']}` (acks=1); consumer: `kafka-consumer-perf-test --messages "
-        f"{meta['num_records']}` of the direct run's topic. {meta['passes']} pass(es), direct and proxy alternating; "
+        f"Producer: `kafka-producer-perf-test --record-size {meta['record_size']} --throughput T --num-records "
+        f"min({meta['num_records']}, T x {meta['seconds']} s)` (acks=1) for each cap T in the table (records/s; "
+        f"T x {meta['record_size']} B is the offered rate); consumer: `kafka-consumer-perf-test --messages` the same "
+        "count, of the direct run's topic. A cap above what the machine sustains measures the saturated rate (the "
+        "producer's latency is then its own queue); one below it measures the latency added. "
+        f"{meta['passes']} pass(es), direct and proxy alternating; "
         "medians over the passes. Latencies are the producer tool's own (ms, integer percentiles). Proxy CPU: "
         "utime + stime of the proxy process over the tool's run (JVM start included, when the proxy idles) per MB "
         "the tool moved; millicores per MB/s is the same figure x 1000.", "",
-        "| listener | tool | direct MB/s | proxy MB/s | ratio | avg ms direct / proxy (+) | p50 ms | p99 ms "
+        "| listener | cap (records/s) | tool | direct MB/s | proxy MB/s | ratio | avg ms direct / proxy (+) | p50 ms | p99 ms "
         "| p99.9 ms | proxy CPU s / MB | millicores per MB/s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for listener in dict.fromkeys(r["listener"] for r in rows):
+    for listener, cap in dict.fromkeys((r["listener"], r["throughput"]) for r in rows):
         for tool in ("producer", "consumer"):
-            d = [r for r in rows if r["listener"] == listener and r["tool"] == tool and r["path"] == "direct"]
-            p = [r for r in rows if r["listener"] == listener and r["tool"] == tool and r["path"] == "proxy"]
+            mine = [r for r in rows if r["listener"] == listener and r["throughput"] == cap and r["tool"] == tool]
+            d = [r for r in mine if r["path"] == "direct"]
+            p = [r for r in mine if r["path"] == "proxy"]
             if not d or not p:
                 continue
             key = "mb_per_s" if tool == "producer" else "fetch_mb_per_s"
@@ -177,7 +182,7 @@ def report(rows: list[dict], meta: dict, out: str) -> None:
                        for k in ("avg_ms", "p50_ms", "p99_ms", "p999_ms")]
             else:
                 lat = ["-"] * 4
-            lines.append(f"| {listener} | {tool} | {dm:.1f} | {pm:.1f} | {pm / dm if dm else 0:.3f} | "
+            lines.append(f"| {listener} | {cap} | {tool} | {dm:.1f} | {pm:.1f} | {pm / dm if dm else 0:.3f} | "
                          + " | ".join(lat) + f" | {cpu_mb:.4f} | {cpu_mb * 1000:.1f} |")
     lines += ["", "Consumer MB/s is the tool's `fetch.MB.sec` (the fetch phase, without the group join).", "",
               "Beside ours: " + KROXYLICIOUS, ""]
@@ -193,7 +198,9 @@ def main() -> None:
                     "(PLAINTEXT, SSL) (default: %(default)s)")
     ap.add_argument("--num-records", type=int, default=200000, help="records per run (default: %(default)s)")
     ap.add_argument("--record-size", type=int, default=1024, help="bytes per record (default: %(default)s)")
-    ap.add_argument("--throughput", type=int, default=50000, help="producer cap, records/s (default: %(default)s)")
+    ap.add_argument("--throughput", default="50000", help="producer caps, records/s, comma-separated; each is a row "
+                    "(default: %(default)s)")
+    ap.add_argument("--seconds", type=int, default=20, help="records per run at most cap x this (default: %(default)s)")
     ap.add_argument("--passes", type=int, default=3, help="direct/proxy pairs per listener (default: %(default)s)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 20,000 records at 10,000/s, one pass, "
                     "report in a temporary directory unless --out is given")
@@ -202,23 +209,30 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="report path (default: benches/results/perf_tools.md)")
     args = ap.parse_args()
     if args.quick:
-        args.num_records, args.throughput, args.passes = 20000, 10000, 1
+        args.num_records, args.throughput, args.passes = 20000, "10000", 1
     bad = set(args.listeners.split(",")) - {"PLAINTEXT", "SSL"}
-    if bad or args.num_records <= 0 or args.record_size <= 0 or args.throughput <= 0 or args.passes <= 0:
-        ap.error(f"--listeners takes PLAINTEXT and SSL (not {', '.join(sorted(bad))}); counts must be positive"
-                 if bad else "--num-records, --record-size, --throughput and --passes must be positive")
+    if bad:
+        ap.error(f"--listeners takes PLAINTEXT and SSL, not {', '.join(sorted(bad))}")
+    try:
+        caps = [int(x) for x in args.throughput.split(",")]
+    except ValueError:
+        ap.error(f"--throughput takes whole numbers of records/s, comma-separated, not {args.throughput!r}")
+    if min([args.num_records, args.record_size, args.passes, args.seconds, *caps]) <= 0:
+        ap.error("--num-records, --record-size, --throughput, --seconds and --passes must be positive")
     out = args.out or os.path.join(os.environ.get("KQ_BENCH_RESULTS_DIR") or (
         tempfile.mkdtemp(prefix="kquota-bench-") if args.quick else os.path.join(HERE, "results")), "perf_tools.md")
     broker = KafkaBroker(Path(args.kafka_dir)) if args.kafka_dir else KafkaBroker.start()
     meta = {"started": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
             "machine": platform.machine(), "cores": os.cpu_count(), "kafka": broker.version,
-            "num_records": args.num_records, "record_size": args.record_size, "throughput": args.throughput,
+            "num_records": args.num_records, "record_size": args.record_size, "throughputs": caps,
+            "seconds": args.seconds,
             "passes": args.passes, "loadavg_start": os.getloadavg()}
     rows: list[dict] = []
     try:
         with tempfile.TemporaryDirectory(prefix="kquota-perf-") as tmp:
             for listener in args.listeners.split(","):
-                rows += run_listener(broker, listener, args, Path(tmp))
+                for cap in caps:
+                    rows += run_listener(broker, listener, cap, args, Path(tmp))
     finally:
         broker.stop()
     meta["loadavg_end"] = os.getloadavg()
