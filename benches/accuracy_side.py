@@ -22,6 +22,7 @@ recorded, as the tansu table does.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -64,7 +65,7 @@ def percentile(values: list[float], p: float) -> float:
     if not values:
         return 0.0
     s = sorted(values)
-    return s[min(len(s) - 1, max(0, int(round(p / 100.0 * len(s) + 0.5)) - 1))]
+    return s[min(len(s) - 1, max(0, math.ceil(p / 100.0 * len(s)) - 1))]
 
 
 def broker_quotas(address: str, cells: list[SideCell], remove: bool = False, timeout: float = 60.0) -> None:
@@ -127,7 +128,7 @@ def measure(cell: SideCell, window_num: int, start_s: float, end_s: float,
         t0 = buckets[0][0]
         burst = sum(n for t, n in buckets if t < t0 + 1000) / (cell.quota * (window_num - 1))
     row = {"quota": cell.quota, "kind": cell.kind, "role": cell.role, "column": cell.column,
-           "client_id": cell.client_id, "window_s": [start_s, end_s], "rate": rate, "burst": burst,
+           "client_id": cell.client_id, "start_ms": cell.start_ms, "window_s": [start_s, end_s], "rate": rate, "burst": burst,
            "throttled_responses": len(throttles), "throttle_p50_ms": percentile(throttles, 50),
            "throttle_p99_ms": percentile(throttles, 99), "throttle_max_ms": max(throttles, default=0.0)}
     if rows is not None:

@@ -85,9 +85,17 @@ def produce(broker: KafkaBroker, address: str, props: Path, topic: str, records:
     r = broker.tools("kafka-producer-perf-test", "--topic", topic, "--num-records", str(records),
                      "--record-size", str(size), "--throughput", str(throughput), "--producer.config", str(props),
                      "--producer-props", f"bootstrap.servers={address}", "acks=1", timeout=600)
-    lines = [m for m in (PRODUCER_LINE.search(x) for x in r.stdout.splitlines()) if m]
-    if r.returncode != 0 or not lines:
+    row = parse_producer(r.stdout, size) if r.returncode == 0 else None
+    if row is None:
         raise RuntimeError(f"kafka-producer-perf-test failed: {(r.stderr or r.stdout).strip()[-600:]}")
+    return row
+
+
+def parse_producer(stdout: str, size: int) -> dict | None:
+    """The producer tool's final summary line (None if it printed none)."""
+    lines = [m for m in (PRODUCER_LINE.search(x) for x in stdout.splitlines()) if m]
+    if not lines:
+        return None
     g = lines[-1].groups()
     return {"records": int(g[0]), "records_per_s": float(g[1]), "mb_per_s": float(g[2]), "avg_ms": float(g[3]),
             "max_ms": float(g[4]), "p50_ms": int(g[5]), "p95_ms": int(g[6]), "p99_ms": int(g[7]),
@@ -98,9 +106,18 @@ def consume(broker: KafkaBroker, address: str, props: Path, topic: str, records:
     r = broker.tools("kafka-consumer-perf-test", "--bootstrap-server", address, "--topic", topic, "--messages",
                      str(records), "--consumer.config", str(props), "--group", f"perf-{uuid.uuid4().hex[:8]}",
                      "--timeout", "60000", timeout=600)
-    rows = [x for x in r.stdout.splitlines() if x.count(",") >= 9 and not x.startswith("start.time")]
-    if r.returncode != 0 or not rows:
+    row = parse_consumer(r.stdout) if r.returncode == 0 else None
+    if row is None:
         raise RuntimeError(f"kafka-consumer-perf-test failed: {(r.stderr or r.stdout).strip()[-600:]}")
+    return row
+
+
+def parse_consumer(stdout: str) -> dict | None:
+    """The consumer tool's CSV row (start.time, end.time, data.consumed.in.MB, MB.sec,
+    data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec)."""
+    rows = [x for x in stdout.splitlines() if x.count(",") >= 9 and not x.startswith("start.time")]
+    if not rows:
+        return None
     f = [x.strip() for x in rows[-1].split(",")]
     return {"mb": float(f[2]), "mb_per_s": float(f[3]), "records": int(f[4]), "rebalance_ms": float(f[6]),
             "fetch_ms": float(f[7]), "fetch_mb_per_s": float(f[8])}
