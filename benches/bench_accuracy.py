@@ -1,5 +1,16 @@
-"""How closely real clients flat out through ``kquota proxy`` track their quota: writes
-``benches/results/accuracy.md``.
+"""How closely real clients flat out track their quota through ``kquota proxy``, side by side
+with Apache Kafka's broker enforcing the same quota itself: writes ``benches/results/accuracy.md``
+and ``accuracy.json``.
+
+``--broker kafka`` (the default; ``accuracy_side.py``): for each quota every client kind runs
+twice at once against Apache Kafka (``scripts/kafka.sh``): once straight to the broker with the
+quota set on the broker by client id, once through the proxy with the quota in the proxy and none
+on the broker. Both columns are measured from the client's side (payload bytes delivered or
+consumed over the window, the ``throttle_time_ms`` its responses carried, the first second's
+burst); target: the proxy's rate within 3% of the broker's in every cell.
+
+``--broker tansu``: the earlier table, through the proxy in front of tansu, rated by the bytes the
+proxy recorded:
 
 For each quota (100 KB/s, 1 MB/s, 10 MB/s; Kafka's default 11 windows of 1 s) every client kind
 runs flat out at once through one proxy in front of a fresh tansu, each with its own client id
@@ -13,13 +24,15 @@ a time and waits out each throttle), and the first window's burst against Kafka'
 is at most 1/20 of the bytes measured and that several of Kafka's sample-expiry periods fall in
 it (see ``tests/support/proxy_accuracy.py`` for why a 30 s window swings with the phase).
 
-Run: ``python benches/bench_accuracy.py [--rates 100000,1000000,10000000] [--window S]``.
+Run: ``python benches/bench_accuracy.py [--broker kafka|tansu] [--rates 100000,1000000,10000000]
+[--window S] [--quick]``; ``--kafka-dir DIR`` uses a broker already started by ``scripts/kafka.sh``.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import sys
@@ -29,6 +42,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "support"))
 
 from proxy_accuracy import CONSUMERS, PRODUCERS, Cell, measure, preload, run_cells  # noqa: E402
 from proxy_support import Tansu, make_topic  # noqa: E402
+
+import accuracy_report  # noqa: E402
 
 WINDOW_NUM = 11
 START_S = 12.0
@@ -64,17 +79,8 @@ def run_rate(quota: float, length: float) -> list:
         broker.stop()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rates", default="100000,1000000,10000000",
-                    help="quotas in bytes/s, comma-separated (default: %(default)s)")
-    ap.add_argument("--window", type=float, default=None,
-                    help="measurement window in seconds (default: max(120, 20 requests of 1 MB))")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "accuracy.md"), help="report path")
-    args = ap.parse_args()
+def tansu_lines(rates: list[float], window: float | None) -> list[str]:
     lines = [
-        "# Accuracy: real clients flat out through `kquota proxy`",
-        "",
         f"Run {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.machine()}, "
         f"{os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f} at the start); tansu 0.6 behind the native "
         f"plane; quota.window.num={WINDOW_NUM}, 1 s windows; "
@@ -87,8 +93,8 @@ def main() -> None:
         "| quota | client | window | requests | rate | closed loop | burst |",
         "|---|---|---|---|---|---|---|",
     ]
-    for q in [float(x) for x in args.rates.split(",")]:
-        length = args.window or window_for(q)
+    for q in rates:
+        length = window or window_for(q)
         for c, r in run_rate(q, length):
             name = f"{c.role} {c.kind}"
             if r is None:
@@ -97,10 +103,60 @@ def main() -> None:
                 lines.append(f"| {q / 1e3:.0f} KB/s | {name} | {START_S:.0f}-{START_S + length:.0f} s | {r.requests} "
                              f"| {r.rate:.3f}x | {r.reference:.3f}x | {r.burst:.2f} |")
             print(lines[-1], flush=True)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("wrote", args.out)
+    return lines
+
+
+def kafka_rows(rates: list[float], window: float | None, kafka_dir: str | None,
+               by_role: bool) -> tuple[list[dict], dict]:
+    from accuracy_side import run_rate as side_rate
+    from kafka_broker import KafkaBroker
+
+    broker = KafkaBroker(kafka_dir) if kafka_dir else KafkaBroker.start()
+    meta = {"started": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+            "machine": platform.machine(), "cores": os.cpu_count(), "kafka": broker.version,
+            "window_num": WINDOW_NUM, "by_role": by_role, "loadavg_start": os.getloadavg()}
+    rows: list[dict] = []
+    try:
+        for q in rates:
+            rows += side_rate(broker, q, WINDOW_NUM, START_S, window or window_for(q), by_role)
+            for r in rows[-2 * (len(PRODUCERS) + len(CONSUMERS)):]:
+                print(json.dumps(r), flush=True)
+    finally:
+        broker.stop()
+    meta["loadavg_end"] = os.getloadavg()
+    return rows, meta
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--broker", choices=("kafka", "tansu"), default="kafka",
+                    help="kafka: Apache Kafka's broker, its own quotas beside the proxy's; tansu: the proxy "
+                         "alone in front of tansu (default: %(default)s)")
+    ap.add_argument("--rates", default="100000,1000000,10000000",
+                    help="quotas in bytes/s, comma-separated (default: %(default)s)")
+    ap.add_argument("--window", type=float, default=None,
+                    help="measurement window in seconds (default: max(120, 20 requests of 1 MB))")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: one rate (1 MB/s), a 20 s window, report in a temporary directory "
+                         "unless --out is given")
+    ap.add_argument("--kafka-dir", default=None,
+                    help="state directory of a broker started by scripts/kafka.sh (default: start one)")
+    ap.add_argument("--by-role", action="store_true",
+                    help="kafka: run the producers of both columns, then the consumers, instead of all at once "
+                         "(half the client processes at a time)")
+    ap.add_argument("--out", default=None, help="report path (default: benches/results/accuracy.md)")
+    args = ap.parse_args()
+    if args.quick:
+        args.rates, args.window = "1000000", args.window or 20.0
+    out = args.out or (os.path.join(accuracy_report.quick_dir(), "accuracy.md") if args.quick
+                       else os.path.join(HERE, "results", "accuracy.md"))
+    rates = [float(x) for x in args.rates.split(",")]
+    if args.broker == "tansu":
+        accuracy_report.write_tansu(out, tansu_lines(rates, args.window))
+    else:
+        rows, meta = kafka_rows(rates, args.window, args.kafka_dir, args.by_role)
+        accuracy_report.write_kafka(out, rows, meta, START_S)
+    print("wrote", out)
 
 
 if __name__ == "__main__":
