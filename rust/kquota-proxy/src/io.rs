@@ -13,6 +13,8 @@ pub const HEAD: usize = 8 << 10;
 pub const CHUNK: usize = 256 << 10;
 /// A reader stops while its peer has this much queued.
 pub const BACKLOG: usize = 4 << 20;
+/// The smallest step by which a frame's buffer grows while it is read (`read_rest`).
+pub const READ_STEP: usize = 64 << 10;
 /// Read-ahead per socket.
 pub const READ_BUFFER: usize = 64 << 10;
 
@@ -46,13 +48,20 @@ pub async fn read_prefix_io(rd: &mut Reader, prefix: &mut [u8; 4]) -> std::io::R
     Ok(true)
 }
 
+/// Reads the `rest` of a frame into `buf`. The buffer grows as the bytes arrive, never to the
+/// size the frame declares: each step is at most half again what it holds (and at least
+/// [`READ_STEP`]), so a client that declares a large frame and sends little of it holds little.
 pub async fn read_rest(rd: &mut Reader, buf: &mut Vec<u8>, rest: &mut usize) -> Result<(), String> {
-    let at = buf.len();
-    buf.resize(at + *rest, 0);
-    rd.read_exact(&mut buf[at..])
-        .await
-        .map_err(io_err("connection closed inside a frame"))?;
-    *rest = 0;
+    while *rest > 0 {
+        let step = (*rest).min(READ_STEP.max(buf.len() / 2));
+        let at = buf.len();
+        buf.reserve_exact(step);
+        buf.resize(at + step, 0);
+        rd.read_exact(&mut buf[at..])
+            .await
+            .map_err(io_err("connection closed inside a frame"))?;
+        *rest -= step;
+    }
     Ok(())
 }
 
