@@ -29,7 +29,9 @@ KNOWN_PROPERTIES = (
 ) + (
     "max.connection.creation.rate", "max.connections.per.ip", "max.connections.per.ip.overrides",
     "listener.name.plaintext.max.connection.creation.rate", "listener.name.plaintext.max.connections",
-    "kquota.proxy.protocol.enable", "kquota.proxy.protocol.timeout.ms",
+    "kquota.proxy.protocol.enable", "kquota.proxy.protocol.timeout.ms", "kquota.proxy.protocol.trusted.sources",
+) + (
+    "sasl.server.max.receive.size", "connections.max.idle.ms", "kquota.proxy.decoded.request.max.bytes",
 )
 #: The connection-quota properties (KIP-612) the kernel enforces at the proxy's accept; the
 #: proxy's listeners are one listener, ``PLAINTEXT``. ``max.connections`` stays the proxy's own
@@ -43,7 +45,9 @@ CONNECTION_PROPERTIES = (
 def _tls_options(args: argparse.Namespace, props: dict[str, str]) -> tuple[Any, Any, dict[str, Any]]:
     """``--listen`` and ``--bootstrap-server`` in Kafka's listener form, the listener's TLS from
     ``--config`` and the upstream's from ``--broker-config`` (every file read now: a bad one is
-    one line naming the property and the file): (listen, bootstrap, NativeProxyServer options)."""
+    one line naming the property and the file): (listen, bootstrap, NativeProxyServer options).
+    The clients authenticate with SASL (``sasl_listener``) when either side is SASL_PLAINTEXT or
+    SASL_SSL: the proxy relays their exchange to the broker."""
     from kquota.proxy.java_properties import load_properties
     from kquota.proxy.tls_settings import listener_tls, parse_listener, upstream_security
 
@@ -56,6 +60,7 @@ def _tls_options(args: argparse.Namespace, props: dict[str, str]) -> tuple[Any, 
     upstream = upstream_security(broker_props, args.broker_config or "--bootstrap-server", bootstrap)
     if upstream.tls is not None:
         options["upstream_tls"] = upstream.tls
+    options["sasl_listener"] = listen.sasl or upstream.protocol.startswith("SASL_")
     return listen, bootstrap, options
 
 
@@ -175,8 +180,9 @@ def run(args: argparse.Namespace) -> int:
     from kquota.proxy.admin import principal_names
     from kquota.proxy.reqlog import RequestLogWriter
     from kquota.proxy.native import NativeProxyServer
-    from kquota.proxy.settings import (DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES,
-                                       DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS)
+    from kquota.proxy.settings import (DEFAULT_CONNECTIONS_MAX_IDLE_MS, DEFAULT_MAX_CONNECTIONS,
+                                       DEFAULT_MAX_DECODED_REQUEST_BYTES, DEFAULT_MAX_FRAME_BYTES,
+                                       DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS, DEFAULT_SASL_MAX_RECEIVE_SIZE)
     from kquota.stores.kafka.store import fill_cluster
     from kquota.stores.url import STORE_ENV, open_store
     from kquota.watcher import QuotaConfigWatcher
@@ -251,6 +257,11 @@ def run(args: argparse.Namespace) -> int:
             request_log=request_log, default_partitions=_int_prop(props, "num.partitions", 1),
             advertised_host=args.advertised_host, threads=args.threads, **tls_options,
             proxy_protocol=proxy_protocol, proxy_protocol_timeout_ms=proxy_protocol_timeout_ms,
+            proxy_protocol_trusted_sources=props.get("kquota.proxy.protocol.trusted.sources"),
+            sasl_max_receive_size=_int_prop(props, "sasl.server.max.receive.size", DEFAULT_SASL_MAX_RECEIVE_SIZE),
+            max_decoded_request_bytes=_int_prop(props, "kquota.proxy.decoded.request.max.bytes",
+                                                DEFAULT_MAX_DECODED_REQUEST_BYTES),
+            connections_max_idle_ms=_int_prop(props, "connections.max.idle.ms", DEFAULT_CONNECTIONS_MAX_IDLE_MS),
         )
         _run(_main(proxy), args.event_loop)
         log.info("kquota proxy stopped")

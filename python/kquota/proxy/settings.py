@@ -15,6 +15,13 @@ DEFAULT_MAX_FRAME_BYTES = 104_857_600  # socket.request.max.bytes
 DEFAULT_MAX_CONNECTIONS = 4096
 DEFAULT_MAX_INFLIGHT = 64
 DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS = 10_000  # kquota.proxy.protocol.timeout.ms
+DEFAULT_SASL_MAX_RECEIVE_SIZE = 524_288  # sasl.server.max.receive.size
+DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600_000  # connections.max.idle.ms
+#: kquota.proxy.decoded.request.max.bytes: the requests Python decodes (ApiVersions, Metadata,
+#: SASL, Create/DeleteTopics, CreatePartitions, Describe/AlterClientQuotas, ...) are small; a
+#: decode costs Python time in proportion to its size, so their size is bounded far below
+#: socket.request.max.bytes.
+DEFAULT_MAX_DECODED_REQUEST_BYTES = 1_048_576
 
 
 class ProxySettings:
@@ -42,6 +49,17 @@ class ProxySettings:
             connection quotas, and closes connections without a valid one
             (``kquota.proxy.protocol.enable``).
         proxy_protocol_timeout_ms: how long a connection may take to send that header.
+        proxy_protocol_trusted_sources: the balancers whose PROXY header is believed, as
+            comma-separated CIDR blocks (``kquota.proxy.protocol.trusted.sources``); required with
+            ``proxy_protocol``: a connection from any other peer is closed unread and counted.
+        sasl_listener: the clients authenticate with SASL through the proxy (the upstream is
+            SASL_PLAINTEXT or SASL_SSL): until one has, its frames are bounded by
+            ``sasl_max_receive_size`` and only ApiVersions and SASL requests are read.
+        sasl_max_receive_size: ``sasl.server.max.receive.size``.
+        max_decoded_request_bytes: ``kquota.proxy.decoded.request.max.bytes``: a longer request of
+            an API the proxy decodes (in Python) closes its connection.
+        connections_max_idle_ms: ``connections.max.idle.ms``: a connection with no bytes either
+            way for this long is closed (also one still sending its PROXY header or TLS handshake).
     """
 
     def __init__(
@@ -61,6 +79,11 @@ class ProxySettings:
         drain_seconds: float = 5.0,
         proxy_protocol: bool = False,
         proxy_protocol_timeout_ms: int = DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS,
+        proxy_protocol_trusted_sources: Optional[str] = None,
+        sasl_listener: bool = False,
+        sasl_max_receive_size: int = DEFAULT_SASL_MAX_RECEIVE_SIZE,
+        max_decoded_request_bytes: int = DEFAULT_MAX_DECODED_REQUEST_BYTES,
+        connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS,
     ) -> None:
         self.qm = qm
         self.bootstrap = bootstrap
@@ -75,6 +98,11 @@ class ProxySettings:
         self.drain_seconds = drain_seconds
         self.proxy_protocol = proxy_protocol
         self.proxy_protocol_timeout_ms = proxy_protocol_timeout_ms
+        self.proxy_protocol_trusted_sources = proxy_protocol_trusted_sources
+        self.sasl_listener = sasl_listener
+        self.sasl_max_receive_size = sasl_max_receive_size
+        self.max_decoded_request_bytes = max_decoded_request_bytes
+        self.connections_max_idle_ms = connections_max_idle_ms
         #: A connection throttled within this long is read one request at a time (the quota
         #: window: quota.window.num x quota.window.size.seconds).
         self.quota_window_seconds = float(getattr(qm, "window_num", BROKER_DEFAULTS["window_num"])

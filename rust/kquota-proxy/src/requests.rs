@@ -39,6 +39,9 @@ pub async fn read_requests(
             max_receive: cfg.sasl_max_receive_bytes,
         });
         conn.to_broker.wait_below(BACKLOG).await;
+        // Nor while the client leaves its answers unread (one small request can earn a large
+        // answer: AlterClientQuotas answers each entry with its error message).
+        conn.to_client.wait_below(BACKLOG).await;
         if let Some(d) = conn.mute_delay() {
             tokio::time::sleep(d).await;
             continue;
