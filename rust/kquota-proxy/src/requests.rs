@@ -32,12 +32,6 @@ pub async fn read_requests(
     let mut handles = HandleCache::default();
     let mut gates = GateCache::default();
     loop {
-        if auth.as_ref().is_some_and(|a| a.is_complete()) {
-            auth = None;
-        }
-        let preauth = auth.is_some().then_some(PreAuth {
-            max_receive: cfg.sasl_max_receive_bytes,
-        });
         conn.to_broker.wait_below(BACKLOG).await;
         // Nor while the client leaves its answers unread (one small request can earn a large
         // answer: AlterClientQuotas answers each entry with its error message).
@@ -59,6 +53,14 @@ pub async fn read_requests(
             r = read_prefix(&mut rd, &mut prefix) => if !r? { return Ok(()) },
             _ = &mut stop => return Ok(()),
         }
+        // Looked at once the frame has begun: Python may have completed the authentication
+        // while the reader waited for it.
+        if auth.as_ref().is_some_and(|a| a.is_complete()) {
+            auth = None;
+        }
+        let preauth = auth.is_some().then_some(PreAuth {
+            max_receive: cfg.sasl_max_receive_bytes,
+        });
         let size = i32::from_be_bytes(prefix);
         let size = match preauth {
             Some(p) => p.check_size(size).map_err(|e| preauth_refused(conn, e))?,
@@ -70,12 +72,13 @@ pub async fn read_requests(
         let head = if size >= STREAM_MIN { HEAD } else { size };
         let mut buf = vec![0u8; 4 + head];
         buf[..4].copy_from_slice(&prefix);
-        rd.read_exact(&mut buf[4..])
+        // The api key first: what it decides is decided before the rest of the frame is read.
+        let first = head.min(2);
+        rd.read_exact(&mut buf[4..4 + first])
             .await
             .map_err(io_err("connection closed inside a frame"))?;
         let mut rest = size - head;
-        // Decided on the api key alone, before any more of the frame is read.
-        if head >= 2 {
+        if first == 2 {
             let key = i16::from_be_bytes([buf[4], buf[5]]);
             if let Some(p) = preauth {
                 p.check_api(key).map_err(|e| preauth_refused(conn, e))?;
@@ -88,6 +91,9 @@ pub async fn read_requests(
                 ));
             }
         }
+        rd.read_exact(&mut buf[4 + first..])
+            .await
+            .map_err(io_err("connection closed inside a frame"))?;
         // A throttled answer may have gone out while this frame was read: the mute covers it.
         if let Some(d) = conn.mute_delay() {
             tokio::time::sleep(d).await;
