@@ -382,7 +382,7 @@ class ProxyDataPlane:
         proxy_protocol_trusted_sources: Optional[str] = None,
         sasl_listener: bool = False,
         sasl_max_receive_size: int = 524288,
-        max_decoded_request_bytes: int = 1048576,
+        max_inspected_request_bytes: int = 1048576,
         connections_max_idle_ms: int = 600000,
     ) -> ProxyDataPlane: ...
     def start(self) -> int:

@@ -100,18 +100,24 @@ def test_declared_frames_hold_only_the_bytes_that_arrived(broker, tmp_path):
             s.close()
         code, err = stop_proxy(proc)
     assert code == 0, err
-    assert "kquota.proxy.decoded.request.max.bytes" in err
+    assert "kquota.proxy.inspected.request.max.bytes" in err
 
 
-def test_a_request_python_decodes_is_capped_before_python_sees_it(broker):
-    proxy = ProxyThread(("127.0.0.1", broker.port), max_decoded_request_bytes=4096)
+def test_requests_handed_to_python_are_capped_before_python_sees_them(broker):
+    proxy = ProxyThread(("127.0.0.1", broker.port), max_inspected_request_bytes=4096, max_decoded_request_bytes=2048)
     try:
         port = _port(proxy)
         # One byte over the cap: closed before its body is read (the body never comes).
         s = connect(port)
-        _declare(s, 4097, ALTER_CLIENT_QUOTAS, 1)
+        _declare(s, 4097, METADATA, 1)
         assert closed_by_proxy(s) is not None
         s.close()
+        # Under it, but over the decoded cap: an AlterClientQuotas is closed undecoded.
+        s = connect(port)
+        s.sendall(_alter_client_quotas_v1(1000))
+        assert closed_by_proxy(s) is not None
+        s.close()
+        assert proxy.proxy._bridged == {} or all(c.closed for c in proxy.proxy._bridged.values())
         # The cap is only for the APIs Python decodes: a relayed API of that size goes through
         # (answered by the broker, whatever it says).
         s = connect(port)
@@ -140,8 +146,9 @@ def _alter_client_quotas_v1(entries: int, corr: int = 9) -> bytes:
 
 def test_a_big_decode_does_not_stall_other_clients(broker):
     """One 24 MB AlterClientQuotas (8M empty entries) from an anonymous client held another
-    client's ApiVersions for more than 5 s. Now it is over the decode cap (closed unread); one
-    at the cap (1 MiB, 350K entries: seconds of Python) is decoded off the event loop."""
+    client's ApiVersions for more than 5 s. Now it is over the inspected-request cap (closed
+    unread), one of 1 MiB is over the decoded cap (closed undecoded), and one at that cap
+    (128 KiB, 43K entries) is decoded and answered off the event loop."""
     proxy = ProxyThread(("127.0.0.1", broker.port))
     try:
         port = _port(proxy)
@@ -149,8 +156,12 @@ def test_a_big_decode_does_not_stall_other_clients(broker):
         big.sendall(_alter_client_quotas_v1(8_000_000)[:1 << 20])
         assert closed_by_proxy(big, timeout=10) is not None, "a 24 MB AlterClientQuotas was read"
         big.close()
-        frame = _alter_client_quotas_v1((1_048_576 - 64) // 3)
-        assert len(frame) - 4 <= 1_048_576
+        big = connect(port, timeout=60)
+        big.sendall(_alter_client_quotas_v1((1_048_576 - 64) // 3))
+        assert closed_by_proxy(big, timeout=10) is not None, "a 1 MiB AlterClientQuotas was decoded"
+        big.close()
+        frame = _alter_client_quotas_v1((131_072 - 64) // 3)
+        assert len(frame) - 4 <= 131_072
         answered = threading.Event()
 
         def attack() -> None:
@@ -382,3 +393,37 @@ def test_proxy_protocol_needs_trusted_sources_and_good_cidrs(broker, tmp_path):
                            capture_output=True, timeout=60, check=False)
         err = r.stderr.decode()
         assert r.returncode == 1 and message in err and "Traceback" not in err, err
+
+
+def test_real_sasl_clients_pass_the_pre_authentication_bounds():
+    """librdkafka over SASL/PLAIN (ApiVersions, SaslHandshake, SaslAuthenticate, then
+    everything else on each connection) is served whole on a SASL listener, and a client that
+    skips the exchange is not."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from proxy_fakes import SaslFront
+
+    front = SaslFront()
+    proxy = ProxyThread(("127.0.0.1", front.port), sasl_listener=True)
+    sasl = {"bootstrap.servers": proxy.address, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice", "sasl.password": "secret"}
+    try:
+        admin = AdminClient(sasl)
+        for f in admin.create_topics([NewTopic("bounds-sasl", 1, 1)]).values():
+            f.result(15)
+        p = Producer({**sasl, "client.id": "sasl-bounds", "linger.ms": 5})
+        for _ in range(50):
+            p.produce("bounds-sasl", b"v" * 1000)
+        assert p.flush(30) == 0
+        assert "alice" in front.users
+        assert proxy.proxy._stats()["preauth_refused"] == 0
+        # The same cluster without the exchange: Metadata first closes the connection.
+        s = connect(_port(proxy))
+        body = _header(METADATA, 1, 4) + struct.pack(">i", 0)
+        s.sendall(struct.pack(">i", len(body)) + body)
+        assert closed_by_proxy(s) is not None
+        s.close()
+        assert proxy.proxy._stats()["preauth_refused"] == 1
+    finally:
+        proxy.stop()
+        front.stop()

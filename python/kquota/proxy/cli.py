@@ -31,7 +31,8 @@ KNOWN_PROPERTIES = (
     "listener.name.plaintext.max.connection.creation.rate", "listener.name.plaintext.max.connections",
     "kquota.proxy.protocol.enable", "kquota.proxy.protocol.timeout.ms", "kquota.proxy.protocol.trusted.sources",
 ) + (
-    "sasl.server.max.receive.size", "connections.max.idle.ms", "kquota.proxy.decoded.request.max.bytes",
+    "sasl.server.max.receive.size", "connections.max.idle.ms", "kquota.proxy.inspected.request.max.bytes",
+    "kquota.proxy.decoded.request.max.bytes",
 )
 #: The connection-quota properties (KIP-612) the kernel enforces at the proxy's accept; the
 #: proxy's listeners are one listener, ``PLAINTEXT``. ``max.connections`` stays the proxy's own
@@ -182,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
     from kquota.proxy.native import NativeProxyServer
     from kquota.proxy.settings import (DEFAULT_CONNECTIONS_MAX_IDLE_MS, DEFAULT_MAX_CONNECTIONS,
                                        DEFAULT_MAX_DECODED_REQUEST_BYTES, DEFAULT_MAX_FRAME_BYTES,
+                                       DEFAULT_MAX_INSPECTED_REQUEST_BYTES,
                                        DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS, DEFAULT_SASL_MAX_RECEIVE_SIZE)
     from kquota.stores.kafka.store import fill_cluster
     from kquota.stores.url import STORE_ENV, open_store
@@ -259,6 +261,8 @@ def run(args: argparse.Namespace) -> int:
             proxy_protocol=proxy_protocol, proxy_protocol_timeout_ms=proxy_protocol_timeout_ms,
             proxy_protocol_trusted_sources=props.get("kquota.proxy.protocol.trusted.sources"),
             sasl_max_receive_size=_int_prop(props, "sasl.server.max.receive.size", DEFAULT_SASL_MAX_RECEIVE_SIZE),
+            max_inspected_request_bytes=_int_prop(props, "kquota.proxy.inspected.request.max.bytes",
+                                                  DEFAULT_MAX_INSPECTED_REQUEST_BYTES),
             max_decoded_request_bytes=_int_prop(props, "kquota.proxy.decoded.request.max.bytes",
                                                 DEFAULT_MAX_DECODED_REQUEST_BYTES),
             connections_max_idle_ms=_int_prop(props, "connections.max.idle.ms", DEFAULT_CONNECTIONS_MAX_IDLE_MS),

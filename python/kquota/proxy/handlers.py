@@ -94,7 +94,7 @@ async def _mutation(conn: BridgeConnection, p: Pending, frame: bytes, t0: int) -
     h = p.header
     v = h.api_version
     req_schema, resp_schema = mutations.REQUEST_SCHEMA[h.api_key], mutations.RESPONSE_SCHEMA[h.api_key]
-    req = await decode_request(req_schema, h, frame)
+    req = await decode_request(req_schema, h, frame, conn.server.max_decoded_request_bytes)
     handle = conn.handle(h.client_id)
     plan = mutations.plan(h.api_key, v, req, handle, conn.server.topic_partitions.get,
                           conn.server.default_partitions)
@@ -134,7 +134,7 @@ for _key in (apis.CREATE_TOPICS, apis.DELETE_TOPICS, apis.CREATE_PARTITIONS):
 async def describe_client_quotas(conn: BridgeConnection, p: Pending, frame: bytes, t0: int) -> None:
     """Answered from the proxy's configuration (never reaches the broker)."""
     h = p.header
-    req = await decode_request("DescribeClientQuotasRequest", h, frame)
+    req = await decode_request("DescribeClientQuotasRequest", h, frame, conn.server.max_decoded_request_bytes)
     body = await conn.server.admin.describe(req)
     await _local_answer(conn, p, t0, "DescribeClientQuotasResponse", body)
 
@@ -143,7 +143,7 @@ async def describe_client_quotas(conn: BridgeConnection, p: Pending, frame: byte
 async def alter_client_quotas(conn: BridgeConnection, p: Pending, frame: bytes, t0: int) -> None:
     """Applied to the proxy's store (only for ``--admin-principals``)."""
     h = p.header
-    req = await decode_request("AlterClientQuotasRequest", h, frame)
+    req = await decode_request("AlterClientQuotasRequest", h, frame, conn.server.max_decoded_request_bytes)
     body = await conn.server.admin.alter(req, conn.user)
     await _local_answer(conn, p, t0, "AlterClientQuotasResponse", body)
 

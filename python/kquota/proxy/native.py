@@ -137,7 +137,7 @@ class NativeProxyServer(ProxySettings):
             max_tls_handshakes=self.max_tls_handshakes,
             proxy_protocol_trusted_sources=self.proxy_protocol_trusted_sources, sasl_listener=self.sasl_listener,
             sasl_max_receive_size=self.sasl_max_receive_size,
-            max_decoded_request_bytes=self.max_decoded_request_bytes,
+            max_inspected_request_bytes=self.max_inspected_request_bytes,
             connections_max_idle_ms=self.connections_max_idle_ms)
         self._bootstrap_port = self._plane.start()
         self.qm.add_metrics_source(self.accept_metrics)

@@ -17,11 +17,15 @@ DEFAULT_MAX_INFLIGHT = 64
 DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS = 10_000  # kquota.proxy.protocol.timeout.ms
 DEFAULT_SASL_MAX_RECEIVE_SIZE = 524_288  # sasl.server.max.receive.size
 DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600_000  # connections.max.idle.ms
-#: kquota.proxy.decoded.request.max.bytes: the requests Python decodes (ApiVersions, Metadata,
-#: SASL, Create/DeleteTopics, CreatePartitions, Describe/AlterClientQuotas, ...) are small; a
-#: decode costs Python time in proportion to its size, so their size is bounded far below
-#: socket.request.max.bytes.
-DEFAULT_MAX_DECODED_REQUEST_BYTES = 1_048_576
+#: kquota.proxy.inspected.request.max.bytes: the requests handed to Python (ApiVersions, Metadata,
+#: SASL, Create/DeleteTopics, CreatePartitions, Describe/AlterClientQuotas, ...) are small, so their
+#: size is bounded far below socket.request.max.bytes before Python holds them.
+DEFAULT_MAX_INSPECTED_REQUEST_BYTES = 1_048_576
+#: kquota.proxy.decoded.request.max.bytes: of those, the requests whose body Python decodes
+#: (Create/DeleteTopics, CreatePartitions, Describe/AlterClientQuotas). Their decode makes about
+#: one Python object per 3 bytes, and a collection of the garbage collector's oldest generation
+#: walks every one of them, holding the GIL: 128 KiB (~130K objects) keeps that walk short.
+DEFAULT_MAX_DECODED_REQUEST_BYTES = 131_072
 
 
 class ProxySettings:
@@ -56,8 +60,10 @@ class ProxySettings:
             SASL_PLAINTEXT or SASL_SSL): until one has, its frames are bounded by
             ``sasl_max_receive_size`` and only ApiVersions and SASL requests are read.
         sasl_max_receive_size: ``sasl.server.max.receive.size``.
-        max_decoded_request_bytes: ``kquota.proxy.decoded.request.max.bytes``: a longer request of
-            an API the proxy decodes (in Python) closes its connection.
+        max_inspected_request_bytes: ``kquota.proxy.inspected.request.max.bytes``: a longer request
+            of an API handled in Python closes its connection before Python sees it.
+        max_decoded_request_bytes: ``kquota.proxy.decoded.request.max.bytes``: a longer request
+            whose body Python decodes (the admin APIs) closes its connection undecoded.
         connections_max_idle_ms: ``connections.max.idle.ms``: a connection with no bytes either
             way for this long is closed (also one still sending its PROXY header or TLS handshake).
     """
@@ -82,6 +88,7 @@ class ProxySettings:
         proxy_protocol_trusted_sources: Optional[str] = None,
         sasl_listener: bool = False,
         sasl_max_receive_size: int = DEFAULT_SASL_MAX_RECEIVE_SIZE,
+        max_inspected_request_bytes: int = DEFAULT_MAX_INSPECTED_REQUEST_BYTES,
         max_decoded_request_bytes: int = DEFAULT_MAX_DECODED_REQUEST_BYTES,
         connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS,
     ) -> None:
@@ -101,6 +108,7 @@ class ProxySettings:
         self.proxy_protocol_trusted_sources = proxy_protocol_trusted_sources
         self.sasl_listener = sasl_listener
         self.sasl_max_receive_size = sasl_max_receive_size
+        self.max_inspected_request_bytes = max_inspected_request_bytes
         self.max_decoded_request_bytes = max_decoded_request_bytes
         self.connections_max_idle_ms = connections_max_idle_ms
         #: A connection throttled within this long is read one request at a time (the quota

@@ -34,8 +34,8 @@ pub struct ProxyConfig {
     pub sasl_listener: bool,
     /// `sasl.server.max.receive.size`: the longest frame before authentication.
     pub sasl_max_receive_bytes: usize,
-    /// The longest request of an API handed to Python, which decodes it
-    /// (`kquota.proxy.decoded.request.max.bytes`): a longer one closes the connection.
+    /// The longest request of an API handed to Python
+    /// (`kquota.proxy.inspected.request.max.bytes`): a longer one closes the connection unread.
     pub python_max_frame_bytes: usize,
     /// `connections.max.idle.ms` (`idle`).
     pub max_idle: Duration,

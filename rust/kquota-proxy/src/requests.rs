@@ -85,8 +85,8 @@ pub async fn read_requests(
             }
             if cfg.tables.is_python(key) && size > cfg.python_max_frame_bytes {
                 return Err(format!(
-                    "api key {key} request of {size} bytes: the proxy decodes at most {} \
-                     (kquota.proxy.decoded.request.max.bytes)",
+                    "api key {key} request of {size} bytes: the proxy inspects at most {} \
+                     (kquota.proxy.inspected.request.max.bytes)",
                     cfg.python_max_frame_bytes
                 ));
             }

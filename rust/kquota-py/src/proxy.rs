@@ -173,7 +173,7 @@ impl PyProxyDataPlane {
         quota_window_ms, request_log, threads=1, drain_seconds=5.0, proxy_protocol=false,
         proxy_protocol_timeout_ms=10000, listener_tls=None, upstream_tls=None, max_tls_handshakes=None,
         proxy_protocol_trusted_sources=None, sasl_listener=false, sasl_max_receive_size=524288,
-        max_decoded_request_bytes=1048576, connections_max_idle_ms=600000
+        max_inspected_request_bytes=1048576, connections_max_idle_ms=600000
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -203,7 +203,7 @@ impl PyProxyDataPlane {
         proxy_protocol_trusted_sources: Option<String>,
         sasl_listener: bool,
         sasl_max_receive_size: i64,
-        max_decoded_request_bytes: i64,
+        max_inspected_request_bytes: i64,
         connections_max_idle_ms: i64,
     ) -> PyQuotaResult<Self> {
         if !(drain_seconds.is_finite() && drain_seconds >= 0.0) {
@@ -265,8 +265,8 @@ impl PyProxyDataPlane {
             sasl_listener,
             sasl_max_receive_bytes: positive(sasl_max_receive_size, "sasl.server.max.receive.size")?,
             python_max_frame_bytes: positive(
-                max_decoded_request_bytes,
-                "kquota.proxy.decoded.request.max.bytes",
+                max_inspected_request_bytes,
+                "kquota.proxy.inspected.request.max.bytes",
             )?,
             max_idle: Duration::from_millis(positive(connections_max_idle_ms, "connections.max.idle.ms")? as u64),
         };
