@@ -163,13 +163,16 @@ def test_a_big_decode_does_not_stall_other_clients(broker):
         frame = _alter_client_quotas_v1((131_072 - 64) // 3)
         assert len(frame) - 4 <= 131_072
         answered = threading.Event()
+        took: list[float] = []
 
         def attack() -> None:
             s = connect(port, timeout=120)
             try:
+                t0 = time.monotonic()
                 s.sendall(frame)
                 size = struct.unpack(">i", read_exact(s, 4))[0]
                 read_exact(s, size)
+                took.append(time.monotonic() - t0)
                 answered.set()
             finally:
                 s.close()
@@ -189,8 +192,9 @@ def test_a_big_decode_does_not_stall_other_clients(broker):
             t.join(120)
         assert answered.is_set(), "the big request was never answered"
         assert len(latencies) >= 5, latencies
-        # Its decode took seconds; another client's ApiVersions waited for none of them.
-        assert max(latencies) < 1.0, sorted(latencies)[-5:]
+        # Its handling took a second or more (decode, 43K answers, encode); another client's
+        # ApiVersions is served throughout it, not after it (relative: the machine may be loaded).
+        assert max(latencies) < max(0.5, took[0] / 2) and max(latencies) < 5.0, (took, sorted(latencies)[-5:])
     finally:
         proxy.stop()
 
