@@ -379,6 +379,11 @@ class ProxyDataPlane:
         listener_tls: Optional[dict[str, str]] = None,
         upstream_tls: Optional[dict[str, str]] = None,
         max_tls_handshakes: Optional[int] = None,
+        proxy_protocol_trusted_sources: Optional[str] = None,
+        sasl_listener: bool = False,
+        sasl_max_receive_size: int = 524288,
+        max_inspected_request_bytes: int = 1048576,
+        connections_max_idle_ms: int = 600000,
     ) -> ProxyDataPlane: ...
     def start(self) -> int:
         """Binds the bootstrap listener and starts the runtime; the bound port (``OSError``)."""

@@ -129,7 +129,8 @@ def test_proxy_protocol_takes_the_client_address_and_refuses_bad_headers(broker,
     qm = kquota.QuotaManager()
     # One connection per address: which address a connection counts on shows which one was used.
     qm.configure_connections({"max.connections.per.ip": 1})
-    proxy = ProxyThread(("127.0.0.1", broker.port), qm, proxy_protocol=True, proxy_protocol_timeout_ms=500)
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm, proxy_protocol=True, proxy_protocol_timeout_ms=500,
+                        proxy_protocol_trusted_sources=f"{A}/32")
     held: list[socket.socket] = []
     try:
         port = _port(proxy)
@@ -302,7 +303,7 @@ def test_connection_rows_reach_both_prometheus_expositions_with_their_labels():
 
 def test_sockets_waiting_for_their_proxy_header_count_against_max_connections(broker):
     proxy = ProxyThread(("127.0.0.1", broker.port), max_connections=3, proxy_protocol=True,
-                        proxy_protocol_timeout_ms=5000)
+                        proxy_protocol_timeout_ms=5000, proxy_protocol_trusted_sources=f"{A}/32")
     silent: list[socket.socket] = []
     try:
         port = _port(proxy)

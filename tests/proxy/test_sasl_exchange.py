@@ -116,6 +116,24 @@ def test_gssapi_is_never_read():
     assert auth.principal == ANONYMOUS
 
 
+def test_gssapi_completes_as_anonymous_only_on_an_empty_answer_after_the_security_layer():
+    """The Kerberos ticket is never read: a completed GSSAPI exchange (RFC 4752: the context,
+    the server's security-layer offer, the client's choice answered with empty bytes) lifts the
+    pre-authentication bounds with the principal ANONYMOUS; an empty answer earlier, or any
+    error, completes nothing."""
+    auth = Authentication(sasl_listener=True)
+    assert exchange(auth, "GSSAPI", (b"\x60\x82", 0, b""), (b"", 0, b"")) == [NOTHING, NOTHING]
+    assert not auth.authenticated
+    auth = Authentication(sasl_listener=True)
+    rounds = ((b"\x60\x82", 0, b"\x6f\x81"), (b"", 0, b"\x05\x04"), (b"\x05\x04layer", 58, b""))
+    assert exchange(auth, "GSSAPI", *rounds) == [NOTHING, NOTHING, NOTHING]
+    assert not auth.authenticated
+    auth = Authentication(sasl_listener=True)
+    rounds = ((b"\x60\x82", 0, b"\x6f\x81"), (b"", 0, b"\x05\x04"), (b"\x05\x04layer", 0, b""))
+    assert exchange(auth, "GSSAPI", *rounds) == [NOTHING, NOTHING, AUTHENTICATED]
+    assert auth.authenticated and auth.principal == ANONYMOUS
+
+
 def test_without_a_sasl_listener_the_principal_is_fixed_from_the_start():
     auth = Authentication(sasl_listener=False, principal="CN=alice")
     assert auth.authenticated and auth.principal == "CN=alice"

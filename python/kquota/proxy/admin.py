@@ -26,6 +26,8 @@ from kquota.proxy.protocol import apis
 log = logging.getLogger("kquota.proxy")
 
 _MATCH_EXACT, _MATCH_DEFAULT, _MATCH_ANY = 0, 1, 2
+#: AlterClientQuotas entries worked between two turns of the event loop (its other clients').
+YIELD_EVERY = 1024
 
 
 class _FilterError(Exception):
@@ -124,7 +126,9 @@ class QuotaAdmin:
         (``user`` as :meth:`describe`'s)."""
         results = []
         allowed = user is not None and user in self.admin_principals
-        for entry in req.get("Entries") or []:
+        for i, entry in enumerate(req.get("Entries") or []):
+            if i % YIELD_EVERY == YIELD_EVERY - 1:
+                await asyncio.sleep(0)  # a request of many entries must not hold the event loop
             result = {"ErrorCode": 0, "ErrorMessage": None, "Entity": entry["Entity"]}
             results.append(result)
             if not allowed:

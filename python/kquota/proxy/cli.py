@@ -31,7 +31,10 @@ KNOWN_PROPERTIES = (
 ) + (
     "max.connection.creation.rate", "max.connections.per.ip", "max.connections.per.ip.overrides",
     "listener.name.plaintext.max.connection.creation.rate", "listener.name.plaintext.max.connections",
-    "kquota.proxy.protocol.enable", "kquota.proxy.protocol.timeout.ms",
+    "kquota.proxy.protocol.enable", "kquota.proxy.protocol.timeout.ms", "kquota.proxy.protocol.trusted.sources",
+) + (
+    "sasl.server.max.receive.size", "connections.max.idle.ms", "kquota.proxy.inspected.request.max.bytes",
+    "kquota.proxy.decoded.request.max.bytes",
 ) + (FLEET_KEY_PROPERTY,)
 #: The connection-quota properties (KIP-612) the kernel enforces at the proxy's accept; the
 #: proxy's listeners are one listener, ``PLAINTEXT``. ``max.connections`` stays the proxy's own
@@ -216,8 +219,10 @@ def run(args: argparse.Namespace) -> int:
     from kquota.proxy.admin import principal_names
     from kquota.proxy.reqlog import RequestLogWriter
     from kquota.proxy.native import NativeProxyServer
-    from kquota.proxy.settings import (DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES,
-                                       DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS)
+    from kquota.proxy.settings import (DEFAULT_CONNECTIONS_MAX_IDLE_MS, DEFAULT_MAX_CONNECTIONS,
+                                       DEFAULT_MAX_DECODED_REQUEST_BYTES, DEFAULT_MAX_FRAME_BYTES,
+                                       DEFAULT_MAX_INSPECTED_REQUEST_BYTES,
+                                       DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS, DEFAULT_SASL_MAX_RECEIVE_SIZE)
     from kquota.stores.kafka.store import fill_cluster
     from kquota.stores.url import STORE_ENV, open_store
     from kquota.watcher import QuotaConfigWatcher
@@ -296,6 +301,13 @@ def run(args: argparse.Namespace) -> int:
             request_log=request_log, default_partitions=_int_prop(props, "num.partitions", 1),
             advertised_host=args.advertised_host, threads=args.threads, **tls_options,
             proxy_protocol=proxy_protocol, proxy_protocol_timeout_ms=proxy_protocol_timeout_ms,
+            proxy_protocol_trusted_sources=props.get("kquota.proxy.protocol.trusted.sources"),
+            sasl_max_receive_size=_int_prop(props, "sasl.server.max.receive.size", DEFAULT_SASL_MAX_RECEIVE_SIZE),
+            max_inspected_request_bytes=_int_prop(props, "kquota.proxy.inspected.request.max.bytes",
+                                                  DEFAULT_MAX_INSPECTED_REQUEST_BYTES),
+            max_decoded_request_bytes=_int_prop(props, "kquota.proxy.decoded.request.max.bytes",
+                                                DEFAULT_MAX_DECODED_REQUEST_BYTES),
+            connections_max_idle_ms=_int_prop(props, "connections.max.idle.ms", DEFAULT_CONNECTIONS_MAX_IDLE_MS),
         )
         _run(_main(proxy), args.event_loop)
         log.info("kquota proxy stopped")

@@ -17,6 +17,7 @@ from kquota.proxy import mutations, own_topics, sasl
 from kquota.proxy.protocol import addresses, apis
 from kquota.proxy.protocol.codec import decode_body, encode_body, read_fixed
 from kquota.proxy.dispatch import register
+from kquota.proxy.offload import decode_request, encode_answer
 from kquota.proxy.protocol.frames import response_body_offset, response_frame
 from kquota.proxy.request import Answer, Pending
 from kquota.proxy.protocol.versions import clamp_api_versions, unsupported_api_versions
@@ -114,7 +115,7 @@ async def _mutation(conn: BridgeConnection, p: Pending, frame: bytes, t0: int) -
     h = p.header
     v = h.api_version
     req_schema, resp_schema = mutations.REQUEST_SCHEMA[h.api_key], mutations.RESPONSE_SCHEMA[h.api_key]
-    req = decode_body(req_schema, v, frame, h.body_offset)
+    req = await decode_request(req_schema, h, frame, conn.server.max_decoded_request_bytes)
     req, refused = own_topics.strip_mutation(conn.server.own_topics, h.api_key, v, req)
     handle = conn.handle(h.client_id)
     plan = mutations.plan(h.api_key, v, req, handle, conn.server.topic_partitions.get,
@@ -160,7 +161,7 @@ async def describe_client_quotas(conn: BridgeConnection, p: Pending, frame: byte
     """Answered from the proxy's configuration (never reaches the broker), to admin principals
     and ``--describe-principals`` only."""
     h = p.header
-    req = decode_body("DescribeClientQuotasRequest", h.api_version, frame, h.body_offset)
+    req = await decode_request("DescribeClientQuotasRequest", h, frame, conn.server.max_decoded_request_bytes)
     body = await conn.server.admin.describe(req, conn.user if conn.may_administer else None)
     await _local_answer(conn, p, t0, "DescribeClientQuotasResponse", body)
 
@@ -169,7 +170,7 @@ async def describe_client_quotas(conn: BridgeConnection, p: Pending, frame: byte
 async def alter_client_quotas(conn: BridgeConnection, p: Pending, frame: bytes, t0: int) -> None:
     """Applied to the proxy's store (only for ``--admin-principals``)."""
     h = p.header
-    req = decode_body("AlterClientQuotasRequest", h.api_version, frame, h.body_offset)
+    req = await decode_request("AlterClientQuotasRequest", h, frame, conn.server.max_decoded_request_bytes)
     body = await conn.server.admin.alter(req, conn.user if conn.may_administer else None)
     await _local_answer(conn, p, t0, "AlterClientQuotasResponse", body)
 
@@ -179,7 +180,8 @@ async def _local_answer(conn: BridgeConnection, p: Pending, t0: int, schema: str
     _elapsed(p, t0)
     throttle = conn.request_throttle(p)
     body["ThrottleTimeMs"] = throttle
-    data = response_frame(h.correlation_id, h.api_key, h.api_version, encode_body(schema, h.api_version, body))
+    encoded = await encode_answer(schema, h.api_version, body, len(body.get("Entries") or ()))
+    data = response_frame(h.correlation_id, h.api_key, h.api_version, encoded)
     await conn.answer(p, data, throttle)
 
 

@@ -139,7 +139,11 @@ class NativeProxyServer(ProxySettings):
             request_log=self.request_log is not None, threads=self.threads, drain_seconds=self.drain_seconds,
             proxy_protocol=self.proxy_protocol, proxy_protocol_timeout_ms=self.proxy_protocol_timeout_ms,
             listener_tls=self.listener_tls, upstream_tls=self.upstream_tls,
-            max_tls_handshakes=self.max_tls_handshakes)
+            max_tls_handshakes=self.max_tls_handshakes,
+            proxy_protocol_trusted_sources=self.proxy_protocol_trusted_sources, sasl_listener=self.sasl_listener,
+            sasl_max_receive_size=self.sasl_max_receive_size,
+            max_inspected_request_bytes=self.max_inspected_request_bytes,
+            connections_max_idle_ms=self.connections_max_idle_ms)
         await self._protect_own_topics(self._plane)
         self._bootstrap_port = self._plane.start()
         self.qm.add_metrics_source(self.accept_metrics)
@@ -206,11 +210,16 @@ class NativeProxyServer(ProxySettings):
     def accept_metrics(self) -> list[Metric]:
         """The accept loop's own totals (group ``KQuotaConnections``), beside the kernel's
         accepted/throttled/refused: connections closed for a bad or missing PROXY protocol
-        header, accepts held by the broker-wide or listener creation rate, and connections
-        closed at the proxy's ``max.connections``."""
+        header, or from a peer outside ``kquota.proxy.protocol.trusted.sources``, accepts held by
+        the broker-wide or listener creation rate, connections closed at the proxy's
+        ``max.connections``, for ``connections.max.idle.ms``, and before authentication on a
+        SASL listener."""
         stats = self._stats()
         return [Metric(CONNECTIONS_GROUP, name, {}, float(stats.get(key, 0))) for name, key in (
             ("proxy-protocol-refused-total", "proxy_header_refused"),
+            ("proxy-protocol-untrusted-total", "proxy_protocol_untrusted"),
+            ("idle-closed-total", "idle_closed"),
+            ("pre-authentication-refused-total", "preauth_refused"),
             ("accepts-delayed-total", "accept_delayed"),
             ("max-connections-refused-total", "refused_connections"))]
 

@@ -19,7 +19,7 @@ handshake opened and to its round in it; the answer decides that round only. A l
 (KIP-368 re-authentication) may only confirm the principal: Kafka's ``ReauthInfo
 .ensurePrincipalUnchanged`` refuses a re-authentication as someone else and closes the
 connection. GSSAPI's principal is inside the Kerberos ticket, which the proxy cannot read: such
-clients stay ANONYMOUS.
+clients are ANONYMOUS once the broker answers a round with empty bytes (its completion).
 
 SCRAM with the extension ``tokenauth=true`` is a delegation token (KIP-48): the username is the
 token id and Kafka's principal the token's owner, which the exchange does not name: the proxy
@@ -229,5 +229,12 @@ class Authentication:
                 ex.over = True  # the error challenge: the next round is the failure
                 return None
             return username(mech, rnd.token)
+        if mech == "GSSAPI":
+            # RFC 4752 over Kafka's GSSAPI server: the Kerberos context (at least one round),
+            # the server's security-layer offer, then the client's choice, answered with empty
+            # bytes when the server completes: no completion before the third round. The
+            # principal is in the ticket, which the proxy cannot read: ANONYMOUS, with the
+            # pre-authentication bounds lifted (the broker, not the proxy, decided).
+            return ANONYMOUS if rnd.index >= 2 and not answer else None
         ex.over = True
         return None

@@ -15,6 +15,17 @@ DEFAULT_MAX_FRAME_BYTES = 104_857_600  # socket.request.max.bytes
 DEFAULT_MAX_CONNECTIONS = 4096
 DEFAULT_MAX_INFLIGHT = 64
 DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS = 10_000  # kquota.proxy.protocol.timeout.ms
+DEFAULT_SASL_MAX_RECEIVE_SIZE = 524_288  # sasl.server.max.receive.size
+DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600_000  # connections.max.idle.ms
+#: kquota.proxy.inspected.request.max.bytes: the requests handed to Python (ApiVersions, Metadata,
+#: SASL, Create/DeleteTopics, CreatePartitions, Describe/AlterClientQuotas, ...) are small, so their
+#: size is bounded far below socket.request.max.bytes before Python holds them.
+DEFAULT_MAX_INSPECTED_REQUEST_BYTES = 1_048_576
+#: kquota.proxy.decoded.request.max.bytes: of those, the requests whose body Python decodes
+#: (Create/DeleteTopics, CreatePartitions, Describe/AlterClientQuotas). Their decode makes about
+#: one Python object per 3 bytes, and a collection of the garbage collector's oldest generation
+#: walks every one of them, holding the GIL: 128 KiB (~130K objects) keeps that walk short.
+DEFAULT_MAX_DECODED_REQUEST_BYTES = 131_072
 
 
 class ProxySettings:
@@ -51,6 +62,18 @@ class ProxySettings:
             connection quotas, and closes connections without a valid one
             (``kquota.proxy.protocol.enable``).
         proxy_protocol_timeout_ms: how long a connection may take to send that header.
+        proxy_protocol_trusted_sources: the balancers whose PROXY header is believed, as
+            comma-separated CIDR blocks (``kquota.proxy.protocol.trusted.sources``); required with
+            ``proxy_protocol``: a connection from any other peer is closed unread and counted.
+        sasl_max_receive_size: ``sasl.server.max.receive.size``: on a ``sasl_listener``, until a
+            connection has authenticated its frames are bounded by it and only ApiVersions and
+            SASL requests are read.
+        max_inspected_request_bytes: ``kquota.proxy.inspected.request.max.bytes``: a longer request
+            of an API handled in Python closes its connection before Python sees it.
+        max_decoded_request_bytes: ``kquota.proxy.decoded.request.max.bytes``: a longer request
+            whose body Python decodes (the admin APIs) closes its connection undecoded.
+        connections_max_idle_ms: ``connections.max.idle.ms``: a connection with no bytes either
+            way for this long is closed (also one still sending its PROXY header or TLS handshake).
     """
 
     def __init__(
@@ -73,6 +96,11 @@ class ProxySettings:
         drain_seconds: float = 5.0,
         proxy_protocol: bool = False,
         proxy_protocol_timeout_ms: int = DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS,
+        proxy_protocol_trusted_sources: Optional[str] = None,
+        sasl_max_receive_size: int = DEFAULT_SASL_MAX_RECEIVE_SIZE,
+        max_inspected_request_bytes: int = DEFAULT_MAX_INSPECTED_REQUEST_BYTES,
+        max_decoded_request_bytes: int = DEFAULT_MAX_DECODED_REQUEST_BYTES,
+        connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS,
     ) -> None:
         self.qm = qm
         self.bootstrap = bootstrap
@@ -89,6 +117,11 @@ class ProxySettings:
         self.drain_seconds = drain_seconds
         self.proxy_protocol = proxy_protocol
         self.proxy_protocol_timeout_ms = proxy_protocol_timeout_ms
+        self.proxy_protocol_trusted_sources = proxy_protocol_trusted_sources
+        self.sasl_max_receive_size = sasl_max_receive_size
+        self.max_inspected_request_bytes = max_inspected_request_bytes
+        self.max_decoded_request_bytes = max_decoded_request_bytes
+        self.connections_max_idle_ms = connections_max_idle_ms
         #: A connection throttled within this long is read one request at a time (the quota
         #: window: quota.window.num x quota.window.size.seconds).
         self.quota_window_seconds = float(getattr(qm, "window_num", BROKER_DEFAULTS["window_num"])

@@ -1,7 +1,8 @@
 //! Connection quotas at accept (KIP-612), in the order of Kafka's `Acceptor` and
 //! `ConnectionQuotas.inc`: the broker-wide and listener rate hold the accept loop
 //! ([`hold_accept`]); then, per connection and off the accept loop, the client's address (the
-//! peer's, or the PROXY protocol header's where the listener takes it), the per-IP rate (a
+//! peer's, or the PROXY protocol header's where the listener takes it and the peer is a trusted
+//! balancer: any other peer is closed unread), the per-IP rate (a
 //! throttled connection is held, then closed, never served) and count (refused at once), and
 //! the release of a counted connection when it ends ([`admit_and_serve`]).
 
@@ -104,6 +105,21 @@ pub async fn admit_and_serve(
 ) {
     admitting.start();
     let shared = Arc::clone(&admitting.shared);
+    if shared.cfg.proxy_protocol && !shared.cfg.proxy_protocol_trusted.trusts(peer.ip()) {
+        // A header names whatever address its sender likes: only a trusted balancer's is read.
+        shared
+            .counters
+            .proxy_protocol_untrusted
+            .fetch_add(1, Ordering::Relaxed);
+        shared.bridge.on_close(
+            id,
+            Some(format!(
+                "connection from {peer} refused: not a trusted PROXY protocol source \
+                 (kquota.proxy.protocol.trusted.sources)"
+            )),
+        );
+        return;
+    }
     let ip = match client_address(&shared, &mut sock, peer).await {
         Ok(ip) => ip,
         Err(why) => {
@@ -153,7 +169,8 @@ async fn client_address(shared: &Shared, sock: &mut TcpStream, peer: SocketAddr)
     if !shared.cfg.proxy_protocol {
         return Ok(canonical_ip(peer.ip()));
     }
-    let limit = shared.cfg.proxy_protocol_timeout;
+    // A balancer silent for connections.max.idle.ms is idle too.
+    let limit = shared.cfg.proxy_protocol_timeout.min(shared.cfg.max_idle);
     match tokio::time::timeout(limit, read_proxy_header(sock)).await {
         Err(_) => Err(format!(
             "no complete PROXY protocol header within {} ms",

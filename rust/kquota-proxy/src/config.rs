@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::own_topics::OwnTopics;
 use crate::secure::Security;
+use crate::trusted_sources::TrustedSources;
 
 use crate::tables::ApiTables;
 
@@ -26,6 +27,19 @@ pub struct ProxyConfig {
     pub proxy_protocol: bool,
     /// How long a connection may take to send its PROXY header.
     pub proxy_protocol_timeout: Duration,
+    /// The balancers whose PROXY header is believed (`kquota.proxy.protocol.trusted.sources`):
+    /// any other peer of a listener taking the PROXY protocol is closed unread.
+    pub proxy_protocol_trusted: TrustedSources,
+    /// Whether the client listeners take SASL (their clients authenticate through the proxy
+    /// with the broker): until then `preauth` bounds them.
+    pub sasl_listener: bool,
+    /// `sasl.server.max.receive.size`: the longest frame before authentication.
+    pub sasl_max_receive_bytes: usize,
+    /// The longest request of an API handed to Python
+    /// (`kquota.proxy.inspected.request.max.bytes`): a longer one closes the connection unread.
+    pub python_max_frame_bytes: usize,
+    /// `connections.max.idle.ms` (`idle`).
+    pub max_idle: Duration,
     /// How long a closing connection may take to send the answers it owes.
     pub drain: Duration,
     /// TLS on either side (issue 28); `Security::plaintext()` for none.

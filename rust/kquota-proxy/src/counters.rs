@@ -9,6 +9,15 @@ pub struct Counters {
     pub refused: AtomicU64,
     /// Connections closed for a missing, malformed, truncated or late PROXY protocol header.
     pub proxy_header_refused: AtomicU64,
+    /// Connections closed unread because their peer is not a trusted balancer
+    /// (`kquota.proxy.protocol.trusted.sources`).
+    pub proxy_protocol_untrusted: AtomicU64,
+    /// Connections closed for `connections.max.idle.ms` (silent sessions, and PROXY headers or
+    /// TLS handshakes not finished within it).
+    pub idle_closed: AtomicU64,
+    /// Connections closed before authentication on a SASL listener (a frame over
+    /// `sasl.server.max.receive.size`, or an API other than ApiVersions and SASL).
+    pub preauth_refused: AtomicU64,
     /// Connections accepted and not yet handed to a session (reading a PROXY header, or held for
     /// an IP throttle): counted against `max_connections` with the sessions, so that silent or
     /// throttled sockets cannot pile up without bound. A gauge, not a total.

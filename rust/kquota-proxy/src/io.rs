@@ -13,6 +13,8 @@ pub const HEAD: usize = 8 << 10;
 pub const CHUNK: usize = 256 << 10;
 /// A reader stops while its peer has this much queued.
 pub const BACKLOG: usize = 4 << 20;
+/// The smallest step by which a frame's buffer grows while it is read (`read_rest`).
+pub const READ_STEP: usize = 64 << 10;
 /// Read-ahead per socket.
 pub const READ_BUFFER: usize = 64 << 10;
 
@@ -46,13 +48,20 @@ pub async fn read_prefix_io(rd: &mut Reader, prefix: &mut [u8; 4]) -> std::io::R
     Ok(true)
 }
 
+/// Reads the `rest` of a frame into `buf`. The buffer grows as the bytes arrive, never to the
+/// size the frame declares: each step is at most half again what it holds (and at least
+/// [`READ_STEP`]), so a client that declares a large frame and sends little of it holds little.
 pub async fn read_rest(rd: &mut Reader, buf: &mut Vec<u8>, rest: &mut usize) -> Result<(), String> {
-    let at = buf.len();
-    buf.resize(at + *rest, 0);
-    rd.read_exact(&mut buf[at..])
-        .await
-        .map_err(io_err("connection closed inside a frame"))?;
-    *rest = 0;
+    while *rest > 0 {
+        let step = (*rest).min(READ_STEP.max(buf.len() / 2));
+        let at = buf.len();
+        buf.reserve_exact(step);
+        buf.resize(at + step, 0);
+        rd.read_exact(&mut buf[at..])
+            .await
+            .map_err(io_err("connection closed inside a frame"))?;
+        *rest -= step;
+    }
     Ok(())
 }
 
@@ -67,4 +76,53 @@ pub async fn skip(rd: &mut Reader, mut n: usize) -> Result<(), String> {
         n -= k;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    /// A client socket and the reader of its accepted end (with that end's write half, which
+    /// keeps the socket open while held).
+    async fn pair() -> (tokio::net::TcpStream, Reader, crate::stream::WriteSide) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (server, _) = l.accept().await.unwrap();
+        let (rd, wr) = crate::stream::Stream::Tcp(server).split();
+        (client, BufReader::with_capacity(READ_BUFFER, rd), wr)
+    }
+
+    #[tokio::test]
+    async fn a_declared_frame_holds_only_what_has_arrived() {
+        let (mut client, mut rd, _wr) = pair().await;
+        // 100 MB declared, 16 KB sent, then silence: the buffer holds about one step.
+        client.write_all(&[7u8; 16 << 10]).await.unwrap();
+        let mut buf = vec![0u8; 4 + HEAD];
+        let mut rest: usize = 100 << 20;
+        let read = tokio::time::timeout(
+            std::time::Duration::from_millis(300),
+            read_rest(&mut rd, &mut buf, &mut rest),
+        )
+        .await;
+        assert!(read.is_err(), "the frame cannot be complete");
+        assert!(buf.capacity() <= 4 + HEAD + READ_STEP, "{} bytes held", buf.capacity());
+    }
+
+    #[tokio::test]
+    async fn a_whole_frame_is_read_exactly_with_bounded_slack() {
+        let (mut client, mut rd, _wr) = pair().await;
+        let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let sent = body.clone();
+        let writer = tokio::spawn(async move { client.write_all(&sent).await.unwrap() });
+        let mut buf = body[..HEAD].to_vec();
+        rd.read_exact(&mut vec![0u8; HEAD]).await.unwrap();
+        let mut rest = body.len() - HEAD;
+        read_rest(&mut rd, &mut buf, &mut rest).await.unwrap();
+        writer.await.unwrap();
+        assert_eq!(rest, 0);
+        assert_eq!(buf, body);
+        // Grown in steps of at most half again: never more than 1.5x what arrived.
+        assert!(buf.capacity() <= body.len() * 3 / 2, "{}", buf.capacity());
+    }
 }

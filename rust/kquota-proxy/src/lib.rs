@@ -9,8 +9,10 @@
 //!   [`endpoints`] (NodeEndpoints rewritten to the proxy's addresses);
 //! - what every connection shares ([`shared`]): [`config`], [`bridge`] (the contracts with
 //!   Python), [`brokers`] (the broker map), [`counters`], [`request_log`];
-//! - one connection: [`listen`] (the listeners), [`session`] (its life), [`secure`] (its TLS
-//!   handshakes, [`tls`], [`principal`]), [`conn`] (slots, order,
+//! - one connection: [`listen`] (the listeners), [`admission`] (its connection quotas and PROXY
+//!   header, from [`trusted_sources`] only), [`session`] (its life), [`idle`] (its
+//!   `connections.max.idle.ms`), [`secure`] (its TLS handshakes, [`tls`], [`principal`]),
+//!   [`preauth`] (what a SASL client may send before authenticating), [`conn`] (slots, order,
 //!   mute, the request quota of relayed APIs), [`requests`] and [`responses`] (the two readers,
 //!   each a dispatch by API), [`forwarded`] (what the response reader knows of each request);
 //! - the quota paths, each API's request and response halves: [`produce_path`], [`fetch_path`];
@@ -29,10 +31,12 @@ pub mod fetch_layout;
 pub mod fetch_path;
 pub mod forwarded;
 pub mod header;
+pub mod idle;
 pub mod io;
 pub mod listen;
 pub mod outbox;
 pub mod own_topics;
+pub mod preauth;
 pub mod principal;
 pub mod produce_layout;
 pub mod produce_path;
@@ -48,6 +52,7 @@ pub mod shared;
 pub mod stream;
 pub mod tables;
 pub mod tls;
+pub mod trusted_sources;
 pub mod wire;
 
 pub use bridge::{Bridge, Registered};

@@ -1,8 +1,9 @@
 //! The PROXY protocol header (HAProxy's, versions 1 and 2, as HAProxy and the cloud load
 //! balancers send it): the first bytes of a connection that a balancer opened on a client's
 //! behalf, naming the client's address. A pure parser over the bytes read so far; the accept path
-//! (not wired yet) reads until [`parse`] stops answering [`ProxyHeaderError::Incomplete`], at most
-//! [`MAX_HEADER_BYTES`], and closes the connection on any other error.
+//! (`admission`, for peers in `trusted_sources` only) reads until [`parse`] stops answering
+//! [`ProxyHeaderError::Incomplete`], at most [`MAX_HEADER_BYTES`], and closes the connection on
+//! any other error.
 //!
 //! * v1 (text): `PROXY TCP4|TCP6 <src> <dst> <sport> <dport>\r\n`, or `PROXY UNKNOWN[...]\r\n`;
 //!   at most 107 bytes with the CRLF; single spaces; addresses of the named family; ports decimal

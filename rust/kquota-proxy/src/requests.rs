@@ -1,6 +1,8 @@
 //! The request reader (client -> broker): frames read in order, each dispatched — to Python
 //! for the APIs it handles, natively for Produce, Fetch and everything relayed unparsed — with
-//! the mute, the in-flight bound and back-pressure applied before reading the next.
+//! the mute, the in-flight bound and back-pressure applied before reading the next. What is
+//! read is bounded before it is buffered: by `preauth` until a SASL client has authenticated,
+//! by the Python cap for the APIs Python decodes, and by the bytes that have arrived (`io`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -12,17 +14,28 @@ use crate::conn::{Conn, HandleCache};
 use crate::forwarded::{Fwd, Kind};
 use crate::header::{parse_request_header, RequestHeader};
 use crate::io::{io_err, read_prefix, read_rest, Reader, BACKLOG, HEAD, STREAM_MIN};
+use crate::preauth::{Authentication, PreAuth};
 use crate::producer_gate::GateCache;
 use crate::relay::Relay;
 use crate::tables::{FETCH, PRODUCE};
 
-pub async fn read_requests(conn: &Arc<Conn>, mut rd: Reader, mut relay: Relay) -> Result<(), String> {
+/// `auth`: the connection's authentication on a SASL listener (`None`: not SASL); until it
+/// completes, `preauth` bounds what is read.
+pub async fn read_requests(
+    conn: &Arc<Conn>,
+    mut rd: Reader,
+    mut relay: Relay,
+    mut auth: Option<Arc<Authentication>>,
+) -> Result<(), String> {
     let shared = Arc::clone(&conn.shared);
     let cfg = &shared.cfg;
     let mut handles = HandleCache::default();
     let mut gates = GateCache::default();
     loop {
         conn.to_broker.wait_below(BACKLOG).await;
+        // Nor while the client leaves its answers unread (one small request can earn a large
+        // answer: AlterClientQuotas answers each entry with its error message).
+        conn.to_client.wait_below(BACKLOG).await;
         if let Some(d) = conn.mute_delay() {
             tokio::time::sleep(d).await;
             continue;
@@ -40,18 +53,47 @@ pub async fn read_requests(conn: &Arc<Conn>, mut rd: Reader, mut relay: Relay) -
             r = read_prefix(&mut rd, &mut prefix) => if !r? { return Ok(()) },
             _ = &mut stop => return Ok(()),
         }
-        let size = i32::from_be_bytes(prefix);
-        if size < 0 || size as usize > cfg.max_frame_bytes {
-            return Err(format!("frame of {size} bytes (limit {})", cfg.max_frame_bytes));
+        // Looked at once the frame has begun: Python may have completed the authentication
+        // while the reader waited for it.
+        if auth.as_ref().is_some_and(|a| a.is_complete()) {
+            auth = None;
         }
-        let size = size as usize;
+        let preauth = auth.is_some().then_some(PreAuth {
+            max_receive: cfg.sasl_max_receive_bytes,
+        });
+        let size = i32::from_be_bytes(prefix);
+        let size = match preauth {
+            Some(p) => p.check_size(size).map_err(|e| preauth_refused(conn, e))?,
+            None if size < 0 || size as usize > cfg.max_frame_bytes => {
+                return Err(format!("frame of {size} bytes (limit {})", cfg.max_frame_bytes));
+            }
+            None => size as usize,
+        };
         let head = if size >= STREAM_MIN { HEAD } else { size };
         let mut buf = vec![0u8; 4 + head];
         buf[..4].copy_from_slice(&prefix);
-        rd.read_exact(&mut buf[4..])
+        // The api key first: what it decides is decided before the rest of the frame is read.
+        let first = head.min(2);
+        rd.read_exact(&mut buf[4..4 + first])
             .await
             .map_err(io_err("connection closed inside a frame"))?;
         let mut rest = size - head;
+        if first == 2 {
+            let key = i16::from_be_bytes([buf[4], buf[5]]);
+            if let Some(p) = preauth {
+                p.check_api(key).map_err(|e| preauth_refused(conn, e))?;
+            }
+            if cfg.tables.is_python(key) && size > cfg.python_max_frame_bytes {
+                return Err(format!(
+                    "api key {key} request of {size} bytes: the proxy inspects at most {} \
+                     (kquota.proxy.inspected.request.max.bytes)",
+                    cfg.python_max_frame_bytes
+                ));
+            }
+        }
+        rd.read_exact(&mut buf[4 + first..])
+            .await
+            .map_err(io_err("connection closed inside a frame"))?;
         // A throttled answer may have gone out while this frame was read: the mute covers it.
         if let Some(d) = conn.mute_delay() {
             tokio::time::sleep(d).await;
@@ -94,11 +136,23 @@ pub async fn read_requests(conn: &Arc<Conn>, mut rd: Reader, mut relay: Relay) -
         // The proxy pipelines instead, except where that could let a request past a throttle:
         // while the unanswered requests would throttle the client once recorded, and for a
         // quota window after a throttle.
-        let serial = over_quota || conn.state().serial_until.is_some_and(|u| Instant::now() < u);
+        // Before authentication too, as Kafka's authenticator answers one request at a time.
+        let serial = over_quota
+            || preauth.is_some()
+            || conn.state().serial_until.is_some_and(|u| Instant::now() < u);
         if serial {
             conn.wait_until(|st| st.slots.is_empty()).await;
         }
     }
+}
+
+/// Counts a connection closed before authentication; the line to close it with.
+fn preauth_refused(conn: &Conn, line: String) -> String {
+    conn.shared
+        .counters
+        .preauth_refused
+        .fetch_add(1, Ordering::Relaxed);
+    line
 }
 
 /// Hands one request to its API's request half: Python's (through the bridge), Produce's

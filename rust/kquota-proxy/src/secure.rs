@@ -60,7 +60,13 @@ impl Security {
     /// The client's stream and principal (`None`: PLAINTEXT, the principal is SASL's or
     /// ANONYMOUS). `Err(Some(line))`: closed, and this line is to be logged; `Err(None)`:
     /// closed, the cause already logged within the interval.
-    pub async fn accept(&self, sock: TcpStream) -> Result<(Stream, Option<String>), Option<String>> {
+    /// The handshake's deadline is the shorter of its own and `max_idle`
+    /// (`connections.max.idle.ms`: a client silent inside its handshake is idle too).
+    pub async fn accept(
+        &self,
+        sock: TcpStream,
+        max_idle: Duration,
+    ) -> Result<(Stream, Option<String>), Option<String>> {
         let Some(tls) = &self.listener else {
             return Ok((Stream::Tcp(sock), None));
         };
@@ -74,7 +80,7 @@ impl Security {
                 )
             }));
         }
-        let result = tls.accept(sock, self.deadline).await;
+        let result = tls.accept(sock, self.deadline.min(max_idle)).await;
         self.handshaking.fetch_sub(1, Ordering::AcqRel);
         match result {
             Ok((stream, principal)) => Ok((

@@ -1,8 +1,10 @@
 //! One client connection's life: its broker connection opened, the two readers run until
 //! either side closes or a frame is malformed, then everything closed and Python told. TLS
 //! (secure.rs) wraps either socket first: the client's handshake (its principal is the
-//! connection's user) before the broker is reached.
+//! connection's user) before the broker is reached. A session silent for
+//! `connections.max.idle.ms` is closed (`idle`); so is a TLS handshake not finished within it.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tokio::io::BufReader;
@@ -12,6 +14,7 @@ use tokio::sync::Notify;
 use crate::bridge::Registered;
 use crate::conn::Conn;
 use crate::io::READ_BUFFER;
+use crate::preauth::Authentication;
 use crate::relay::Relay;
 use crate::shared::Shared;
 use crate::stream::ReadSide;
@@ -20,7 +23,8 @@ use crate::stream::ReadSide;
 pub async fn serve(shared: Arc<Shared>, id: u64, node: i32, sock: TcpStream, upstream: (String, u16)) {
     let _ = sock.set_nodelay(true);
     let security = &shared.cfg.security;
-    let (client, principal) = match security.accept(sock).await {
+    let fd = crate::idle::socket_id(&sock);
+    let (client, principal) = match security.accept(sock, shared.cfg.max_idle).await {
         Ok(accepted) => accepted,
         Err(line) => return shared.bridge.on_close(id, line),
     };
@@ -45,15 +49,37 @@ pub async fn serve(shared: Arc<Shared>, id: u64, node: i32, sock: TcpStream, ups
     let relays = (Relay::new(&uw), Relay::new(&cw));
     let failed = Arc::new(Notify::new());
     let (conn, writers) = Conn::new(&shared, id, node, cw, uw, &failed);
-    if let Some(principal) = principal {
+    // On SASL_SSL the principal is the SASL exchange's, never the certificate's (Kafka's
+    // SaslServerAuthenticator builds it from the SASL server alone).
+    if let Some(principal) = principal.filter(|_| !shared.cfg.sasl_listener) {
         conn.set_user(&principal);
     }
+    let auth = shared.cfg.sasl_listener.then(|| {
+        let auth = Authentication::new();
+        shared
+            .authentications
+            .lock()
+            .unwrap()
+            .insert(id, Arc::clone(&auth));
+        auth
+    });
     shared
         .conns
         .lock()
         .unwrap()
         .insert(id, Arc::clone(&conn) as Arc<dyn Registered>);
-    let reason = run(&conn, cr, ur, relays, &failed, &upstream).await;
+    let reason = tokio::select! {
+        reason = run(&conn, cr, ur, relays, &failed, &upstream, auth) => reason,
+        idle = crate::idle::expired(fd, shared.cfg.max_idle) => {
+            shared.counters.idle_closed.fetch_add(1, Ordering::Relaxed);
+            Some(format!(
+                "idle for {} ms (connections.max.idle.ms = {})",
+                idle.as_millis(),
+                shared.cfg.max_idle.as_millis()
+            ))
+        }
+    };
+    shared.authentications.lock().unwrap().remove(&id);
     Registered::close(&*conn, reason);
     for w in writers {
         w.abort();
@@ -67,8 +93,10 @@ async fn run(
     (to_broker, to_client): (Relay, Relay),
     failed: &Notify,
     up: &(String, u16),
+    auth: Option<Arc<Authentication>>,
 ) -> Option<String> {
-    let requests = crate::requests::read_requests(conn, BufReader::with_capacity(READ_BUFFER, cr), to_broker);
+    let requests =
+        crate::requests::read_requests(conn, BufReader::with_capacity(READ_BUFFER, cr), to_broker, auth);
     let responses =
         crate::responses::read_responses(conn, BufReader::with_capacity(READ_BUFFER, ur), to_client, up);
     tokio::pin!(requests, responses);

@@ -15,6 +15,7 @@ use crate::bridge::{Bridge, Registered};
 use crate::brokers::Brokers;
 use crate::config::ProxyConfig;
 use crate::counters::Counters;
+use crate::preauth::Authentication;
 use crate::producer_gate::ProducerGates;
 use crate::request_log::{LogRow, RequestLog};
 
@@ -29,6 +30,9 @@ pub struct Shared {
     pub brokers: Brokers,
     /// The registry of open connections, by id.
     pub conns: Mutex<HashMap<u64, Arc<dyn Registered>>>,
+    /// The authentication state of each session of a SASL listener, by connection id (added
+    /// and removed by the session; Python completes it).
+    pub authentications: Mutex<HashMap<u64, Arc<Authentication>>>,
     /// Connections accepted, by listener (`-1`: the bootstrap).
     pub accepted: Mutex<HashMap<i32, u64>>,
     pub counters: Counters,
@@ -58,6 +62,7 @@ impl Shared {
             rt,
             brokers: Brokers::default(),
             conns: Mutex::default(),
+            authentications: Mutex::default(),
             accepted: Mutex::default(),
             counters: Counters::default(),
             producers: ProducerGates::default(),
@@ -87,6 +92,14 @@ impl Shared {
 
     pub fn conn(&self, id: u64) -> Option<Arc<dyn Registered>> {
         self.conns.lock().unwrap().get(&id).cloned()
+    }
+
+    /// Python saw connection `id` complete an authentication: its frames are no longer
+    /// bounded by `preauth` (a closed connection's is gone: nothing to do).
+    pub fn authenticated(&self, id: u64) {
+        if let Some(a) = self.authentications.lock().unwrap().get(&id) {
+            a.complete();
+        }
     }
 
     /// Adds a row to the request log, if the proxy keeps one (a full log counts it dropped).

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kquota_proxy::header::RequestHeader;
+use kquota_proxy::trusted_sources::TrustedSources;
 use kquota_proxy::{ApiTables, Bridge, ProxyConfig, Registered, Shared};
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
@@ -170,7 +171,9 @@ impl PyProxyDataPlane {
         kernel, bridge, *, bootstrap, listen_host, listen_port, advertised_host, flexible_from,
         throttle_first, parsed_versions, python_keys, exempt_keys, max_frame_bytes, max_connections, max_inflight,
         quota_window_ms, request_log, threads=1, drain_seconds=5.0, proxy_protocol=false,
-        proxy_protocol_timeout_ms=10000, listener_tls=None, upstream_tls=None, max_tls_handshakes=None
+        proxy_protocol_timeout_ms=10000, listener_tls=None, upstream_tls=None, max_tls_handshakes=None,
+        proxy_protocol_trusted_sources=None, sasl_listener=false, sasl_max_receive_size=524288,
+        max_inspected_request_bytes=1048576, connections_max_idle_ms=600000
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -197,6 +200,11 @@ impl PyProxyDataPlane {
         listener_tls: Option<HashMap<String, String>>,
         upstream_tls: Option<HashMap<String, String>>,
         max_tls_handshakes: Option<i64>,
+        proxy_protocol_trusted_sources: Option<String>,
+        sasl_listener: bool,
+        sasl_max_receive_size: i64,
+        max_inspected_request_bytes: i64,
+        connections_max_idle_ms: i64,
     ) -> PyQuotaResult<Self> {
         if !(drain_seconds.is_finite() && drain_seconds >= 0.0) {
             return Err(invalid_argument(format!(
@@ -224,6 +232,17 @@ impl PyProxyDataPlane {
             None => max_connections.max(DEFAULT_MAX_HANDSHAKES),
         };
         let security = crate::tls::security(listener_tls, upstream_tls, max_handshakes)?;
+        let trusted = match proxy_protocol_trusted_sources.as_deref().map(str::trim) {
+            None | Some("") if proxy_protocol => {
+                return Err(invalid_argument(
+                    "kquota.proxy.protocol.enable=true needs kquota.proxy.protocol.trusted.sources \
+                     (the CIDR blocks of the balancers whose PROXY headers are believed)",
+                ))
+            }
+            None | Some("") => TrustedSources::default(),
+            Some(text) => TrustedSources::parse(text)
+                .map_err(|e| invalid_argument(format!("kquota.proxy.protocol.trusted.sources: {e}")))?,
+        };
         let cfg = ProxyConfig {
             tables,
             bootstrap,
@@ -243,6 +262,14 @@ impl PyProxyDataPlane {
             )? as u64),
             security,
             own_topics: Arc::default(),
+            proxy_protocol_trusted: trusted,
+            sasl_listener,
+            sasl_max_receive_bytes: positive(sasl_max_receive_size, "sasl.server.max.receive.size")?,
+            python_max_frame_bytes: positive(
+                max_inspected_request_bytes,
+                "kquota.proxy.inspected.request.max.bytes",
+            )?,
+            max_idle: Duration::from_millis(positive(connections_max_idle_ms, "connections.max.idle.ms")? as u64),
         };
         Ok(PyProxyDataPlane {
             cfg,
@@ -317,11 +344,16 @@ impl PyProxyDataPlane {
         }
     }
 
-    /// The principal of a connection (after SASL), used by the native quota paths.
+    /// The principal of a connection once the broker has completed its SASL exchange, used by
+    /// the native quota paths; on a SASL listener this also ends the connection's
+    /// pre-authentication bounds (call it before the exchange's last answer is settled).
     fn set_user(&self, conn_id: u64, user: &str) -> PyQuotaResult<()> {
         quota_core::check_name("user", user)?;
-        if let Some(conn) = self.conn(conn_id) {
-            conn.set_user(user);
+        if let Some(shared) = self.shared() {
+            if let Some(conn) = shared.conn(conn_id) {
+                conn.set_user(user);
+            }
+            shared.authenticated(conn_id);
         }
         Ok(())
     }
@@ -372,7 +404,8 @@ impl PyProxyDataPlane {
 
     /// Counters and maps: connections, refused_connections, streamed_requests,
     /// streamed_responses, accepted, broker_ports, brokers, request_log_dropped,
-    /// proxy_header_refused, accept_delayed, producer_waits, and TLS: client_tls_failures and
+    /// proxy_header_refused, proxy_protocol_untrusted, idle_closed, preauth_refused,
+    /// accept_delayed, producer_waits, and TLS: client_tls_failures and
     /// broker_tls_failures (cause -> count), refused_tls_handshakes.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         use std::sync::atomic::Ordering::Relaxed;
@@ -383,6 +416,7 @@ impl PyProxyDataPlane {
         let shared = self.shared();
         let (mut conns, mut refused, mut sreq, mut sresp, mut dropped) = (0usize, 0u64, 0u64, 0u64, 0u64);
         let (mut header_refused, mut delayed, mut producer_waits) = (0u64, 0u64, 0u64);
+        let (mut untrusted, mut idle_closed, mut preauth_refused) = (0u64, 0u64, 0u64);
         if let Some(s) = &shared {
             conns = s.conns.lock().unwrap().len();
             refused = s.counters.refused.load(Relaxed);
@@ -392,6 +426,9 @@ impl PyProxyDataPlane {
             header_refused = s.counters.proxy_header_refused.load(Relaxed);
             delayed = s.counters.accept_delayed.load(Relaxed);
             producer_waits = s.counters.producer_waits.load(Relaxed);
+            untrusted = s.counters.proxy_protocol_untrusted.load(Relaxed);
+            idle_closed = s.counters.idle_closed.load(Relaxed);
+            preauth_refused = s.counters.preauth_refused.load(Relaxed);
             for (node, n) in s.accepted.lock().unwrap().iter() {
                 accepted.set_item(node, n)?;
             }
@@ -411,6 +448,9 @@ impl PyProxyDataPlane {
         d.set_item("proxy_header_refused", header_refused)?;
         d.set_item("accept_delayed", delayed)?;
         d.set_item("producer_waits", producer_waits)?;
+        d.set_item("proxy_protocol_untrusted", untrusted)?;
+        d.set_item("idle_closed", idle_closed)?;
+        d.set_item("preauth_refused", preauth_refused)?;
         let security = &self.cfg.security;
         let client_failures = PyDict::new(py);
         let broker_failures = PyDict::new(py);
