@@ -28,6 +28,7 @@
 //!   [`record_mode`].
 
 pub mod callback;
+pub mod client_ids;
 mod check_cache;
 pub mod clock;
 pub mod configure;
