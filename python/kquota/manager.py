@@ -65,7 +65,8 @@ class QuotaManager(ConnectionQuotasMixin, QuotaKernel):
             ids one principal keeps sensors and names for, per quota type (``None``: 1,000);
             past it the principal's new client ids share its own overflow sensor, limited by
             the quota its client ids get, so one principal's flood of client ids never makes
-            another principal share a sensor (see ``docs/semantics.md``).
+            another principal share a sensor; calls naming no principal (user ``""``) are not
+            bounded by it (see ``docs/semantics.md``).
         expiry_interval_seconds: how often the background thread removes idle sensors
             (Kafka: 30 s); ``None`` runs no thread (call :meth:`expire_sensors` yourself).
     """

@@ -101,3 +101,20 @@ def test_the_bound_is_a_proxy_property_read_from_config(tmp_path, value, message
     assert r.returncode == 1, err
     assert f"kquota.max.client.ids.per.principal {message}" in err
     assert "Traceback" not in err
+
+
+def test_calls_naming_no_principal_are_bounded_only_by_the_cap():
+    # An embedder quoting by client id alone (user "") keeps one sensor per client id, as before;
+    # Kafka's principal is never empty, and the proxy's is ANONYMOUS at least.
+    qm = manager(max_client_ids_per_principal=2)
+    try:
+        qm.alter_client_quotas([({"client-id": None}, {"producer_byte_rate": QUOTA})])
+        for c in ("a", "b", "c", "d"):
+            qm.record_no_throttle(Q.PRODUCE, "", c, 1, now_ms=0)
+        assert qm.sensor_count(Q.PRODUCE) == 4
+        assert qm._client_ids(Q.PRODUCE) == (0, 0, 0)
+        for c in ("a", "b", "c", "d"):
+            qm.record_no_throttle(Q.PRODUCE, "ANONYMOUS", c + "!", 1, now_ms=0)
+        assert qm._client_ids(Q.PRODUCE) == (1, 2, 2)
+    finally:
+        qm.close()

@@ -35,13 +35,15 @@ pub(crate) enum Admission {
     Kept(IdKey),
     /// The principal is at its bound (or the table at its cap): resolve [`OVERFLOW_TAG`].
     Overflow,
+    /// No principal named: resolve the client id, keep no entry.
+    Unbounded,
 }
 
 impl Admission {
     /// The client id to resolve.
     pub(crate) fn client_id<'a>(&self, client_id: &'a str) -> &'a str {
         match self {
-            Admission::Kept(_) => client_id,
+            Admission::Kept(_) | Admission::Unbounded => client_id,
             Admission::Overflow => OVERFLOW_TAG,
         }
     }
@@ -71,7 +73,13 @@ impl ClientIds {
 
     /// Admits `client_id` for `user` if it is already one of the principal's, or if the
     /// principal holds fewer than `max` client ids and the table fewer than `cap` entries.
+    /// A caller that names no principal (`user` empty: an embedder quoting by client id only;
+    /// Kafka's principal is never empty, a proxy's is `ANONYMOUS` at least) is not bounded here:
+    /// only by the sensor cap and the name budget, as before.
     pub(crate) fn admit(&self, user: &str, client_id: &str, max: usize, cap: usize) -> Admission {
+        if user.is_empty() {
+            return Admission::Unbounded;
+        }
         let key = IdKey(self.hasher.hash_one(user), self.hasher.hash_one(client_id));
         let mut table = self.table.lock();
         let Table {
@@ -158,6 +166,7 @@ mod tests {
         let over = ids.admit("A", "new", 3, 100);
         assert_eq!(over.client_id("new"), OVERFLOW_TAG);
         assert!(matches!(ids.admit("B", "new", 3, 100), Admission::Kept(_)));
+        assert!(matches!(ids.admit("", "new", 3, 100), Admission::Unbounded));
         assert_eq!((ids.principals(), ids.entries(), ids.overflowed()), (2, 4, 1));
     }
 
