@@ -61,6 +61,12 @@ class QuotaManager(ConnectionQuotasMixin, QuotaKernel):
             cache's raw names, all types; ``None``: 256 MiB); past it new tags share an overflow
             sensor as at ``max_sensors``. A single name longer than Kafka's 32,767-byte wire
             limit is refused with ``QuotaValueError``.
+        max_client_ids_per_principal: ``kquota.max.client.ids.per.principal``: distinct client
+            ids one principal keeps sensors and names for, per quota type (``None``: 1,000);
+            past it the principal's new client ids share its own overflow sensor, limited by
+            the quota its client ids get, so one principal's flood of client ids never makes
+            another principal share a sensor; calls naming no principal (user ``""``) are not
+            bounded by it (see ``docs/semantics.md``).
         expiry_interval_seconds: how often the background thread removes idle sensors
             (Kafka: 30 s); ``None`` runs no thread (call :meth:`expire_sensors` yourself).
     """
@@ -84,6 +90,7 @@ class QuotaManager(ConnectionQuotasMixin, QuotaKernel):
         max_sensors: Optional[int] = None,
         expiry_interval_seconds: Optional[float] = BROKER_DEFAULTS["expiry_interval_seconds"],
         max_name_bytes: Optional[int] = None,
+        max_client_ids_per_principal: Optional[int] = None,
     ) -> None:
         # The native constructor (``__new__``) has validated the values and started the expiry
         # thread; whatever is refused from here on stops that thread, in this one place.

@@ -202,7 +202,7 @@ CONSTRUCTOR_ARGS = [
     "window_num", "window_size_seconds", "num_io_threads", "num_network_threads", "producer_default",
     "consumer_default", "callback_failure", "metrics_num_samples", "metrics_sample_window_ms",
     "controller_window_num", "controller_window_size_seconds", "sensor_expiry_seconds", "max_sensors",
-    "expiry_interval_seconds", "max_name_bytes", "callback_configs",
+    "expiry_interval_seconds", "max_name_bytes", "max_client_ids_per_principal", "callback_configs",
 ]
 
 

@@ -34,7 +34,7 @@ KNOWN_PROPERTIES = (
     "kquota.proxy.protocol.enable", "kquota.proxy.protocol.timeout.ms", "kquota.proxy.protocol.trusted.sources",
 ) + (
     "sasl.server.max.receive.size", "connections.max.idle.ms", "kquota.proxy.inspected.request.max.bytes",
-    "kquota.proxy.decoded.request.max.bytes",
+    "kquota.proxy.decoded.request.max.bytes", "kquota.max.client.ids.per.principal",
 ) + (FLEET_KEY_PROPERTY,)
 #: The connection-quota properties (KIP-612) the kernel enforces at the proxy's accept; the
 #: proxy's listeners are one listener, ``PLAINTEXT``. ``max.connections`` stays the proxy's own
@@ -257,6 +257,8 @@ def run(args: argparse.Namespace) -> int:
                                                  BROKER_DEFAULTS["controller_window_size_seconds"]),
         callback=props.get("client.quota.callback.class") or None,
         callback_configs=callback_configs or None,
+        # Absent: the kernel's default (1000).
+        max_client_ids_per_principal=_int_prop(props, "kquota.max.client.ids.per.principal", 0) or None,
     )
     try:
         configure_connection_quotas(qm, props)

@@ -3,8 +3,11 @@
 //! (`ClientHandle::produce_response`), whose throttle is written into `ThrottleTimeMs`;
 //! NodeEndpoints (v10+) rewritten to the proxy's addresses. acks=0 requests, which get no
 //! answer, are recorded on arrival ([`on_request`]). A large request's batches are relayed
-//! cut-through, unread.
+//! cut-through, unread. A client that leaves before its answers is still charged for what the
+//! broker appended ([`record_unread`]).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -167,4 +170,25 @@ pub fn on_response(
         }
     }
     Ok((buf, throttle))
+}
+
+/// The connection's session is over (its client reset or left, or a write failed) while
+/// Produce requests it sent are unanswered: the broker appends them all the same, so the
+/// response reader (`responses`, not yet finished) runs on until they are answered and
+/// recorded, within the drain time. Their answers go nowhere; their throttles mute the
+/// producer's other connections (`producer_gate`).
+pub async fn record_unread<F: Future>(conn: &Conn, responses: Pin<&mut F>) {
+    let in_flight = |st: &crate::conn::ConnState| {
+        st.forwarded
+            .iter()
+            .any(|f| matches!(f.kind, Kind::Produce { .. }))
+    };
+    if conn.is_closed() || !in_flight(&conn.state()) {
+        return;
+    }
+    tokio::select! {
+        _ = responses => {}
+        _ = conn.wait_until(|st| !in_flight(st)) => {}
+        _ = tokio::time::sleep(conn.shared.cfg.drain) => {}
+    }
 }

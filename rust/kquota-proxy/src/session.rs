@@ -102,7 +102,8 @@ async fn run(
     tokio::pin!(requests, responses);
     let closed = conn.until_closed();
     tokio::pin!(closed);
-    tokio::select! {
+    let mut answered = false;
+    let reason = tokio::select! {
         r = &mut requests => match r {
             // The client closed (or the proxy stops reading): answers owed still go out.
             Ok(()) => {
@@ -111,7 +112,10 @@ async fn run(
                     conn.to_client.wait_below(0).await;
                 };
                 tokio::select! {
-                    r = &mut responses => r.err(),
+                    r = &mut responses => {
+                        answered = true;
+                        r.err()
+                    }
                     _ = drained => None,
                     _ = tokio::time::sleep(conn.shared.cfg.drain) => None,
                     _ = &mut closed => conn.reason.lock().unwrap().take(),
@@ -119,8 +123,15 @@ async fn run(
             }
             Err(e) => Some(e),
         },
-        r = &mut responses => Some(r.err().unwrap_or_else(|| "the broker closed the connection".into())),
+        r = &mut responses => {
+            answered = true;
+            Some(r.err().unwrap_or_else(|| "the broker closed the connection".into()))
+        }
         _ = failed.notified() => Some("a socket write failed".into()),
         _ = &mut closed => conn.reason.lock().unwrap().take(),
+    };
+    if !answered {
+        crate::produce_path::record_unread(conn, responses).await;
     }
+    reason
 }

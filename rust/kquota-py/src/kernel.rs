@@ -52,7 +52,7 @@ impl PyQuotaKernel {
         controller_window_size_seconds=Int(d::DEFAULT_CONTROLLER_WINDOW_SIZE_SECONDS),
         sensor_expiry_seconds=Real(quota_core::DEFAULT_SENSOR_EXPIRY_MS as f64 / 1000.0), max_sensors=None,
         expiry_interval_seconds=Some(Real(d::DEFAULT_EXPIRY_INTERVAL_SECONDS)), max_name_bytes=None,
-        **python_only
+        max_client_ids_per_principal=None, **python_only
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -70,6 +70,7 @@ impl PyQuotaKernel {
         max_sensors: Option<Int>,
         expiry_interval_seconds: Option<Real>,
         max_name_bytes: Option<Int>,
+        max_client_ids_per_principal: Option<Int>,
         python_only: Option<Bound<'_, PyDict>>,
     ) -> PyQuotaResult<Self> {
         // Arguments such as `callback` are handled by the Python subclass's `__init__`, whose
@@ -90,6 +91,7 @@ impl PyQuotaKernel {
             max_sensors: max_sensors.map(|v| v.0),
             expiry_interval_seconds: expiry_interval_seconds.map(|v| v.0),
             max_name_bytes: max_name_bytes.map(|v| v.0),
+            max_client_ids_per_principal: max_client_ids_per_principal.map(|v| v.0),
         }
         .into_config()?;
         let kernel = PyQuotaKernel {
@@ -305,6 +307,12 @@ impl PyQuotaKernel {
     /// Number of live sensors of a quota type.
     fn sensor_count(&self, quota_type: QuotaTypeArg) -> usize {
         self.kernel.sensor_count(quota_type.0)
+    }
+
+    /// ``(principals holding client ids, client ids held, resolutions sent to a principal's
+    /// overflow client id)`` of a quota type (``max_client_ids_per_principal``).
+    fn _client_ids(&self, quota_type: QuotaTypeArg) -> (usize, usize, u64) {
+        self.kernel.client_ids(quota_type.0)
     }
 
     /// Closes the kernel: later records and changes raise ``KQuotaError`` (see ``close()``).

@@ -20,6 +20,7 @@ pub struct KernelArgs {
     pub max_sensors: Option<i64>,
     pub expiry_interval_seconds: Option<f64>,
     pub max_name_bytes: Option<i64>,
+    pub max_client_ids_per_principal: Option<i64>,
 }
 
 /// A lifecycle duration in seconds as whole ms: finite, at least 1 ms, at most about 100 years.
@@ -84,6 +85,11 @@ impl KernelArgs {
                 "max_name_bytes",
                 self.max_name_bytes,
                 quota_core::name_budget::DEFAULT_MAX_NAME_BYTES_HELD,
+            )?,
+            max_client_ids_per_principal: at_least_one(
+                "max_client_ids_per_principal",
+                self.max_client_ids_per_principal,
+                quota_core::client_ids::DEFAULT_MAX_CLIENT_IDS_PER_PRINCIPAL,
             )?,
         };
         let interval = self

@@ -159,7 +159,13 @@ fn main() {
     let mut create_s = 0.0;
     let mut last = None;
     for &size in &sizes {
-        let k = Arc::new(QuotaKernel::new(KernelConfig::default()).unwrap());
+        // One principal's `size` client ids, each its own sensor: the per-principal bound
+        // (`client_ids`) is lifted, the report measures sensors.
+        let settings = KernelConfig {
+            max_client_ids_per_principal: usize::MAX,
+            ..KernelConfig::default()
+        };
+        let k = Arc::new(QuotaKernel::new(settings).unwrap());
         k.alter(&[change(None, Some(EntityName::Default), 1e6)], false)
             .unwrap();
         let names: Vec<String> = (0..size).map(|i| format!("client-{i:07}")).collect();

@@ -45,9 +45,12 @@ impl QuotaKernel {
         };
         let mut removed = 0;
         for t in ClientQuotaType::ALL {
-            removed += self.types[t.index()]
-                .sensors
-                .expire(&self.names, expired, || self.bump_tags_generation(t));
+            let rt = &self.types[t.index()];
+            let gone = rt.sensors.expire(&self.names, expired, || self.bump_tags_generation(t));
+            // The principals' client ids those sensors held are free again (`client_ids`).
+            rt.client_ids
+                .prune(&gone.iter().map(|s| Arc::as_ptr(s) as usize).collect());
+            removed += gone.len();
         }
         // Address sensors are timed on the callers' clock only (their newest time without one).
         removed += self.connections.expire(explicit);

@@ -70,6 +70,15 @@ impl ClientHandle {
         now: i64,
         f: impl FnOnce(&QuotaSensor) -> Result<R, QuotaError>,
     ) -> Result<R, QuotaError> {
+        match self.current(t) {
+            Some(s) => f(s),
+            None => self.refresh(t, now, f),
+        }
+    }
+
+    /// The sensor this handle resolved for type `t`, while that resolution is current.
+    #[inline]
+    fn current(&self, t: ClientQuotaType) -> Option<&QuotaSensor> {
         let k = &*self.kernel;
         let generation = k.types[t.index()].tags_generation.load(Ordering::Acquire);
         let slot = &self.slots[t.index()];
@@ -78,10 +87,10 @@ impl ClientHandle {
             std::sync::atomic::fence(Ordering::Acquire);
             if slot.generation.load(Ordering::Relaxed) == generation && !ptr.is_null() {
                 // SAFETY: `ptr` came from an `Arc` held in `self.keep` for as long as `self` lives.
-                return f(unsafe { &*ptr });
+                return Some(unsafe { &*ptr });
             }
         }
-        self.refresh(t, now, f)
+        None
     }
 
     #[cold]
@@ -181,9 +190,18 @@ impl ClientHandle {
                     .into(),
             ));
         }
-        self.on_sensor(t, now, |s, now| {
-            Ok(self.kernel.peek_rate_throttle(t, s, value, now))
-        })
+        let now = resolve_now(now)?;
+        if !self.kernel.enabled(t) {
+            return Ok(0);
+        }
+        // Kafka creates a sensor at its first record, its first sample starting then. A peek
+        // (a proxy's, on a request before the broker's answer is recorded) creates none: a
+        // sensor made at the request would start its windows the request's latency early, and
+        // its throttles would fall that much short of Kafka's.
+        match self.current(t) {
+            Some(s) => Ok(self.kernel.peek_rate_throttle(t, s, value, now)),
+            None => self.kernel.peek_named(t, &self.user, &self.client_id, value, now),
+        }
     }
 
     /// [`QuotaKernel::record_request_time`] for this connection.

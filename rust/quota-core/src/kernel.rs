@@ -177,6 +177,13 @@ impl QuotaKernel {
         self.types[t.index()].sensors.overflowed()
     }
 
+    /// `(principals holding client ids, client ids held, resolutions sent to a principal's
+    /// overflow client id)` of a type (see `client_ids`).
+    pub fn client_ids(&self, t: ClientQuotaType) -> (usize, usize, u64) {
+        let ids = &self.types[t.index()].client_ids;
+        (ids.principals(), ids.entries(), ids.overflowed())
+    }
+
     /// Sensors of the type removed by expiry since start.
     pub fn expired_sensors(&self, t: ClientQuotaType) -> u64 {
         self.types[t.index()].sensors.expired()

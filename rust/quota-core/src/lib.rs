@@ -13,7 +13,7 @@
 //!   of `ip` entities and the rate rule), [`connection_limits`] (the broker properties),
 //!   [`connection_metrics`], [`ip_address`] (which names are IP addresses).
 //! * Per-type state: [`type_runtime`] (kind bits, generations), [`registry`] (sensor map, cap,
-//!   overflow), [`tag_cache`] (metric-tag cache), [`throttle_time_avg`] (`throttle-time` Avg, per type
+//!   overflow), [`client_ids`] (each principal's client ids, bounded), [`tag_cache`] (metric-tag cache), [`throttle_time_avg`] (`throttle-time` Avg, per type
 //!   and per entity).
 //! * Configuration: [`settings`] (constructor settings), [`snapshot`] (immutable snapshots),
 //!   [`entity`] (KIP-546 entities), [`precedence`] (Kafka's `DefaultQuotaCallback`),
@@ -28,6 +28,7 @@
 //!   [`record_mode`].
 
 pub mod callback;
+pub mod client_ids;
 mod check_cache;
 pub mod clock;
 pub mod configure;

@@ -145,13 +145,13 @@ impl SensorRegistry {
     /// calls `removed_some` once if any was removed (before the put-back below). A record that
     /// raced with the removal went into a sensor no longer registered; Kafka loses such a record,
     /// here the sensor is put back if it no longer counts as expired and nobody has registered a
-    /// new one for its tags since. Returns how many stayed removed.
+    /// new one for its tags since. Returns those that stayed removed.
     pub(crate) fn expire(
         &self,
         names: &ByteBudget,
         expired: impl Fn(&QuotaSensor) -> bool,
         removed_some: impl FnOnce(),
-    ) -> usize {
+    ) -> Vec<Arc<QuotaSensor>> {
         let mut removed: Vec<Arc<QuotaSensor>> = Vec::new();
         self.map.pin().retain(|s, ()| {
             if expired(&s.0) {
@@ -162,28 +162,28 @@ impl SensorRegistry {
             }
         });
         if removed.is_empty() {
-            return 0;
+            return removed;
         }
         self.live.fetch_sub(removed.len(), Ordering::AcqRel);
         names.release(removed.iter().map(|s| s.tags.byte_len()).sum());
         removed_some();
         let sensors = self.map.pin();
-        let mut gone = 0;
+        let mut gone = Vec::new();
         for s in removed {
             if !expired(&s) {
                 let bytes = s.tags.byte_len();
                 self.live.fetch_add(1, Ordering::AcqRel);
                 if names.try_reserve(bytes) {
-                    if sensors.try_insert(SensorEntry(s), ()).is_ok() {
+                    if sensors.try_insert(SensorEntry(Arc::clone(&s)), ()).is_ok() {
                         continue;
                     }
                     names.release(bytes);
                 }
                 self.live.fetch_sub(1, Ordering::AcqRel);
             }
-            gone += 1;
+            gone.push(s);
         }
-        self.expired.fetch_add(gone as u64, Ordering::Relaxed);
+        self.expired.fetch_add(gone.len() as u64, Ordering::Relaxed);
         gone
     }
 
@@ -255,9 +255,9 @@ mod tests {
         r.register("", "abc", 10, &names, make);
         assert_eq!(names.held(), 4);
         let mut bumped = false;
-        assert_eq!(r.expire(&names, |_| true, || bumped = true), 1);
+        assert_eq!(r.expire(&names, |_| true, || bumped = true).len(), 1);
         assert!(bumped);
         assert_eq!((r.len(), r.live(), r.expired(), names.held()), (0, 0, 1, 0));
-        assert_eq!(r.expire(&names, |_| true, || panic!("nothing removed")), 0);
+        assert!(r.expire(&names, |_| true, || panic!("nothing removed")).is_empty());
     }
 }

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::callback::{CallbackSlot, FAILED_TAGS};
+use crate::client_ids::Admission;
 use crate::clock::resolve_now;
 use crate::error::QuotaError;
 use crate::kernel::QuotaKernel;
@@ -83,6 +84,15 @@ impl QuotaKernel {
         self.check_open()?;
         crate::name_budget::check_names(user, client_id)?;
         let rt = &self.types[t.index()];
+        // A principal past its bound of client ids resolves its new ones as its overflow
+        // client id (`client_ids`): its own sensor, never another principal's.
+        let admission = rt.client_ids.admit(
+            user,
+            client_id,
+            self.settings.max_client_ids_per_principal,
+            self.settings.max_sensors,
+        );
+        let client_id = admission.client_id(client_id);
         let snap = self.config.load();
         let cfg = &snap.types[t.index()];
         let hook = self.hook.load();
@@ -100,6 +110,9 @@ impl QuotaKernel {
             tags_generation: generation,
             sensor: self.register_sensor(t, &tag_user, &tag_client, now),
         };
+        if let Admission::Kept(key) = admission {
+            rt.client_ids.resolved(key, &resolved.sensor);
+        }
         // Names whose tags are the names themselves are found in the registry directly; the
         // cache keeps the rest (bounded like the registry: a flood of names must not grow it).
         if generation != 0 && (hook.is_some() || direct_tags(cfg.kinds, user, client_id).is_none()) {
@@ -139,6 +152,27 @@ impl QuotaKernel {
                 r.sensor.tags.client_id().to_owned(),
             ),
         }
+    }
+
+    /// The throttle recording `value` for (principal, client-id) at `now` would give
+    /// (sampled-rate types), creating no sensor: Kafka creates one at its first record, so
+    /// before that the answer is a new sensor's.
+    #[cold]
+    pub(crate) fn peek_named(
+        &self,
+        t: ClientQuotaType,
+        user: &str,
+        client_id: &str,
+        value: f64,
+        now: i64,
+    ) -> Result<i32, QuotaError> {
+        crate::name_budget::check_names(user, client_id)?;
+        let (u, c) = self.tags_of(t, user, client_id);
+        let peek = |s: &QuotaSensor| self.peek_rate_throttle(t, s, value, now);
+        Ok(match self.types[t.index()].sensors.with(&u, &c, |s| peek(s)) {
+            Some(throttle) => throttle,
+            None => peek(&self.new_sensor(t, &u, &c, now)),
+        })
     }
 
     /// The metric tags `(user, client-id)` a request would be recorded under.

@@ -80,6 +80,10 @@ pub struct KernelConfig {
     /// Budget for the bytes of names held (sensor tags and metric-tag cache keys, all types);
     /// past it new tags share an overflow sensor, as at `max_sensors` (see `name_budget`).
     pub max_name_bytes: usize,
+    /// `kquota.max.client.ids.per.principal`: distinct client ids a principal keeps sensors
+    /// and names for, per quota type; past it its new client ids share its own overflow sensor
+    /// (see `client_ids`).
+    pub max_client_ids_per_principal: usize,
 }
 
 impl Default for KernelConfig {
@@ -98,6 +102,7 @@ impl Default for KernelConfig {
             sensor_expiry_ms: DEFAULT_SENSOR_EXPIRY_MS,
             max_sensors: DEFAULT_MAX_SENSORS,
             max_name_bytes: crate::name_budget::DEFAULT_MAX_NAME_BYTES_HELD,
+            max_client_ids_per_principal: crate::client_ids::DEFAULT_MAX_CLIENT_IDS_PER_PRINCIPAL,
         }
     }
 }
@@ -141,6 +146,11 @@ impl KernelConfig {
                 "max_sensors must be >= 1 (None for the default)".into(),
             ));
         }
+        if self.max_client_ids_per_principal == 0 {
+            return Err(QuotaError::InvalidArgument(
+                "max_client_ids_per_principal must be >= 1 (None for the default)".into(),
+            ));
+        }
         if self.sensor_expiry_ms <= 0 {
             return Err(QuotaError::InvalidArgument(format!(
                 "sensor expiry must be > 0 ms, got {}",
@@ -176,6 +186,11 @@ mod tests {
         })
         .contains("num_io_threads"));
         assert!(bad(KernelConfig { max_sensors: 0, ..d }).contains("max_sensors"));
+        assert!(bad(KernelConfig {
+            max_client_ids_per_principal: 0,
+            ..d
+        })
+        .contains("max_client_ids_per_principal"));
         assert!(bad(KernelConfig {
             sensor_expiry_ms: 0,
             ..d

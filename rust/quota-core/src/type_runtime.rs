@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8};
 
+use crate::client_ids::ClientIds;
 use crate::precedence::TypeConfig;
 use crate::registry::SensorRegistry;
 use crate::tag_cache::TagCache;
@@ -30,6 +31,8 @@ pub(crate) struct TypeRuntime {
     pub(crate) limits_generation: AtomicU64,
     pub(crate) sensors: SensorRegistry,
     pub(crate) cache: TagCache,
+    /// Each principal's distinct client ids, bounded (`client_ids`).
+    pub(crate) client_ids: ClientIds,
 }
 
 impl TypeRuntime {
@@ -41,6 +44,7 @@ impl TypeRuntime {
             limits_generation: AtomicU64::new(cfg.limits_generation),
             sensors: SensorRegistry::new(),
             cache: TagCache::new(),
+            client_ids: ClientIds::new(),
         }
     }
 }
