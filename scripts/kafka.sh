@@ -12,17 +12,19 @@
 #   scripts/kafka.sh stop                -> stops the processes this script started (by PID) and
 #                                           removes the state directory
 #   scripts/kafka.sh status              -> exit 0 if every process it started is alive
-# (exit status 3: the jars are missing)
 #   scripts/kafka.sh tool NAME ARGS...   -> one of Apache's tools (kafka-configs, kafka-topics,
 #                                           kafka-acls, kafka-console-producer,
 #                                           kafka-console-consumer, kafka-producer-perf-test,
 #                                           kafka-consumer-perf-test, kafka-broker-api-versions,
 #                                           kafka-storage) through `java -cp`
+# Errors are one line on stderr; exit status 3 means the jars are not fetched (`fetch`). The
+# state directory also holds kafka.env (listeners, properties files, users, super users, the
+# certificates' directory and password) for tests/support/kafka_broker.py.
 # Environment: KQUOTA_KAFKA_DIR (state directory: pids, configs, data, certificates, logs; default
 # /tmp/kquota-kafka), KQUOTA_KAFKA_PORT (first port tried; each listener takes the next free one;
 # default 19092), KQUOTA_KAFKA_LIBS (the jars; default ~/.cache/kquota/kafka-<version>/libs),
 # KQUOTA_KAFKA_HEAP (default -Xms64m -Xmx512m per broker), KQUOTA_KAFKA_START_TIMEOUT (seconds,
-# default 120). Everything listens on 127.0.0.1 only.
+# default 180: a loaded 2-core machine). Everything listens on 127.0.0.1 only.
 #
 # Principals: SASL users admin, alice, bob, proxy (password `<name>-secret`; PLAIN, SCRAM-SHA-256,
 # SCRAM-SHA-512; OAUTHBEARER with Kafka's unsecured validator, for tests only); TLS clients are
@@ -38,7 +40,7 @@ LIBS="${KQUOTA_KAFKA_LIBS:-${XDG_CACHE_HOME:-$HOME/.cache}/kquota/kafka-$VERSION
 DIR="${KQUOTA_KAFKA_DIR:-/tmp/kquota-kafka}"
 BASE_PORT="${KQUOTA_KAFKA_PORT:-19092}"
 HEAP="${KQUOTA_KAFKA_HEAP:--Xms64m -Xmx512m}"
-TIMEOUT="${KQUOTA_KAFKA_START_TIMEOUT:-120}"
+TIMEOUT="${KQUOTA_KAFKA_START_TIMEOUT:-180}"
 FETCH_CMD="bash scripts/kafka.sh fetch"
 MARKER=".kquota-kafka"            # only a directory holding it is ever removed
 USERS="admin alice bob proxy"     # password: <name>-secret
@@ -48,7 +50,10 @@ LISTENERS="PLAINTEXT SASL_PLAINTEXT SSL SASL_SSL"
 # Small machines, shared with the tests: few GC and compiler threads. A command-line tool lives
 # seconds: the serial collector and C1 alone halve its CPU time (start-up dominates).
 JVM_OPTS="-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:ParallelGCThreads=1 -XX:ConcGCThreads=1 -XX:CICompilerCount=2 -Djava.awt.headless=true"
-TOOL_JVM_OPTS="-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true"
+TOOL_JVM_OPTS="-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true -Xlog:disable -Xlog:all=warning:stderr"
+# The tools' classes, archived (Java's class-data sharing) by the first `start` after a fetch:
+# half a tool's start-up again. A missing or stale archive only costs that half back.
+TOOLS_JSA="$(dirname "$LIBS")/tools.jsa"
 
 die() { echo "kafka.sh: $*" >&2; exit 1; }
 
@@ -95,8 +100,10 @@ tool() {
   [ $# -ge 1 ] || die "usage: kafka.sh tool NAME ARGS..."
   need_libs
   local class; class="$(tool_class "$1")"; shift
+  local share=""
+  [ -f "$TOOLS_JSA" ] && share="-XX:SharedArchiveFile=$TOOLS_JSA"
   # shellcheck disable=SC2086
-  exec java -Xmx256m $TOOL_JVM_OPTS -Dlog4j.configuration="file:$ROOT/scripts/kafka/tools-log4j.properties" -Dlog4j2.configurationFile="$ROOT/scripts/kafka/log4j2.properties" \
+  exec java -Xmx256m $TOOL_JVM_OPTS $share -Dlog4j.configuration="file:$ROOT/scripts/kafka/tools-log4j.properties" -Dlog4j2.configurationFile="$ROOT/scripts/kafka/log4j2.properties" \
     -cp "$LIBS/*" "$class" "$@"
 }
 
@@ -284,6 +291,17 @@ format() {  # NODE_DIR: kafka-storage format, with the SCRAM credentials
     >"$1/format.log" 2>&1 || { cat "$1/format.log" >&2; die "kafka-storage format failed for $1"; }
 }
 
+archive_tools() {  # SSL_PORT: one admin-client tool over TLS, its classes archived at exit
+  local tmp="$TOOLS_JSA.$$"
+  # shellcheck disable=SC2086
+  java -Xmx256m $TOOL_JVM_OPTS -XX:ArchiveClassesAtExit="$tmp" \
+    -Dlog4j.configuration="file:$ROOT/scripts/kafka/tools-log4j.properties" \
+    -Dlog4j2.configurationFile="$ROOT/scripts/kafka/log4j2.properties" -cp "$LIBS/*" kafka.admin.ConfigCommand \
+    --bootstrap-server "127.0.0.1:$1" --command-config "$DIR/client-SSL.properties" --describe \
+    --entity-type clients --entity-name kquota-archive >/dev/null 2>&1 && mv -f "$tmp" "$TOOLS_JSA" || true
+  rm -f "$tmp"
+}
+
 started() {  # NODE_DIR: the node logged that it started (a broker: after it was unfenced)
   grep -q "Kafka Server started" "$1/logs/server.log" 2>/dev/null
 }
@@ -309,12 +327,12 @@ start() {
   done
   case "$brokers" in 1|3) ;; *) die "--brokers must be 1 or 3, not '$brokers'" ;; esac
   if alive; then cat "$DIR/listeners"; return 0; fi
-  need_libs
-  command -v java >/dev/null || die "java is not installed (Java 17+: apt-get install default-jre-headless)"
   if [ -e "$DIR" ]; then
     [ -f "$DIR/$MARKER" ] || die "$DIR exists and was not made by kafka.sh; set KQUOTA_KAFKA_DIR to another directory"
     stop
   fi
+  need_libs
+  command -v java >/dev/null || die "java is not installed (Java 17+: apt-get install default-jre-headless)"
   mkdir -p "$DIR"; touch "$DIR/$MARKER"; : > "$DIR/pids"
   CLUSTER_ID="$(python3 -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
   make_tls & local tls_pid=$!   # openssl and keytool while kafka-storage formats
@@ -384,6 +402,7 @@ start() {
     done
     for l in $LISTENERS; do echo "${l}_PROPERTIES=$DIR/client-$l.properties"; done
   } > "$DIR/listeners"
+  [ -f "$TOOLS_JSA" ] || archive_tools "${ports[2]}"
   {
     cat "$DIR/listeners"
     echo "BROKERS=$brokers"

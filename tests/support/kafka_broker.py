@@ -109,14 +109,17 @@ class KafkaBroker:
             d.rmdir()  # kafka.sh removes only directories it made; an empty one it makes again
         from proxy_support import free_port
 
-        env = dict(os.environ, KQUOTA_KAFKA_DIR=str(d), KQUOTA_KAFKA_PORT=str(free_port()))
-        proc = subprocess.run(["bash", str(KAFKA_SH), "start", "--brokers", str(brokers)], env=env,
-                              capture_output=True, text=True, timeout=600)
-        if proc.returncode == JARS_MISSING:
-            raise KafkaUnavailable(proc.stderr.strip())
-        if proc.returncode != 0:
-            raise RuntimeError(f"scripts/kafka.sh start failed:\n{proc.stderr}")
-        return cls(d, owned=True)
+        for attempt in (1, 2):  # a port found free may be taken before the broker binds it: once more
+            env = dict(os.environ, KQUOTA_KAFKA_DIR=str(d), KQUOTA_KAFKA_PORT=str(free_port()))
+            proc = subprocess.run(["bash", str(KAFKA_SH), "start", "--brokers", str(brokers)], env=env,
+                                  capture_output=True, text=True, timeout=600)
+            if proc.returncode == JARS_MISSING:
+                raise KafkaUnavailable(proc.stderr.strip())
+            if proc.returncode == 0:
+                return cls(d, owned=True)
+            if attempt == 2 or "Address already in use" not in proc.stderr:
+                raise RuntimeError(f"scripts/kafka.sh start failed:\n{proc.stderr}")
+        raise AssertionError("unreachable")
 
     def stop(self) -> None:
         """Stops the broker if this object started it (one started by scripts/test.sh is its)."""
@@ -210,12 +213,17 @@ def _read_env(path: Path) -> dict[str, str]:
 def session_broker(brokers: int = 1):
     """The broker for a test session: scripts/test.sh's (``KQUOTA_TEST_KAFKA_DIR``) for one broker,
     or a new one. Skips (fails under ``CI=true``) when the jars are missing."""
-    import pytest
-
     existing = os.environ.get("KQUOTA_TEST_KAFKA_DIR") if brokers == 1 else None
     if existing:
         return KafkaBroker(Path(existing))
     try:
         return KafkaBroker.start(brokers=brokers)
     except KafkaUnavailable as e:
-        (pytest.fail if os.environ.get("CI", "").lower() == "true" else pytest.skip)(str(e))
+        unavailable(str(e))
+
+
+def unavailable(message: str) -> None:
+    """Skips the test for want of the jars; under ``CI=true`` (the test command fetches them) fails."""
+    import pytest
+
+    (pytest.fail if os.environ.get("CI", "").lower() == "true" else pytest.skip)(message)
