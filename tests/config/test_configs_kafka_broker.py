@@ -18,8 +18,8 @@ from kquota.cli import main
 TAG = uuid.uuid4().hex[:6]
 USER, CLIENT, IP = f"cfg-user-{TAG}", f"cfg-client-{TAG}", "10.20.30.40"
 # (kafka-configs' entity arguments, the quotas set on it)
-# Kafka's broker lists an entity's quotas in its HashMap's order (request_percentage,
-# producer_byte_rate, consumer_byte_rate, controller_mutation_rate); the admin client's own
+# Kafka's broker lists an entity's quotas in its HashMap's order (kquota/proxy/quota_order.py:
+# request_percentage before producer_byte_rate when they are the only two); the admin client's own
 # HashMap keeps that order where two keys share its bucket, as producer_byte_rate and
 # request_percentage do: kafka-configs then prints the broker's order.
 ENTITIES = [
