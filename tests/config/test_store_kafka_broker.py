@@ -130,10 +130,6 @@ def test_the_store_over_tls_with_the_brokers_credentials(kafka_broker, listener)
         assert again.describe() == {E({"user": "alice", "client-id": "app"}): {"producer_byte_rate": 2048.0}}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the store reports a refused password as 'cannot reach the Kafka store ... _TRANSPORT: Failed to "
-    "get metadata: Local: Broker transport failure': librdkafka tells the authentication failure only "
-    "to an error_cb, which the store's clients do not set"))
 def test_a_wrong_password_is_one_clear_error(kafka_broker):
     url = f"kafka://{kafka_broker.listeners['SASL_SSL']}/{topic_name('badpw')}"
     with pytest.raises(ConfigStoreError) as e:

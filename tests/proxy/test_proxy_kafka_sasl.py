@@ -132,12 +132,6 @@ def test_a_user_without_an_acl_is_refused_through_the_proxy_as_directly(kafka_br
             assert KafkaError.TOPIC_AUTHORIZATION_FAILED in {e.code() for e in errors}, errors
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the proxy closes the client's connection as soon as the broker closes it after a failed "
-    "SaslAuthenticate, before relaying the broker's answer (the SaslAuthenticate response goes "
-    "through Python; the native plane's upstream EOF closes the client first), so the client "
-    "mostly sees a disconnect during authentication instead of the broker's error; a Java client "
-    "then retries instead of failing"))
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_every_failed_authentication_reaches_the_client_as_the_brokers_answer(kafka_broker, sasl_proxy,
                                                                              topic, mechanism):

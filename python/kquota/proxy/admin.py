@@ -22,6 +22,7 @@ from typing import Any, Optional
 from kquota.entity import ENTITY_TYPES, IP, ClientQuotaEntity
 from kquota.exceptions import KQuotaError, QuotaConfigError
 from kquota.proxy.protocol import apis
+from kquota.proxy.quota_order import kafka_order
 
 log = logging.getLogger("kquota.proxy")
 
@@ -117,7 +118,7 @@ class QuotaAdmin:
                 continue
             entries.append({
                 "Entity": [{"EntityType": k, "EntityName": entity[k]} for k in ENTITY_TYPES if k in entity],
-                "Values": [{"Key": k, "Value": float(v)} for k, v in sorted(config.items())],
+                "Values": [{"Key": k, "Value": float(config[k])} for k in kafka_order(config)],
             })
         return {"ErrorCode": 0, "ErrorMessage": None, "Entries": entries}
 

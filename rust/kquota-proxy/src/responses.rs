@@ -31,6 +31,7 @@ pub async fn read_responses(
             first.map_err(|e| shared.cfg.security.broker_refusal(&up.0, &e))?
         };
         if !more {
+            deliver_received(conn).await;
             return Err(format!("broker {}:{} closed the connection", up.0, up.1));
         }
         answered = true;
@@ -110,5 +111,42 @@ pub async fn read_responses(
                 crate::fetch_path::on_response(conn, fwd, buf, size, &mut rd, &mut relay, t0).await?
             }
         }
+    }
+}
+
+/// After the broker's close, the answers it gave before closing (a failed SaslAuthenticate's,
+/// which Python settles through the bridge) reach the client before the client's connection is
+/// closed, as they would directly; bounded by the drain deadline.
+async fn deliver_received(conn: &Conn) {
+    let delivered = async {
+        conn.wait_until(|st| {
+            !owed_before_close(st.slots.front().map(|s| s.id), st.forwarded.iter().map(|f| f.slot))
+        })
+        .await;
+        conn.to_client.wait_below(0).await;
+    };
+    let _ = tokio::time::timeout(conn.shared.cfg.drain, delivered).await;
+}
+
+/// Whether the slot at the head (`head`: answers leave in slot order) can still be answered once
+/// the broker has closed: it can unless it is one the broker never answered (still `forwarded`).
+fn owed_before_close(head: Option<u64>, mut forwarded: impl Iterator<Item = u64>) -> bool {
+    head.is_some_and(|h| !forwarded.any(|f| f == h))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::owed_before_close;
+
+    #[test]
+    fn an_answer_received_but_not_yet_settled_is_owed_before_the_close() {
+        // slot 3's answer came from the broker (Python is settling it); 4 was never answered
+        assert!(owed_before_close(Some(3), [4].into_iter()));
+    }
+
+    #[test]
+    fn a_request_the_broker_never_answered_is_not_waited_for() {
+        assert!(!owed_before_close(Some(4), [4, 5].into_iter()));
+        assert!(!owed_before_close(None, std::iter::empty()));
     }
 }

@@ -22,6 +22,7 @@ from kquota.stores.base import (
 from kquota.stores.kafka.codec import alter_headers, batch_bytes, encode_alter, new_alter_id
 from kquota.stores.kafka.follower import Follower
 from kquota.stores.kafka.security import librdkafka_security
+from kquota.stores.kafka.client_errors import ClientErrors
 from kquota.stores.kafka.topic import error_reason, ensure_topic
 from kquota.validation import validate_alter
 
@@ -106,8 +107,13 @@ class KafkaConfigStore(ConfigStore):
         self._lock = threading.Lock()  # one alter at a time per handle: one batch each
         self._follower: Optional[Follower] = None
         self._producer: Any = None
+        self._errors = ClientErrors(security_source)
         self._admin = AdminClient(self._client_config("admin"))
-        ensure_topic(self._admin, self.url, topic, self.timeout, create=not self.read_only)
+        try:
+            ensure_topic(self._admin, self.url, topic, self.timeout, create=not self.read_only)
+        except ConfigStoreError:
+            self._errors.check(self.url, self._admin)
+            raise
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> "KafkaConfigStore":
@@ -127,6 +133,8 @@ class KafkaConfigStore(ConfigStore):
             "logger": _client_log,
             # A cluster that comes back is found within a second, not librdkafka's default 10 s.
             "reconnect.backoff.max.ms": 1000,
+            # A refused password is told only here: the calls fail with a transport failure.
+            "error_cb": self._errors.error_cb,
             **self.client_security,
             **extra,
         }
@@ -184,6 +192,7 @@ class KafkaConfigStore(ConfigStore):
                                                request_timeout=timeout)
             return int(next(iter(futures.values())).result(timeout).offset)
         except Exception as e:  # noqa: BLE001 - KafkaException or a future's timeout
+            self._errors.check(self.url, self._admin)
             raise ConfigStoreError(f"cannot reach the Kafka store {self.url}: {error_reason(e)}") from None
 
     # ------------------------------------------------------------------ writes
