@@ -14,7 +14,7 @@
 # corpus (every run replays it) and a unit test beside the code it broke.
 #
 # Environment:
-#   KQUOTA_FUZZ_SECONDS  fuzzing seconds per target (default 12: 6 targets, about 75 s in all)
+#   KQUOTA_FUZZ_SECONDS  fuzzing seconds per target (default 10: 6 targets, about 70 s in all once built)
 #   KQUOTA_FUZZ_TARGETS  the targets to run (default: all six, space-separated)
 #   KQUOTA_FUZZ_ARTIFACTS where crashing inputs go (default: $TMPDIR/kquota-fuzz-artifacts)
 #   PY                   the Python with kquota (default: python3); atheris is installed into
@@ -26,7 +26,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
-SECONDS_EACH="${KQUOTA_FUZZ_SECONDS:-12}"
+SECONDS_EACH="${KQUOTA_FUZZ_SECONDS:-10}"
 TARGETS="${KQUOTA_FUZZ_TARGETS:-request_reader produce_response fetch_response proxy_header codec sasl}"
 PY="${PY:-python3}"
 CARGO_FUZZ_VERSION=0.13.2
