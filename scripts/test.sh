@@ -17,6 +17,7 @@
 # 4. static checks: ruff, cargo clippy (warnings are errors), mypy's stubtest of the
 #    hand-written stub of the native module, and the documentation site (`mkdocs build --strict`
 #    into a temporary directory, which tests/structure/test_docs_site.py then reads);
+# 4b. fuzzing: scripts/fuzz.sh runs each fuzz target for a bounded time on its committed corpus;
 # 5. the Rust kernel's own tests, then the Python suite.
 # Extra pytest arguments are passed on: `bash scripts/test.sh tests/pipeline/test_cli.py -x`.
 set -euo pipefail
@@ -92,6 +93,10 @@ KQUOTA_DOCS_SITE="$(mktemp -d)"
 export KQUOTA_DOCS_SITE
 trap 'bash scripts/kafka.sh stop; bash scripts/zookeeper.sh stop; rm -rf "$KQUOTA_DOCS_SITE"' EXIT
 NO_MKDOCS_2_WARNING=1 "$PY" -m mkdocs build --strict --site-dir "$KQUOTA_DOCS_SITE"
+
+# ------------------------------------------------------------------ 4b. fuzzing
+section "fuzzing: the wire readers, each for a bounded time on its committed corpus"
+PY="$PY" bash scripts/fuzz.sh
 
 # ------------------------------------------------------------------ 5. tests
 section "Rust tests"

@@ -14,12 +14,14 @@ Every bad value is one :class:`~kquota.exceptions.KQuotaError` line naming the f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import secrets
 import ssl
 import tempfile
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Iterator, Mapping, Optional
 
 from kquota.exceptions import KQuotaError
 from kquota.proxy.tls_settings import SECURITY_PROTOCOLS
@@ -204,6 +206,52 @@ def tls_material(props: Mapping[str, str], source: str) -> TlsMaterial:
     return TlsMaterial(_trust(props, source), identity, password, algorithm == "https")
 
 
+_KEY_BLOCK = re.compile(rb"-----BEGIN ([A-Z ]*)PRIVATE KEY-----.*?-----END \1PRIVATE KEY-----\r?\n?", re.S)
+
+
+def _sealed(identity: bytes, password: Optional[str]) -> tuple[bytes, Optional[str]]:
+    """``identity`` (key and chain) with its key encrypted under a fresh random password held only
+    in memory, and that password: what ``load_cert_chain`` reads may then be seen by no one.
+    Without the ``cryptography`` package (PEM stores only) the key is passed as it was given."""
+    try:
+        from cryptography.hazmat.primitives.serialization import (
+            BestAvailableEncryption, Encoding, PrivateFormat, load_pem_private_key)
+    except ImportError:
+        return identity, password
+    block = _KEY_BLOCK.search(identity)
+    if block is None:
+        return identity, password
+    encrypted = b"ENCRYPTED" in block.group(0)  # PKCS#8 and traditional (Proc-Type) encryption
+    key = load_pem_private_key(block.group(0), password.encode() if password and encrypted else None)
+    fresh = secrets.token_urlsafe(32)
+    sealed = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, BestAvailableEncryption(fresh.encode()))
+    return sealed + identity[:block.start()] + identity[block.end():], fresh
+
+
+@contextlib.contextmanager
+def _key_file(pem: bytes) -> Iterator[str]:
+    """A path ``load_cert_chain`` (which reads files only) can open holding ``pem``: an anonymous
+    in-memory file where the system has them (Linux), else a private temporary file removed at
+    once (its key encrypted by :func:`_sealed`)."""
+    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+        fd = os.memfd_create("kquota-keystore", os.MFD_CLOEXEC)
+        try:
+            view = memoryview(pem)
+            while view:
+                view = view[os.write(fd, view):]
+            yield f"/proc/self/fd/{fd}"
+        finally:
+            os.close(fd)
+        return
+    fd, path = tempfile.mkstemp(prefix="kquota-keystore-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(pem)
+        yield path
+    finally:
+        os.unlink(path)
+
+
 def _context(material: TlsMaterial, source: str) -> ssl.SSLContext:
     """Python's :mod:`ssl` client context for ``material``."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -218,17 +266,13 @@ def _context(material: TlsMaterial, source: str) -> ssl.SSLContext:
     except ssl.SSLError as e:
         raise KQuotaError(f"{source}: ssl.truststore: no usable CA certificate ({e.reason or e})") from None
     if material.identity_pem is not None:
-        # load_cert_chain reads files only: a private temporary file, removed at once.
-        fd, path = tempfile.mkstemp(prefix="kquota-keystore-", suffix=".pem")
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(material.identity_pem)
-            ctx.load_cert_chain(path, password=material.key_password)
-        except ssl.SSLError as e:
-            raise KQuotaError(f"{source}: ssl.keystore: unusable key or certificate ({e.reason or e}); "
-                              "a wrong ssl.key.password?") from None
-        finally:
-            os.unlink(path)
+            pem, password = _sealed(material.identity_pem, material.key_password)
+            with _key_file(pem) as path:
+                ctx.load_cert_chain(path, password=password)
+        except (ssl.SSLError, ValueError, TypeError) as e:
+            raise KQuotaError(f"{source}: ssl.keystore: unusable key or certificate "
+                              f"({getattr(e, 'reason', None) or e}); a wrong ssl.key.password?") from None
     return ctx
 
 

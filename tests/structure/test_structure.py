@@ -276,7 +276,7 @@ def test_the_native_planes_python_side_takes_the_header_the_plane_parsed():
 # ------------------------------------------------------------------------- tests and benches
 
 #: The folders of tests/ (issue 32): one per area, the helpers in support/, data in fixtures/.
-TEST_AREAS = frozenset({"kernel", "config", "proxy", "pipeline", "plugins", "embedding", "structure",
+TEST_AREAS = frozenset({"kernel", "config", "proxy", "pipeline", "plugins", "embedding", "structure", "fuzz",
                         "support", "fixtures"})
 
 
