@@ -17,6 +17,7 @@
 #   KQUOTA_FUZZ_SECONDS  fuzzing seconds per target (default 10: 6 targets, about 70 s in all once built)
 #   KQUOTA_FUZZ_TARGETS  the targets to run (default: all six, space-separated)
 #   KQUOTA_FUZZ_ARTIFACTS where crashing inputs go (default: $TMPDIR/kquota-fuzz-artifacts)
+#   KQUOTA_FUZZ_TARGET_DIR the fuzz build's target directory (default: ~/.cache/kquota/fuzz-target)
 #   PY                   the Python with kquota (default: python3); atheris is installed into
 #                        it with pip when missing (it is in the `test` extra on Linux x86-64)
 # cargo-fuzz is installed with `cargo install --locked` when missing. It runs on a stable
@@ -33,6 +34,9 @@ CARGO_FUZZ_VERSION=0.13.2
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 ARTIFACTS="${KQUOTA_FUZZ_ARTIFACTS:-${TMPDIR:-/tmp}/kquota-fuzz-artifacts}"
+# The fuzz build's own target directory, outside the clone so that a later run (a fresh clone
+# on the same machine) rebuilds only what changed, as Maven's repository caches the Kafka jars.
+FUZZ_TARGET_DIR="${KQUOTA_FUZZ_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kquota/fuzz-target}"
 # libFuzzer's flags for every target: the time bound, a per-input bound (a slow input is a
 # finding: it would stall a connection), and bounded memory.
 FLAGS=(-max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
@@ -54,7 +58,7 @@ if [ ${#rust[@]} -gt 0 ]; then
     echo "installed cargo-fuzz $CARGO_FUZZ_VERSION in $(( $(date +%s) - start )) s"
   fi
   start=$(date +%s)
-  (cd rust/kquota-proxy && RUSTC_BOOTSTRAP=1 cargo fuzz build -s none 2>&1 | tail -n 3) \
+  (cd rust/kquota-proxy && RUSTC_BOOTSTRAP=1 cargo fuzz build -s none --target-dir "$FUZZ_TARGET_DIR" 2>&1 | tail -n 3) \
     || { echo "fuzz.sh: the cargo-fuzz targets do not build" >&2; exit 1; }
   echo "built the cargo-fuzz targets in $(( $(date +%s) - start )) s"
 fi
@@ -70,7 +74,7 @@ for t in "${rust[@]}" "${python[@]}"; do
   start=$(date +%s)
   log="$WORK/$t.log"
   if is_rust "$t"; then
-    (cd rust/kquota-proxy && RUSTC_BOOTSTRAP=1 cargo fuzz run -s none "$t" \
+    (cd rust/kquota-proxy && RUSTC_BOOTSTRAP=1 cargo fuzz run -s none --target-dir "$FUZZ_TARGET_DIR" "$t" \
       "$WORK/new/$t" "$ROOT/rust/kquota-proxy/fuzz/corpus/$t" -- "${FLAGS[@]}" -artifact_prefix="$ARTIFACTS/$t/") \
       >"$log" 2>&1 && rc=0 || rc=$?
   else

@@ -27,6 +27,17 @@ def front():
 
 @pytest.fixture
 def proxy(front, tmp_path):
+    """A PLAINTEXT listener: its clients are ANONYMOUS, an admin here."""
+    proc, port = start_proxy(front, tmp_path, "--admin-principals", ADMINS)
+    yield f"127.0.0.1:{port}"
+    code, err = stop_proxy(proc)
+    assert code == 0, err
+
+
+@pytest.fixture
+def sasl_proxy(front, tmp_path):
+    """A SASL_PLAINTEXT listener: a client is its SASL principal, and one that does not
+    authenticate is closed, as Kafka's authenticator closes it."""
     proc, port = start_proxy(front, tmp_path, "--admin-principals", ADMINS, protocol="SASL_PLAINTEXT")
     yield f"127.0.0.1:{port}"
     code, err = stop_proxy(proc)
@@ -153,7 +164,9 @@ def test_dry_run_validates_and_writes_nothing(proxy, capsys, tmp_path):
     assert code == 1 and 'Error while updating config for user="dry": InvalidRequestException' in err, err
 
 
-def test_refused_alters_are_reported_per_entity(proxy, capsys, tmp_path):
+def test_refused_alters_are_reported_per_entity(sasl_proxy, capsys, tmp_path):
+    proxy = sasl_proxy
+    admin = ("--command-config", sasl_props(tmp_path, "admin"))
     # A principal the proxy does not list as admin: every entry of the one request refused.
     quota_file = tmp_path / "q.json"
     quota_file.write_text(json.dumps({"quotas": [
@@ -169,23 +182,27 @@ def test_refused_alters_are_reported_per_entity(proxy, capsys, tmp_path):
     assert lines[1].startswith('Error while updating config for ip="127.0.0.9": ClusterAuthorizationException'), \
         err
     assert "2 of 2 entries refused" in lines[2], err
-    assert described(capsys, proxy) == []
+    assert described(capsys, proxy, *admin) == []
     # The admin principal, over SASL: the same file applied.
     code, out, err = run(capsys, "--bootstrap-server", proxy, "--command-config", sasl_props(tmp_path, "admin"),
                          "--alter", "--quota-file", str(quota_file))
     assert code == 0, err
-    assert len(described(capsys, proxy)) == 2
+    assert len(described(capsys, proxy, *admin)) == 2
     # An unknown key: the cluster's error, naming the entity; nothing changed.
-    code, out, err = run(capsys, "--bootstrap-server", proxy, "--alter", "--add-config",
+    code, out, err = run(capsys, "--bootstrap-server", proxy, *admin, "--alter", "--add-config",
                          "producer_byte_rate=5,bogus_rate=1", "--user", "alice")
     assert code == 1 and 'Error while updating config for user="alice": InvalidRequestException' in err, err
     assert "bogus_rate" in err
-    assert {q["entity"].get("user"): q["config"] for q in described(capsys, proxy, "--entity-type", "users")} == {
+    assert {q["entity"].get("user"): q["config"] for q in described(capsys, proxy, *admin, "--entity-type", "users")} == {
         "alice": {"producer_byte_rate": 1000}}
     # A name that is not an IP address: refused in Kafka's words before anything is sent.
-    code, out, err = run(capsys, "--bootstrap-server", proxy, "--alter", "--add-config",
+    code, out, err = run(capsys, "--bootstrap-server", proxy, *admin, "--alter", "--add-config",
                          "connection_creation_rate=5", "--ip", "not-an-ip")
     assert code == 1 and "The entity name for ips must be a valid IP" in err
+    # A client that does not authenticate on a SASL listener is closed before its request is
+    # read (Kafka's IllegalSaslStateException), whoever the proxy's admins are.
+    code, out, err = run(capsys, "--bootstrap-server", proxy, "--describe")
+    assert code == 1 and "closed the connection" in err, err
 
 
 def test_bad_command_lines_and_connections_fail_in_one_line(proxy, capsys, tmp_path):

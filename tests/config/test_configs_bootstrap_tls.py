@@ -13,26 +13,37 @@ from tls_support import PASSWORD, Stunnel, TlsBroker
 
 
 @pytest.fixture(scope="module")
-def proxy_port(tmp_path_factory):
+def proxy_ports(tmp_path_factory):
+    """Two proxies following one store: a PLAINTEXT listener (its TLS clients, behind stunnel,
+    are ANONYMOUS: an admin here) and a SASL_PLAINTEXT one (SASL_SSL clients behind stunnel are
+    their SASL principal; one that does not authenticate is closed, as Kafka closes it)."""
     front = SaslFront()
-    proc, port = start_proxy(front, tmp_path_factory.mktemp("proxy"), "--admin-principals", ADMINS,
-                             protocol="SASL_PLAINTEXT")
-    yield port
-    code, err = stop_proxy(proc)
+    home = tmp_path_factory.mktemp("proxy")
+    started = [start_proxy(front, home, "--admin-principals", ADMINS, protocol=protocol)
+               for protocol in ("PLAINTEXT", "SASL_PLAINTEXT")]
+    yield started[0][1], started[1][1]
+    stopped = [stop_proxy(proc) for proc, _ in started]
     front.stop()
-    assert code == 0, err
+    assert all(code == 0 for code, _ in stopped), stopped
 
 
 @pytest.fixture(scope="module")
-def tls(pki, proxy_port):
-    s = Stunnel(pki, proxy_port)
+def tls(pki, proxy_ports):
+    s = Stunnel(pki, proxy_ports[0])
     yield s
     s.stop()
 
 
 @pytest.fixture(scope="module")
-def mtls(pki, proxy_port):
-    s = Stunnel(pki, proxy_port, client_ca=pki.ca.pem)
+def mtls(pki, proxy_ports):
+    s = Stunnel(pki, proxy_ports[1], client_ca=pki.ca.pem)
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def mtls_plain(pki, proxy_ports):
+    s = Stunnel(pki, proxy_ports[0], client_ca=pki.ca.pem)
     yield s
     s.stop()
 
@@ -55,7 +66,7 @@ def test_ssl_with_a_pem_truststore_round_trips(pki, tls, capsys, tmp_path):
                "--delete-config", "connection_creation_rate", "--ip", "127.0.0.7")[0] == 0
 
 
-def test_sasl_ssl_with_pkcs12_stores_and_mutual_tls(pki, mtls, capsys, tmp_path):
+def test_sasl_ssl_with_pkcs12_stores_and_mutual_tls(pki, mtls, mtls_plain, capsys, tmp_path):
     """A client certificate from a PKCS12 keystore (mutual TLS), trust from a PKCS12 truststore,
     SASL/PLAIN inside: the admin alters, alice is refused per entity."""
     stores = {"ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(pki.ca.p12),
@@ -74,14 +85,15 @@ def test_sasl_ssl_with_pkcs12_stores_and_mutual_tls(pki, mtls, capsys, tmp_path)
     assert code == 1 and "ClusterAuthorizationException" in err, err  # alice may not read the quotas either
     assert described(capsys, mtls.address, "--command-config", admin, "--user", "alice", "--client", "app") == [
         {"entity": {"user": "alice", "client-id": "app"}, "config": {"producer_byte_rate": 1000}}]
-    # A PEM keystore with an encrypted key (ssl.key.password) does as well.
+    # A PEM keystore with an encrypted key (ssl.key.password) does as well (SSL, no SASL: the
+    # PLAINTEXT proxy behind mutual TLS, whose ANONYMOUS clients are admins).
     (tmp_path / "enc-keystore.pem").write_bytes(pki.alice.encrypted_key_pem.read_bytes()
                                                 + pki.alice.cert_pem.read_bytes())
     pem = props(tmp_path, "pem.properties", **{
         "security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca.pem),
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(tmp_path / "enc-keystore.pem"),
         "ssl.key.password": PASSWORD})
-    assert len(described(capsys, mtls.address, "--command-config", pem, "--entity-type", "users",
+    assert len(described(capsys, mtls_plain.address, "--command-config", pem, "--entity-type", "users",
                          "--entity-type", "clients")) == 1
     assert run(capsys, "--bootstrap-server", mtls.address, "--command-config", admin, "--alter",
                "--delete-config", "producer_byte_rate", "--user", "alice", "--client", "app")[0] == 0

@@ -113,6 +113,11 @@ fn parse_v1(buf: &[u8]) -> Result<ProxyHeader, ProxyHeaderError> {
             Err(ProxyHeaderError::Incomplete)
         };
     };
+    // A LF before the first CR ends the line without CR, however the bytes were split: the
+    // same header must not be refused on one TCP segmentation and accepted on another.
+    if window[..cr].contains(&b'\n') {
+        return Err(invalid("v1 line ends without CR"));
+    }
     match window.get(cr + 1) {
         None if buf.len() < MAX_V1_BYTES => return Err(ProxyHeaderError::Incomplete),
         None => return Err(invalid(format!("v1 line longer than {MAX_V1_BYTES} bytes"))),

@@ -198,3 +198,13 @@ fn the_longest_header_fits_the_bound() {
     assert_eq!(buf.len(), MAX_HEADER_BYTES);
     assert_eq!(parse(&buf).unwrap().length, MAX_HEADER_BYTES);
 }
+
+#[test]
+fn a_lf_before_the_cr_is_refused_however_the_line_is_split() {
+    // Found by the proxy_header fuzz target: whole, this line was accepted (its first CR comes
+    // after a LF); cut before that CR, the same bytes were refused.
+    let line = b"PROXY UNKNOWN ff:1 ffff::2 1PROXY TCP6\n\r\n";
+    for cut in (line.iter().position(|b| *b == b'\n').unwrap() + 1)..=line.len() {
+        assert_eq!(invalid_msg(&line[..cut]), "v1 line ends without CR", "cut at {cut}");
+    }
+}
