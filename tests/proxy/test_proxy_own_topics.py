@@ -305,7 +305,10 @@ class _Conn:
     def __init__(self, names):
         from kquota.proxy.own_topics import OwnTopics
 
-        self.server = SimpleNamespace(own_topics=OwnTopics(names))
+        from kquota.proxy.settings import DEFAULT_MAX_DECODED_REQUEST_BYTES
+
+        self.server = SimpleNamespace(own_topics=OwnTopics(names),
+                                      max_decoded_request_bytes=DEFAULT_MAX_DECODED_REQUEST_BYTES)
         self.sent = self.answered = None
 
     async def forward(self, p, frame, on_response):

@@ -29,6 +29,7 @@ import time
 from typing import Any, Callable, Iterable, Optional
 
 from kquota.proxy.dispatch import register
+from kquota.proxy.offload import decode_request
 from kquota.proxy.protocol import apis
 from kquota.proxy.protocol.codec import decode_body, encode_body
 from kquota.proxy.protocol.frames import response_body_offset, response_frame
@@ -255,7 +256,7 @@ async def by_topic(conn: Any, p: Pending, frame: bytes, t0: int) -> None:
     h = p.header
     v = h.api_version
     req_schema, resp_schema, req_key, resp_key, refuse = _BY_TOPIC[h.api_key]
-    req = decode_body(req_schema, v, frame, h.body_offset)
+    req = await decode_request(req_schema, h, frame, conn.server.max_decoded_request_bytes)
     items = req.get(req_key) or []
     refused = [refuse(i) for i in items if _is_own(own, h.api_key, i)]
     if not refused:
@@ -310,7 +311,7 @@ async def describe_topic_partitions(conn: Any, p: Pending, frame: bytes, t0: int
         return
     h = p.header
     v = h.api_version
-    req = decode_body("DescribeTopicPartitionsRequest", v, frame, h.body_offset)
+    req = await decode_request("DescribeTopicPartitionsRequest", h, frame, conn.server.max_decoded_request_bytes)
     topics = req.get("Topics") or []
     refused = [_metadata_error(t["Name"], _ZERO_ID) for t in topics if t["Name"] in own.names]
     kept = [t for t in topics if t["Name"] not in own.names]
