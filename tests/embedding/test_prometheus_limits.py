@@ -17,7 +17,9 @@ from kquota import ClientQuotaType as Q
 
 
 def loaded_manager(n=20_000):
-    qm = kquota.QuotaManager(expiry_interval_seconds=None)
+    # One principal's n client ids, each a sensor of its own: the bound on a principal's client
+    # ids (kquota.max.client.ids.per.principal) lifted past n.
+    qm = kquota.QuotaManager(expiry_interval_seconds=None, max_client_ids_per_principal=n + 1)
     qm.alter_client_quotas([({"client-id": None}, {"producer_byte_rate": 1000})])
     for i in range(n):
         qm.record_no_throttle(Q.PRODUCE, "u", f"client-{i}", 10, now_ms=0)

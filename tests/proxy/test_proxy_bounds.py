@@ -410,7 +410,7 @@ def test_real_sasl_clients_pass_the_pre_authentication_bounds():
     front = SaslFront()
     proxy = ProxyThread(("127.0.0.1", front.port), sasl_listener=True)
     sasl = {"bootstrap.servers": proxy.address, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-            "sasl.username": "alice", "sasl.password": "secret"}
+            "sasl.username": "alice", "sasl.password": SaslFront.USERS["alice"]}
     try:
         admin = AdminClient(sasl)
         for f in admin.create_topics([NewTopic("bounds-sasl", 1, 1)]).values():

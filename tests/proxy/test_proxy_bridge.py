@@ -45,7 +45,7 @@ def test_sasl_principal_reaches_the_produce_quota(sasl_front, tmp_path):
     log = RequestLogWriter(str(tmp_path), rotate_seconds=600)
     proxy = ProxyThread(("127.0.0.1", sasl_front.port), qm=qm, request_log=log, sasl_listener=True)
     try:
-        topic = make_topic(proxy.address)
+        topic = make_topic(f"127.0.0.1:{sasl_front.port}")  # at the front: the proxy admits only SASL clients
         throttles: list[float] = []
         p = Producer({"bootstrap.servers": proxy.address, "client.id": "sasl-client", "linger.ms": 5,
                       "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",

@@ -101,7 +101,7 @@ def test_sasl_ssl_both_sides_with_kafkas_credentials(kafka_broker):
     qm = kquota.QuotaManager()
     proxy = ProxyThread(("127.0.0.1", port_of(kafka_broker.listeners["SASL_SSL"])), qm=qm,
                         listener_tls=listener_props(kafka_broker, client_auth="none"),
-                        upstream_tls=upstream_props(kafka_broker))
+                        upstream_tls=upstream_props(kafka_broker), sasl_listener=True)
     try:
         for mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
             conf = {**kafka_broker.client_config("SASL_SSL", "alice", mechanism), "bootstrap.servers": proxy.address}

@@ -49,6 +49,17 @@ def refused(w: Wire, token: bytes) -> bool:
     return code == SASL_AUTHENTICATION_FAILED and w.closed_by_peer()
 
 
+def closed_unauthenticated(w: Wire, call: Any) -> bool:
+    """``call(w)`` on a connection of a SASL listener that has not completed an exchange: the
+    proxy closes it without an answer, as Kafka's authenticator closes a client that sends
+    anything but ApiVersions or SASL before authenticating (``IllegalSaslStateException``)."""
+    try:
+        call(w)
+    except ConnectionError:
+        return True
+    return False
+
+
 def plain(user: str, password: str) -> bytes:
     return b"\x00" + user.encode() + b"\x00" + password.encode()
 
