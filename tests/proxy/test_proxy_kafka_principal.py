@@ -17,8 +17,8 @@ from kquota.proxy.protocol import apis
 from kquota.proxy.protocol.codec import encode_body
 from proxy_support import ProxyThread
 from proxy_wire import Wire
-from sasl_wire import (ILLEGAL_SASL_STATE, alter_victim, closed_unauthenticated, authenticate, describe, handshake, plain, plane_users,
-                       refused, scram_login)
+from sasl_wire import (ILLEGAL_SASL_STATE, alter_victim, authenticate, closed_unauthenticated, describe, handshake,
+                       plain, plane_users, refused, scram_login)
 
 PREFIX = "kq-principal-"
 PRODUCE = kquota.ClientQuotaType.PRODUCE

@@ -21,8 +21,8 @@ from kquota.proxy.protocol.codec import encode_body
 from proxy_fakes import LoopbackServer, SaslFront, read_frame
 from proxy_support import ProxyThread, make_topic
 from proxy_wire import Wire
-from sasl_wire import (ILLEGAL_SASL_STATE, alter_victim, closed_unauthenticated, authenticate, describe, handshake, plain, plane_users,
-                       refused, scram_login)
+from sasl_wire import (ILLEGAL_SASL_STATE, alter_victim, authenticate, closed_unauthenticated, describe, handshake,
+                       plain, plane_users, refused, scram_login)
 from store_helpers import wait_until
 
 from kquota.proxy.protocol.frames import parse_request_header
