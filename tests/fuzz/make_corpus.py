@@ -13,7 +13,6 @@ import base64
 import hashlib
 import json
 import pathlib
-import shutil
 import struct
 
 import fuzz_codec
@@ -57,8 +56,12 @@ def _response(name: str, v: int, flexible_header: bool) -> bytes:
 
 
 def _write(directory: pathlib.Path, seeds: list[bytes]) -> None:
-    shutil.rmtree(directory, ignore_errors=True)
-    directory.mkdir(parents=True)
+    """The seeds, replacing the earlier ones; the ``crash-*`` inputs fuzzing found stay (every
+    run replays them)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.iterdir():
+        if not old.name.startswith("crash-"):
+            old.unlink()
     for data in seeds:
         (directory / hashlib.sha1(data).hexdigest()).write_bytes(data)
 
