@@ -19,7 +19,7 @@ from kquota.proxy.protocol.codec import decode_body, encode_body, read_fixed
 from kquota.proxy.dispatch import register
 from kquota.proxy.offload import decode_request, encode_answer
 from kquota.proxy.protocol.frames import response_body_offset, response_frame
-from kquota.proxy.request import Answer, Pending
+from kquota.proxy.request import Answer, Pending, elapsed, forward_decoded
 from kquota.proxy.protocol.versions import clamp_api_versions, unsupported_api_versions
 
 if TYPE_CHECKING:  # annotations only: the native plane's connection, which imports no handler
@@ -29,10 +29,6 @@ if TYPE_CHECKING:  # annotations only: the native plane's connection, which impo
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _SASL_HANDSHAKE_BODY = struct.Struct(">hi")
-
-
-def _elapsed(p: Pending, t0: int) -> None:
-    p.ns += time.perf_counter_ns() - t0
 
 
 # ---------------------------------------------------------------------------- ApiVersions
@@ -49,7 +45,7 @@ async def api_versions(conn: BridgeConnection, p: Pending, frame: bytes, t0: int
         return clamp_api_versions(frame, p.header.api_version, throttle), throttle
 
     lo, hi = apis.PARSED_VERSIONS[apis.API_VERSIONS]
-    _elapsed(p, t0)
+    elapsed(p, t0)
     if lo <= p.header.api_version <= hi:
         await conn.forward(p, frame, on_response)
     else:
@@ -86,7 +82,7 @@ async def _addressed_response(conn: BridgeConnection, p: Pending, frame: bytes,
             own_topics.metadata_response(conn.server.own_topics, body, own)
         _remember_partitions(conn, body)
     await addresses.rewrite_body(h.api_key, h.api_version, body, conn.resolve)
-    _elapsed(p, t0)
+    elapsed(p, t0)
     throttle = conn.request_throttle(p)
     if throttle > 0 and "ThrottleTimeMs" in body:
         body["ThrottleTimeMs"] = max(body["ThrottleTimeMs"], throttle)
@@ -99,7 +95,7 @@ async def _addressed(conn: BridgeConnection, p: Pending, frame: bytes, t0: int) 
     own = None
     if p.header.api_key == apis.METADATA and conn.server.own_topics.names:
         frame, own = own_topics.metadata_request(conn.server.own_topics, p, frame)
-    _elapsed(p, t0)
+    elapsed(p, t0)
     await conn.forward(p, frame, lambda p, f: _addressed_response(conn, p, f, own))
 
 
@@ -132,21 +128,14 @@ async def _mutation(conn: BridgeConnection, p: Pending, frame: bytes, t0: int) -
         return response_frame(h.correlation_id, h.api_key, v, encode_body(resp_schema, v, merged)), throttle
 
     if plan.forward is None:
-        _elapsed(p, t0)
+        elapsed(p, t0)
         data, throttle = finish(None)
         await conn.answer(p, data, throttle)
         return
     if plan.rejected:
         frame = frame[:h.body_offset] + bytes(encode_body(req_schema, v, plan.forward))
 
-    async def on_response(p: Pending, frame: bytes) -> Answer:
-        t1 = time.perf_counter_ns()
-        body = decode_body(resp_schema, v, frame, response_body_offset(frame, h.api_key, v))
-        _elapsed(p, t1)
-        return finish(body)
-
-    _elapsed(p, t0)
-    await conn.forward(p, frame, on_response)
+    await forward_decoded(conn, p, frame, t0, resp_schema, finish)
 
 
 for _key in (apis.CREATE_TOPICS, apis.DELETE_TOPICS, apis.CREATE_PARTITIONS):
@@ -177,7 +166,7 @@ async def alter_client_quotas(conn: BridgeConnection, p: Pending, frame: bytes, 
 
 async def _local_answer(conn: BridgeConnection, p: Pending, t0: int, schema: str, body: dict) -> None:
     h = p.header
-    _elapsed(p, t0)
+    elapsed(p, t0)
     throttle = conn.request_throttle(p)
     body["ThrottleTimeMs"] = throttle
     encoded = await encode_answer(schema, h.api_version, body, len(body.get("Entries") or ()))
@@ -210,7 +199,7 @@ async def sasl_handshake(conn: BridgeConnection, p: Pending, frame: bytes, t0: i
         conn.auth.handshake_answered(exchange, read_fixed(_I16, frame, offset, "SaslHandshake ErrorCode"))
         return (_I32.pack(len(frame)), frame), 0
 
-    _elapsed(p, t0)
+    elapsed(p, t0)
     await conn.forward(p, frame, on_response)
 
 
@@ -242,13 +231,13 @@ async def sasl_authenticate(conn: BridgeConnection, p: Pending, frame: bytes, t0
             return await conn.plain_response(p, frame)
         return (_I32.pack(len(frame)), frame), 0
 
-    _elapsed(p, t0)
+    elapsed(p, t0)
     await conn.forward(p, frame, on_response)
 
 
 async def _illegal_sasl_state(conn: BridgeConnection, p: Pending, t0: int, body: bytes | bytearray) -> None:
     h = p.header
-    _elapsed(p, t0)
+    elapsed(p, t0)
     throttle = conn.request_throttle(p)
     data = response_frame(h.correlation_id, h.api_key, h.api_version, body)
     await conn.answer(p, data, throttle)

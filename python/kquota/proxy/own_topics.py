@@ -33,7 +33,7 @@ from kquota.proxy.offload import decode_request
 from kquota.proxy.protocol import apis
 from kquota.proxy.protocol.codec import decode_body, encode_body
 from kquota.proxy.protocol.frames import response_body_offset, response_frame
-from kquota.proxy.request import Answer, Pending
+from kquota.proxy.request import Answer, Pending, elapsed, forward_decoded
 
 log = logging.getLogger("kquota.proxy")
 
@@ -105,10 +105,6 @@ class OwnTopics:
     def named(self, name: Optional[str], topic_id: Optional[bytes] = None) -> bool:
         """Whether a topic given by name or id is one of the own topics."""
         return (name is not None and name in self.names) or (topic_id is not None and topic_id in self.ids)
-
-
-def _elapsed(p: Pending, t0: int) -> None:
-    p.ns += time.perf_counter_ns() - t0
 
 
 # ---------------------------------------------------------------------------- Metadata
@@ -250,7 +246,7 @@ async def by_topic(conn: Any, p: Pending, frame: bytes, t0: int) -> None:
     broker's answer merged with the proxy's."""
     own: OwnTopics = conn.server.own_topics
     if not own.names:
-        _elapsed(p, t0)
+        elapsed(p, t0)
         await conn.forward(p, frame, conn.plain_response)
         return
     h = p.header
@@ -260,7 +256,7 @@ async def by_topic(conn: Any, p: Pending, frame: bytes, t0: int) -> None:
     items = req.get(req_key) or []
     refused = [refuse(i) for i in items if _is_own(own, h.api_key, i)]
     if not refused:
-        _elapsed(p, t0)
+        elapsed(p, t0)
         await conn.forward(p, frame, conn.plain_response)
         return
 
@@ -272,21 +268,14 @@ async def by_topic(conn: Any, p: Pending, frame: bytes, t0: int) -> None:
 
     kept = [i for i in items if not _is_own(own, h.api_key, i)]
     if not kept:
-        _elapsed(p, t0)
+        elapsed(p, t0)
         data, throttle = finish({"ThrottleTimeMs": 0})
         await conn.answer(p, data, throttle)
         return
     req[req_key] = kept
     frame = frame[:h.body_offset] + bytes(encode_body(req_schema, v, req))
 
-    async def on_response(p: Pending, frame: bytes) -> Answer:
-        t1 = time.perf_counter_ns()
-        body = decode_body(resp_schema, v, frame, response_body_offset(frame, h.api_key, v))
-        _elapsed(p, t1)
-        return finish(body)
-
-    _elapsed(p, t0)
-    await conn.forward(p, frame, on_response)
+    await forward_decoded(conn, p, frame, t0, resp_schema, finish)
 
 
 for _key in _BY_TOPIC:
@@ -306,7 +295,7 @@ async def describe_topic_partitions(conn: Any, p: Pending, frame: bytes, t0: int
     unauthorized left out; one named gets the error, without its id)."""
     own: OwnTopics = conn.server.own_topics
     if not own.names:
-        _elapsed(p, t0)
+        elapsed(p, t0)
         await conn.forward(p, frame, conn.plain_response)
         return
     h = p.header
@@ -324,7 +313,7 @@ async def describe_topic_partitions(conn: Any, p: Pending, frame: bytes, t0: int
         return response_frame(h.correlation_id, h.api_key, v, data), throttle
 
     if refused and not kept:  # forwarded empty, the list would mean every topic
-        _elapsed(p, t0)
+        elapsed(p, t0)
         data, throttle = finish({"ThrottleTimeMs": 0, "NextCursor": None})
         await conn.answer(p, data, throttle)
         return
@@ -335,10 +324,10 @@ async def describe_topic_partitions(conn: Any, p: Pending, frame: bytes, t0: int
     async def on_response(p: Pending, frame: bytes) -> Answer:
         t1 = time.perf_counter_ns()
         body = decode_body("DescribeTopicPartitionsResponse", v, frame, response_body_offset(frame, h.api_key, v))
-        _elapsed(p, t1)
+        elapsed(p, t1)
         return finish(body)
 
-    _elapsed(p, t0)
+    elapsed(p, t0)
     await conn.forward(p, frame, on_response)
 
 

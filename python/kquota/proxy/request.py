@@ -7,11 +7,12 @@ use of a connection besides ordering (:class:`RequestPaths`). The native plane's
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Awaitable
 from typing import Any, Callable, Optional
 
 from kquota.quota_type import ClientQuotaType
-from kquota.proxy.protocol.codec import CodecError
+from kquota.proxy.protocol.codec import CodecError, decode_body
 from kquota.proxy.protocol.frames import RequestHeader, response_body_offset
 from kquota.proxy.protocol.throttle_field import patch_throttle
 
@@ -86,3 +87,24 @@ class RequestPaths:
         if not 0 <= port <= 0xFFFF:
             raise CodecError(f"broker {node_id}: port {port} out of range")
         return await self.server.broker_listener(node_id, host, port)
+
+
+def elapsed(p: Pending, t0: int) -> None:
+    """Charges the handler time since ``t0`` (``perf_counter_ns``) to the request."""
+    p.ns += time.perf_counter_ns() - t0
+
+
+async def forward_decoded(conn: Any, p: Pending, frame: bytes, t0: int, schema: str,
+                          finish: Callable[[dict], Answer]) -> None:
+    """Forwards ``frame``; the broker's whole answer is decoded as ``schema`` (its time charged
+    to the request) and ``finish(body)`` makes the client's answer."""
+    h = p.header
+
+    async def on_response(p: Pending, frame: bytes) -> Answer:
+        t1 = time.perf_counter_ns()
+        body = decode_body(schema, h.api_version, frame, response_body_offset(frame, h.api_key, h.api_version))
+        elapsed(p, t1)
+        return finish(body)
+
+    elapsed(p, t0)
+    await conn.forward(p, frame, on_response)
