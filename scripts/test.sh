@@ -48,7 +48,8 @@ command -v openssl >/dev/null || missing+=(openssl)
 command -v chromium >/dev/null || missing+=(chromium)
 # A real librdkafka command-line client for the proxy tests (tests/proxy/test_proxy_*.py).
 command -v kcat >/dev/null || missing+=(kcat)
-# A real TLS endpoint in front of tansu for the TLS tests (tests/support/tls_support.py).
+# stunnel in front of tansu for benches/bench_proxy_tls.py only (tests/support/tls_support.py's
+# TlsBroker); the TLS tests use Apache Kafka's own SSL listener.
 command -v stunnel4 >/dev/null || missing+=(stunnel4)
 # Spark (the pipeline tests) and ZooKeeper run on Java 17+.
 command -v java >/dev/null || missing+=(default-jre-headless)

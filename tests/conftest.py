@@ -179,16 +179,6 @@ def pki(tmp_path_factory):
     return make_pki(tmp_path_factory.mktemp("pki"))
 
 
-@pytest.fixture(scope="module")
-def tls_broker(pki):
-    """A real TLS broker: tansu behind stunnel4 (``tls_support.TlsBroker``), per module."""
-    from tls_support import TlsBroker
-
-    broker = TlsBroker(pki)
-    yield broker
-    broker.stop()
-
-
 @pytest.fixture(scope="session")
 def kafka_broker():
     """Apache Kafka's broker (``kafka_broker.KafkaBroker``): scripts/test.sh's, or one started for

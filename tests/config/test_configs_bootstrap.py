@@ -1,8 +1,9 @@
 """``kquota configs --bootstrap-server`` (issue 31) against a running ``kquota proxy`` process
 (tansu behind it, through a front that accepts SASL/PLAIN): round trips of every entity kind over
 DescribeClientQuotas / AlterClientQuotas, Kafka's filters, ``--dry-run`` (ValidateOnly), refused
-alters reported per entity, a recommended quota file applied over the protocol and enforced, and
-the same over TLS (stunnel in front of the proxy) and SASL with ``--command-config``."""
+alters reported per entity, a recommended quota file applied over the protocol and enforced,
+SASL with ``--command-config``, and a broker without the quota APIs (tansu). Over TLS, to Apache
+Kafka's own listeners: test_configs_bootstrap_tls.py."""
 
 from __future__ import annotations
 
@@ -237,6 +238,24 @@ def test_bad_command_lines_and_connections_fail_in_one_line(proxy, capsys, tmp_p
     conf = props(tmp_path, "ssl.properties", **{"security.protocol": "SSL"})
     code, _, err = run(capsys, "--bootstrap-server", proxy, "--command-config", conf, "--describe")
     assert code == 1 and "TLS handshake with" in err, err
+
+
+def test_a_broker_without_the_quota_apis_is_named(capsys):
+    """tansu, not Kafka: Apache Kafka's broker serves both APIs, and tansu lists neither in its
+    ApiVersions answer. That exchange succeeds and the command says what the cluster lacks, in
+    one line."""
+    from proxy_support import Tansu
+
+    broker = Tansu()
+    try:
+        code, _, err = run(capsys, "--bootstrap-server", broker.address, "--describe")
+        assert code == 1 and err == (f"kquota: error: UnsupportedVersionException: {broker.address} does not "
+                                     "support DescribeClientQuotas (API key 48)\n"), err
+        code, _, err = run(capsys, "--bootstrap-server", broker.address, "--alter",
+                           "--add-config", "producer_byte_rate=5", "--user", "a")
+        assert code == 1 and "does not support AlterClientQuotas (API key 49)" in err, err
+    finally:
+        broker.stop()
 
 
 def test_recommended_quota_file_applied_over_the_protocol_is_enforced(front, spark, tmp_path, capsys):

@@ -1,17 +1,20 @@
-"""The proxy with TLS on both sides (issue 28), against a real TLS broker (tansu behind
-stunnel4) and real clients: confluent-kafka over SSL through the proxy byte for byte, with
-mutual TLS to the broker too; a user quota enforced on the principal of a client certificate."""
+"""The proxy with TLS on both sides (issue 28): its own listener with certificates the tests make
+(``make_pki``), mutual TLS from the proxy to Apache Kafka's SSL listener (``kafka_broker``: the
+proxy's certificate, ``User:proxy``), and real clients: confluent-kafka over SSL through the proxy
+byte for byte, a user quota enforced on the principal of a client certificate, the command
+line's listener and broker configuration files, the listener's certificate renewed in place.
+Mutual TLS to the broker itself, and the broker refusing the proxy: test_proxy_kafka_tls.py."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-import pytest
-
 import kquota
 from proxy_support import Meter, ProxyThread, produce_loop
-from tls_support import TlsBroker, _name, roundtrip, ssl_client_config, tls_wire, wait_for
+from test_proxy_kafka_tls import port_of
+from test_proxy_kafka_tls import upstream_props as kafka_upstream_props
+from tls_support import _name, roundtrip, ssl_client_config, tls_wire, wait_for
 
 #: Listener properties as a broker's: the proxy's server keystore, client certificates optional.
 RULES = "RULE:^CN=([^,]+),OU=([^,]+),O=kquota$/$1/,DEFAULT"
@@ -22,24 +25,27 @@ def listener_props(pki, client_auth: str = "requested") -> dict[str, str]:
             "ssl.client.auth": client_auth, "ssl.principal.mapping.rules": RULES}
 
 
-def upstream_props(pki, client=None) -> dict[str, str]:
-    props = {"ssl.truststore.location": str(pki.ca.pem)}
-    if client is not None:
-        props["ssl.keystore.location"] = str(client.keystore_pem)
-    return props
+def upstream_props(kafka_broker) -> dict[str, str]:
+    """The proxy's connections to Kafka's SSL listener: its CA, and the proxy's certificate."""
+    return kafka_upstream_props(kafka_broker, kafka_broker.tls.proxy.p12)
 
 
-def tls_proxy(broker, pki, qm=None, client=None, **options) -> ProxyThread:
-    return ProxyThread(("127.0.0.1", broker.port), qm=qm, listener_tls=listener_props(pki),
-                       upstream_tls=upstream_props(pki, client), **options)
+def kafka_ssl(kafka_broker) -> tuple[str, int]:
+    return "127.0.0.1", port_of(kafka_broker.listeners["SSL"])
 
 
-def test_confluent_kafka_over_ssl_both_sides_byte_for_byte(pki, tls_broker, tmp_path):
+def tls_proxy(kafka_broker, pki, qm=None, **options) -> ProxyThread:
+    """A proxy listening with ``pki``'s server certificate in front of Kafka's SSL listener."""
+    return ProxyThread(kafka_ssl(kafka_broker), qm=qm, listener_tls=listener_props(pki),
+                       upstream_tls=upstream_props(kafka_broker), **options)
+
+
+def test_confluent_kafka_over_ssl_both_sides_byte_for_byte(pki, kafka_broker, tmp_path):
     from kquota.proxy.reqlog import RequestLogWriter
     from test_proxy_bridge import logged_rows
 
     log = RequestLogWriter(str(tmp_path))
-    proxy = tls_proxy(tls_broker, pki, request_log=log)
+    proxy = tls_proxy(kafka_broker, pki, request_log=log)
     try:
         roundtrip(proxy.address, ssl_client_config(pki, pki.alice))
         roundtrip(proxy.address, ssl_client_config(pki))  # no client certificate: ANONYMOUS
@@ -53,38 +59,12 @@ def test_confluent_kafka_over_ssl_both_sides_byte_for_byte(pki, tls_broker, tmp_
         proxy.stop()
 
 
-def test_mutual_tls_to_the_broker(pki):
-    broker = TlsBroker(pki, client_ca=pki.ca.pem)
-    try:
-        proxy = tls_proxy(broker, pki, client=pki.admin)
-        try:
-            roundtrip(proxy.address, ssl_client_config(pki, pki.alice))
-        finally:
-            proxy.stop()
-        # Without the proxy's client certificate the broker refuses it and nothing is relayed (in
-        # TLS 1.3 the refusal is an alert after the client's handshake completes: the connection
-        # ends at its first read, not in the handshake).
-        proxy = tls_proxy(broker, pki)
-        try:
-            from confluent_kafka.admin import AdminClient
-
-            admin = AdminClient({"bootstrap.servers": proxy.address, **ssl_client_config(pki, pki.alice)})
-            with pytest.raises(Exception):
-                admin.list_topics(timeout=3)
-            # ... and counted as the broker's TLS refusal, not as a broker that closed.
-            assert proxy.proxy.tls_failures["broker"]["alert_received"] >= 1, proxy.proxy.tls_failures
-        finally:
-            proxy.stop()
-    finally:
-        broker.stop()
-
-
-def test_user_quota_on_the_client_certificates_principal(pki, tls_broker):
+def test_user_quota_on_the_client_certificates_principal(pki, kafka_broker):
     quota = 200_000
     qm = kquota.QuotaManager(window_num=2, window_size_seconds=1)
     # RULES maps CN=alice,OU=eng,O=kquota to "alice": her quota; admin has none.
     qm.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": quota})])
-    proxy = tls_proxy(tls_broker, pki, qm=qm)
+    proxy = tls_proxy(kafka_broker, pki, qm=qm)
     try:
         from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -114,25 +94,28 @@ def test_user_quota_on_the_client_certificates_principal(pki, tls_broker):
         qm.close()
 
 
-def test_cli_listener_form_config_and_broker_config(pki, tls_broker, tmp_path):
+def test_cli_listener_form_config_and_broker_config(pki, kafka_broker, tmp_path):
     """``kquota proxy --listen SSL://... --config --bootstrap-server SSL://... --broker-config``:
-    files in java.util.Properties syntax (inline PEM continued over lines); the admin principal is
-    the DN as Kafka's DEFAULT rule gives it, commas included."""
+    files in java.util.Properties syntax (Kafka's CA inline, PEM continued over lines; the proxy's
+    PKCS12 keystore for Kafka's mutual TLS); the admin principal is the DN as Kafka's DEFAULT
+    rule gives it, commas included."""
     import subprocess
     import sys
 
     from proxy_support import free_port, wait_port
     from test_proxy_ip_quota_admin import alter, entry
 
-    pem = pki.ca.pem.read_text().strip().replace("\n", "\\n\\\n    ")
+    pem = kafka_broker.tls.ca_pem.read_text().strip().replace("\n", "\\n\\\n    ")
     broker_config = tmp_path / "broker.properties"
-    broker_config.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.certificates={pem}\n")
+    broker_config.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.certificates={pem}\n"
+                             f"ssl.keystore.type=PKCS12\nssl.keystore.location={kafka_broker.tls.proxy.p12}\n"
+                             f"ssl.keystore.password={kafka_broker.tls.password}\n")
     config = tmp_path / "proxy.properties"
     config.write_text(f"ssl.keystore.location={pki.server.keystore_pem}\nssl.truststore.location={pki.ca.pem}\n"
                       "ssl.client.auth=required\n")
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", f"SSL://{tls_broker.address}",
+        [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", f"SSL://{kafka_broker.listeners['SSL']}",
          "--broker-config", str(broker_config), "--listen", f"SSL://127.0.0.1:{port}", "--config", str(config),
          "--store", f"sqlite:///{tmp_path}/q.db", "--admin-principals", "User:CN=admin,OU=ops,O=kquota,User:bob"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -152,15 +135,15 @@ def test_cli_listener_form_config_and_broker_config(pki, tls_broker, tmp_path):
     assert "is not used by the proxy" not in err.decode()
 
 
-def test_listener_certificate_reloaded_without_restart_open_connections_keep_theirs(pki, tls_broker, tmp_path):
+def test_listener_certificate_reloaded_without_restart_open_connections_keep_theirs(pki, kafka_broker, tmp_path):
     import shutil
 
     from kquota.proxy.protocol import apis
 
     keystore = tmp_path / "listener.keystore.pem"
     shutil.copy(pki.server.keystore_pem, keystore)
-    proxy = ProxyThread(("127.0.0.1", tls_broker.port), listener_tls={"ssl.keystore.location": str(keystore)},
-                        upstream_tls=upstream_props(pki))
+    proxy = ProxyThread(kafka_ssl(kafka_broker), listener_tls={"ssl.keystore.location": str(keystore)},
+                        upstream_tls=upstream_props(kafka_broker))
 
     def subject(w) -> str:
         return dict(x[0] for x in w.sock.getpeercert()["subject"])["commonName"]

@@ -1,7 +1,9 @@
 """Bad input on the proxy's TLS sides (issue 28): each closes only the affected connection (or
 refuses to start, for a configuration error, naming the property and the file), is counted by
 cause in the plane's stats and logged once per cause; the proxy goes on serving good clients.
-Real components: tansu behind stunnel4, confluent-kafka, Python's ssl module as a raw client."""
+Real components: Apache Kafka's SSL listener behind the proxy (mutual TLS, ``kafka_broker``),
+confluent-kafka, Python's ssl module as a raw client; the proxy's listener has certificates the
+tests make (``make_pki``: expired, not yet valid, from another CA, without a subject)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ import time
 import pytest
 
 from proxy_support import ProxyThread, free_port
-from test_proxy_tls import listener_props, tls_proxy, upstream_props
-from tls_support import PASSWORD, TlsBroker, _name, roundtrip, ssl_client_config, wait_for
+from test_proxy_tls import kafka_ssl, listener_props, tls_proxy, upstream_props
+from tls_support import PASSWORD, HandshakeOnly, _name, roundtrip, ssl_client_config, wait_for
 
 
 def _port(proxy: ProxyThread) -> int:
@@ -52,9 +54,9 @@ def _tls_client(pki, port: int, cert=None) -> bool:
         raw.close()
 
 
-def test_bad_client_certificates_and_plaintext_are_closed_counted_and_logged_once(pki, tls_broker, caplog):
+def test_bad_client_certificates_and_plaintext_are_closed_counted_and_logged_once(pki, kafka_broker, caplog):
     caplog.set_level(logging.INFO, logger="kquota.proxy")
-    proxy = tls_proxy(tls_broker, pki)
+    proxy = tls_proxy(kafka_broker, pki)
     try:
         port = _port(proxy)
         cases = {"untrusted_certificate": pki.stranger, "expired_certificate": pki.expired,
@@ -85,8 +87,8 @@ def test_bad_client_certificates_and_plaintext_are_closed_counted_and_logged_onc
         proxy.stop()
 
 
-def test_unfinished_handshakes_take_no_connection_slot_and_are_closed_within_10s(pki, tls_broker):
-    proxy = tls_proxy(tls_broker, pki, max_connections=6)
+def test_unfinished_handshakes_take_no_connection_slot_and_are_closed_within_10s(pki, kafka_broker):
+    proxy = tls_proxy(kafka_broker, pki, max_connections=6)
     stalled = []
     try:
         port = _port(proxy)
@@ -105,8 +107,8 @@ def test_unfinished_handshakes_take_no_connection_slot_and_are_closed_within_10s
         proxy.stop()
 
 
-def test_handshakes_under_way_are_bounded(pki, tls_broker):
-    proxy = tls_proxy(tls_broker, pki, max_tls_handshakes=2)
+def test_handshakes_under_way_are_bounded(pki, kafka_broker):
+    proxy = tls_proxy(kafka_broker, pki, max_tls_handshakes=2)
     stalled = []
     try:
         port = _port(proxy)
@@ -121,8 +123,8 @@ def test_handshakes_under_way_are_bounded(pki, tls_broker):
         proxy.stop()
 
 
-def test_tls_client_on_a_plaintext_port_is_closed(pki, tls_broker):
-    proxy = ProxyThread(("127.0.0.1", tls_broker.port), upstream_tls=upstream_props(pki))
+def test_tls_client_on_a_plaintext_port_is_closed(pki, kafka_broker):
+    proxy = ProxyThread(kafka_ssl(kafka_broker), upstream_tls=upstream_props(kafka_broker))
     try:
         assert _tls_client(pki, _port(proxy), pki.alice)
         roundtrip(proxy.address, {})  # plaintext clients, TLS to the broker
@@ -130,27 +132,57 @@ def test_tls_client_on_a_plaintext_port_is_closed(pki, tls_broker):
         proxy.stop()
 
 
+def _refused_through(proxy: ProxyThread, pki) -> None:
+    """A client of ``proxy`` gets no metadata."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": proxy.address, **ssl_client_config(pki, pki.alice),
+                         "socket.timeout.ms": 3000})
+    with pytest.raises(Exception):
+        admin.list_topics(timeout=3)
+
+
+def test_broker_certificate_from_a_ca_the_proxy_does_not_trust_is_refused(pki, kafka_broker):
+    """Kafka's real certificate, but the proxy trusts only the tests' own CA."""
+    proxy = ProxyThread(kafka_ssl(kafka_broker), listener_tls=listener_props(pki),
+                        upstream_tls=upstream_props(kafka_broker) | {"ssl.truststore.location": str(pki.ca.pem)})
+    try:
+        _refused_through(proxy, pki)
+        failures = proxy.proxy.tls_failures["broker"]
+        assert failures["untrusted_certificate"] >= 1 and not failures["alert_received"], failures
+    finally:
+        proxy.stop()
+
+
 def test_broker_certificate_for_another_host_is_refused(pki):
+    """The broker is :class:`tls_support.HandshakeOnly`, not Kafka: the shared broker's certificate
+    (for 127.0.0.1 and localhost) cannot be swapped for one naming another host under the other
+    tests, and a broker of its own costs a minute; only the handshake is tested here."""
     elsewhere = pki.ca.issue("elsewhere", _name(O="kquota", CN="broker.elsewhere.test"), server=True,
                              hosts=("broker.elsewhere.test",))
-    broker = TlsBroker(pki, server=elsewhere)
+    broker = HandshakeOnly(elsewhere)
     try:
-        proxy = tls_proxy(broker, pki)
+        proxy = ProxyThread(("127.0.0.1", broker.port), listener_tls=listener_props(pki),
+                            upstream_tls={"ssl.truststore.location": str(pki.ca.pem)})
         try:
-            from confluent_kafka.admin import AdminClient
-
-            admin = AdminClient({"bootstrap.servers": proxy.address, **ssl_client_config(pki, pki.alice),
-                                 "socket.timeout.ms": 3000})
-            with pytest.raises(Exception):
-                admin.list_topics(timeout=3)
-            assert proxy.proxy.tls_failures["broker"]["name_mismatch"] >= 1
+            _refused_through(proxy, pki)
+            assert proxy.proxy.tls_failures["broker"]["name_mismatch"] >= 1, proxy.proxy.tls_failures
+            assert broker.refused >= 1 and broker.handshakes == []  # the proxy ended every handshake
         finally:
             proxy.stop()
-        # ssl.endpoint.identification.algorithm empty: the name is not checked (Kafka's opt-out)
+        # ssl.endpoint.identification.algorithm empty: the name is not checked (Kafka's opt-out),
+        # the handshake completes and the client's first request is relayed over it.
         proxy = ProxyThread(("127.0.0.1", broker.port), listener_tls=listener_props(pki),
-                            upstream_tls=upstream_props(pki) | {"ssl.endpoint.identification.algorithm": ""})
+                            upstream_tls={"ssl.truststore.location": str(pki.ca.pem),
+                                          "ssl.endpoint.identification.algorithm": ""})
         try:
-            roundtrip(proxy.address, ssl_client_config(pki, pki.alice))
+            _refused_through(proxy, pki)  # HandshakeOnly answers nothing
+            assert not proxy.proxy.tls_failures["broker"]["name_mismatch"], proxy.proxy.tls_failures
+            assert broker.handshakes, "no handshake completed"
+            first = broker.handshakes[0]
+            # a Kafka request frame: its size, then ApiVersions' key (18), librdkafka's first request
+            assert len(first) >= 8 and int.from_bytes(first[:4], "big") >= 4 \
+                and int.from_bytes(first[4:6], "big") == 18, first
         finally:
             proxy.stop()
     finally:

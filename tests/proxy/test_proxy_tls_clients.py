@@ -1,8 +1,9 @@
-"""Real clients over TLS through the proxy (issue 28): aiokafka (``ssl_context``), kafka-python
-and Debian's kcat over SSL, produce, consume and a consumer group, byte for byte; SASL_SSL on
-both sides (the proxy relays the SASL exchange over its own TLS connection to a SASL broker
-behind stunnel) with the SASL user's quota enforced; AlterClientQuotas allowed to the admin
-certificate and refused to another."""
+"""Real clients over TLS through the proxy (issue 28), in front of Apache Kafka's SSL listener
+(mutual TLS with the proxy's certificate): aiokafka (``ssl_context``), kafka-python and Debian's
+kcat over SSL, produce, consume and a consumer group, byte for byte; SASL_SSL on both sides (the
+proxy relays the SASL exchange over its own TLS connection to Kafka's SASL_SSL listener, which
+authenticates the user) with the SASL user's quota enforced; AlterClientQuotas allowed to the
+admin certificate and refused to another."""
 
 from __future__ import annotations
 
@@ -10,24 +11,24 @@ import asyncio
 import ssl
 import subprocess
 import time
+import uuid
 
 import pytest
 
 import kquota
-from proxy_fakes import SaslFront
 from proxy_support import ProxyThread, kcat
 from test_proxy_ip_quota_admin import alter, entry
-from test_proxy_tls import listener_props, tls_proxy, upstream_props
-from tls_support import TlsBroker, make_tls_topic, roundtrip, ssl_client_config, tls_wire
+from test_proxy_kafka_tls import port_of
+from test_proxy_kafka_tls import upstream_props as kafka_upstream_props
+from test_proxy_tls import listener_props, tls_proxy
+from tls_support import make_tls_topic, roundtrip, ssl_client_config, tls_wire
 
 
 @pytest.fixture(scope="module")
-def proxy(pki):
-    broker = TlsBroker(pki)
-    p = tls_proxy(broker, pki, admin_principals=["admin"])
+def proxy(pki, kafka_broker):
+    p = tls_proxy(kafka_broker, pki, admin_principals=["admin"])
     yield p
     p.stop()
-    broker.stop()
 
 
 def _context(pki, cert=None) -> ssl.SSLContext:
@@ -128,30 +129,29 @@ def test_alter_client_quotas_by_admin_certificate_only(pki, proxy):
             assert carol() == []
 
 
-def test_sasl_ssl_both_sides_user_quota(pki):
-    fronts: list[SaslFront] = []
-
-    def front(port: int) -> SaslFront:
-        fronts.append(SaslFront(advertised_port=port))
-        return fronts[-1]
-
-    broker = TlsBroker(pki, backend=front)
+def test_sasl_ssl_both_sides_user_quota(pki, kafka_broker):
+    """alice's SCRAM credentials through the proxy's SASL_SSL listener to Kafka's: the broker
+    authenticates her (she may use only the topic and group her ACLs name, and ANONYMOUS is never
+    a SASL_SSL principal) and the proxy holds her to her quota."""
+    prefix = f"kq-tls-sasl-{uuid.uuid4().hex[:6]}"
+    topic = f"{prefix}-t"
+    kafka_broker.create_topic(topic)
+    kafka_broker.allow("User:alice", prefix, group=f"g-{topic}")
     qm = kquota.QuotaManager(window_num=2, window_size_seconds=1)
     qm.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": 20_000})])
-    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, listener_tls=listener_props(pki),
-                        upstream_tls=upstream_props(pki), sasl_listener=True)
+    proxy = ProxyThread(("127.0.0.1", port_of(kafka_broker.listeners["SASL_SSL"])), qm=qm,
+                        listener_tls=listener_props(pki), upstream_tls=kafka_upstream_props(kafka_broker),
+                        sasl_listener=True)
     try:
-        conf = {"security.protocol": "SASL_SSL", "ssl.ca.location": str(pki.ca.pem), "sasl.mechanism": "PLAIN",
-                "sasl.username": "alice", "sasl.password": SaslFront.USERS["alice"]}
-        roundtrip(proxy.address, conf)
-        assert "alice" in fronts[0].users  # the broker side really authenticated her, over TLS
+        conf = {**kafka_broker.client_config("SASL_SSL", "alice", "SCRAM-SHA-512"), "ssl.ca.location": str(pki.ca.pem)}
+        conf.pop("bootstrap.servers")
+        roundtrip(proxy.address, conf, topic)
         assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "alice", "rdkafka") > 0
         assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "ANONYMOUS", "rdkafka") == 0
         from confluent_kafka import Producer
 
         throttles: list = []
         p = Producer({"bootstrap.servers": proxy.address, "linger.ms": 5, "throttle_cb": throttles.append, **conf})
-        topic = make_tls_topic(proxy.address, conf)
         t0 = time.monotonic()
         while time.monotonic() - t0 < 4:
             try:
@@ -164,4 +164,3 @@ def test_sasl_ssl_both_sides_user_quota(pki):
     finally:
         proxy.stop()
         qm.close()
-        broker.stop()

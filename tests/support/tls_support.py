@@ -1,16 +1,18 @@
-"""Certificates made by the tests and a real TLS broker, for the TLS tests (issue 28).
+"""Certificates made by the tests, and a TLS server that only completes handshakes, for the TLS
+tests (issue 28). The broker the TLS tests use is Apache Kafka's own SSL and SASL_SSL listeners
+with their certificates (``kafka_broker.KafkaBroker.tls``); these are for the rest.
 
 - :func:`make_pki`: a CA and, signed by it, a server certificate for ``127.0.0.1``/``localhost``
   (SANs), clients ``CN=alice,OU=eng,O=kquota`` and ``CN=admin,OU=ops,O=kquota``, an expired and a
   not-yet-valid client, a client without a subject; a client from another CA. Every certificate
   is X.509 v3 (as rustls requires) and written as PEM (certificate, PKCS#8 key, encrypted PKCS#8
   key, a keystore file of key + chain) and PKCS12 with a password; the CA as a PEM and a PKCS12
-  truststore.
-- :class:`Stunnel`: Debian's ``stunnel4`` accepting TLS in front of any plaintext port (a
-  ``kquota proxy``'s, for the admin round trip of ``kquota configs --bootstrap-server`` over TLS).
-- :class:`TlsBroker`: tansu behind :class:`Stunnel`: stunnel accepts TLS on a loopback port
-  (mutual TLS with ``client_ca``) and forwards to tansu, which advertises stunnel's port, so a
-  client that bootstraps over TLS stays on TLS.
+  truststore. They serve the proxy's own client-facing listener and the certificates Kafka must
+  not trust.
+- :class:`HandshakeOnly`: Python's ssl module completing TLS handshakes with a certificate Kafka
+  cannot be given cheaply (one for another host), for the proxy's verification of the broker.
+- :class:`Stunnel` and :class:`TlsBroker` (Debian's ``stunnel4`` in front of tansu): only
+  ``benches/bench_proxy_tls.py`` still uses them; no test does.
 """
 
 from __future__ import annotations
@@ -183,6 +185,65 @@ def make_pki(directory: Optional[Path] = None) -> Pki:
     )
 
 
+class HandshakeOnly:
+    """A TLS server on a loopback port (Python's ssl module) that completes each handshake with
+    ``cert``, reads what the client sends first and closes: no Kafka behind it. It stands in for a
+    broker only where Apache Kafka cannot cheaply be given the certificate a test needs (one for
+    another host: the shared broker's certificate cannot change under the other tests, and a second
+    broker costs a minute) and the handshake is all the test looks at. ``handshakes``: per
+    completed handshake, the first bytes the client sent (``b""`` if none within a second);
+    ``refused``: handshakes that failed."""
+
+    def __init__(self, cert: Cert) -> None:
+        import socket
+        import ssl
+        import threading
+
+        self._ssl, self._socket = ssl, socket
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(str(cert.cert_pem), str(cert.key_pem))
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port: int = self.sock.getsockname()[1]
+        self.handshakes: list[bytes] = []
+        self.refused = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                raw, _ = self.sock.accept()
+            except self._socket.timeout:
+                continue
+            except OSError:
+                return
+            with raw:
+                raw.settimeout(5)
+                try:
+                    tls = self.context.wrap_socket(raw, server_side=True)
+                except (self._ssl.SSLError, OSError):
+                    self.refused += 1
+                    continue
+                tls.settimeout(1)
+                try:
+                    first = tls.recv(64)
+                except (self._ssl.SSLError, OSError):
+                    first = b""
+                self.handshakes.append(first)
+                tls.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.sock.close()
+
+
 def stunnel() -> str:
     """Debian's stunnel4, which scripts/test.sh installs: missing under CI is a failure."""
     import pytest
@@ -299,12 +360,13 @@ def make_tls_topic(address: str, conf: dict[str, str], partitions: int = 1) -> s
     return topic
 
 
-def roundtrip(address: str, conf: dict[str, str]) -> list[tuple[bytes, bytes]]:
-    """confluent-kafka with ``conf`` through ``address``: a new topic, 40 keyed messages of
-    growing size produced and consumed back byte for byte (asserted); the messages."""
+def roundtrip(address: str, conf: dict[str, str], topic: Optional[str] = None) -> list[tuple[bytes, bytes]]:
+    """confluent-kafka with ``conf`` through ``address``: a new topic (or ``topic``, empty, one
+    partition), 40 keyed messages of growing size produced and consumed back byte for byte
+    (asserted; the consumer's group is ``g-<topic>``, assigned, not joined); the messages."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-    topic = make_tls_topic(address, conf)
+    topic = topic or make_tls_topic(address, conf)
     sent = [(f"k{i}".encode(), bytes([i % 256]) * (1 + 97 * i)) for i in range(40)]
     producer = Producer({"bootstrap.servers": address, "linger.ms": 5, **conf})
     for key, value in sent:
