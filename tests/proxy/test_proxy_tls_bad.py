@@ -3,7 +3,8 @@ refuses to start, for a configuration error, naming the property and the file), 
 cause in the plane's stats and logged once per cause; the proxy goes on serving good clients.
 Real components: Apache Kafka's SSL listener behind the proxy (mutual TLS, ``kafka_broker``),
 confluent-kafka, Python's ssl module as a raw client; the proxy's listener has certificates the
-tests make (``make_pki``: expired, not yet valid, from another CA, without a subject)."""
+tests make (``make_pki``: expired, not yet valid, from another CA, without a subject). One stand-in:
+a handshake-only TLS server for a broker certificate naming another host (its test says why)."""
 
 from __future__ import annotations
 
