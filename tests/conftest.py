@@ -199,3 +199,18 @@ def kafka_cluster3():
     cluster = session_broker(brokers=3)
     yield cluster
     cluster.stop()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Markers and xdist groups (``test_kinds``): ``process`` from the fixtures a test takes;
+    ``timing`` and ``heavy`` tests one at a time; the rest grouped by module."""
+    from test_kinds import classify
+
+    classify(items, config.rootpath)
+
+
+@pytest.fixture(autouse=True)
+def _processes_need_the_process_marker(request, monkeypatch):
+    from test_kinds import guard_subprocess
+
+    guard_subprocess(request.node, monkeypatch)

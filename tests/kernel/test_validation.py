@@ -48,7 +48,12 @@ BAD_BYTE_RATES = [
 
 
 @pytest.mark.parametrize("key", BYTE_KEYS)
-@pytest.mark.parametrize("value", BAD_BYTE_RATES, ids=repr)
+def _value_id(value) -> str:
+    """A stable id (pytest -n collects on every worker, and an object's repr names its address)."""
+    return type(value).__name__ if type(value) is object else repr(value)
+
+
+@pytest.mark.parametrize("value", BAD_BYTE_RATES, ids=_value_id)
 @pytest.mark.parametrize("entity,name", [
     ({"user": "alice"}, "alice"),
     ({"client-id": "client-x"}, "client-x"),
