@@ -1,4 +1,4 @@
-"""Kafka client properties read for ``kquota configs --command-config`` (kquota.client_security):
+"""Kafka client properties read for ``kquota configs --command-config`` (kquota.kafka.client_security):
 Kafka's defaults (JKS stores, GSSAPI, https endpoint identification), JAAS lines, inline PEM."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import ssl
 import pytest
 from tls_support import PASSWORD
 
-from kquota.client_security import client_security, parse_jaas_config
+from kquota.kafka.client_security import client_security, parse_jaas_config
 from kquota.exceptions import KQuotaError
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"

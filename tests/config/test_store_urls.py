@@ -143,7 +143,7 @@ def test_zookeeper_urls_in_the_cli_the_api_and_the_watcher(tmp_path):
 
 
 def _describe_over_kafka(port: int, proc: subprocess.Popen) -> dict:
-    from kquota.proxy.protocol import apis
+    from kquota.kafka.protocol import apis
     from proxy_wire import Wire
 
     deadline = time.monotonic() + 20

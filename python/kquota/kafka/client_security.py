@@ -24,9 +24,11 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping, Optional
 
 from kquota.exceptions import KQuotaError
-from kquota.proxy.tls_settings import SECURITY_PROTOCOLS
 
-__all__ = ["ClientSecurity", "TlsMaterial", "client_security", "parse_jaas_config", "tls_material"]
+__all__ = ["SECURITY_PROTOCOLS", "ClientSecurity", "TlsMaterial", "client_security", "parse_jaas_config", "tls_material"]
+
+#: Kafka's security protocols (SecurityProtocol).
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 _TLS_KEYS = (
     "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
@@ -215,7 +217,11 @@ def _sealed(identity: bytes, password: Optional[str]) -> tuple[bytes, Optional[s
     Without the ``cryptography`` package (PEM stores only) the key is passed as it was given."""
     try:
         from cryptography.hazmat.primitives.serialization import (
-            BestAvailableEncryption, Encoding, PrivateFormat, load_pem_private_key)
+            BestAvailableEncryption,
+            Encoding,
+            PrivateFormat,
+            load_pem_private_key,
+        )
     except ImportError:
         return identity, password
     block = _KEY_BLOCK.search(identity)
