@@ -114,7 +114,7 @@ def test_tls_failures_are_one_line(pki, tls, mtls, capsys, tmp_path):
         "security.protocol": "SSL", "ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(pki.ca.p12),
         "ssl.truststore.password": "wrong"})
     code, _, err = run(capsys, "--bootstrap-server", tls.address, "--command-config", bad_password, "--describe")
-    assert code == 1 and "ssl.truststore.password: wrong password or not a PKCS12 store" in err, err
+    assert code == 1 and "ssl.truststore.password: wrong password for the PKCS12 store" in err, err
 
 
 def test_a_broker_without_the_quota_apis_is_named_over_tls(pki, capsys, tmp_path):

@@ -77,15 +77,17 @@ def test_mutual_tls_with_a_pkcs12_keystore(pki):
 
 
 def test_bad_security_properties_fail_in_one_line(pki, tls_broker, tmp_path):
+    jks = tmp_path / "ts.jks"
+    jks.write_bytes(b"\xfe\xed\xfe\xed\x00\x00\x00\x02")  # a JKS store's magic and version
     cases = [
         ({"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": str(tmp_path / "no")},
          "ssl.truststore.location: cannot read"),
-        ({"security.protocol": "SSL", "ssl.truststore.location": str(pki.ca.pem)}, "JKS cannot be read here"),
+        ({"security.protocol": "SSL", "ssl.truststore.location": str(jks)}, "JKS keystores are not supported"),
         ({"security.protocol": "TLS"}, "security.protocol: invalid value"),
         ({"security.protocol": "SASL_SSL", **{k: v for k, v in pem_trust(pki).items() if k != "security.protocol"}},
          "GSSAPI (Kafka's default) is not supported"),
         ({**pem_trust(pki), "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(pki.alice.p12),
-          "ssl.keystore.password": "wrong"}, "wrong password or not a PKCS12 store"),
+          "ssl.keystore.password": "wrong"}, "ssl.keystore.password: wrong password for the PKCS12 store"),
     ]
     for props, words in cases:
         with pytest.raises(ConfigStoreError) as e:
