@@ -71,7 +71,7 @@ def percentile(values: list[float], p: float) -> float:
 def broker_quotas(address: str, cells: list[SideCell], remove: bool = False, timeout: float = 60.0) -> None:
     """Sets (or removes) each broker-column cell's quota on the broker by client id, in one
     AlterClientQuotas request, and waits until DescribeClientQuotas shows it."""
-    from kquota.admin_client import AdminConnection
+    from kquota.kafka.admin_client import AdminConnection
 
     entries = [{"Entity": [{"EntityType": "client-id", "EntityName": c.client_id}],
                 "Ops": [{"Key": c.quota_key, "Value": 0.0 if remove else float(c.quota), "Remove": remove}]}

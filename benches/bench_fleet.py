@@ -112,7 +112,7 @@ def through_the_proxy(segments: int = 12, n: int = 150_000) -> dict:
     import tempfile
     import uuid
 
-    from bench_proxy import produce_segment, producer
+    from bench_proxy_clients import produce_segment, producer
     from bench_proxy_tls import ProxyCli
     from proxy_support import Tansu, free_port, make_topic
 

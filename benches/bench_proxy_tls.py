@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_proxy import consume_segment, produce_latency, produce_segment, producer
+from bench_proxy_clients import consume_segment, produce_latency, produce_segment, producer
 from bench_proxy_procs import Relay
 from bench_proxy_report import added_latency
 from proxy_support import Tansu, free_port, make_topic, wait_port

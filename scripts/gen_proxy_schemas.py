@@ -1,4 +1,4 @@
-"""Transcribes Kafka's message JSON schemas into ``python/kquota/proxy/protocol/schemas.json`` (data only).
+"""Transcribes Kafka's message JSON schemas into ``python/kquota/kafka/protocol/schemas.json`` (data only).
 
     python scripts/gen_proxy_schemas.py /path/to/kafka/clients/src/main/resources/common/message
 
@@ -103,7 +103,7 @@ def main(message_dir: str, out: str) -> None:
         }
     doc = {
         "SCHEMAS": specs,
-        # JSON keys are strings; kquota/proxy/protocol/schemas.py turns these back into ints.
+        # JSON keys are strings; kquota/kafka/protocol/schemas.py turns these back into ints.
         "THROTTLE_FIRST": {str(k): v for k, v in throttle_first.items()},
         "FLEXIBLE_FIRST": {str(k): v for k, v in flexible_first.items()},
     }
@@ -114,4 +114,4 @@ def main(message_dir: str, out: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else os.path.join(
-        os.path.dirname(__file__), "..", "python", "kquota", "proxy", "protocol", "schemas.json"))
+        os.path.dirname(__file__), "..", "python", "kquota", "kafka", "protocol", "schemas.json"))

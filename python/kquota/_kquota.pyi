@@ -46,6 +46,7 @@ __all__ = [
     "ProxyDataPlane",
     "check_listener_tls",
     "check_upstream_tls",
+    "client_tls_pem",
     "certificate_subject",
     "SslPrincipalMapper",
 ]
@@ -425,6 +426,14 @@ def check_listener_tls(properties: dict[str, str]) -> list[str]:
 def check_upstream_tls(properties: dict[str, str]) -> list[str]:
     """Builds the upstream client configuration from Kafka client ``ssl.*`` properties; returns
     the watched files. ``QuotaConfigError`` when it cannot be built."""
+
+def client_tls_pem(
+    properties: dict[str, str], seal_password: str
+) -> tuple[Optional[str], Optional[str], Optional[str], bool]:
+    """Kafka client ``ssl.*`` properties as PEM, read as the upstream connections read them (a
+    store's format recognised when its type is not set): (CA certificates or None for the
+    system's, certificate chain or None, the key as ENCRYPTED PRIVATE KEY under
+    ``seal_password`` or None, endpoint identification). ``QuotaConfigError`` when unreadable."""
 
 def certificate_subject(der: bytes) -> str:
     """A DER certificate's subject in RFC 2253 form, as Java's ``X500Principal.getName``."""

@@ -17,26 +17,20 @@ import argparse
 import sys
 from typing import Any, Optional
 
-from kquota.admin_client import AdminConnection, error_name
-from kquota.client_security import ClientSecurity, client_security
 from kquota.configs_format import DEFAULT_MARK, print_altered, print_described
-from kquota.entity import ENTITY_TYPES, ClientQuotaEntity
+from kquota.entity import ClientQuotaEntity
 from kquota.exceptions import QuotaConfigError
-
-_MATCH_EXACT, _MATCH_DEFAULT, _MATCH_ANY = 0, 1, 2  # ClientQuotaFilterComponent's match types
+from kquota.kafka.admin_client import AdminConnection, error_name
+from kquota.kafka.client_quotas import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT, entity_of, filter_component, wire_entity, wire_ops
+from kquota.kafka.client_security import ClientSecurity, client_security
+from kquota.kafka.java_properties import load_properties
 
 
 def filter_components(spec: list[tuple[str, Optional[str]]]) -> list[dict[str, Any]]:
     """The DescribeClientQuotas components of a parsed entity spec (see ``configs_cli``)."""
-    out = []
-    for key, name in spec:
-        if name is None:
-            out.append({"EntityType": key, "MatchType": _MATCH_ANY, "Match": None})
-        elif name == DEFAULT_MARK:
-            out.append({"EntityType": key, "MatchType": _MATCH_DEFAULT, "Match": None})
-        else:
-            out.append({"EntityType": key, "MatchType": _MATCH_EXACT, "Match": name})
-    return out
+    return [filter_component(key, MATCH_ANY) if name is None
+            else filter_component(key, MATCH_DEFAULT) if name == DEFAULT_MARK
+            else filter_component(key, MATCH_EXACT, name) for key, name in spec]
 
 
 def state_of(entries: list[dict[str, Any]], warnings: list[str]) -> dict[ClientQuotaEntity, dict[str, float]]:
@@ -44,29 +38,19 @@ def state_of(entries: list[dict[str, Any]], warnings: list[str]) -> dict[ClientQ
     e.g. an entity type of a newer Kafka, are left out with a warning)."""
     state: dict[ClientQuotaEntity, dict[str, float]] = {}
     for entry in entries:
-        names = {part["EntityType"]: part["EntityName"] for part in entry["Entity"] or []}
         try:
-            entity = ClientQuotaEntity(names)
+            entity = entity_of(entry["Entity"])
         except QuotaConfigError as e:
+            names = {part["EntityType"]: part["EntityName"] for part in entry["Entity"] or []}
             warnings.append(f"skipped entity {names}: {e}")
             continue
         state[entity] = {v["Key"]: v["Value"] for v in entry["Values"] or []}
     return state
 
 
-def _wire_entity(entity: ClientQuotaEntity) -> list[dict[str, Any]]:
-    return [{"EntityType": k, "EntityName": entity[k]} for k in ENTITY_TYPES if k in entity]
-
-
-def _wire_ops(ops: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"Key": k, "Value": 0.0 if v is None else float(v), "Remove": v is None} for k, v in ops.items()]
-
-
 def _security(args: argparse.Namespace) -> ClientSecurity:
     if args.command_config is None:
         return ClientSecurity()
-    from kquota.proxy.java_properties import load_properties
-
     security = client_security(load_properties(args.command_config, "--command-config"), args.command_config)
     for key in security.ignored:
         print(f"kquota configs: warning: {args.command_config}: {key} is not used", file=sys.stderr)
@@ -85,7 +69,7 @@ def run_bootstrap(args: argparse.Namespace, spec: list, entries: Optional[list])
             print_described(state, spec, args.json, f"the cluster at {admin.where}")
             return 0
         results = admin.alter_client_quotas(
-            [{"Entity": _wire_entity(e), "Ops": _wire_ops(ops)} for e, ops in entries], validate_only=args.dry_run)
+            [{"Entity": wire_entity(e), "Ops": wire_ops(ops)} for e, ops in entries], validate_only=args.dry_run)
         if len(results) != len(entries):
             raise QuotaConfigError(f"{admin.where} answered {len(results)} results for {len(entries)} entries: "
                                    "what was applied is unknown; run --describe")

@@ -255,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
     # A describe only reads: the store is opened read-only (nothing created or changed).
     options: dict = {}
     if args.command_config is not None:
-        from kquota.proxy.java_properties import load_properties
+        from kquota.kafka.java_properties import load_properties
 
         options = {"security": load_properties(args.command_config, "--command-config"),
                    "security_source": args.command_config}

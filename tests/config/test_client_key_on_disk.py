@@ -1,5 +1,5 @@
 """No decrypted client key and no key password is ever written to disk by kquota's own TLS
-connections (``kquota.client_security``): Python's ``ssl`` reads keys from files only, so what it
+connections (``kquota.kafka.client_security``): Python's ``ssl`` reads keys from files only, so what it
 is given is an in-memory file (Linux) holding the key encrypted under a fresh random password, or,
 where the system has no in-memory files, a private temporary file with that encrypted key,
 removed at once. The attack: a local user (or a backup, or a crash dump of /tmp) reading the
@@ -16,7 +16,7 @@ import threading
 import pytest
 from tls_support import PASSWORD
 
-from kquota.client_security import client_security
+from kquota.kafka.client_security import client_security
 
 _CLEAR_KEYS = (b"-----BEGIN PRIVATE KEY-----", b"-----BEGIN RSA PRIVATE KEY-----", b"-----BEGIN EC PRIVATE KEY-----")
 

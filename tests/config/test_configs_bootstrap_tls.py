@@ -132,4 +132,4 @@ def test_tls_failures_are_one_line(kafka_broker, pki, capsys, tmp_path):
         "security.protocol": "SSL", "ssl.truststore.type": "PKCS12",
         "ssl.truststore.location": str(kafka_broker.tls.truststore), "ssl.truststore.password": "wrong"})
     code, _, err = run(capsys, "--bootstrap-server", address, "--command-config", bad_password, "--describe")
-    assert code == 1 and "ssl.truststore.password: wrong password or not a PKCS12 store" in err, err
+    assert code == 1 and "ssl.truststore.password: wrong password for the PKCS12 store" in err, err

@@ -143,7 +143,7 @@ def test_zookeeper_urls_in_the_cli_the_api_and_the_watcher(tmp_path):
 
 
 def _describe_over_kafka(port: int, proc: subprocess.Popen) -> dict:
-    from kquota.proxy.protocol import apis
+    from kquota.kafka.protocol import apis
     from proxy_wire import Wire
 
     deadline = time.monotonic() + 20
@@ -182,3 +182,27 @@ def test_every_form_means_the_same_file_to_kquota_proxy(place, broker):
             _, err = proc.communicate(timeout=30)
         assert described == {(("user", "p"),): {"producer_byte_rate": 2000.0 + i}}, (url, err.decode())
         assert proc.returncode == 0, err.decode()
+
+
+def test_a_missing_folder_is_named_and_a_relative_url_says_so(tmp_path, monkeypatch):
+    """``sqlite:///data/x.db`` is relative to the working directory (as in SQLAlchemy): where
+    ``data`` is missing the error says so and gives the absolute form, instead of SQLite's bare
+    "unable to open database file"; nothing is created."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    with pytest.raises(ConfigStoreError) as e:
+        open_store("sqlite:///data/x.db")
+    assert str(e.value) == (f"store sqlite:///data/x.db: cannot create {cwd}/data/x.db: no folder {cwd}/data "
+                            f"(sqlite:///data/x.db is relative to the working directory {cwd}; an absolute path "
+                            "takes four slashes: sqlite:////data/x.db)")
+    # An absolute URL or a plain path: the folder is named, no relative hint.
+    with pytest.raises(ConfigStoreError, match=rf"^store sqlite:///{tmp_path}/nope/x.db: cannot create "
+                                               rf"{tmp_path}/nope/x.db: no folder {tmp_path}/nope$"):
+        open_store(f"sqlite:///{tmp_path}/nope/x.db")
+    with pytest.raises(ConfigStoreError, match=r"no folder .*/cwd/nope$"):
+        open_store("nope/x.db")
+    assert list(cwd.iterdir()) == []
+    (cwd / "data").mkdir()
+    open_store("sqlite:///data/x.db").close()
+    assert (cwd / "data" / "x.db").exists()

@@ -1,6 +1,6 @@
 """Fuzz target (atheris) for the Python codec's ``decode_body``: every message the schema data
 knows, at each of its valid versions, fed hostile bytes. Its contract: a body decodes, or
-:class:`~kquota.proxy.protocol.codec.CodecError` says why not; any other exception is a bug (a
+:class:`~kquota.kafka.protocol.codec.CodecError` says why not; any other exception is a bug (a
 traceback from deep inside the proxy, a connection torn down the wrong way). A decoded body
 encodes again, as the proxy re-encodes what it rewrites.
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import sys
 
-from kquota.proxy.protocol import codec
-from kquota.proxy.protocol.codec import SCHEMAS, CodecError, decode_body, encode_body
+from kquota.kafka.protocol import codec
+from kquota.kafka.protocol.codec import SCHEMAS, CodecError, decode_body, encode_body
 
 NAMES = sorted(SCHEMAS)
 

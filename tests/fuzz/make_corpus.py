@@ -18,7 +18,7 @@ import struct
 import fuzz_codec
 import fuzz_sasl
 
-from kquota.proxy.protocol.codec import SCHEMAS, encode_body, is_flexible
+from kquota.kafka.protocol.codec import SCHEMAS, encode_body, is_flexible
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RUST = ROOT / "rust" / "kquota-proxy" / "fuzz" / "corpus"

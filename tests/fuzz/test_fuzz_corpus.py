@@ -10,7 +10,7 @@ import fuzz_codec
 import fuzz_sasl
 import pytest
 
-from kquota.proxy.protocol.codec import SCHEMAS
+from kquota.kafka.protocol.codec import SCHEMAS
 
 CORPUS = pathlib.Path(__file__).parent / "corpus"
 

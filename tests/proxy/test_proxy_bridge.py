@@ -10,7 +10,7 @@ from pathlib import Path
 
 import kquota
 import pytest
-from kquota.proxy.protocol import apis
+from kquota.kafka.protocol import apis
 from kquota.proxy.reqlog import RequestLogWriter
 from proxy_fakes import FetchRecorder, SaslFront
 from proxy_support import ProxyThread, make_topic
@@ -101,10 +101,10 @@ def test_fetch_max_bytes_reach_the_broker_capped():
 
 def test_tables_handed_to_the_native_plane_match_the_codec():
     """One source for the wire rules: the native plane's tables are the codec's."""
-    from kquota.proxy.protocol.codec import is_flexible
+    from kquota.kafka.protocol.codec import is_flexible
     from kquota.proxy.dispatch import _DISPATCH
     from kquota.proxy.native import python_keys, version_table
-    from kquota.proxy.protocol.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
+    from kquota.kafka.protocol.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
 
     flexible = version_table(FLEXIBLE_FIRST)
     for key in range(len(flexible)):

@@ -12,12 +12,12 @@ import kquota
 import pytest
 from kquota.entity import ClientQuotaEntity
 from kquota.proxy import mutations, sasl
-from kquota.proxy.protocol import apis
+from kquota.kafka.protocol import apis
 from kquota.proxy.admin import _matches, principal_names
-from kquota.proxy.protocol.codec import CodecError, decode_body, encode_body
-from kquota.proxy.protocol.frames import parse_request_header
-from kquota.proxy.protocol.throttle_field import patch_throttle
-from kquota.proxy.protocol.versions import clamp_api_versions
+from kquota.kafka.protocol.codec import CodecError, decode_body, encode_body
+from kquota.kafka.protocol.frames import parse_request_header
+from kquota.proxy.throttle_field import patch_throttle
+from kquota.proxy.api_versions import clamp_api_versions
 
 
 def test_round_trip_keeps_unknown_tagged_fields():
@@ -67,7 +67,7 @@ def test_tagged_fields_at_their_default_are_left_out_as_kafka_writes_them():
 def test_every_transcribed_default_encodes():
     # A default the transcription left as text (Kafka writes FetchRequest MaxBytes as 0x7fffffff)
     # would fail only when a message leaves the field out; encoding each default finds it now.
-    from kquota.proxy.protocol.codec import SCHEMAS, _default, _write_value
+    from kquota.kafka.protocol.codec import SCHEMAS, _default, _write_value
 
     def walk(fields, v):
         for f in fields:
@@ -247,7 +247,7 @@ def _resolve_log():
 def test_find_coordinator_v4_coordinators_rewritten():
     import asyncio
 
-    from kquota.proxy.protocol.addresses import rewrite_body
+    from kquota.proxy.addresses import rewrite_body
 
     body = {"ThrottleTimeMs": 0, "Coordinators": [
         {"Key": "g1", "NodeId": 1, "Host": "b1", "Port": 1, "ErrorCode": 0, "ErrorMessage": None},

@@ -27,7 +27,7 @@ import time
 import uuid
 
 import pytest
-from kquota.proxy.protocol.codec import encode_body
+from kquota.kafka.protocol.codec import encode_body
 from proxy_fakes import LoopbackServer, read_frame
 from proxy_support import ProxyThread, Tansu, free_port, make_topic
 

@@ -7,7 +7,7 @@ request encoding (kafka-python)."""
 from __future__ import annotations
 
 import pytest
-from kquota.proxy.protocol import apis
+from kquota.kafka.protocol import apis
 from proxy_support import ProxyThread
 from proxy_wire import Wire
 from test_proxy_protocol import describe_with_kafka_python

@@ -13,8 +13,8 @@ import uuid
 
 import kquota
 import pytest
-from kquota.proxy.protocol import apis
-from kquota.proxy.protocol.codec import encode_body
+from kquota.kafka.protocol import apis
+from kquota.kafka.protocol.codec import encode_body
 from proxy_support import ProxyThread
 from proxy_wire import Wire
 from sasl_wire import (ILLEGAL_SASL_STATE, alter_victim, authenticate, closed_unauthenticated, describe, handshake,

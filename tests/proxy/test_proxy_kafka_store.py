@@ -20,7 +20,7 @@ from proxy_wire import Wire
 from store_helpers import run_cli, wait_until
 
 from kquota import ClientQuotaEntity
-from kquota.proxy.protocol import apis
+from kquota.kafka.protocol import apis
 from kquota.stores import open_store
 
 pytest.importorskip("confluent_kafka")

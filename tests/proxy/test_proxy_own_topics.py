@@ -16,7 +16,7 @@ from proxy_wire import Wire
 from store_helpers import wait_until
 
 import kquota
-from kquota.proxy.protocol import apis
+from kquota.kafka.protocol import apis
 from kquota.stores import open_store
 
 pytest.importorskip("confluent_kafka")
@@ -152,7 +152,7 @@ def test_an_acks0_produce_to_an_own_topic_closes_the_connection_and_appends_noth
 
 
 def _encode(schema: str, version: int, body: dict) -> bytes:
-    from kquota.proxy.protocol.codec import encode_body
+    from kquota.kafka.protocol.codec import encode_body
 
     return bytes(encode_body(schema, version, body))
 
@@ -325,7 +325,7 @@ class _Conn:
 
 
 def _request(api_key, version, schema, body):
-    from kquota.proxy.protocol.frames import RequestHeader
+    from kquota.kafka.protocol.frames import RequestHeader
     from kquota.proxy.request import Pending
 
     head = struct.pack(">hhih", api_key, version, 7, 1) + b"c" + (b"\x00" if version >= _flexible(api_key) else b"")
@@ -338,8 +338,8 @@ def _flexible(api_key):
 
 
 def _decode(schema, version, frame, api_key):
-    from kquota.proxy.protocol.codec import decode_body
-    from kquota.proxy.protocol.frames import response_body_offset
+    from kquota.kafka.protocol.codec import decode_body
+    from kquota.kafka.protocol.frames import response_body_offset
 
     return decode_body(schema + "Response", version, frame, response_body_offset(frame, api_key, version))
 
@@ -350,7 +350,7 @@ def test_config_requests_forward_the_other_resources_and_merge_the_refusals(api_
     import asyncio
 
     from kquota.proxy.own_topics import by_topic
-    from kquota.proxy.protocol.frames import response_frame
+    from kquota.kafka.protocol.frames import response_frame
 
     conn = _Conn({"q", "q.usage"})
     config = {"Name": "retention.ms", "Value": "1", "ConfigOperation": 0}
@@ -360,7 +360,7 @@ def test_config_requests_forward_the_other_resources_and_merge_the_refusals(api_
     p, frame = _request(api_key, version, schema, {"ValidateOnly": False, "Resources": resources})
     asyncio.run(by_topic(conn, p, frame, 0))
     sent, on_response = conn.sent
-    from kquota.proxy.protocol.codec import decode_body
+    from kquota.kafka.protocol.codec import decode_body
 
     forwarded = decode_body(schema + "Request", version, sent, p.header.body_offset)
     assert [(r["ResourceType"], r["ResourceName"]) for r in forwarded["Resources"]] == [(4, "q"), (2, "data")]
@@ -378,8 +378,8 @@ def test_delete_records_forwards_the_other_topics_and_merges_the_refusals():
     import asyncio
 
     from kquota.proxy.own_topics import by_topic
-    from kquota.proxy.protocol.codec import decode_body
-    from kquota.proxy.protocol.frames import response_frame
+    from kquota.kafka.protocol.codec import decode_body
+    from kquota.kafka.protocol.frames import response_frame
 
     conn = _Conn({"q", "q.usage"})
     topics = [{"Name": n, "Partitions": [{"PartitionIndex": 0, "Offset": 5}, {"PartitionIndex": 1, "Offset": 5}]}
@@ -433,7 +433,7 @@ def test_describe_topic_partitions_lists_no_own_topic_and_teaches_its_id():
     import asyncio
 
     from kquota.proxy.own_topics import describe_topic_partitions
-    from kquota.proxy.protocol.frames import response_frame
+    from kquota.kafka.protocol.frames import response_frame
 
     conn = _Conn({"q", "q.usage"})
     learned = []

@@ -9,8 +9,8 @@ import uuid
 
 import kquota
 import pytest
-from kquota.proxy.protocol import apis
-from kquota.proxy.protocol.codec import decode_body
+from kquota.kafka.protocol import apis
+from kquota.kafka.protocol.codec import decode_body
 from proxy_support import ProxyThread, Tansu
 from proxy_wire import Wire
 

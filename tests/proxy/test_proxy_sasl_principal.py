@@ -13,11 +13,11 @@ import time
 
 import kquota
 import pytest
-from kquota.client_security import client_security
+from kquota.kafka.client_security import client_security
 from kquota.proxy.token_owners import TokenOwners
 from kafka_sasl import jwt, oauthbearer_token, scram_client_final
-from kquota.proxy.protocol import apis
-from kquota.proxy.protocol.codec import encode_body
+from kquota.kafka.protocol import apis
+from kquota.kafka.protocol.codec import encode_body
 from proxy_fakes import LoopbackServer, SaslFront, read_frame
 from proxy_support import ProxyThread, make_topic
 from proxy_wire import Wire
@@ -25,7 +25,7 @@ from sasl_wire import (ILLEGAL_SASL_STATE, alter_victim, authenticate, closed_un
                        plain, plane_users, refused, scram_login)
 from store_helpers import wait_until
 
-from kquota.proxy.protocol.frames import parse_request_header
+from kquota.kafka.protocol.frames import parse_request_header
 
 PRODUCE = kquota.ClientQuotaType.PRODUCE
 REQUEST = kquota.ClientQuotaType.REQUEST

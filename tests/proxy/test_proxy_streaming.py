@@ -14,8 +14,8 @@ import time
 
 import kquota
 import pytest
-from kquota.proxy.protocol import apis
-from kquota.proxy.protocol.codec import decode_body, encode_body
+from kquota.kafka.protocol import apis
+from kquota.kafka.protocol.codec import decode_body, encode_body
 from proxy_support import ProxyThread, make_topic
 from proxy_wire import Wire
 
@@ -204,7 +204,7 @@ class _OneFetchBroker:
         return self.server.sockets[0].getsockname()[1]
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        from kquota.proxy.protocol.frames import response_frame
+        from kquota.kafka.protocol.frames import response_frame
 
         try:
             while True:

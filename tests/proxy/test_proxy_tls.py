@@ -138,7 +138,7 @@ def test_cli_listener_form_config_and_broker_config(pki, kafka_broker, tmp_path)
 def test_listener_certificate_reloaded_without_restart_open_connections_keep_theirs(pki, kafka_broker, tmp_path):
     import shutil
 
-    from kquota.proxy.protocol import apis
+    from kquota.kafka.protocol import apis
 
     keystore = tmp_path / "listener.keystore.pem"
     shutil.copy(pki.server.keystore_pem, keystore)

@@ -16,8 +16,8 @@ import threading
 from typing import Any
 
 import kquota
-from kquota.proxy.protocol.codec import decode_body, encode_body
-from kquota.proxy.protocol.frames import parse_request_header, response_body_offset, response_frame
+from kquota.kafka.protocol.codec import decode_body, encode_body
+from kquota.kafka.protocol.frames import parse_request_header, response_body_offset, response_frame
 from proxy_fakes import LoopbackServer, read_frame
 from proxy_support import ProxyThread
 from proxy_wire import Wire

@@ -9,7 +9,7 @@ from itertools import combinations
 
 from kafka_proxy import KquotaProxy
 
-from kquota.admin_client import AdminConnection
+from kquota.kafka.admin_client import AdminConnection
 from kquota.proxy.quota_order import java_string_hash, kafka_order
 
 TAG = uuid.uuid4().hex[:6]

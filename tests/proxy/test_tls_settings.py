@@ -17,7 +17,7 @@ from cryptography.x509.oid import NameOID, ObjectIdentifier
 
 from kquota._kquota import SslPrincipalMapper, certificate_subject, check_listener_tls, check_upstream_tls
 from kquota.exceptions import KQuotaError, QuotaConfigError, QuotaValueError
-from kquota.proxy.java_properties import load_properties, parse_properties
+from kquota.kafka.java_properties import load_properties, parse_properties
 from kquota.proxy.tls_settings import (
     Listener, listener_tls, parse_listener, principal_mapper, unknown_ssl_properties, upstream_security,
 )

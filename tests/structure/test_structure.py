@@ -205,7 +205,7 @@ def test_no_per_request_quota_rule_in_the_python_proxy():
     assert any("request_response" in _names_used(tree) for tree in _proxy_sources().values())
 
     from kquota.proxy import native  # noqa: F401  (native registers the handlers)
-    from kquota.proxy.protocol import apis
+    from kquota.kafka.protocol import apis
     from kquota.proxy.dispatch import _DISPATCH
 
     assert apis.PRODUCE not in _DISPATCH and apis.FETCH not in _DISPATCH

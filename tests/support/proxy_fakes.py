@@ -11,8 +11,8 @@ import struct
 import threading
 from typing import Any, Callable, Optional
 
-from kquota.proxy.protocol.codec import decode_body, encode_body
-from kquota.proxy.protocol.frames import parse_request_header, response_frame
+from kquota.kafka.protocol.codec import decode_body, encode_body
+from kquota.kafka.protocol.frames import parse_request_header, response_frame
 from kafka_sasl import SASL_AUTHENTICATION_FAILED, OAuthBearerServer, PlainServer, SaslFailed, ScramServer
 from proxy_support import Tansu, free_port
 

@@ -7,8 +7,8 @@ import socket
 import struct
 from typing import Any
 
-from kquota.proxy.protocol.codec import decode_body, encode_body, is_flexible
-from kquota.proxy.protocol.frames import response_body_offset
+from kquota.kafka.protocol.codec import decode_body, encode_body, is_flexible
+from kquota.kafka.protocol.frames import response_body_offset
 
 
 def read_exact(sock: socket.socket, n: int) -> bytes:

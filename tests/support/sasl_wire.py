@@ -9,8 +9,8 @@ import struct
 from typing import Any
 
 from kafka_sasl import scram_client_final
-from kquota.proxy.protocol import apis
-from kquota.proxy.protocol.codec import encode_body
+from kquota.kafka.protocol import apis
+from kquota.kafka.protocol.codec import encode_body
 from proxy_wire import Wire
 
 SASL_AUTHENTICATION_FAILED = 58

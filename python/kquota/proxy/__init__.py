@@ -9,16 +9,43 @@
         async with NativeProxyServer(qm, bootstrap=("127.0.0.1", 9092), listen=("127.0.0.1", 9192)):
             await asyncio.Event().wait()
 
-Modules: ``protocol`` (Kafka's wire protocol: codec and schemas, frames, apis, the
-ApiVersions clamp, broker address rewriting, the ``ThrottleTimeMs`` field), ``request`` (the
-request contract handlers work to), ``settings`` (options),
-``handlers`` (the inspected APIs), ``dispatch`` (API -> handler), ``mutations`` (KIP-599),
-``admin`` (client-quota admin APIs), ``sasl``, ``reqlog`` (request log), ``native`` and
-``bridge`` (the data plane, ``kquota._kquota.ProxyDataPlane``, Rust on tokio; ``serve``),
-``cli``.
+Modules: ``request`` (the request contract handlers work to), ``settings`` (options),
+``handlers`` (the inspected APIs), ``dispatch`` (API -> handler), ``api_versions`` (the
+ApiVersions clamp), ``addresses`` (broker addresses rewritten to the proxy's),
+``throttle_field`` (the proxy's throttle in a response's ``ThrottleTimeMs``), ``mutations``
+(KIP-599), ``admin`` (client-quota admin APIs), ``tls_settings``, ``sasl``, ``reqlog`` (request
+log), ``native`` and ``bridge`` (the data plane, ``kquota._kquota.ProxyDataPlane``, Rust on tokio;
+``serve``), ``cli``. Kafka's wire protocol, Java properties and client security, which the
+configs command and the stores share, are :mod:`kquota.kafka`'s.
+
+The names below are imported on first use, so that importing ``kquota.proxy.cli`` (the
+``kquota`` command's parser) loads no data plane.
 """
 
-from kquota.proxy.native import NativeProxyServer, serve
-from kquota.proxy.reqlog import RequestLogWriter
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kquota.proxy.native import NativeProxyServer, serve
+    from kquota.proxy.reqlog import RequestLogWriter
 
 __all__ = ["NativeProxyServer", "RequestLogWriter", "serve"]
+
+_HOMES = {"NativeProxyServer": "kquota.proxy.native", "serve": "kquota.proxy.native",
+          "RequestLogWriter": "kquota.proxy.reqlog"}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'kquota.proxy' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

@@ -21,12 +21,12 @@ from typing import Any, Optional
 
 from kquota.entity import ENTITY_TYPES, IP, ClientQuotaEntity
 from kquota.exceptions import KQuotaError, QuotaConfigError
-from kquota.proxy.protocol import apis
+from kquota.kafka.client_quotas import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT, entity_of, ops_of, wire_entity, wire_values
+from kquota.kafka.protocol import apis
 from kquota.proxy.quota_order import kafka_order
 
 log = logging.getLogger("kquota.proxy")
 
-_MATCH_EXACT, _MATCH_DEFAULT, _MATCH_ANY = 0, 1, 2
 #: AlterClientQuotas entries worked between two turns of the event loop (its other clients').
 YIELD_EVERY = 1024
 
@@ -51,15 +51,15 @@ def _check_filter(comps: list) -> None:
         seen.add(kind)
         if kind not in ENTITY_TYPES:
             raise _FilterError(apis.UNSUPPORTED_VERSION, f"Unsupported entity type {kind}")
-        if match == _MATCH_EXACT and name is None:
+        if match == MATCH_EXACT and name is None:
             raise _FilterError(apis.INVALID_REQUEST, "Request specified MATCH_TYPE_EXACT, but set match string to null.")
-        if match == _MATCH_DEFAULT and name is not None:
+        if match == MATCH_DEFAULT and name is not None:
             raise _FilterError(apis.INVALID_REQUEST,
                                "Request specified MATCH_TYPE_DEFAULT, but also specified a match string.")
-        if match == _MATCH_ANY and name is not None:
+        if match == MATCH_ANY and name is not None:
             raise _FilterError(apis.INVALID_REQUEST,
                                "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string.")
-        if match not in (_MATCH_EXACT, _MATCH_DEFAULT, _MATCH_ANY):
+        if match not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY):
             raise _FilterError(apis.INVALID_REQUEST, f"Unknown match type {match}")
     if IP in seen and len(seen) > 1:
         raise _FilterError(apis.INVALID_REQUEST, "Invalid entity filter component combination. IP filter component "
@@ -116,10 +116,7 @@ class QuotaAdmin:
         for entity, config in sorted(state.items(), key=lambda kv: kv[0].path):
             if not _matches(entity, comps, bool(req.get("Strict"))):
                 continue
-            entries.append({
-                "Entity": [{"EntityType": k, "EntityName": entity[k]} for k in ENTITY_TYPES if k in entity],
-                "Values": [{"Key": k, "Value": float(config[k])} for k in kafka_order(config)],
-            })
+            entries.append({"Entity": wire_entity(entity), "Values": wire_values(config, kafka_order(config))})
         return {"ErrorCode": 0, "ErrorMessage": None, "Entries": entries}
 
     async def alter(self, req: dict, user: Optional[str]) -> dict:
@@ -138,7 +135,7 @@ class QuotaAdmin:
                                           else "a delegation token's principal may not alter client quotas")
                 continue
             try:
-                entity, ops = _entry(entry)
+                entity, ops = entity_of(entry["Entity"]), ops_of(entry.get("Ops"))
                 if req.get("ValidateOnly"):
                     self.qm.alter_client_quotas([(entity, ops)], validate_only=True)
                 elif self.store is not None:
@@ -158,25 +155,6 @@ class QuotaAdmin:
         return {"Entries": results}
 
 
-def _entry(entry: dict) -> tuple[ClientQuotaEntity, dict[str, Optional[float]]]:
-    names: dict[str, Optional[str]] = {}
-    if not entry["Entity"]:
-        raise QuotaConfigError("Invalid empty client quota entity")
-    for part in entry["Entity"]:
-        kind = part["EntityType"]
-        if kind in names:
-            raise QuotaConfigError(f"Invalid client quota entity, duplicate entity entry {kind}")
-        if kind not in ENTITY_TYPES:
-            raise QuotaConfigError(f"Unhandled client quota entity type: {kind}")
-        names[kind] = part["EntityName"]
-    ops: dict[str, Optional[float]] = {}
-    for op in entry.get("Ops") or []:
-        if op["Key"] in ops:
-            raise QuotaConfigError(f"config key {op['Key']!r} appears twice")
-        ops[op["Key"]] = None if op.get("Remove") else op["Value"]
-    return ClientQuotaEntity(names), ops
-
-
 def _matches(entity: ClientQuotaEntity, comps: list, strict: bool) -> bool:
     """Kafka's ClientQuotaFilter: every component matches; strict = no other entity types."""
     for c in comps:
@@ -185,9 +163,9 @@ def _matches(entity: ClientQuotaEntity, comps: list, strict: bool) -> bool:
             return False
         name = entity[kind]
         match = c["MatchType"]
-        if match == _MATCH_EXACT and (name is None or name != _match_name(kind, c.get("Match"))):
+        if match == MATCH_EXACT and (name is None or name != _match_name(kind, c.get("Match"))):
             return False
-        if match == _MATCH_DEFAULT and name is not None:
+        if match == MATCH_DEFAULT and name is not None:
             return False
     return not (strict and len(entity) != len(comps))
 

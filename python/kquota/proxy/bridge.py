@@ -13,7 +13,7 @@ import logging
 from typing import Any, Optional
 
 from kquota.proxy import sasl
-from kquota.proxy.protocol.codec import CodecError
+from kquota.kafka.protocol.codec import CodecError
 from kquota.proxy.request import Pending, RequestPaths, ResponseHandler
 
 log = logging.getLogger("kquota.proxy")

@@ -49,7 +49,7 @@ def _tls_options(args: argparse.Namespace, props: dict[str, str]) -> tuple[Any, 
     """``--listen`` and ``--bootstrap-server`` in Kafka's listener form, the listener's TLS from
     ``--config`` and the upstream's from ``--broker-config`` (every file read now: a bad one is
     one line naming the property and the file): (listen, bootstrap, NativeProxyServer options)."""
-    from kquota.proxy.java_properties import load_properties
+    from kquota.kafka.java_properties import load_properties
     from kquota.proxy.tls_settings import listener_tls, parse_listener, upstream_security
 
     listen = parse_listener(args.listen, "--listen")
@@ -67,7 +67,7 @@ def _tls_options(args: argparse.Namespace, props: dict[str, str]) -> tuple[Any, 
 def _store_security(args: argparse.Namespace, store_url: Optional[str], bootstrap: Any) -> dict[str, Any]:
     """The Kafka store's connection settings: ``--store-config``; else, for a store on the proxied
     cluster, ``--broker-config`` with the ``--bootstrap-server`` protocol; else none."""
-    from kquota.proxy.java_properties import load_properties
+    from kquota.kafka.java_properties import load_properties
     from kquota.stores.url import parse_store_url
 
     if store_url is None or parse_store_url(store_url).kind != "kafka":
@@ -89,8 +89,8 @@ def _token_owners(args: argparse.Namespace, bootstrap: Any) -> Any:
     """Who owns a delegation token, asked of the cluster with the proxy's own connection settings
     (``--broker-config``, the ``--bootstrap-server`` protocol); ``None`` (tokens counted per token
     id, logged once) where those settings cannot make that connection."""
-    from kquota.client_security import client_security
-    from kquota.proxy.java_properties import load_properties
+    from kquota.kafka.client_security import client_security
+    from kquota.kafka.java_properties import load_properties
     from kquota.proxy.token_owners import TokenOwners
 
     props = load_properties(args.broker_config, "--broker-config") if args.broker_config else {}
@@ -230,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not 1 <= args.threads <= 64:
         raise KQuotaError(f"--threads must be between 1 and 64, got {args.threads}")
-    from kquota.proxy.java_properties import load_properties
+    from kquota.kafka.java_properties import load_properties
     from kquota.proxy.tls_settings import LISTENER_TLS_PROPERTIES
 
     props = load_properties(args.config) if args.config else {}

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any, Callable, Optional
 
-from kquota.proxy.protocol import apis
-from kquota.proxy.protocol.codec import CodecError
-from kquota.proxy.protocol.frames import RequestHeader
+from kquota.kafka.protocol import apis
+from kquota.kafka.protocol.codec import CodecError
+from kquota.kafka.protocol.frames import RequestHeader
 
 #: A handler: ``(connection, pending request, frame, start ns)``; it forwards or answers.
 Handler = Callable[[Any, Any, bytes, int], Awaitable[None]]

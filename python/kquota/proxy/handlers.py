@@ -13,14 +13,14 @@ import struct
 import time
 from typing import TYPE_CHECKING, Optional
 
-from kquota.proxy import mutations, own_topics, sasl
-from kquota.proxy.protocol import addresses, apis
-from kquota.proxy.protocol.codec import decode_body, encode_body, read_fixed
+from kquota.kafka.protocol import apis
+from kquota.proxy import addresses, mutations, own_topics, sasl
+from kquota.kafka.protocol.codec import decode_body, encode_body, read_fixed
 from kquota.proxy.dispatch import register
 from kquota.proxy.offload import decode_request, encode_answer
-from kquota.proxy.protocol.frames import response_body_offset, response_frame
+from kquota.kafka.protocol.frames import response_body_offset, response_frame
 from kquota.proxy.request import Answer, Pending, elapsed, forward_decoded
-from kquota.proxy.protocol.versions import clamp_api_versions, unsupported_api_versions
+from kquota.proxy.api_versions import clamp_api_versions, unsupported_api_versions
 
 if TYPE_CHECKING:  # annotations only: the native plane's connection, which imports no handler
     from kquota.proxy.bridge import BridgeConnection

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from kquota.exceptions import ThrottlingQuotaExceededError
-from kquota.proxy.protocol import apis
+from kquota.kafka.protocol import apis
 
 STRICT_SINCE = {apis.CREATE_TOPICS: 6, apis.CREATE_PARTITIONS: 3, apis.DELETE_TOPICS: 5}
 REQUEST_SCHEMA = {apis.CREATE_TOPICS: "CreateTopicsRequest", apis.CREATE_PARTITIONS: "CreatePartitionsRequest",

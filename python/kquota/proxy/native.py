@@ -23,12 +23,12 @@ from kquota.metrics import Metric
 from kquota.quota_type import ClientQuotaType
 from kquota.proxy import handlers  # noqa: F401  (handlers registers the API handlers)
 from kquota.proxy.own_topics import ONLY_FOR_OWN_TOPICS, OwnTopics, own_topic_names, resolve_ids
-from kquota.proxy.protocol import apis
+from kquota.kafka.protocol import apis
 from kquota.proxy.bridge import BridgeConnection
 from kquota.proxy.dispatch import _DISPATCH, handler_for
-from kquota.proxy.protocol.frames import RequestHeader
+from kquota.kafka.protocol.frames import RequestHeader
 from kquota.proxy.request import Pending
-from kquota.proxy.protocol.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
+from kquota.kafka.protocol.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
 from kquota.proxy.settings import ProxySettings
 
 log = logging.getLogger("kquota.proxy")

@@ -17,7 +17,7 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kquota.proxy.protocol.codec import CodecError, decode_body, encode_body
+from kquota.kafka.protocol.codec import CodecError, decode_body, encode_body
 
 #: Frames (and answers of as many entries as such a frame holds) above this are worked on the
 #: worker thread; smaller ones on the loop, where a thread hop would cost more than the work.

@@ -30,9 +30,9 @@ from typing import Any, Callable, Iterable, Optional
 
 from kquota.proxy.dispatch import register
 from kquota.proxy.offload import decode_request
-from kquota.proxy.protocol import apis
-from kquota.proxy.protocol.codec import decode_body, encode_body
-from kquota.proxy.protocol.frames import response_body_offset, response_frame
+from kquota.kafka.protocol import apis
+from kquota.kafka.protocol.codec import decode_body, encode_body
+from kquota.kafka.protocol.frames import response_body_offset, response_frame
 from kquota.proxy.request import Answer, Pending, elapsed, forward_decoded
 
 log = logging.getLogger("kquota.proxy")

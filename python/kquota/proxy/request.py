@@ -12,9 +12,9 @@ from collections.abc import Awaitable
 from typing import Any, Callable, Optional
 
 from kquota.quota_type import ClientQuotaType
-from kquota.proxy.protocol.codec import CodecError, decode_body
-from kquota.proxy.protocol.frames import RequestHeader, response_body_offset
-from kquota.proxy.protocol.throttle_field import patch_throttle
+from kquota.kafka.protocol.codec import CodecError, decode_body
+from kquota.kafka.protocol.frames import RequestHeader, response_body_offset
+from kquota.proxy.throttle_field import patch_throttle
 
 _I32 = struct.Struct(">i")
 #: (bytes to send or None, throttle in ms to mute for after sending).

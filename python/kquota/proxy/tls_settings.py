@@ -20,15 +20,13 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 from kquota.exceptions import KQuotaError
+from kquota.kafka.client_security import SECURITY_PROTOCOLS
 
 __all__ = [
-    "SECURITY_PROTOCOLS", "LISTENER_TLS_PROPERTIES", "UPSTREAM_TLS_PROPERTIES", "Listener", "ListenerTls",
+    "LISTENER_TLS_PROPERTIES", "UPSTREAM_TLS_PROPERTIES", "Listener", "ListenerTls",
     "UpstreamSecurity", "parse_listener", "listener_tls", "upstream_security", "principal_mapper",
     "unknown_ssl_properties",
 ]
-
-#: Kafka's security protocols (SecurityProtocol).
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 _STORE = (
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",

@@ -81,7 +81,7 @@ def token_owners(body: bytes, pos: int) -> tuple[int, dict[str, tuple[str, str]]
 
 class TokenOwners:
     """The owners of delegation tokens, looked up at ``bootstrap`` (``host:port``) with
-    ``security`` (a :class:`kquota.client_security.ClientSecurity`: the proxy's own)."""
+    ``security`` (a :class:`kquota.kafka.client_security.ClientSecurity`: the proxy's own)."""
 
     def __init__(self, bootstrap: str, security: Any, timeout: float = 10.0) -> None:
         self.bootstrap = bootstrap
@@ -117,7 +117,7 @@ class TokenOwners:
             self._known.popitem(last=False)
 
     def _describe(self) -> dict[str, tuple[str, str]]:
-        from kquota.admin_client import AdminConnection
+        from kquota.kafka.admin_client import AdminConnection
 
         try:
             with AdminConnection(self.bootstrap, self.security, timeout=self.timeout,

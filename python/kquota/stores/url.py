@@ -173,6 +173,20 @@ def _sqlite_path(url: str, rest: str) -> str:
     return absolute
 
 
+def _check_folder(url: str, path: str) -> None:
+    """A new SQLite file needs its folder: SQLite's own error ("unable to open database file")
+    names neither, and ``sqlite:///data/x.db`` is relative (as in SQLAlchemy), which is easy to
+    mistake for ``/data/x.db``."""
+    folder = os.path.dirname(path)
+    if os.path.isdir(folder):
+        return
+    error = f"store {url}: cannot create {path}: no folder {folder}"
+    if url[:10].lower() == "sqlite:///" and url[10:11] not in ("/", "~"):
+        error += (f" (sqlite:///{url[10:]} is relative to the working directory {os.getcwd()}; an absolute "
+                  f"path takes four slashes: sqlite:////{url[10:]})")
+    raise ConfigStoreError(error)
+
+
 def open_store(url: Optional[str] = None, **options: Any) -> ConfigStore:
     """Opens the store a URL or plain path names (the forms of :mod:`kquota.stores.url`;
     ``None``: :func:`default_store_url`, whose directory is created on first use).
@@ -188,6 +202,8 @@ def open_store(url: Optional[str] = None, **options: Any) -> ConfigStore:
     where = parse_store_url(url)
     if where.kind == "sqlite":
         assert where.path is not None
+        if not options.get("read_only"):
+            _check_folder(url, where.path)
         return SQLiteConfigStore(where.path, **options)
     if where.kind == "kafka":
         from kquota.stores.kafka import KafkaConfigStore

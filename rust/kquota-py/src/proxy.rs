@@ -53,7 +53,7 @@ impl Bridge for PyBridge {
     ) -> Result<(), String> {
         self.call("on_request", |py| {
             // The header as the data plane parsed it: (api key, version, correlation id,
-            // client id, body offset), the fields of `kquota.proxy.protocol.frames.RequestHeader`.
+            // client id, body offset), the fields of `kquota.kafka.protocol.frames.RequestHeader`.
             let parsed = (
                 header.api_key,
                 header.api_version,

@@ -45,6 +45,30 @@ fn check_upstream_tls(properties: HashMap<String, String>) -> PyQuotaResult<Vec<
     Ok(watched(reloading.files()))
 }
 
+/// CA certificates, certificate chain, sealed key (PEM; None: not configured), endpoint identification.
+type ClientPemTuple = (Option<String>, Option<String>, Option<String>, bool);
+
+/// The TLS material of Kafka client properties (``ssl.truststore.*``, ``ssl.keystore.*``,
+/// ``ssl.endpoint.identification.algorithm``) as PEM, read as the data plane's upstream
+/// connections read them (a store's format recognised when its type is not set), for kquota's
+/// other clients: ``(CA certificates or None for the system's, certificate chain or None, the
+/// key as ENCRYPTED PRIVATE KEY under seal_password or None, endpoint identification)``.
+/// ``QuotaConfigError`` ("property: what is wrong (file)") when it cannot be read.
+#[pyfunction]
+fn client_tls_pem(
+    properties: HashMap<String, String>,
+    seal_password: &str,
+) -> PyQuotaResult<ClientPemTuple> {
+    let settings = UpstreamTlsSettings::from_properties(&to_map(properties)).map_err(tls_error)?;
+    let pem = tls::client_pem(&settings, seal_password).map_err(tls_error)?;
+    Ok((
+        pem.ca_certificates,
+        pem.certificate_chain,
+        pem.sealed_key,
+        pem.endpoint_identification,
+    ))
+}
+
 /// The data plane's TLS on both sides from the ``ssl.*`` properties Python checked at start-up
 /// (``None``: that side is plain); at most ``max_handshakes`` client handshakes at once.
 pub fn security(
@@ -118,6 +142,7 @@ impl PySslPrincipalMapper {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_listener_tls, m)?)?;
     m.add_function(wrap_pyfunction!(check_upstream_tls, m)?)?;
+    m.add_function(wrap_pyfunction!(client_tls_pem, m)?)?;
     m.add_function(wrap_pyfunction!(certificate_subject, m)?)?;
     m.add_class::<PySslPrincipalMapper>()?;
     Ok(())

@@ -2,17 +2,18 @@
 properties (``kquota proxy --store-config``, else its ``--broker-config`` for a store on the
 proxied cluster; ``kquota configs --command-config``) as librdkafka's settings.
 
-The properties are read and checked by :func:`kquota.client_security.client_security`, with the
-same one-line errors as every other kquota client; the certificates go to librdkafka as PEM
-text (``ssl.ca.pem``, ``ssl.certificate.pem``, ``ssl.key.pem``), so PKCS12 and inline PEM stores
-work as Kafka reads them, and no decrypted key is written to disk.
+The properties are read and checked by :func:`kquota.kafka.client_security.client_security`
+(its stores by the data plane's own reader), with the same one-line errors as every other kquota
+client; the certificates go to librdkafka as PEM text (``ssl.ca.pem``, ``ssl.certificate.pem``,
+``ssl.key.pem``), so PKCS12, untyped and inline PEM stores work as Kafka reads them, and the key
+is handed over sealed (encrypted under a fresh random password, ``ssl.key.password``).
 """
 
 from __future__ import annotations
 
 from typing import Mapping, Optional
 
-from kquota.client_security import client_security
+from kquota.kafka.client_security import client_security
 
 __all__ = ["librdkafka_security"]
 

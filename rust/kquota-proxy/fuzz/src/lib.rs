@@ -15,7 +15,7 @@ use kquota_proxy::tables::{ApiTables, FETCH, PRODUCE};
 use kquota_proxy::wire::Cursor;
 
 /// Kafka's first flexible version per API key (index = key; -1: never), as the proxy's Python
-/// side passes them in from the schema data (`kquota.proxy.protocol.codec.is_flexible`).
+/// side passes them in from the schema data (`kquota.kafka.protocol.codec.is_flexible`).
 const FLEXIBLE_FROM: [i16; 88] = [
     9, 12, 6, 9, 4, 2, 6, 3, 8, 6, 3, 6, 4, 4, 4, 5, 3, -1, 3, 5, 4, 2, 2, 4, 3, 3, 3, 1, 3, 2, 2, 2, 4, 2,
     2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 0, 0, -1, 1, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,

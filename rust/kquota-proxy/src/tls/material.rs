@@ -397,7 +397,15 @@ fn pkcs12_identity(ks: &KeystoreSettings, path: &Path, bytes: &[u8]) -> Result<I
 
 /// The trust anchors from the `ssl.truststore.*` settings.
 pub fn load_roots(ts: &TruststoreSettings) -> Result<RootCertStore, TlsConfigError> {
-    let certs = if let Some(inline) = ts.certificates.as_deref() {
+    let mut roots = RootCertStore::empty();
+    roots.add_parsable_certificates(root_certificates(ts)?);
+    Ok(roots)
+}
+
+/// The certificates of the `ssl.truststore.*` settings, checked as trust anchors (at least one
+/// usable): what [`load_roots`] trusts, for clients that take certificates (PEM) themselves.
+pub fn root_certificates(ts: &TruststoreSettings) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
+    let certs: Vec<CertificateDer<'static>> = if let Some(inline) = ts.certificates.as_deref() {
         if ts.location.is_some() {
             return Err(TlsConfigError::new(
                 "ssl.truststore.location",
@@ -439,16 +447,19 @@ pub fn load_roots(ts: &TruststoreSettings) -> Result<RootCertStore, TlsConfigErr
         Some(p) if ts.certificates.is_none() => ("ssl.truststore.location", Some(p)),
         _ => ("ssl.truststore.certificates", None),
     };
-    let mut roots = RootCertStore::empty();
-    let (added, _ignored) = roots.add_parsable_certificates(certs);
-    if added == 0 {
+    // What rustls cannot use as an anchor is left out, as add_parsable_certificates leaves it.
+    let certs: Vec<_> = certs
+        .into_iter()
+        .filter(|c| RootCertStore::empty().add(c.clone()).is_ok())
+        .collect();
+    if certs.is_empty() {
         return Err(TlsConfigError::new(
             property,
             path,
             "no usable CA certificate in the truststore",
         ));
     }
-    Ok(roots)
+    Ok(certs)
 }
 
 /// The system's CA certificates (Java's cacerts), for a side with no truststore configured.

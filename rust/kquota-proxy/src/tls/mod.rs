@@ -3,6 +3,7 @@
 //!
 //! - settings.rs: the properties, parsed into types;
 //! - material.rs: keystores and truststores (PEM files, inline PEM, PKCS12; JKS refused);
+//! - pem_export.rs: a client's material as PEM, for kquota's clients that are not rustls;
 //! - policy.rs: `ssl.enabled.protocols`, `ssl.cipher.suites` -> a crypto provider;
 //! - server.rs / client.rs: `rustls::ServerConfig` for a listener, `rustls::ClientConfig` for
 //!   the upstream connections;
@@ -18,6 +19,7 @@ mod client;
 mod failures;
 mod handshake;
 mod material;
+mod pem_export;
 mod policy;
 mod reload;
 mod server;
@@ -27,6 +29,7 @@ mod sides;
 pub use client::client_config;
 pub use failures::FailureLog;
 pub use handshake::{accept, connect, server_name, HandshakeFailure, HANDSHAKE_TIMEOUT};
+pub use pem_export::{client_pem, ClientPem};
 pub use reload::{ReloadStats, Reloading, DEFAULT_RELOAD_CHECK};
 /// Re-exported so that callers name certificates without depending on rustls themselves.
 pub use rustls::pki_types::CertificateDer;
@@ -81,5 +84,7 @@ mod tests;
 mod tests_clients;
 #[cfg(test)]
 mod tests_handshake;
+#[cfg(test)]
+mod tests_pem_export;
 #[cfg(test)]
 mod tests_support;

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Callable
 
-from kquota.proxy.protocol import apis
+from kquota.kafka.protocol import apis
 
 #: ``(node id, broker host, broker port) -> (proxy host, proxy port)``; opens the broker's
 #: listener on first use.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from kquota.proxy.protocol.codec import CodecError, is_flexible, skip_tagged_fields, write_uvarint
+from kquota.kafka.protocol.codec import CodecError, is_flexible, skip_tagged_fields, write_uvarint
 
 API_VERSIONS = 18
 CONTROLLED_SHUTDOWN = 7

@@ -4,9 +4,9 @@ and AlterClientQuotas, ``ip`` entities (KIP-612) and ``ValidateOnly`` included.
 No installed Kafka client implements both (confluent-kafka's ``AdminClient`` has neither,
 kafka-python's ``KafkaAdminClient`` and aiokafka's admin client have neither method, only
 DescribeClientQuotas' request structs), so requests are framed with kquota's own codec
-(:mod:`kquota.proxy.protocol.codec`, Kafka's transcribed schemas), after an ApiVersions exchange
+(:mod:`kquota.kafka.protocol.codec`, Kafka's transcribed schemas), after an ApiVersions exchange
 picks the highest version both sides speak. Connections are TLS (Python's :mod:`ssl`) and SASL/PLAIN
-(SaslHandshake v1 + SaslAuthenticate) as :mod:`kquota.client_security` reads the client properties.
+(SaslHandshake v1 + SaslAuthenticate) as :mod:`kquota.kafka.client_security` reads the client properties.
 
     with AdminConnection("127.0.0.1:9092") as admin:
         entries = admin.describe_client_quotas([], strict=False)
@@ -19,11 +19,11 @@ import ssl
 import struct
 from typing import Any, Optional
 
-from kquota.client_security import ClientSecurity
+from kquota.kafka.client_security import ClientSecurity
 from kquota.exceptions import KQuotaError
-from kquota.proxy.protocol import apis
-from kquota.proxy.protocol.codec import CodecError, decode_body, encode_body, is_flexible
-from kquota.proxy.protocol.frames import response_body_offset
+from kquota.kafka.protocol import apis
+from kquota.kafka.protocol.codec import CodecError, decode_body, encode_body, is_flexible
+from kquota.kafka.protocol.frames import response_body_offset
 
 __all__ = ["AdminConnection", "KafkaApiError", "error_name", "parse_host_port"]
 

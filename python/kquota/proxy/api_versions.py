@@ -3,9 +3,9 @@ the proxy a version it cannot read), and add the APIs the proxy answers itself."
 
 from __future__ import annotations
 
-from kquota.proxy.protocol import apis
-from kquota.proxy.protocol.codec import decode_body, encode_body
-from kquota.proxy.protocol.frames import response_frame, with_prefix
+from kquota.kafka.protocol import apis
+from kquota.kafka.protocol.codec import decode_body, encode_body
+from kquota.kafka.protocol.frames import response_frame, with_prefix
 
 
 def clamp_api_versions(frame: bytes, version: int, throttle_ms: int = 0) -> bytes:

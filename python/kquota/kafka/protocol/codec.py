@@ -1,4 +1,4 @@
-"""Kafka wire encoding: primitives and a generic codec driven by :mod:`kquota.proxy.protocol.schemas`.
+"""Kafka wire encoding: primitives and a generic codec driven by :mod:`kquota.kafka.protocol.schemas`.
 
 A message decodes to a dict keyed by Kafka's field names (``"ThrottleTimeMs"``); ``records``
 and ``bytes`` fields stay bytes (memoryview slices of the frame, never copied while decoding).
@@ -13,8 +13,8 @@ from __future__ import annotations
 import struct
 from typing import Any, Optional
 
-from kquota.proxy.protocol.schemas import FLEXIBLE_FIRST
-from kquota.proxy.protocol.schemas import SCHEMAS as _SCHEMAS
+from kquota.kafka.protocol.schemas import FLEXIBLE_FIRST
+from kquota.kafka.protocol.schemas import SCHEMAS as _SCHEMAS
 
 #: message name -> {"api_key", "valid", "flexible", "fields"} (see schemas.py).
 SCHEMAS: dict[str, dict[str, Any]] = _SCHEMAS  # type: ignore[assignment]

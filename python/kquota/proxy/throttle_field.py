@@ -3,7 +3,7 @@ max(broker's, proxy's). Only the field: the throttle itself is the kernel's resp
 (``ClientHandle.request_response``), Produce's and Fetch's the native data plane's.
 
 The responses patched here begin with ``ThrottleTimeMs`` (:data:`THROTTLE_FIRST`), patched in
-place; ApiVersions' is written by its clamp (:mod:`kquota.proxy.protocol.versions`), Produce's (after
+place; ApiVersions' is written by its clamp (:mod:`kquota.proxy.api_versions`), Produce's (after
 its partition responses) natively.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import struct
 
-from kquota.proxy.protocol.codec import read_fixed
-from kquota.proxy.protocol.frames import with_prefix
-from kquota.proxy.protocol.schemas import THROTTLE_FIRST
+from kquota.kafka.protocol.codec import read_fixed
+from kquota.kafka.protocol.frames import with_prefix
+from kquota.kafka.protocol.schemas import THROTTLE_FIRST
 
 _I32 = struct.Struct(">i")
 

@@ -1,17 +1,17 @@
 """Kafka client properties (``--command-config``, as kafka-configs reads them) for kquota's own
-connections to a cluster: ``security.protocol``, ``ssl.*`` as Python's :mod:`ssl` context,
-``sasl.*`` as SASL/PLAIN credentials.
+connections to a cluster: ``security.protocol``, ``ssl.*`` as Python's :mod:`ssl` context (and
+as PEM text, :class:`TlsMaterial`, for librdkafka), ``sasl.*`` as SASL/PLAIN credentials.
 
-Kafka's names and defaults: ``ssl.truststore.type`` and ``ssl.keystore.type`` are JKS unless set
-(JKS cannot be read here: the error says how to convert it), ``PEM`` and ``PKCS12`` are read
-(``PKCS12`` needs the ``cryptography`` package); ``ssl.truststore.certificates``,
-``ssl.keystore.certificate.chain`` and ``ssl.keystore.key`` hold inline PEM (KIP-651);
+The ``ssl.*`` stores are read by the reader of the proxy's data plane (Rust,
+``kquota._kquota.client_tls_pem``), so a properties file means the same to every kquota client:
+PEM files, inline PEM (KIP-651: ``ssl.truststore.certificates``, ``ssl.keystore.certificate.chain``,
+``ssl.keystore.key``) and PKCS12; when ``ssl.*.type`` is not set (Kafka's default is JKS) the
+file's own format is recognised, and a JKS store is refused with the command that converts it.
 ``ssl.endpoint.identification.algorithm`` is ``https`` (the server's certificate must name the
 host) unless set to empty. ``sasl.mechanism`` is GSSAPI unless set, as in Kafka; PLAIN is the
 mechanism supported here, its credentials read from ``sasl.jaas.config``'s ``PlainLoginModule``.
 Every bad value is one :class:`~kquota.exceptions.KQuotaError` line naming the file and property.
 """
-
 from __future__ import annotations
 
 import contextlib
@@ -24,17 +24,17 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping, Optional
 
 from kquota.exceptions import KQuotaError
-from kquota.proxy.tls_settings import SECURITY_PROTOCOLS
 
-__all__ = ["ClientSecurity", "TlsMaterial", "client_security", "parse_jaas_config", "tls_material"]
+__all__ = ["SECURITY_PROTOCOLS", "ClientSecurity", "TlsMaterial", "client_security", "parse_jaas_config", "tls_material"]
+
+#: Kafka's security protocols (SecurityProtocol).
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 _TLS_KEYS = (
     "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
     "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.endpoint.identification.algorithm",
 )
-_JKS_HINT = ("JKS cannot be read here: convert it with `keytool -importkeystore -srcstoretype JKS "
-             "-deststoretype PKCS12 ...` and set {key}=PKCS12 (or PEM)")
 
 
 @dataclass(frozen=True)
@@ -101,94 +101,12 @@ def _sasl(props: Mapping[str, str], source: str) -> tuple[str, str, str]:
     return mechanism, options["username"], options["password"]
 
 
-def _store_type(props: Mapping[str, str], key: str, source: str) -> str:
-    kind = props.get(key, "JKS").strip().upper() or "JKS"
-    if kind == "JKS":
-        raise KQuotaError(f"{source}: {key}: " + _JKS_HINT.format(key=key)
-                          + (" (JKS is Kafka's default when the type is not set)" if key not in props else ""))
-    if kind not in ("PEM", "PKCS12"):
-        raise KQuotaError(f"{source}: {key}: unsupported store type {kind!r}: expected PEM or PKCS12")
-    return kind
-
-
-def _read(path: str, key: str, source: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise KQuotaError(f"{source}: {key}: cannot read {path!r}: {e.strerror or e}") from None
-
-
-def _pkcs12(data: bytes, password: Optional[str], key: str, path: str, source: str):
-    try:
-        from cryptography.hazmat.primitives.serialization import pkcs12
-    except ImportError:
-        raise KQuotaError(f"{source}: {key}: PKCS12 stores need the 'cryptography' package "
-                          "(pip install 'kquota[tls]'), or use PEM") from None
-    try:
-        return pkcs12.load_pkcs12(data, password.encode() if password else None)
-    except ValueError:
-        raise KQuotaError(f"{source}: {key}: wrong password or not a PKCS12 store ({path})") from None
-
-
-def _trust(props: Mapping[str, str], source: str) -> Optional[str]:
-    """The CA certificates (PEM) the server's certificate must chain to; ``None``: the system's
-    (as Java's default trust store)."""
-    inline = props.get("ssl.truststore.certificates", "").strip()
-    location = props.get("ssl.truststore.location", "").strip()
-    if inline and location:
-        raise KQuotaError(f"{source}: set ssl.truststore.location or ssl.truststore.certificates, not both")
-    if inline:
-        return inline
-    if not location:
-        return None
-    kind = _store_type(props, "ssl.truststore.type", source)
-    data = _read(location, "ssl.truststore.location", source)
-    if kind == "PEM":
-        return data.decode("ascii", "replace")
-    from cryptography.hazmat.primitives.serialization import Encoding
-
-    store = _pkcs12(data, props.get("ssl.truststore.password"), "ssl.truststore.password", location, source)
-    certs = [c.certificate for c in store.additional_certs]
-    if store.cert is not None:
-        certs.append(store.cert.certificate)
-    if not certs:
-        raise KQuotaError(f"{source}: ssl.truststore.location: no certificate in {location}")
-    return "".join(c.public_bytes(Encoding.PEM).decode() for c in certs)
-
-
-def _identity(props: Mapping[str, str], source: str) -> tuple[Optional[bytes], Optional[str]]:
-    """The client's key and certificate chain (one PEM) and the key's password; ``(None, None)``
-    without a keystore (one-way TLS)."""
-    location = props.get("ssl.keystore.location", "").strip()
-    chain, key_pem = props.get("ssl.keystore.certificate.chain", "").strip(), props.get("ssl.keystore.key", "").strip()
-    if not location and not chain and not key_pem:
-        return None, None
-    password = props.get("ssl.key.password")
-    if location:
-        kind = _store_type(props, "ssl.keystore.type", source)
-        data = _read(location, "ssl.keystore.location", source)
-        if kind == "PEM":
-            return data, password or None
-        from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
-
-        store = _pkcs12(data, props.get("ssl.keystore.password"), "ssl.keystore.password", location, source)
-        if store.key is None or store.cert is None:
-            raise KQuotaError(f"{source}: ssl.keystore.location: no key and certificate in {location}")
-        pem = store.key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
-        pem += b"".join(c.certificate.public_bytes(Encoding.PEM) for c in [store.cert, *store.additional_certs])
-        return pem, None
-    if not chain or not key_pem:
-        raise KQuotaError(f"{source}: ssl.keystore.certificate.chain and ssl.keystore.key go together")
-    return (key_pem + "\n" + chain + "\n").encode(), password or None
-
-
 @dataclass(frozen=True)
 class TlsMaterial:
     """What Kafka client properties say about TLS, read and checked once: the CA certificates
-    (PEM; ``None``: the system's), the client's key and certificate chain (one PEM; ``None``:
-    no client certificate) and the key's password, and whether the server's certificate must
-    name its host (``ssl.endpoint.identification.algorithm``)."""
+    (PEM; ``None``: the system's), the client's sealed key and certificate chain (one PEM;
+    ``None``: no client certificate) and the password it is sealed under, and whether the
+    server's certificate must name its host (``ssl.endpoint.identification.algorithm``)."""
 
     ca_pem: Optional[str]
     identity_pem: Optional[bytes]
@@ -197,42 +115,27 @@ class TlsMaterial:
 
 
 def tls_material(props: Mapping[str, str], source: str) -> TlsMaterial:
-    """The TLS material of client properties read from ``source`` (one error line per bad value)."""
-    algorithm = props.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
-    if algorithm not in ("https", ""):
-        raise KQuotaError(f"{source}: ssl.endpoint.identification.algorithm: expected https or empty, "
-                          f"got {algorithm!r}")
-    identity, password = _identity(props, source)
-    return TlsMaterial(_trust(props, source), identity, password, algorithm == "https")
+    """The TLS material of client properties read from ``source`` (one error line per bad value),
+    read by the data plane's own reader (``kquota._kquota.client_tls_pem``), so that a file means
+    the same to every kquota client. The key comes sealed: encrypted under a fresh random password
+    held only in memory, so what ``load_cert_chain`` or librdkafka reads may be seen by no one."""
+    from kquota import _kquota
 
-
-_KEY_BLOCK = re.compile(rb"-----BEGIN ([A-Z ]*)PRIVATE KEY-----.*?-----END \1PRIVATE KEY-----\r?\n?", re.S)
-
-
-def _sealed(identity: bytes, password: Optional[str]) -> tuple[bytes, Optional[str]]:
-    """``identity`` (key and chain) with its key encrypted under a fresh random password held only
-    in memory, and that password: what ``load_cert_chain`` reads may then be seen by no one.
-    Without the ``cryptography`` package (PEM stores only) the key is passed as it was given."""
+    seal = secrets.token_urlsafe(32)
     try:
-        from cryptography.hazmat.primitives.serialization import (
-            BestAvailableEncryption, Encoding, PrivateFormat, load_pem_private_key)
-    except ImportError:
-        return identity, password
-    block = _KEY_BLOCK.search(identity)
-    if block is None:
-        return identity, password
-    encrypted = b"ENCRYPTED" in block.group(0)  # PKCS#8 and traditional (Proc-Type) encryption
-    key = load_pem_private_key(block.group(0), password.encode() if password and encrypted else None)
-    fresh = secrets.token_urlsafe(32)
-    sealed = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, BestAvailableEncryption(fresh.encode()))
-    return sealed + identity[:block.start()] + identity[block.end():], fresh
+        ca_pem, chain, key, check_hostname = _kquota.client_tls_pem(dict(props), seal)
+    except ValueError as e:
+        raise KQuotaError(f"{source}: {e}") from None
+    if key is None or chain is None:
+        return TlsMaterial(ca_pem, None, None, check_hostname)
+    return TlsMaterial(ca_pem, (key + chain).encode(), seal, check_hostname)
 
 
 @contextlib.contextmanager
 def _key_file(pem: bytes) -> Iterator[str]:
     """A path ``load_cert_chain`` (which reads files only) can open holding ``pem``: an anonymous
     in-memory file where the system has them (Linux), else a private temporary file removed at
-    once (its key encrypted by :func:`_sealed`)."""
+    once (its key sealed by :func:`tls_material`)."""
     if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
         fd = os.memfd_create("kquota-keystore", os.MFD_CLOEXEC)
         try:
@@ -267,12 +170,11 @@ def _context(material: TlsMaterial, source: str) -> ssl.SSLContext:
         raise KQuotaError(f"{source}: ssl.truststore: no usable CA certificate ({e.reason or e})") from None
     if material.identity_pem is not None:
         try:
-            pem, password = _sealed(material.identity_pem, material.key_password)
-            with _key_file(pem) as path:
-                ctx.load_cert_chain(path, password=password)
+            with _key_file(material.identity_pem) as path:
+                ctx.load_cert_chain(path, password=material.key_password)
         except (ssl.SSLError, ValueError, TypeError) as e:
             raise KQuotaError(f"{source}: ssl.keystore: unusable key or certificate "
-                              f"({getattr(e, 'reason', None) or e}); a wrong ssl.key.password?") from None
+                              f"({getattr(e, 'reason', None) or e})") from None
     return ctx
 
 
