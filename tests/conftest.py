@@ -202,15 +202,15 @@ def kafka_cluster3():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Markers and xdist groups (``test_kinds``): ``process`` from the fixtures a test takes;
+    """Markers and xdist groups (``scheduling``): ``process`` from the fixtures a test takes;
     ``timing`` and ``heavy`` tests one at a time; the rest grouped by module."""
-    from test_kinds import classify
+    from scheduling import classify
 
     classify(items, config.rootpath)
 
 
 @pytest.fixture(autouse=True)
 def _processes_need_the_process_marker(request, monkeypatch):
-    from test_kinds import guard_subprocess
+    from scheduling import guard_subprocess
 
     guard_subprocess(request.node, monkeypatch)

@@ -16,6 +16,8 @@ from proxy_cli import assert_enforced_once_applied, capture_and_recommend, start
 
 from kquota.cli import main
 
+pytestmark = pytest.mark.process
+
 ADMINS = "User:admin,ANONYMOUS"  # PLAINTEXT clients are ANONYMOUS: admins here unless SASL says otherwise
 
 
@@ -260,6 +262,7 @@ def test_a_broker_without_the_quota_apis_is_named(capsys):
         broker.stop()
 
 
+@pytest.mark.timing
 def test_recommended_quota_file_applied_over_the_protocol_is_enforced(front, spark, tmp_path, capsys):
     """``kquota pipeline recommend``'s quotas.json, applied to a running proxy with
     ``configs --bootstrap-server --quota-file`` (one AlterClientQuotas request), holds a real

@@ -10,6 +10,8 @@ from kquota.cli import main
 from kquota.config_file import parse_quota_config
 from kquota.stores import open_store
 
+pytestmark = pytest.mark.process
+
 E = ClientQuotaEntity
 
 

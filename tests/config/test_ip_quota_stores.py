@@ -96,6 +96,7 @@ def test_zookeeper_layout_is_kafkas(tmp_path):
         s.close()
 
 
+@pytest.mark.process
 def test_a_live_ip_alter_reaches_a_watching_manager(url):
     writer = open_store(url)
     qm = QuotaManager(expiry_interval_seconds=None)

@@ -68,6 +68,7 @@ def test_a_foreign_file_is_refused_and_left_byte_identical(tmp_path, kind, read_
     assert siblings(path) == []
 
 
+@pytest.mark.process
 def test_the_cli_describe_refuses_a_foreign_file_and_touches_nothing(tmp_path):
     path = str(tmp_path / "app.db")
     foreign_db(path)

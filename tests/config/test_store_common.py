@@ -9,6 +9,8 @@ from store_helpers import store_url
 from kquota import ClientQuotaEntity, QuotaConfigError, QuotaManager
 from kquota.stores import ConfigStoreError, open_store
 
+pytestmark = pytest.mark.process
+
 KINDS = ["sqlite", "zookeeper", "kafka"]
 E = ClientQuotaEntity
 

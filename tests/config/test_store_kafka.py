@@ -24,6 +24,8 @@ from kquota.stores import ConfigStoreError, open_store
 from kquota.stores.kafka import ALTER_HEADER, COUNT_HEADER, KafkaConfigStore, fill_cluster, parse_url
 from kquota.watcher import QuotaConfigWatcher
 
+pytestmark = pytest.mark.process
+
 confluent_kafka = pytest.importorskip("confluent_kafka")
 E = ClientQuotaEntity
 WAIT = 30  # seconds: a hang guard, not a timing assertion

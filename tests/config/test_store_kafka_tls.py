@@ -22,6 +22,8 @@ from kquota import ClientQuotaEntity, QuotaManager
 from kquota.stores import ConfigStoreError, open_store
 from kquota.watcher import QuotaConfigWatcher
 
+pytestmark = pytest.mark.process
+
 pytest.importorskip("confluent_kafka")
 E = ClientQuotaEntity
 

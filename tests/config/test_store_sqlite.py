@@ -15,6 +15,8 @@ from kquota import ClientQuotaEntity
 from kquota.stores import ConfigStoreError, default_store_url, open_store
 from kquota.stores import sqlite as sqlite_store
 
+pytestmark = pytest.mark.process
+
 E = ClientQuotaEntity
 
 

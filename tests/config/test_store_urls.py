@@ -19,6 +19,8 @@ from kquota.stores.url import parse_store_url, sqlite_url
 from kquota.watcher import QuotaConfigWatcher
 from store_helpers import fresh_zk_url
 
+pytestmark = pytest.mark.process
+
 ODD = "odd #?%&+;'=.db"  # every character a URL or a shell treats specially, except / and NUL
 
 

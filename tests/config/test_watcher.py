@@ -15,6 +15,8 @@ from kquota.config_file import quota_config_document
 from kquota.stores import open_store
 from kquota.watcher import QuotaConfigWatcher
 
+pytestmark = pytest.mark.process
+
 E = ClientQuotaEntity
 HERE = os.path.dirname(os.path.abspath(__file__))
 WAIT = 30  # seconds: a hang guard, not a timing assertion

@@ -19,6 +19,8 @@ from kquota.stores import open_store
 from kquota.stores.base import ConfigStoreError
 from kquota.watcher import QuotaConfigWatcher
 
+pytestmark = pytest.mark.process
+
 ZK_JAR = "/usr/share/java/zookeeper.jar"
 
 

@@ -65,6 +65,7 @@ QUOTA = 100_000
 FRAME = 10_000
 
 
+@pytest.mark.timing
 def test_client_at_twice_its_quota_is_held_to_the_quota():
     ex = load_example()
 

@@ -91,6 +91,7 @@ def test_the_bound_must_be_at_least_one(bad):
 
 
 @pytest.mark.parametrize("value, message", [("0", "must be at least 1, got 0"), ("many", "must be an integer")])
+@pytest.mark.process
 def test_the_bound_is_a_proxy_property_read_from_config(tmp_path, value, message):
     cfg = tmp_path / "proxy.properties"
     cfg.write_text(f"kquota.max.client.ids.per.principal={value}\n")

@@ -146,6 +146,7 @@ def test_unknown_quota_types_raise_quota_value_error_everywhere():
     assert messages == {'unknown quota type "BOGUS"; expected one of PRODUCE, FETCH, REQUEST, CONTROLLER_MUTATION'}
 
 
+@pytest.mark.process
 def test_first_native_read_of_a_member_loads_the_members_in_a_fresh_interpreter():
     # Importing kquota does not load the members into the native side; the first per-request
     # call meets a member before the identity cache is filled and must still take it.

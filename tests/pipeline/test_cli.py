@@ -1,11 +1,14 @@
 """`kquota demo` (the README's main job, in a quick mode) and the CLI's error handling."""
 
+import pytest
 import os
 import re
 import subprocess
 import sys
 
 import pandas as pd
+
+pytestmark = pytest.mark.process
 
 
 def test_demo_runs_the_pipeline_and_explains_the_result(tmp_path):

@@ -16,6 +16,8 @@ from kquota.pipeline.schema import read_requests
 from kquota.pipeline.simulate import simulate
 from spark_cluster import Procs, env, start_connect_server, start_standalone
 
+pytestmark = pytest.mark.heavy
+
 ROWS = 20_000
 GEN = ["--rows", str(ROWS), "--seed", "7", "--brokers", "3", "--users", "12", "--duration-s", "60"]
 QUOTAS = [

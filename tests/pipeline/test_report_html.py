@@ -13,6 +13,8 @@ import pytest
 from kquota.pipeline import units
 from kquota.pipeline.report import TOP_ROWS, build_report, csv_path
 
+pytestmark = pytest.mark.process
+
 
 def _inputs(n_summary=40, n_users=30, spike=5_000_000.0):
     users = [f"user-{i:03d}" for i in range(n_users)]

@@ -13,6 +13,8 @@ import pytest
 
 from kquota.cli import build_parser
 
+pytestmark = [pytest.mark.process, pytest.mark.timing]
+
 QUOTA_MB = 1.0
 LIVE = re.compile(r"^\s*(\d+)s\s+([\d.]+)\s+(\d+)%\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)%\s+(\d+)\s+(\d+)$")
 SUMMARY = re.compile(r"^  (producer|consumer): ([\d.]+) MB/s after the first 2 s against a ([\d.]+) MB/s quota "

@@ -19,6 +19,8 @@ from kquota.stores.kafka.usage import (
     KEY_MIN_BYTES, MAX_ENTRIES, CorruptUsage, Usage, UsageKey, decode, encode, read_key_file,
 )
 
+pytestmark = pytest.mark.process
+
 SECRET = b"the-fleet-secret-" + b"0123456789abcdef" * 2
 KEY = UsageKey(SECRET)
 WRONG = UsageKey(b"not-the-fleet-secret-" + b"0123456789abcdef" * 2)

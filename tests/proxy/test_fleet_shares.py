@@ -9,6 +9,8 @@ import kquota
 from kquota.proxy.fleet_shares import FLOOR, HEADROOM, split
 from kquota.stores.kafka.usage import CorruptUsage, Usage, UsageKey, changed, decode, encode
 
+pytestmark = [pytest.mark.process, pytest.mark.timing]
+
 KEY = b"fleet-test-key-of-thirty-two-bytes!"
 
 

@@ -13,6 +13,8 @@ import pytest
 from kafka_broker import JARS_MISSING, KAFKA_SH, unavailable
 from kafka_proxy import KquotaProxy
 
+pytestmark = pytest.mark.process
+
 
 def kafka_sh(*argv: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(KAFKA_SH), *argv], env=dict(os.environ, **env), capture_output=True,

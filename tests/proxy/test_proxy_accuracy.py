@@ -4,12 +4,15 @@ throttled client's ``throttle-time`` series is exposed with a finite, positive v
 
 from __future__ import annotations
 
+import pytest
 import math
 import re
 import urllib.request
 
 from proxy_accuracy import Cell, measure, preload, run_cells
 from proxy_support import free_port, make_topic
+
+pytestmark = pytest.mark.timing
 
 WINDOW_NUM = 2  # a 1 s burst allowance: Kafka's sample-expiry swings are one window, not ten
 START_S = 6.0  # after 3 quota windows

@@ -21,6 +21,8 @@ from proxy_support import ProxyThread
 from proxy_wire import read_exact
 from store_helpers import wait_until
 
+pytestmark = [pytest.mark.process, pytest.mark.timing]
+
 A, B = "127.0.0.1", "127.0.0.2"
 METADATA, DESCRIBE_CONFIGS, SASL_HANDSHAKE, API_VERSIONS = 3, 32, 17, 18
 ALTER_CLIENT_QUOTAS, PRODUCE = 49, 0

@@ -15,6 +15,8 @@ import pytest
 from proxy_cli import assert_enforced_once_applied, capture_and_recommend, start_proxy, stop_proxy
 from proxy_support import free_port
 
+pytestmark = pytest.mark.process
+
 confluent_kafka = pytest.importorskip("confluent_kafka")
 pq = pytest.importorskip("pyarrow.parquet")
 
@@ -138,6 +140,7 @@ def test_request_log_rotates_on_time_without_traffic(tmp_path):
     log.close()
 
 
+@pytest.mark.timing
 def test_captured_traffic_recommended_and_applied_is_enforced_live(broker, spark, tmp_path):
     """The proxy guide's loop (docs/guides/proxy.md), every step through kquota's own commands on
     real traffic: ``kquota proxy --request-log`` captures a client producing at a steady ~100 KB/s;

@@ -17,6 +17,8 @@ import pytest
 from proxy_connect import API_VERSIONS, api_versions, attempt, closed_by_proxy, connect, proxy_v1, proxy_v2
 from proxy_support import ProxyThread
 
+pytestmark = [pytest.mark.process, pytest.mark.timing]
+
 A, B = "127.0.0.1", "127.0.0.2"
 
 

@@ -20,6 +20,8 @@ import pytest
 from proxy_support import VALUE, Meter, free_port, make_topic, produce_loop, wait_port
 from store_helpers import run_cli, wait_until
 
+pytestmark = pytest.mark.timing
+
 pytest.importorskip("confluent_kafka")
 QUOTA = 120_000  # bytes/s for the whole fleet
 WINDOWS3 = 6.0  # three quota windows of 2 s

@@ -31,6 +31,8 @@ from kquota.kafka.protocol.codec import encode_body
 from proxy_fakes import LoopbackServer, read_frame
 from proxy_support import ProxyThread, Tansu, free_port, make_topic
 
+pytestmark = pytest.mark.process
+
 _I32 = struct.Struct(">i")
 INTERESTING16 = (0, 1, -1, 0x7FFF, -0x8000, 0x100)
 INTERESTING32 = (0, 1, -1, 0x7FFFFFFF, -0x80000000, 0x10000, 0x7FFFFFF0, 64 << 20)

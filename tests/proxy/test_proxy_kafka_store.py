@@ -58,6 +58,7 @@ def sync_age(metrics_port):
     return float(re.search(r"^kafka_server_config_watcher_config_sync_age_seconds (\S+)$", body, re.M).group(1))
 
 
+@pytest.mark.timing
 def test_a_quota_altered_with_kquota_configs_is_enforced_live(broker):
     topic = f"quotas-{uuid.uuid4().hex[:8]}"
     quota = 100_000

@@ -16,6 +16,7 @@ sensor at the request, so its sample windows started the first answer's latency 
 
 from __future__ import annotations
 
+import pytest
 import os
 import queue
 import socket
@@ -29,6 +30,8 @@ import kquota
 from proxy_accuracy import RequestRows
 from proxy_fakes import LoopbackServer
 from proxy_support import VALUE, ProxyThread, Tansu, make_topic
+
+pytestmark = [pytest.mark.process, pytest.mark.timing]
 
 QUOTA = 40_000  # B/s
 BATCH = 160_000  # one request is 4 s of quota: a few pipelined ones wait past socket.timeout.ms

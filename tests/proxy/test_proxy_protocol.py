@@ -14,6 +14,8 @@ from kquota.kafka.protocol.codec import decode_body
 from proxy_support import ProxyThread, Tansu
 from proxy_wire import Wire
 
+pytestmark = pytest.mark.process
+
 kafka = pytest.importorskip("kafka")
 
 

@@ -4,6 +4,7 @@ the same run is not slowed; throttle_time_ms reaches the clients; quota changes 
 
 from __future__ import annotations
 
+import pytest
 import contextlib
 import threading
 import time
@@ -15,6 +16,8 @@ from kquota.watcher import QuotaConfigWatcher
 from proxy_support import VALUE, Meter, ProxyThread, make_topic, produce_loop
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+
+pytestmark = pytest.mark.timing
 
 WINDOW_NUM = 2  # quota.window.num: a short burst allowance (1 s) keeps the test short and steady
 

@@ -21,6 +21,8 @@ from proxy_wire import Wire
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+pytestmark = pytest.mark.timing
+
 PROXY_HOST = "127.0.0.1"
 
 

@@ -7,6 +7,7 @@ Mutual TLS to the broker itself, and the broker refusing the proxy: test_proxy_k
 
 from __future__ import annotations
 
+import pytest
 import threading
 import time
 
@@ -59,6 +60,7 @@ def test_confluent_kafka_over_ssl_both_sides_byte_for_byte(pki, kafka_broker, tm
         proxy.stop()
 
 
+@pytest.mark.timing
 def test_user_quota_on_the_client_certificates_principal(pki, kafka_broker):
     quota = 200_000
     qm = kquota.QuotaManager(window_num=2, window_size_seconds=1)

@@ -21,6 +21,8 @@ from proxy_support import ProxyThread, free_port
 from test_proxy_tls import kafka_ssl, listener_props, tls_proxy, upstream_props
 from tls_support import PASSWORD, HandshakeOnly, _name, roundtrip, ssl_client_config, wait_for
 
+pytestmark = pytest.mark.process
+
 
 def _port(proxy: ProxyThread) -> int:
     return int(proxy.address.rpartition(":")[2])
@@ -88,6 +90,7 @@ def test_bad_client_certificates_and_plaintext_are_closed_counted_and_logged_onc
         proxy.stop()
 
 
+@pytest.mark.timing
 def test_unfinished_handshakes_take_no_connection_slot_and_are_closed_within_10s(pki, kafka_broker):
     proxy = tls_proxy(kafka_broker, pki, max_connections=6)
     stalled = []

@@ -129,6 +129,7 @@ def test_alter_client_quotas_by_admin_certificate_only(pki, proxy):
             assert carol() == []
 
 
+@pytest.mark.timing
 def test_sasl_ssl_both_sides_user_quota(pki, kafka_broker):
     """alice's SCRAM credentials through the proxy's SASL_SSL listener to Kafka's: the broker
     authenticates her (she may use only the topic and group her ACLs name, and ANONYMOUS is never

@@ -10,6 +10,7 @@ the broker connection open for it (a proxy that gave the answer up closes it).""
 
 from __future__ import annotations
 
+import pytest
 import socket
 import struct
 import threading
@@ -22,6 +23,8 @@ from proxy_fakes import LoopbackServer, read_frame
 from proxy_support import ProxyThread
 from proxy_wire import Wire
 from store_helpers import wait_until
+
+pytestmark = pytest.mark.timing
 
 QUOTA = 50_000.0  # B/s
 # 8 s of quota: under the 10 s window, so one such request alone throttles no one and the

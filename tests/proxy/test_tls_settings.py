@@ -171,6 +171,7 @@ def _jks(pki, tmp_path):
     return path
 
 
+@pytest.mark.process
 def test_jks_is_refused_with_the_conversion_command(pki, tmp_path):
     jks = _jks(pki, tmp_path)
     for props, prop in (({"ssl.keystore.location": str(jks), "ssl.keystore.password": PASSWORD}, "ssl.keystore.location"),

@@ -3,10 +3,13 @@ fails only when someone runs it (``bench_proxy.py --tls-only`` did, after the be
 
 from __future__ import annotations
 
+import pytest
 import glob
 import os
 import subprocess
 import sys
+
+pytestmark = pytest.mark.process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

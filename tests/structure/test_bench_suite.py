@@ -18,6 +18,8 @@ import pytest
 
 import kquota
 
+pytestmark = pytest.mark.process
+
 pytest.importorskip("pytest_benchmark")
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

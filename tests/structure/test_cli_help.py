@@ -13,6 +13,8 @@ import kquota
 from kquota.cli import build_parser, main
 from kquota.stores import open_store
 
+pytestmark = pytest.mark.process
+
 
 def kq(*args, cwd=None, env_extra=None):
     env = {**os.environ, **(env_extra or {})}

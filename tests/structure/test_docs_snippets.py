@@ -15,6 +15,8 @@ import tokenize
 
 import pytest
 
+pytestmark = pytest.mark.process
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 #: Blocks that may be marked ``<!-- no-run: ... -->`` (those needing a cluster or a broker).

@@ -9,6 +9,7 @@ module level, and ``kquota/proxy/__init__`` imports its names on first use.
 
 from __future__ import annotations
 
+import pytest
 import ast
 import json
 import os
@@ -82,12 +83,14 @@ def _proxy_modules_loaded(argv: list[str], tmp_path) -> tuple[int, list[str]]:
     return rc, modules
 
 
+@pytest.mark.process
 def test_configs_help_loads_no_proxy_module(tmp_path):
     rc, modules = _proxy_modules_loaded(["configs", "--help"], tmp_path)
     assert rc == 0
     assert set(modules) <= PARSER_MODULES, modules
 
 
+@pytest.mark.process
 def test_configs_bootstrap_path_loads_no_proxy_module(tmp_path, pki):
     """``kquota configs --bootstrap-server`` with TLS client properties: the properties read, the
     TLS context built, the admin connection tried (to a closed port) without the proxy."""

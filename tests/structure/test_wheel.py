@@ -21,6 +21,8 @@ import pytest
 import kquota
 from proxy_support import Tansu, make_topic, wait_port
 
+pytestmark = [pytest.mark.process, pytest.mark.heavy]
+
 ROOT = Path(__file__).resolve().parents[2]
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 CP = f"cp{sys.version_info.major}{sys.version_info.minor}"
