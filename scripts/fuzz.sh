@@ -4,8 +4,9 @@
 #
 # Targets (docs/security.md, "Fuzzing"):
 #   cargo fuzz (rust/kquota-proxy/fuzz/, libFuzzer): request_reader (size prefix, request header,
-#     Produce's and Fetch's request fields), produce_response, fetch_response (the layouts of the
-#     broker's answers), proxy_header (PROXY protocol v1/v2);
+#     Produce's and Fetch's request fields), own_topics (the walk of a Produce's or Fetch's topics
+#     for the proxy's own, and the answer refusing them), produce_response, fetch_response (the
+#     layouts of the broker's answers), proxy_header (PROXY protocol v1/v2);
 #   atheris (tests/fuzz/): codec (the Python codec's decode_body, every message and version),
 #     sasl (the SASL name readers).
 # The committed corpora (rust/kquota-proxy/fuzz/corpus/<target>/, tests/fuzz/corpus/<target>/)
@@ -14,8 +15,8 @@
 # corpus (every run replays it) and a unit test beside the code it broke.
 #
 # Environment:
-#   KQUOTA_FUZZ_SECONDS  fuzzing seconds per target (default 10: 6 targets, about 70 s in all once built)
-#   KQUOTA_FUZZ_TARGETS  the targets to run (default: all six, space-separated)
+#   KQUOTA_FUZZ_SECONDS  fuzzing seconds per target (default 10: 7 targets, about 80 s in all once built)
+#   KQUOTA_FUZZ_TARGETS  the targets to run (default: all seven, space-separated)
 #   KQUOTA_FUZZ_ARTIFACTS where crashing inputs go (default: $TMPDIR/kquota-fuzz-artifacts)
 #   KQUOTA_FUZZ_TARGET_DIR the fuzz build's target directory (default: ~/.cache/kquota/fuzz-target)
 #   PY                   the Python with kquota (default: python3); atheris is installed into
@@ -28,7 +29,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 SECONDS_EACH="${KQUOTA_FUZZ_SECONDS:-10}"
-TARGETS="${KQUOTA_FUZZ_TARGETS:-request_reader produce_response fetch_response proxy_header codec sasl}"
+TARGETS="${KQUOTA_FUZZ_TARGETS:-request_reader own_topics produce_response fetch_response proxy_header codec sasl}"
 PY="${PY:-python3}"
 CARGO_FUZZ_VERSION=0.13.2
 WORK="$(mktemp -d)"
@@ -41,7 +42,7 @@ FUZZ_TARGET_DIR="${KQUOTA_FUZZ_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kquot
 # finding: it would stall a connection), and bounded memory.
 FLAGS=(-max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
 
-is_rust() { case "$1" in request_reader|produce_response|fetch_response|proxy_header) return 0 ;; esac; return 1; }
+is_rust() { case "$1" in request_reader|own_topics|produce_response|fetch_response|proxy_header) return 0 ;; esac; return 1; }
 
 rust=() python=()
 for t in $TARGETS; do

@@ -32,6 +32,11 @@
 # (CN=proxy) is User:proxy. StandardAuthorizer with super users admin and proxy, and ANONYMOUS:
 # the PLAINTEXT listeners (client, inter-broker and controller) authenticate no one, and KRaft's
 # controller must authorize the brokers' own requests on them.
+# Delegation tokens (KIP-48) are enabled: every node, the controller included (it creates and
+# stores them), holds the same delegation.token.secret.key; a user creates a token for itself
+# (CreateDelegationToken) and logs in with SCRAM and tokenauth=true. KIP-368 re-authentication
+# is enabled (connections.max.reauth.ms: one hour, so a client may re-authenticate whenever it
+# wants but no test's connection is ever made to).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 POM="$ROOT/scripts/kafka/pom.xml"
@@ -46,6 +51,8 @@ MARKER=".kquota-kafka"            # only a directory holding it is ever removed
 USERS="admin alice bob proxy"     # password: <name>-secret
 SUPER_USERS="User:admin;User:proxy;User:ANONYMOUS"
 TLS_PASSWORD="kquota-secret"
+TOKEN_SECRET="kquota-delegation-token-secret"
+REAUTH_MS=3600000
 LISTENERS="PLAINTEXT SASL_PLAINTEXT SSL SASL_SSL"
 # Small machines, shared with the tests: few GC and compiler threads. A command-line tool lives
 # seconds: the serial collector and C1 alone halve its CPU time (start-up dominates).
@@ -176,6 +183,7 @@ log.dirs=$1/data
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=$SUPER_USERS
 allow.everyone.if.no.acl.found=false
+delegation.token.secret.key=$TOKEN_SECRET
 # quick start, small machine
 num.network.threads=2
 num.io.threads=2
@@ -215,6 +223,7 @@ advertised.listeners=$advertised
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT
 inter.broker.listener.name=PLAINTEXT
 sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+connections.max.reauth.ms=$REAUTH_MS
 ssl.keystore.type=PKCS12
 ssl.keystore.location=$DIR/tls/broker.p12
 ssl.keystore.password=$TLS_PASSWORD

@@ -2,7 +2,8 @@
 ``rust/kquota-proxy/fuzz/corpus/<target>/`` for the cargo-fuzz targets and
 ``tests/fuzz/corpus/<target>/`` for the atheris ones. Each seed is a valid input of its kind:
 every message the schema data knows at every version, each field given a value (one element
-per array, tagged fields present), framed as the proxy reads it; PROXY v1/v2 headers of each
+per array, tagged fields present), framed as the proxy reads it; Produce and Fetch naming the
+own_topics target's topics; PROXY v1/v2 headers of each
 family; SASL first tokens of each mechanism. File names are the content's SHA-1, as libFuzzer
 names what it keeps. ``python tests/fuzz/make_corpus.py``
 """
@@ -78,6 +79,28 @@ def request_reader() -> list[bytes]:
     return seeds
 
 
+def own_topics() -> list[bytes]:
+    """Produce and Fetch requests (no size prefix: the target takes one frame) at every version
+    the proxy parses: their strings are ``a`` and their ids 00..0f, the target's own topics; then
+    with a topic that is not one (``b``, id 10..1f) listed first and one with no partition; then
+    naming ``b`` alone."""
+    seeds = []
+    for name, versions in (("ProduceRequest", range(3, 12)), ("FetchRequest", range(4, 18))):
+        spec = SCHEMAS[name]
+        key = spec["api_key"]
+        for v in versions:
+            body = example(spec["fields"], v)
+            seeds.append(_request_frame(key, v, bytes(encode_body(name, v, body)))[4:])
+            topics = "TopicData" if key == 0 else "Topics"
+            own = body[topics][0]
+            other = dict(own, **{"Name": "b", "Topic": "b", "TopicId": bytes(range(16, 32))})
+            other = {k: other[k] for k in own}
+            empty = dict(own, **{"PartitionData" if key == 0 else "Partitions": []})
+            for listed in ([other, own, empty], [other]):
+                seeds.append(_request_frame(key, v, bytes(encode_body(name, v, dict(body, **{topics: listed}))))[4:])
+    return seeds
+
+
 def produce_response() -> list[bytes]:
     return [bytes([v - 3]) + _response("ProduceResponse", v, v >= 9) for v in range(3, 12)]
 
@@ -134,7 +157,7 @@ def sasl() -> list[bytes]:
 
 
 def main() -> None:
-    for target in (request_reader, produce_response, fetch_response, proxy_header):
+    for target in (request_reader, own_topics, produce_response, fetch_response, proxy_header):
         _write(RUST / target.__name__, target())
     for target in (codec, sasl):
         _write(PYTHON / target.__name__, target())

@@ -1,7 +1,8 @@
 """The principal comes only from a SASL exchange Apache Kafka's broker completed (``kafka_broker``,
 its SASL_PLAINTEXT listener: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with Kafka's unsecured
-validator): the attacks as a client writes them (raw frames) through an in-process proxy on a
-SASL listener, and real clients charged to the principal the broker authenticated."""
+validator, delegation tokens, KIP-368 re-authentication): the attacks as a client writes them
+(raw frames) through an in-process proxy on a SASL listener, and real clients charged to the
+principal the broker authenticated."""
 
 from __future__ import annotations
 
@@ -13,16 +14,22 @@ import uuid
 
 import kquota
 import pytest
+from kquota.kafka.client_security import client_security
 from kquota.kafka.protocol import apis
 from kquota.kafka.protocol.codec import encode_body
+from kquota.proxy.token_owners import TokenOwners
 from proxy_support import ProxyThread
 from proxy_wire import Wire
-from sasl_wire import (ILLEGAL_SASL_STATE, alter_victim, authenticate, closed_unauthenticated, describe, handshake,
-                       plain, plane_users, refused, scram_login)
+from sasl_wire import (ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED, alter_victim, authenticate,
+                       closed_unauthenticated, create_delegation_token, describe, handshake, plain, plane_users, refused,
+                       scram_login, token_login)
+from store_helpers import wait_until
 
 PREFIX = "kq-principal-"
 PRODUCE = kquota.ClientQuotaType.PRODUCE
 REQUEST = kquota.ClientQuotaType.REQUEST
+#: The broker's connections.max.reauth.ms (scripts/kafka.sh): the session lifetime of a login.
+REAUTH_MS = 3_600_000
 
 
 @pytest.fixture(scope="module")
@@ -33,14 +40,27 @@ def topic(kafka_broker):
     return name
 
 
+def broker_address(kafka_broker) -> tuple[str, int]:
+    """The broker's SASL_PLAINTEXT listener."""
+    host, port = kafka_broker.listeners["SASL_PLAINTEXT"].split(",")[0].rsplit(":", 1)
+    return host, int(port)
+
+
+def start(kafka_broker, **options) -> ProxyThread:
+    qm = kquota.QuotaManager(window_num=2, window_size_seconds=1)
+    return ProxyThread(broker_address(kafka_broker), qm=qm, sasl_listener=True, **options)
+
+
+def stop(proxy: ProxyThread) -> None:
+    proxy.stop()
+    proxy.qm.close()
+
+
 @pytest.fixture
 def proxy(kafka_broker):
-    host, port = kafka_broker.listeners["SASL_PLAINTEXT"].split(",")[0].rsplit(":", 1)
-    qm = kquota.QuotaManager(window_num=2, window_size_seconds=1)
-    p = ProxyThread((host, int(port)), qm=qm, sasl_listener=True, admin_principals=["admin"])
+    p = start(kafka_broker, admin_principals=["admin"])
     yield p
-    p.stop()
-    qm.close()
+    stop(p)
 
 
 def connect(proxy: ProxyThread, client_id: str = "attacker") -> Wire:
@@ -113,22 +133,132 @@ def test_valid_alice_pipelining_a_plain_token_naming_admin_stays_alice(proxy, ka
     assert plane_users(proxy) == {"alice"}
 
 
-def test_reauthentication_as_another_principal_leaves_admin_admin(proxy, kafka_broker):
-    """A second SaslHandshake + SaslAuthenticate as alice after admin: Kafka refuses it (a
-    handshake outside re-authentication is ILLEGAL_SASL_STATE; within it, another principal is
-    SASL_AUTHENTICATION_FAILED and the connection closes); the connection never becomes alice's."""
+def test_reauthentication_keeps_the_principal_and_refuses_another(proxy, kafka_broker):
+    """KIP-368 on Kafka's broker (``connections.max.reauth.ms`` set: the answer carries the
+    session's lifetime): after alice's login, a re-authentication as alice is answered ErrorCode 0
+    and she stays alice; one as admin, with admin's valid password, Kafka refuses
+    (``ReauthInfo.ensurePrincipalUnchanged``: SASL_AUTHENTICATION_FAILED) and closes the
+    connection, which never becomes admin's."""
+    proxy.qm.alter_client_quotas([({"user": "alice"}, {"request_percentage": 1000.0}),
+                                  ({"user": "admin"}, {"request_percentage": 1000.0})])
+    w = connect(proxy, "reauth")
+    assert handshake(w, "PLAIN") == 0
+    login = authenticate(w, plain("alice", kafka_broker.users["alice"]))
+    assert (login["ErrorCode"], login["SessionLifetimeMs"]) == (0, REAUTH_MS)
+    assert handshake(w, "PLAIN") == 0
+    again = authenticate(w, plain("alice", kafka_broker.users["alice"]))
+    assert (again["ErrorCode"], again["SessionLifetimeMs"]) == (0, REAUTH_MS)
+    assert plane_users(proxy) == {"alice"}
+    assert alter_victim(w) == apis.CLUSTER_AUTHORIZATION_FAILED  # alice's, charged to her
+    assert wait_until(lambda: proxy.qm.measured_rate(REQUEST, "alice", "reauth") > 0, 10)
+    # Kafka starts at most one re-authentication a second (KafkaChannel: a SaslHandshake sooner
+    # is KafkaApis', answered ILLEGAL_SASL_STATE).
+    time.sleep(1.2)
+    assert handshake(w, "PLAIN") == 0
+    refusal = authenticate(w, plain("admin", kafka_broker.users["admin"]))
+    assert (refusal["ErrorCode"], refusal["ErrorMessage"]) == (
+        SASL_AUTHENTICATION_FAILED, "Cannot change principals during re-authentication from User.alice: User.admin")
+    assert "admin" not in plane_users(proxy)
+    assert w.closed_by_peer()
+    assert proxy.qm.measured_rate(REQUEST, "admin", "reauth") == 0
+    assert proxy.qm.describe_client_quotas() == {
+        kquota.ClientQuotaEntity({"user": "alice"}): {"request_percentage": 1000.0},
+        kquota.ClientQuotaEntity({"user": "admin"}): {"request_percentage": 1000.0}}
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"], ids=["same mechanism", "another mechanism"])
+def test_reauthentication_as_another_principal_closes_the_admin_connection(proxy, kafka_broker, mechanism):
+    """admin logged in with SCRAM-SHA-512 re-authenticates as alice (her valid password): with the
+    same mechanism Kafka answers SASL_AUTHENTICATION_FAILED ("Cannot change principals") and
+    closes; with another, it accepts the handshake (the mechanism is enabled), then closes the
+    connection without answering the token (``REAUTH_BAD_MECHANISM``). Neither makes the
+    connection alice's, nor leaves it open."""
     w = connect(proxy, "ops")
     assert scram_login(w, "admin", kafka_broker.users["admin"])["ErrorCode"] == 0
     assert plane_users(proxy) == {"admin"}
+    assert alter_victim(w) == 0
+    if mechanism == "PLAIN":
+        assert handshake(w, "PLAIN") == 0
+        with pytest.raises(ConnectionError):
+            authenticate(w, plain("alice", kafka_broker.users["alice"]))
+    else:
+        final = scram_login(w, "alice", kafka_broker.users["alice"], mechanism)
+        assert (final["ErrorCode"], final["ErrorMessage"]) == (
+            SASL_AUTHENTICATION_FAILED, "Cannot change principals during re-authentication from User.admin: User.alice")
+        assert w.closed_by_peer()
+    assert "alice" not in plane_users(proxy)
+    assert proxy.qm.describe_client_quotas() == {
+        kquota.ClientQuotaEntity({"user": "victim"}): {"producer_byte_rate": 1.0}}
+
+
+@pytest.fixture(scope="module")
+def alice_token(kafka_broker):
+    """A delegation token alice created for herself at the broker: (token id, HMAC in base64)."""
+    return create_delegation_token(broker_address(kafka_broker), "alice", kafka_broker.users["alice"])
+
+
+def owners_as(kafka_broker, user: str) -> TokenOwners:
+    """Delegation tokens' owners asked of the broker as ``user`` (PLAIN), as the proxy asks with
+    its own credentials (``--broker-config``)."""
+    security = client_security({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config":
+                                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                                f'username="{user}" password="{kafka_broker.users[user]}";'}, "test")
+    host, port = broker_address(kafka_broker)
+    return TokenOwners(f"{host}:{port}", security)
+
+
+def test_delegation_token_is_its_owner(kafka_broker, alice_token):
+    """SCRAM-SHA-256 with ``tokenauth=true`` and alice's token (its id the username, its HMAC the
+    password): Kafka's principal is the token's owner. The proxy asks the broker with its own
+    credentials (``proxy``, a super user: DescribeDelegationToken) and charges the connection to
+    alice, with her rights (describe) and no more; a re-authentication with the token keeps her."""
+    token_id = alice_token[0]
+    owners = owners_as(kafka_broker, "proxy")
+    proxy = start(kafka_broker, token_owners=owners, admin_principals=["admin"], describe_principals=["alice"])
     try:
-        if handshake(w, "PLAIN") == 0:
-            assert refused(w, plain("alice", kafka_broker.users["alice"]))
-            return
-        assert authenticate(w, plain("alice", kafka_broker.users["alice"]))["ErrorCode"] != 0
-    except ConnectionError:
-        return
-    assert plane_users(proxy) == {"admin"}
-    assert alter_victim(w) == 0  # still admin
+        proxy.qm.alter_client_quotas([({"user": "alice"}, {"request_percentage": 1000.0}),
+                                      ({"user": token_id}, {"request_percentage": 1000.0})])
+        w = connect(proxy, "token-client")
+        final = token_login(w, alice_token)
+        assert final["ErrorCode"] == 0 and bytes(final["AuthBytes"]).startswith(b"v=")
+        assert plane_users(proxy) == {"alice"}
+        assert describe(w)["ErrorCode"] == 0  # alice's right
+        assert alter_victim(w) == apis.CLUSTER_AUTHORIZATION_FAILED
+        assert token_login(w, alice_token)["ErrorCode"] == 0  # KIP-368, the same token
+        assert plane_users(proxy) == {"alice"}
+        assert describe(w)["ErrorCode"] == 0
+        assert wait_until(lambda: proxy.qm.measured_rate(REQUEST, "alice", "token-client") > 0, 10)
+        assert proxy.qm.measured_rate(REQUEST, token_id, "token-client") == 0
+        assert owners.owner(token_id) == "alice"
+    finally:
+        stop(proxy)
+
+
+@pytest.mark.parametrize("asker", ["none", "bob"])
+def test_delegation_token_owner_unknown_is_counted_per_token_and_never_admin(kafka_broker, alice_token, asker):
+    """Where the proxy may not describe the token (asked as bob, no super user and without
+    DESCRIBE on tokens: the broker describes him none of alice's; or no credentials to ask with)
+    the connection is counted under the token id, and a token id is never an admin nor a
+    describe principal, even listed as one."""
+    token_id = alice_token[0]
+    owners = owners_as(kafka_broker, "bob") if asker == "bob" else None
+    proxy = start(kafka_broker, token_owners=owners, admin_principals=["admin", token_id],
+                  describe_principals=[token_id])
+    try:
+        proxy.qm.alter_client_quotas([({"user": "alice"}, {"request_percentage": 1000.0}),
+                                      ({"user": token_id}, {"request_percentage": 1000.0})])
+        w = connect(proxy, "token-client")
+        assert token_login(w, alice_token)["ErrorCode"] == 0
+        assert plane_users(proxy) == {token_id}
+        assert describe(w)["ErrorCode"] == apis.CLUSTER_AUTHORIZATION_FAILED
+        assert alter_victim(w) == apis.CLUSTER_AUTHORIZATION_FAILED
+        assert wait_until(lambda: proxy.qm.measured_rate(REQUEST, token_id, "token-client") > 0, 10)
+        assert proxy.qm.measured_rate(REQUEST, "alice", "token-client") == 0
+        if owners is not None:
+            assert owners.owner(token_id) is None
+            assert owners_as(kafka_broker, "proxy").owner(token_id) == "alice"  # the proxy's own credentials may
+    finally:
+        stop(proxy)
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"])

@@ -11,7 +11,8 @@ The broker (``kafka.sh`` documents it): KRaft, listeners PLAINTEXT, SASL_PLAINTE
 SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER with Kafka's unsecured validator), SSL (client
 certificate required) and SASL_SSL on 127.0.0.1; StandardAuthorizer with the super users in
 :attr:`KafkaBroker.super_users`; users ``admin``, ``alice``, ``bob``, ``proxy`` with password
-``<name>-secret``; TLS clients named by their certificate's CN. Tests use their own topics.
+``<name>-secret``; TLS clients named by their certificate's CN; delegation tokens and KIP-368
+re-authentication enabled. Tests use their own topics.
 """
 
 from __future__ import annotations

@@ -6,8 +6,7 @@ tests (a front that says yes to every round is how a proxy that trusts ErrorCode
 - :class:`ScramServer`: Kafka's ``ScramSaslServer`` (RFC 5802): the client-first message is
   answered with the server-first challenge whoever it names (Kafka looks the user up there and
   fails an unknown one); only a client-final message whose proof verifies completes, answered
-  with the server-final ``v=``. ``tokenauth=true`` names a delegation token: its id is the
-  username, its HMAC the password, its owner the principal.
+  with the server-final ``v=``. (Delegation tokens are tested against Kafka's broker.)
 - :class:`OAuthBearerServer`: Kafka's ``OAuthBearerSaslServer``: a valid token (here: an HS256 JWT
   signed with the front's key, as a JWKS-validating broker) is answered with empty bytes; an
   invalid one with an ErrorCode-0 challenge carrying the error JSON, and the client's ``\\x01``
@@ -77,10 +76,9 @@ def scram_client_final(password: str, client_first_bare: bytes, server_first: by
 class ScramServer:
     ITERATIONS = 4096
 
-    def __init__(self, mechanism: str, users: dict[str, str], tokens: dict[str, tuple[str, str]]) -> None:
+    def __init__(self, mechanism: str, users: dict[str, str]) -> None:
         self.hash_name = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism]
         self.users = users
-        self.tokens = tokens
         self.principal: Optional[str] = None
         self.state = "first"
         self._auth: bytes = b""
@@ -103,10 +101,7 @@ class ScramServer:
         if fields[1] and fields[1] != b"a=" + fields[2][2:]:
             raise SaslFailed("Authentication failed: Client requested an authorization id that is different from "
                              "username")
-        if b"tokenauth=true" in fields[4:]:
-            owner, password = self.tokens.get(name, (None, None))
-        else:
-            owner, password = name, self.users.get(name)
+        password = self.users.get(name)
         if password is None:
             self.state = "failed"
             raise SaslFailed("Authentication failed: Invalid user credentials")
@@ -115,7 +110,7 @@ class ScramServer:
         self._nonce = fields[3][2:] + base64.b64encode(os.urandom(18))
         server_first = b"r=" + self._nonce + b",s=" + base64.b64encode(salt) + b",i=" + str(self.ITERATIONS).encode()
         self._auth = b",".join(fields[2:]) + b"," + server_first
-        self._name = owner
+        self._name = name
         self.state = "final"
         return server_first
 

@@ -75,11 +75,6 @@ class SaslFront:
     advertises (a TLS front's; default the front's own)."""
 
     USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "proxy": "proxy-secret"}
-    #: Delegation tokens: id -> (owner, HMAC = the SCRAM password).
-    TOKENS = {"tok-alice-1": ("alice", "tok-alice-hmac")}
-    #: Who may DescribeDelegationToken every token (Kafka: super users, or DESCRIBE on the
-    #: tokens); the others are answered the tokens they may see: none.
-    TOKEN_DESCRIBERS = ("admin", "proxy")
     OAUTH_KEY = b"front-jwks-key"
     MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
@@ -97,7 +92,7 @@ class SaslFront:
         if name == "PLAIN":
             return PlainServer(self.USERS)
         if name.startswith("SCRAM-"):
-            return ScramServer(name, self.USERS, self.TOKENS)
+            return ScramServer(name, self.USERS)
         return OAuthBearerServer(self.OAUTH_KEY)
 
     def _serve(self, client: socket.socket) -> None:
@@ -146,26 +141,12 @@ class SaslFront:
                         server = None
                 elif h.api_key != 18 and principal is None and (self.require_auth or server is not None):
                     return  # IllegalSaslStateException: an unexpected request before authentication
-                elif h.api_key == 41 and h.api_version == 1:  # DescribeDelegationToken, all tokens
-                    client.sendall(response_frame(h.correlation_id, 41, 1, self._tokens(principal)))
                 else:
                     up.sendall(_I32.pack(len(frame)) + frame)
                     answer = read_frame(up)
                     if answer is None:
                         return
                     client.sendall(_I32.pack(len(answer)) + answer)
-
-    def _tokens(self, principal: Optional[str]) -> bytes:
-        """A DescribeDelegationToken v1 body: ErrorCode, Tokens, ThrottleTimeMs."""
-        def s(text: str) -> bytes:
-            return struct.pack(">h", len(text)) + text.encode()
-
-        visible = self.TOKENS if principal in self.TOKEN_DESCRIBERS else {}
-        body = struct.pack(">hi", 0, len(visible))
-        for token_id, (owner, hmac_) in visible.items():
-            body += s("User") + s(owner) + struct.pack(">qqq", 1, 2**40, 2**41) + s(token_id)
-            body += struct.pack(">i", len(hmac_)) + hmac_.encode() + struct.pack(">i", 0)
-        return body + struct.pack(">i", 0)
 
     @staticmethod
     def _answer(client: socket.socket, h: Any, code: int, auth_bytes: bytes, message: Optional[str]) -> None:

@@ -1,18 +1,20 @@
 //! The fuzz targets' bodies: each feeds hostile bytes to one of the proxy's wire readers and
 //! checks what the proxy relies on besides "no panic" (positions inside the frame, a field
 //! written in place read back, a header read the same from a prefix of the stream as from the
-//! whole). The `fuzz_targets/` binaries are one line each; `scripts/fuzz.sh` runs them.
+//! whole, the proxy's own answer read back as a client reads it). The `fuzz_targets/` binaries
+//! are one line each; `scripts/fuzz.sh` runs them.
 
 use std::future::Future;
 use std::sync::OnceLock;
 use std::task::{Context, Poll, Waker};
 
 use kquota_proxy::fetch_layout::{cap_max_bytes, fetch_request, walk_to_top_tags, SliceWalk};
-use kquota_proxy::header::{parse_request_header, response_body_offset};
+use kquota_proxy::header::{parse_request_header, response_body_offset, response_frame};
+use kquota_proxy::own_topics::{fetch_topics_at, OwnTopics, TOPIC_AUTHORIZATION_FAILED};
 use kquota_proxy::produce_layout::{produce_acks, produce_layout};
 use kquota_proxy::proxy_protocol::{self, ProxyHeaderError, MAX_HEADER_BYTES, MAX_V1_BYTES};
 use kquota_proxy::tables::{ApiTables, FETCH, PRODUCE};
-use kquota_proxy::wire::Cursor;
+use kquota_proxy::wire::{read_i32, Cursor, Proto};
 
 /// Kafka's first flexible version per API key (index = key; -1: never), as the proxy's Python
 /// side passes them in from the schema data (`kquota.kafka.protocol.codec.is_flexible`).
@@ -26,6 +28,9 @@ fn tables() -> &'static ApiTables {
     static TABLES: OnceLock<ApiTables> = OnceLock::new();
     TABLES.get_or_init(|| ApiTables {
         flexible_from: FLEXIBLE_FROM.to_vec(),
+        // The versions the proxy parses of the two APIs it walks itself (Python's
+        // `apis.PARSED_VERSIONS`): any other is refused before a walk.
+        parsed: ApiTables::version_ranges(&[(PRODUCE, 3, 11), (FETCH, 4, 17)]),
         ..Default::default()
     })
 }
@@ -178,4 +183,161 @@ pub fn proxy_header(data: &[u8]) {
         Err(ProxyHeaderError::Incomplete) => assert!(data.len() < MAX_HEADER_BYTES),
         Err(_) => {}
     }
+}
+
+/// The proxy's own topics as the `own_topics` target sees them: the name `a` and the id
+/// 00 01 .. 0f, what tests/fuzz/make_corpus.py writes in every string and uuid of its seeds, so
+/// that the seeds name them and the fuzzer starts from requests the proxy refuses.
+fn own() -> &'static OwnTopics {
+    static OWN: OnceLock<OwnTopics> = OnceLock::new();
+    OWN.get_or_init(|| {
+        let own = OwnTopics::default();
+        own.set_names(&["a".into()]).expect("names");
+        let id: Vec<u8> = (0..16).collect();
+        own.add_id(&id).expect("an id");
+        own
+    })
+}
+
+/// A client's request frame (no size prefix) walked for the proxy's own topics, as the Produce
+/// and Fetch paths walk a whole request: whether it names one, and the answer refusing it. The
+/// question and the answer walk alike (both read, or both fail); a walk that completes over a
+/// prefix of the frame answers the same over the whole; the answer reads back, to its last
+/// byte, as a client reads that version's response: every partition TOPIC_AUTHORIZATION_FAILED,
+/// a Fetch answer naming own topics only (none where the request names none).
+pub fn own_topics(frame: &[u8]) {
+    let t = tables();
+    let Ok(h) = parse_request_header(frame, t) else {
+        return;
+    };
+    if t.check_version(h.api_key, h.api_version).is_err() {
+        return;
+    }
+    let (v, own) = (h.api_version, own());
+    let half = frame.len() / 2;
+    let (found, answer, early) = match h.api_key {
+        PRODUCE => (
+            own.in_produce(frame, h.body_offset, v),
+            own.refused_produce(frame, h.body_offset, v),
+            (h.body_offset <= half).then(|| own.in_produce(&frame[..half], h.body_offset, v)),
+        ),
+        FETCH => {
+            let Ok(req) = fetch_request(frame, h.body_offset, v) else {
+                return;
+            };
+            let at = fetch_topics_at(req.fixed_at, v);
+            assert!(at <= frame.len());
+            let early = own.in_fetch(&frame[..half.max(at)], at, v);
+            (
+                own.in_fetch(frame, at, v),
+                own.refused_fetch(frame, at, v),
+                Some(early),
+            )
+        }
+        _ => return,
+    };
+    assert_eq!(
+        found.is_ok(),
+        answer.is_ok(),
+        "the question and the answer walk alike"
+    );
+    if let Some(Ok(early)) = early {
+        assert_eq!(
+            found.as_ref().ok(),
+            Some(&early),
+            "a walk complete over a prefix answers the same"
+        );
+    }
+    let (Ok(found), Ok(body)) = (found, answer) else {
+        return;
+    };
+    let answer = response_frame(t, h.correlation_id, h.api_key, v, &body);
+    assert_eq!(read_i32(&answer, 0), Some(answer.len() as i32 - 4));
+    let frame = &answer[4..];
+    let at = response_body_offset(frame, t, h.api_key, v).expect("the answer's header");
+    let refused = refusal(frame, at, h.api_key, v).expect("the answer reads as the response of its version");
+    assert!(refused
+        .iter()
+        .all(|(_, error)| *error == TOPIC_AUTHORIZATION_FAILED));
+    if h.api_key == PRODUCE {
+        // The Produce path patches the throttle and the NodeEndpoints of its answer as of a
+        // broker's: its own reader of the broker's answers must read it.
+        let layout = produce_layout(frame, at, v).expect("the Produce path reads its own answer");
+        assert_eq!(read_i32(frame, layout.throttle_at), Some(0));
+    } else {
+        assert!(refused.iter().all(|(topic, _)| if v >= 13 {
+            own.is_own_id(topic)
+        } else {
+            own.is_own_name(topic)
+        }));
+        assert!(found || refused.is_empty());
+        if v >= 12 {
+            let mut walk = SliceWalk(Cursor::new(frame, at));
+            let mut fut = std::pin::pin!(walk_to_top_tags(&mut walk, v));
+            let done = fut.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+            assert!(
+                matches!(done, Poll::Ready(Ok(()))),
+                "the Fetch path reads its own answer"
+            );
+        }
+    }
+}
+
+/// (topic name or id, error code) of every partition of a Produce (v3+) or Fetch (v4+)
+/// response body, read to the frame's last byte (Kafka's schemas: ProduceResponse,
+/// FetchResponse).
+fn refusal(frame: &[u8], body: usize, key: i16, v: i16) -> Proto<Vec<(Vec<u8>, i16)>> {
+    let produce = key == PRODUCE;
+    let flexible = v >= if produce { 9 } else { 12 };
+    let mut c = Cursor::new(frame, body);
+    if !produce {
+        c.i32()?; // ThrottleTimeMs
+        if v >= 7 {
+            c.skip(2 + 4)?; // ErrorCode, SessionId
+        }
+    }
+    let mut out = Vec::new();
+    for _ in 0..c.array_len(flexible)? {
+        let topic = if !produce && v >= 13 {
+            c.take(16)?
+        } else {
+            let n = c.length(flexible, 2)?.unwrap_or(0);
+            c.take(n)?
+        };
+        for _ in 0..c.array_len(flexible)? {
+            c.i32()?; // the partition
+            out.push((topic.to_vec(), c.i16()?));
+            // BaseOffset, LogAppendTimeMs | HighWatermark, LastStableOffset; LogStartOffset (v5+)
+            c.skip(16 + if v >= 5 { 8 } else { 0 })?;
+            if produce && v >= 8 {
+                for _ in 0..c.array_len(flexible)? {
+                    c.i32()?; // BatchIndex
+                    c.skip_string(flexible)?;
+                    c.skip_tags(flexible)?;
+                }
+                c.skip_string(flexible)?; // ErrorMessage
+            }
+            if !produce {
+                for _ in 0..c.array_len(flexible)? {
+                    c.skip(16)?; // AbortedTransactions: ProducerId, FirstOffset
+                    c.skip_tags(flexible)?;
+                }
+                if v >= 11 {
+                    c.i32()?; // PreferredReadReplica
+                }
+                let n = c.length(flexible, 4)?.unwrap_or(0); // Records
+                c.skip(n)?;
+            }
+            c.skip_tags(flexible)?;
+        }
+        c.skip_tags(flexible)?;
+    }
+    if produce {
+        c.i32()?; // ThrottleTimeMs
+    }
+    c.skip_tags(flexible)?;
+    if c.pos != frame.len() {
+        return kquota_proxy::wire::malformed("bytes after the response");
+    }
+    Ok(out)
 }
