@@ -12,8 +12,9 @@
 #   `auditwheel show` then confirms each wheel's tag independently.
 # - The tools (maturin, ziglang, auditwheel) are the `release` extra's pins in pyproject.toml,
 #   installed into a build venv ($KQUOTA_BUILD_VENV, default build/release-venv) when it lacks them.
-# - The Rust build goes to its own target directory (default rust/target/wheels-<profile>), so it
-#   does not invalidate the development build's cache (different linker and flags).
+# - The Rust build goes to its own target directory (default rust/target/wheels-<profile>, or
+#   $CARGO_TARGET_DIR/wheels-<profile> when that is set), so it does not invalidate the
+#   development build's cache (different linker and flags).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
@@ -36,7 +37,7 @@ usage: bash scripts/build-wheels.sh [--profile release|dev] [--python "3.9 3.10 
   --python      the CPython versions to build for, each found as pythonX.Y on PATH (default: all
                 supported: $SUPPORTED; a missing one is an error)
   --out         where the wheels and the sdist go (default: dist)
-  --target-dir  Cargo target directory (default: rust/target/wheels-<profile>)
+  --target-dir  Cargo target directory (default: \${CARGO_TARGET_DIR:-rust/target}/wheels-<profile>)
   --no-sdist    wheels only
 EOF
 }
@@ -57,7 +58,7 @@ case "$PROFILE" in
   *) echo "build-wheels.sh: --profile must be release or dev, got $PROFILE" >&2; exit 2 ;;
 esac
 PYTHONS="${PYTHONS:-$SUPPORTED}"
-TARGET_DIR="${TARGET_DIR:-rust/target/wheels-$PROFILE}"
+TARGET_DIR="${TARGET_DIR:-${CARGO_TARGET_DIR:-rust/target}/wheels-$PROFILE}"
 
 # Every interpreter first: a release lacking one of the supported Pythons fails before building.
 interpreters=()

@@ -18,13 +18,29 @@
 #    hand-written stub of the native module, and the documentation site (`mkdocs build --strict`
 #    into a temporary directory, which tests/structure/test_docs_site.py then reads);
 # 4b. fuzzing: scripts/fuzz.sh runs each fuzz target for a bounded time on its committed corpus;
-# 5. the Rust kernel's own tests, then the Python suite.
+# 5. the Rust kernel's own tests, then the Python suite on $KQUOTA_TEST_WORKERS pytest-xdist
+#    workers (default 2): the tests marked `timing` or `heavy` one at a time on one worker, the
+#    rest by module on the others (tests/support/scheduling.py).
 # Extra pytest arguments are passed on: `bash scripts/test.sh tests/pipeline/test_cli.py -x`.
+# The inner loop, `bash scripts/test.sh -m "not process"` (every test that starts no other
+# process, a few minutes in all), skips ZooKeeper, Kafka and the fuzzing, which only those need.
+# Cargo builds into $CARGO_TARGET_DIR (default ~/.cache/kquota/cargo-target), outside the clone,
+# as Maven's repository caches the Kafka jars: a fresh clone on the same machine recompiles only
+# what changed (cargo's fingerprints decide), not every dependency.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 VENV="${KQUOTA_TEST_VENV:-.venv-test}"
 SYSTEM_PYTHON="${KQUOTA_PYTHON:-python3}"
+WORKERS="${KQUOTA_TEST_WORKERS:-2}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kquota/cargo-target}"
+# `-m "not process"` (the inner loop): no test needs ZooKeeper, Kafka or the fuzzers.
+inner=""
+prev=""
+for a in "$@"; do
+  if [ "$prev" = "-m" ] && [ "$a" = "not process" ]; then inner=1; fi
+  prev="$a"
+done
 
 section() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 
@@ -67,10 +83,13 @@ MATURIN_PEP517_ARGS="--profile dev" "$PY" -m pip install -q -e ".[test]"
 "$PY" -c 'import kquota; print("ok: kquota", kquota.__version__, "in", __import__("sys").prefix)'
 
 # ------------------------------------------------------------------ 3. ZooKeeper
+cleanup=""
+if [ -z "$inner" ]; then
 section "ZooKeeper"
 export KQUOTA_ZK_PORT="${KQUOTA_ZK_PORT:-21810}"
 export KQUOTA_TEST_ZK="127.0.0.1:${KQUOTA_ZK_PORT}"
-trap 'bash scripts/zookeeper.sh stop' EXIT
+cleanup="bash scripts/zookeeper.sh stop"
+trap 'eval "$cleanup"' EXIT
 bash scripts/zookeeper.sh start
 
 # ------------------------------------------------------------------ 3b. Apache Kafka
@@ -78,10 +97,11 @@ section "Apache Kafka"
 bash scripts/kafka.sh fetch
 export KQUOTA_KAFKA_DIR="${KQUOTA_KAFKA_DIR:-$(mktemp -u /tmp/kquota-kafka-test.XXXXXX)}"
 export KQUOTA_TEST_KAFKA_DIR="$KQUOTA_KAFKA_DIR"
-trap 'bash scripts/kafka.sh stop; bash scripts/zookeeper.sh stop' EXIT
+cleanup="bash scripts/kafka.sh stop; $cleanup"
 kafka_started=$SECONDS
 bash scripts/kafka.sh start
 echo "ok: Apache Kafka up in $((SECONDS - kafka_started)) s, state in $KQUOTA_KAFKA_DIR"
+fi
 
 # ------------------------------------------------------------------ 4. static checks
 section "static checks: ruff, clippy, stubtest, docs"
@@ -92,12 +112,15 @@ cargo clippy --manifest-path rust/Cargo.toml --workspace --all-targets -q -- -D 
 # The documentation site, built offline (no plugin fetches anything); any warning fails.
 KQUOTA_DOCS_SITE="$(mktemp -d)"
 export KQUOTA_DOCS_SITE
-trap 'bash scripts/kafka.sh stop; bash scripts/zookeeper.sh stop; rm -rf "$KQUOTA_DOCS_SITE"' EXIT
+cleanup="rm -rf \"$KQUOTA_DOCS_SITE\"; $cleanup"
+trap 'eval "$cleanup"' EXIT
 NO_MKDOCS_2_WARNING=1 "$PY" -m mkdocs build --strict --site-dir "$KQUOTA_DOCS_SITE"
 
 # ------------------------------------------------------------------ 4b. fuzzing
+if [ -z "$inner" ]; then
 section "fuzzing: the wire readers, each for a bounded time on its committed corpus"
 PY="$PY" bash scripts/fuzz.sh
+fi
 
 # ------------------------------------------------------------------ 5. tests
 section "Rust tests"
@@ -105,5 +128,5 @@ cargo test --manifest-path rust/Cargo.toml
 
 section "Python tests"
 # The venv's bin first: subprocesses of the tests (`kquota`, `python3`) use the fresh install.
-PATH="$PWD/$VENV/bin:$PATH" VIRTUAL_ENV="$PWD/$VENV" "$PY" -m pytest "$@"
+PATH="$PWD/$VENV/bin:$PATH" VIRTUAL_ENV="$PWD/$VENV" "$PY" -m pytest -n "$WORKERS" --dist loadgroup "$@"
 section "all tests passed"
