@@ -17,7 +17,7 @@ pytest.importorskip("confluent_kafka")
 @pytest.fixture(scope="module")
 def proxy(kafka_cluster3, tmp_path_factory):
     first = kafka_cluster3.listeners["PLAINTEXT"].split(",")[0]
-    p = KquotaProxy(first, tmp_path_factory.mktemp("cluster3-proxy"))
+    p = KquotaProxy(first, tmp_path_factory.mktemp("cluster3-proxy"), brokers=3)
     yield p
     code, err = p.stop()
     assert code == 0, err

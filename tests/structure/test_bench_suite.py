@@ -53,6 +53,10 @@ def test_quick_suite_writes_every_row(tmp_path):
     env = {**os.environ, "KQ_BENCH_QUICK": "1", "KQ_BENCH_RESULTS_DIR": str(tmp_path),
            "KQ_BENCH_CRITERION_DIR": str(tmp_path / "no-criterion"), "KQ_BENCH_LATENCY_CALLS": "20000"}
     env.pop("KQ_BENCH_STARTED", None)
+    # Run as scripts/bench.sh runs it, not as a pytest-xdist worker: pytest-benchmark turns itself
+    # off when it sees PYTEST_XDIST_WORKER.
+    for name in [k for k in env if k.startswith("PYTEST_XDIST_")]:
+        env.pop(name)
     _run(["-m", "pytest", "benches", "-q", "-p", "no:cacheprovider"], env)
     _run([os.path.join("benches", "compare.py")], env)
     _run([os.path.join("benches", "summary.py")], env)

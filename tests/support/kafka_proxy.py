@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from proxy_support import free_port, wait_port
+from waiting import free_port, wait_port
 
 
 class KquotaProxy:
@@ -20,8 +20,10 @@ class KquotaProxy:
     sqlite store in ``directory`` unless ``extra`` names one; ``config``: its --config file."""
 
     def __init__(self, bootstrap: str, directory: Path, *extra: str, listen: str = "PLAINTEXT",
-                 config: Optional[dict[str, str]] = None) -> None:
-        self.port = free_port()
+                 config: Optional[dict[str, str]] = None, brokers: int = 0) -> None:
+        # With ``brokers``, the ports after the listen port are free too: the proxy gives broker
+        # ``n`` the listen port + 1 + n when it can (kquota-proxy's brokers.rs).
+        self.port = free_port(span=brokers + 2 if brokers else 1)
         self.address = f"127.0.0.1:{self.port}"
         argv = [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", bootstrap,
                 "--listen", f"{listen}://{self.address}"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -19,12 +18,7 @@ from typing import Any, Optional
 
 import kquota
 from kquota.proxy.native import NativeProxyServer
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from waiting import free_port, wait_port  # noqa: F401 (re-exported to the tests)
 
 
 def tansu_binary() -> str:
@@ -44,15 +38,6 @@ def kcat() -> str:
     return path
 
 
-def wait_port(port: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.02)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
 
 
 class Tansu:

@@ -17,6 +17,7 @@ import time
 import urllib.request
 
 import pytest
+from waiting import free_port
 
 CI = os.environ.get("CI", "").lower() == "true"
 
@@ -29,12 +30,6 @@ def spark_home() -> str:
 
 def unavailable(why: str) -> None:
     (pytest.fail if CI else pytest.skip)(why)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def env() -> dict:
