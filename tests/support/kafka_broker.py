@@ -83,8 +83,10 @@ class KafkaTls:
 @dataclass(frozen=True)
 class Listener:
     """One listener of a :class:`KafkaBroker` (its first broker's with several), as the proxy
-    tests use a broker: ``host``, ``port``, ``address`` (``host:port``) and the broker itself."""
+    tests use a broker: ``name`` (PLAINTEXT, SASL_PLAINTEXT, ...), ``host``, ``port``,
+    ``address`` (``host:port``) and the broker itself."""
 
+    name: str
     host: str
     port: int
     kafka: "KafkaBroker"
@@ -144,7 +146,7 @@ class KafkaBroker:
     def listener(self, name: str = "PLAINTEXT") -> Listener:
         """The listener ``name`` (of the first broker)."""
         host, _, port = self.listeners[name].split(",")[0].rpartition(":")
-        return Listener(host, int(port), self)
+        return Listener(name, host, int(port), self)
 
     # -------------------------------------------------------------- tools
     def tools(self, tool: str, *args: str, input: Optional[str] = None,
