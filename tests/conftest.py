@@ -115,13 +115,11 @@ def key(qt_name):
 
 
 @pytest.fixture(scope="module")
-def broker():
-    """A tansu broker on loopback for one test module's proxy tests."""
-    from proxy_support import Tansu
-
-    t = Tansu()
-    yield t
-    t.stop()
+def broker(kafka_broker):
+    """The session's Apache Kafka broker, its PLAINTEXT listener (``kafka_broker.Listener``:
+    ``.port``, ``.address``), for a module's proxy tests. Shared by the whole session: tests
+    use topics and groups of their own, and nothing stops it here."""
+    return kafka_broker.listener("PLAINTEXT")
 
 
 @pytest.fixture(scope="module")

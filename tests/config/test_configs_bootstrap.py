@@ -1,5 +1,6 @@
 """``kquota configs --bootstrap-server`` (issue 31) against a running ``kquota proxy`` process
-(tansu behind it, through a front that accepts SASL/PLAIN): round trips of every entity kind over
+in front of Apache Kafka's broker (its PLAINTEXT listener, or its SASL_PLAINTEXT one behind a SASL
+proxy listener): round trips of every entity kind over
 DescribeClientQuotas / AlterClientQuotas, Kafka's filters, ``--dry-run`` (ValidateOnly), refused
 alters reported per entity, a recommended quota file applied over the protocol and enforced,
 SASL with ``--command-config``, and a broker without the quota APIs (tansu). Over TLS, to Apache
@@ -11,7 +12,6 @@ import json
 import sqlite3
 
 import pytest
-from proxy_fakes import SaslFront
 from proxy_cli import assert_enforced_once_applied, capture_and_recommend, start_proxy, stop_proxy
 
 from kquota.cli import main
@@ -21,27 +21,21 @@ pytestmark = pytest.mark.process
 ADMINS = "User:admin,ANONYMOUS"  # PLAINTEXT clients are ANONYMOUS: admins here unless SASL says otherwise
 
 
-@pytest.fixture(scope="module")
-def front():
-    f = SaslFront()
-    yield f
-    f.stop()
-
-
 @pytest.fixture
-def proxy(front, tmp_path):
+def proxy(broker, tmp_path):
     """A PLAINTEXT listener: its clients are ANONYMOUS, an admin here."""
-    proc, port = start_proxy(front, tmp_path, "--admin-principals", ADMINS)
+    proc, port = start_proxy(broker, tmp_path, "--admin-principals", ADMINS)
     yield f"127.0.0.1:{port}"
     code, err = stop_proxy(proc)
     assert code == 0, err
 
 
 @pytest.fixture
-def sasl_proxy(front, tmp_path):
-    """A SASL_PLAINTEXT listener: a client is its SASL principal, and one that does not
-    authenticate is closed, as Kafka's authenticator closes it."""
-    proc, port = start_proxy(front, tmp_path, "--admin-principals", ADMINS, protocol="SASL_PLAINTEXT")
+def sasl_proxy(kafka_broker, tmp_path):
+    """A SASL_PLAINTEXT listener in front of Kafka's: a client is the SASL principal Kafka
+    authenticated, and one that does not authenticate is closed, as Kafka's authenticator closes it."""
+    proc, port = start_proxy(kafka_broker.listener("SASL_PLAINTEXT"), tmp_path, "--admin-principals", ADMINS,
+                             protocol="SASL_PLAINTEXT")
     yield f"127.0.0.1:{port}"
     code, err = stop_proxy(proc)
     assert code == 0, err
@@ -66,7 +60,7 @@ def props(tmp_path, name: str, **values: str) -> str:
 
 
 def sasl_props(tmp_path, user: str, protocol: str = "SASL_PLAINTEXT", **more: str) -> str:
-    password = SaslFront.USERS[user]
+    password = f"{user}-secret"  # kafka.sh's users
     jaas = f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{user}" password="{password}";'
     return props(tmp_path, f"{user}.properties", **{"security.protocol": protocol, "sasl.mechanism": "PLAIN",
                                                       "sasl.jaas.config": jaas}, **more)
@@ -263,11 +257,11 @@ def test_a_broker_without_the_quota_apis_is_named(capsys):
 
 
 @pytest.mark.timing
-def test_recommended_quota_file_applied_over_the_protocol_is_enforced(front, spark, tmp_path, capsys):
+def test_recommended_quota_file_applied_over_the_protocol_is_enforced(broker, spark, tmp_path, capsys):
     """``kquota pipeline recommend``'s quotas.json, applied to a running proxy with
     ``configs --bootstrap-server --quota-file`` (one AlterClientQuotas request), holds a real
     producer through that proxy to the recommended rate."""
-    topic, rec, quota = capture_and_recommend(front, tmp_path)
+    topic, rec, quota = capture_and_recommend(broker, tmp_path)
     capsys.readouterr()
     entries = len(json.loads((rec / "quotas.json").read_text())["quotas"])
 
@@ -276,4 +270,4 @@ def test_recommended_quota_file_applied_over_the_protocol_is_enforced(front, spa
         assert code == 0, err
         assert out.count("Completed updating config for ") == entries
 
-    assert_enforced_once_applied(front, tmp_path, topic, quota, apply, "--admin-principals", ADMINS)
+    assert_enforced_once_applied(broker, tmp_path, topic, quota, apply, "--admin-principals", ADMINS)

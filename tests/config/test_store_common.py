@@ -1,4 +1,5 @@
-"""The ConfigStore contract, for every store (SQLite always; ZooKeeper with a live server; Kafka on tansu)."""
+"""The ConfigStore contract, for every store (SQLite always; ZooKeeper with a live server; Kafka on
+Apache Kafka's broker)."""
 
 import math
 import threading

@@ -1,7 +1,8 @@
-"""The Kafka store on a real broker (tansu): URLs and one-line errors, the topic it creates or
+"""The Kafka store on Apache Kafka's broker: URLs and one-line errors, the topic it creates or
 refuses, its records (KRaft's ClientQuotaRecord, one batch per alter), alters that followers
-see whole (two writers at once, a writer killed mid-stream, followers starting mid-write, a
-compacted log), and a follower that loses the cluster, keeps its quotas and catches up."""
+see whole (two writers at once, a writer killed mid-stream, followers starting mid-write, a log
+compacted by Kafka's log cleaner), and a follower that loses the cluster (on tansu), keeps its
+quotas and catches up."""
 
 from __future__ import annotations
 
@@ -47,11 +48,13 @@ def create_topic(broker, name, partitions=1, config=None):
 
 
 def topic_config(broker, name):
-    from confluent_kafka.admin import ConfigResource, ResourceType
+    """The configs set on the topic itself (Kafka reports every default too)."""
+    from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
 
     client = admin(broker)  # kept alive until the result arrives
     futures = client.describe_configs([ConfigResource(ResourceType.TOPIC, name)])
-    return {k: v.value for k, v in next(iter(futures.values())).result(10).items()}
+    return {k: v.value for k, v in next(iter(futures.values())).result(10).items()
+            if v.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
 
 
 def raw_records(broker, topic):
@@ -110,10 +113,11 @@ def test_url_forms():
 
 def test_configs_cli_errors_are_one_line(broker):
     port = free_port()  # nothing listens there
+    never = f"never-made-{uuid.uuid4().hex[:8]}"
     cases = [
         (["--store", "kafka:///quotas", "--describe"], "names no cluster"),
         (["--store", f"kafka://127.0.0.1:{port}/quotas", "--describe"], "cannot reach the Kafka store"),
-        (["--store", f"kafka://{broker.address}/never-made", "--describe"], "does not exist (nothing was created)"),
+        (["--store", f"kafka://{broker.address}/{never}", "--describe"], "does not exist (nothing was created)"),
     ]
     for args, message in cases:
         r = run_cli(*args, env_extra={"PYTHONWARNINGS": "ignore"})
@@ -121,7 +125,7 @@ def test_configs_cli_errors_are_one_line(broker):
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and message in lines[0], r.stderr
         assert r.stdout == ""
-    assert "never-made" not in admin(broker).list_topics(timeout=10).topics
+    assert never not in admin(broker).list_topics(timeout=10).topics
 
 
 def test_the_topic_is_created_compacted_with_one_partition(broker):
@@ -138,7 +142,7 @@ def test_the_topic_is_created_compacted_with_one_partition(broker):
 @pytest.mark.parametrize("partitions,config,message", [
     (1, {"cleanup.policy": "delete"}, "cleanup.policy=delete;"),
     (1, {"cleanup.policy": "compact,delete"}, "cleanup.policy=compact,delete;"),
-    (1, {}, r"cleanup.policy=delete \(the default\)"),
+    (1, {}, "cleanup.policy=delete;"),  # Kafka's default, which it reports
     (3, {"cleanup.policy": "compact"}, "has 3 partitions"),
 ])
 def test_an_unfit_topic_is_refused_untouched(broker, partitions, config, message):
@@ -265,8 +269,8 @@ def test_followers_see_whole_alters_of_two_writers_one_killed(broker):
 
 def test_a_compacted_log_is_published_only_where_it_is_whole(broker):
     # What compaction leaves of: X = {a: 1, b: 1}, Y = {a: 2, c: 2}, Z = {c: 3}: X's record for
-    # b, Y's for a, Z's for c. Followers must never publish b=1 without a=2 (X alone never had
-    # it) nor a=2 without c (Y always had c).
+    # b, Y's for a, Z's for c (the next test has Kafka's log cleaner leave just that). Followers
+    # must never publish b=1 without a=2 (X alone never had it) nor a=2 without c (Y always had c).
     url = fresh_kafka_url(broker)
     topic = parse_url(url)[1]
     key = lambda user: json.dumps({"entity": [{"entityType": "user", "entityName": user}],  # noqa: E731
@@ -297,6 +301,36 @@ def test_a_compacted_log_is_published_only_where_it_is_whole(broker):
         store.close()
     with open_store(url, read_only=True) as fresh:  # and from the start
         assert fresh.describe() == expected
+
+
+def test_kafkas_log_cleaner_leaves_what_the_followers_expect(broker):
+    """The store's alters X = {a: 1, b: 1}, Y = {a: 2, c: 2}, Z = {c: 3}, then W = {d: 4},
+    compacted by Kafka's log cleaner: X's record for b, Y's for a, Z's for c and W's, each with
+    its alter's headers (the previous test's log), and a follower starting on that log reads the
+    latest state whole."""
+    topic = f"kquota-test-{uuid.uuid4().hex[:12]}"
+    # Segments roll after 100 ms and any dirty share is cleanable (the broker's cleaner looks
+    # every second): the closed segments are compacted within seconds.
+    create_topic(broker, topic, config={"cleanup.policy": "compact", "segment.ms": "100",
+                                        "min.cleanable.dirty.ratio": "0.01"})
+    url = f"kafka://{broker.address}/{topic}"
+    alters = [{"a": 1, "b": 1}, {"a": 2, "c": 2}, {"c": 3}, {"d": 4}]  # W's alter closes Z's segment
+    with open_store(url) as writer:
+        for alter in alters:
+            writer.alter([({"user": user}, {"producer_byte_rate": value}) for user, value in alter.items()])
+            time.sleep(0.15)  # past segment.ms: the next alter starts a segment (the active one is never cleaned)
+
+    def left():
+        """(user, value, its alter's record count, its alter's id) of each record left."""
+        return [(json.loads(r[1])["entity"][0]["entityName"], json.loads(r[2])["value"], r[3][COUNT_HEADER],
+                 r[3][ALTER_HEADER]) for r in raw_records(broker, topic)]
+
+    want = [("b", 1.0, b"2"), ("a", 2.0, b"2"), ("c", 3.0, b"1"), ("d", 4.0, b"1")]
+    assert wait_until(lambda: [x[:3] for x in left()] == want, WAIT), left()  # compacted by Kafka
+    assert len({x[3] for x in left()}) == 4  # four alters' records: X's, Y's, Z's, W's
+    with open_store(url, read_only=True) as fresh:
+        assert fresh.describe() == {E({"user": u}): {"producer_byte_rate": float(v)}
+                                    for u, v in (("a", 2), ("b", 1), ("c", 3), ("d", 4))}
 
 
 # ---------------------------------------------------------------- a follower that loses the cluster
@@ -361,6 +395,8 @@ class Relay:
 
 
 def test_a_follower_that_loses_the_cluster_keeps_its_quotas_and_catches_up():
+    """On tansu, which advertises the relay's port: Kafka's shared broker advertises its own, and
+    the store's clients would go around the relay the test cuts."""
     relay_port = free_port()
     broker = Tansu(advertised_port=relay_port)  # every client reaches it through the relay
     relay = Relay(relay_port, broker.port)
@@ -412,13 +448,11 @@ def test_unreadable_records_are_reported_and_skipped(broker):
         store.alter([({"user": "ok"}, {"producer_byte_rate": 5}), ({"user": "bad"}, {"producer_byte_rate": 6})])
         bad_key = json.dumps({"entity": [{"entityType": "user", "entityName": "bad"}], "key": "producer_byte_rate"},
                              separators=(",", ":")).encode()
-        for record in [
+        produce_batch(broker, topic, [
             (b"not json", b"{}", {}),
             (bad_key, b'{"value":1.5}', {}),  # a byte rate must be whole
             (json.dumps({"entity": [{"entityType": "topic", "entityName": "t"}], "key": "k"}).encode(), b"{}", {}),
-        ]:
-            # One batch each: tansu's ListOffsets answers the last batch's first offset + 1.
-            produce_batch(broker, topic, [record])
+        ])
         errors = []
         state = store.describe(on_error=lambda message, entity: errors.append((message, entity)))
         # The unreadable entity keeps no state here (a watcher keeps what it had); the rest is read.

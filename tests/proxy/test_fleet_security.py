@@ -205,17 +205,7 @@ def test_an_old_unsigned_record_is_refused_not_a_crash():
     assert fleet.members == {} and fleet.rejected["unsigned"] == 3 and fleet.rejected["malformed"] == 1
 
 
-@pytest.fixture
-def tansu():
-    pytest.importorskip("confluent_kafka")
-    from proxy_support import Tansu
-
-    broker = Tansu()
-    yield broker
-    broker.stop()
-
-
-def _coordinators(tansu, n=2, interval=0.3, window_num=2):
+def _coordinators(broker, n=2, interval=0.3, window_num=2):
     import uuid
 
     import kquota
@@ -223,7 +213,7 @@ def _coordinators(tansu, n=2, interval=0.3, window_num=2):
 
     topic = f"quotas-{uuid.uuid4().hex[:8]}"
     qms = [kquota.QuotaManager(window_num=window_num) for _ in range(n)]
-    coords = [FleetCoordinator(qm, tansu.address, topic, interval_s=interval, key=SECRET) for qm in qms]
+    coords = [FleetCoordinator(qm, broker.address, topic, interval_s=interval, key=SECRET) for qm in qms]
     return topic, qms, coords
 
 
@@ -236,17 +226,19 @@ def _step_until(coords, done, seconds, interval=0.3):
     return done()
 
 
-def test_forged_usage_records_change_no_share_and_are_counted(tansu):
-    """Two real members over a usage topic on tansu; a forger who can write to the topic but
-    holds no key floods it with members that claim to be saturated on the victim's quota (unsigned,
-    in the old format with CRC-32 keys, and signed with a wrong key), and with a real member's id.
-    Unchecked, each fake member would take an equal share and the real ones would collapse."""
+def test_forged_usage_records_change_no_share_and_are_counted(broker):
+    """Two real members over a usage topic on Kafka's broker; a forger whom Kafka's ACLs let write
+    to the topic (bob, over SASL) but who holds no key floods it with members that claim to be
+    saturated on the victim's quota (unsigned, in the old format with CRC-32 keys, and signed with a
+    wrong key), and with a real member's id. Unchecked, each fake member would take an equal share
+    and the real ones would collapse."""
     from confluent_kafka import Producer
     from prometheus_client.parser import text_string_to_metric_families
 
     from kquota.prometheus import exposition
 
-    topic, qms, coords = _coordinators(tansu)
+    pytest.importorskip("confluent_kafka")
+    topic, qms, coords = _coordinators(broker)
     try:
         for qm in qms:
             qm.alter_client_quotas([({"client-id": "victim"}, {"producer_byte_rate": 1000.0})])
@@ -256,7 +248,8 @@ def test_forged_usage_records_change_no_share_and_are_counted(tansu):
         before = qms[0]._shares("PRODUCE")[1][("", "victim")]
         assert before == pytest.approx(0.5)  # both light: halves
 
-        forger = Producer({"bootstrap.servers": tansu.address, "linger.ms": 0})
+        broker.kafka.allow("User:bob", topic + ".usage", ("DESCRIBE", "WRITE"))
+        forger = Producer({**broker.kafka.client_config("SASL_PLAINTEXT", "bob"), "linger.ms": 0})
         victim = KEY.entity("Produce", "", "victim")
         wrong_victim = WRONG.entity("Produce", "", "victim")
         for i in range(5):
@@ -294,12 +287,13 @@ def test_forged_usage_records_change_no_share_and_are_counted(tansu):
             qm.close()
 
 
-def test_seventy_thousand_limited_sensors_reach_the_other_members(tansu):
+def test_seventy_thousand_limited_sensors_reach_the_other_members(broker):
     """More limited sensors than a u16 counts: the coordinator splits its report into parts and
     keeps stepping; the other member reads every entity. (A step over 70,000 sensors takes
     seconds on a loaded machine: a long interval keeps the members live between them, and 61 s of
     quota windows keep every rate above zero while they are recorded.)"""
-    _, qms, coords = _coordinators(tansu, interval=10.0, window_num=61)
+    pytest.importorskip("confluent_kafka")
+    _, qms, coords = _coordinators(broker, interval=10.0, window_num=61)
     try:
         qms[0].alter_client_quotas([({"client-id": None}, {"producer_byte_rate": 1e6})])
         for i in range(70_000):

@@ -134,7 +134,9 @@ class Cuttable:
 
 def test_a_cut_usage_path_falls_back_to_a_static_share_and_recovers():
     """Two coordinators exchange usage through a forwarder in front of tansu; cut, each falls
-    back to 1 / last fleet size within 3 intervals; back, each leaves the fallback."""
+    back to 1 / last fleet size within 3 intervals; back, each leaves the fallback. On tansu,
+    which advertises the forwarder's port: Kafka's shared broker advertises its own, and the
+    usage clients would go around the cut."""
     import time
 
     pytest.importorskip("confluent_kafka")

@@ -1,5 +1,5 @@
 """What a client can make the proxy hold or do before anything it says is believed, attacked as
-an attacker would, against tansu: declared frame sizes (memory follows the bytes that arrived),
+an attacker would, against Apache Kafka's broker: declared frame sizes (memory follows the bytes that arrived),
 a SASL listener before authentication (``sasl.server.max.receive.size``, ApiVersions and SASL
 only), the size and the decode time of the requests Python decodes, ``connections.max.idle.ms``,
 and PROXY protocol headers only from ``kquota.proxy.protocol.trusted.sources``."""
@@ -401,27 +401,27 @@ def test_proxy_protocol_needs_trusted_sources_and_good_cidrs(broker, tmp_path):
         assert r.returncode == 1 and message in err and "Traceback" not in err, err
 
 
-def test_real_sasl_clients_pass_the_pre_authentication_bounds():
+def test_real_sasl_clients_pass_the_pre_authentication_bounds(kafka_broker):
     """librdkafka over SASL/PLAIN (ApiVersions, SaslHandshake, SaslAuthenticate, then
-    everything else on each connection) is served whole on a SASL listener, and a client that
-    skips the exchange is not."""
+    everything else on each connection) is served whole on a SASL listener in front of Kafka's
+    SASL_PLAINTEXT listener, and a client that skips the exchange is not."""
+    import uuid
+
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
-    from proxy_fakes import SaslFront
 
-    front = SaslFront()
-    proxy = ProxyThread(("127.0.0.1", front.port), sasl_listener=True)
-    sasl = {"bootstrap.servers": proxy.address, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-            "sasl.username": "alice", "sasl.password": SaslFront.USERS["alice"]}
+    upstream = kafka_broker.listener("SASL_PLAINTEXT")
+    proxy = ProxyThread(("127.0.0.1", upstream.port), sasl_listener=True)
+    sasl = {**kafka_broker.client_config("SASL_PLAINTEXT", "admin", "PLAIN"), "bootstrap.servers": proxy.address}
+    topic = f"bounds-sasl-{uuid.uuid4().hex[:8]}"
     try:
         admin = AdminClient(sasl)
-        for f in admin.create_topics([NewTopic("bounds-sasl", 1, 1)]).values():
+        for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
             f.result(15)
         p = Producer({**sasl, "client.id": "sasl-bounds", "linger.ms": 5})
         for _ in range(50):
-            p.produce("bounds-sasl", b"v" * 1000)
-        assert p.flush(30) == 0
-        assert "alice" in front.users
+            p.produce(topic, b"v" * 1000)
+        assert p.flush(30) == 0  # Kafka's SASL listener served them: the exchange went through whole
         assert proxy.proxy._stats()["preauth_refused"] == 0
         # The same cluster without the exchange: Metadata first closes the connection.
         s = connect(_port(proxy))
@@ -432,4 +432,3 @@ def test_real_sasl_clients_pass_the_pre_authentication_bounds():
         assert proxy.proxy._stats()["preauth_refused"] == 1
     finally:
         proxy.stop()
-        front.stop()

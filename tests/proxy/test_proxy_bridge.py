@@ -1,31 +1,24 @@
 """What crosses between the proxy's Python handlers and its native data plane: a principal
-learnt by the Python SASL handler must reach the quotas of the native Produce path
-(``ProxyDataPlane.set_user``), and the Fetch max bytes cap computed natively must reach the
-broker."""
+learnt by the Python SASL handler (in front of Apache Kafka's SASL_PLAINTEXT listener) must reach
+the quotas of the native Produce path (``ProxyDataPlane.set_user``), and the Fetch max bytes cap
+computed natively must reach the broker."""
 
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 
 import kquota
-import pytest
 from kquota.kafka.protocol import apis
 from kquota.proxy.reqlog import RequestLogWriter
-from proxy_fakes import FetchRecorder, SaslFront
-from proxy_support import ProxyThread, make_topic
+from proxy_fakes import FetchRecorder
+from proxy_support import ProxyThread
 from proxy_wire import Wire
 
 from confluent_kafka import Producer
 
 WINDOW_NUM = 2
-
-
-@pytest.fixture(scope="module")
-def sasl_front():
-    f = SaslFront()
-    yield f
-    f.stop()
 
 
 def logged_rows(log: RequestLogWriter, directory: Path) -> list[dict]:
@@ -36,20 +29,23 @@ def logged_rows(log: RequestLogWriter, directory: Path) -> list[dict]:
     return [row for f in sorted(directory.glob("*.parquet")) for row in pq.read_table(str(f)).to_pylist()]
 
 
-def test_sasl_principal_reaches_the_produce_quota(sasl_front, tmp_path):
-    """librdkafka authenticates as alice (SASL/PLAIN) on every connection: her produce quota
-    throttles her, the same client id as ANONYMOUS is charged nothing, and the request log
-    (taken from the running proxy) names her."""
+def test_sasl_principal_reaches_the_produce_quota(kafka_broker, tmp_path):
+    """librdkafka authenticates as alice (SASL/PLAIN, at Kafka's broker) on every connection: her
+    produce quota throttles her, the same client id as ANONYMOUS is charged nothing, and the
+    request log (taken from the running proxy) names her."""
     qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
     qm.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": 20_000})])
     log = RequestLogWriter(str(tmp_path), rotate_seconds=600)
-    proxy = ProxyThread(("127.0.0.1", sasl_front.port), qm=qm, request_log=log, sasl_listener=True)
+    upstream = kafka_broker.listener("SASL_PLAINTEXT")
+    proxy = ProxyThread(("127.0.0.1", upstream.port), qm=qm, request_log=log, sasl_listener=True)
     try:
-        topic = make_topic(f"127.0.0.1:{sasl_front.port}")  # at the front: the proxy admits only SASL clients
+        prefix = f"bridge-{uuid.uuid4().hex[:8]}-"
+        topic = prefix + "alice"
+        kafka_broker.create_topic(topic)
+        kafka_broker.allow("User:alice", prefix)  # Kafka's ACLs let her write it
         throttles: list[float] = []
-        p = Producer({"bootstrap.servers": proxy.address, "client.id": "sasl-client", "linger.ms": 5,
-                      "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                      "sasl.username": "alice", "sasl.password": SaslFront.USERS["alice"],
+        p = Producer({**kafka_broker.client_config("SASL_PLAINTEXT", "alice", "PLAIN"),
+                      "bootstrap.servers": proxy.address, "client.id": "sasl-client", "linger.ms": 5,
                       "throttle_cb": lambda e: throttles.append(e.throttle_time)})
         for _ in range(200):
             p.produce(topic, b"v" * 1000)
@@ -58,7 +54,6 @@ def test_sasl_principal_reaches_the_produce_quota(sasl_front, tmp_path):
         deadline = time.monotonic() + 10
         while not throttles and time.monotonic() < deadline:
             p.poll(0.1)
-        assert "alice" in sasl_front.users  # the front really authenticated her
         assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "alice", "sasl-client") > 0
         assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "ANONYMOUS", "sasl-client") == 0
         assert throttles and max(throttles) > 0  # 200 KB against 20 KB/s
@@ -73,7 +68,8 @@ def test_sasl_principal_reaches_the_produce_quota(sasl_front, tmp_path):
 
 def test_fetch_max_bytes_reach_the_broker_capped():
     """Kafka: fetchMaxBytes = min(maxBytes, quota x (samples - 1) x window), minBytes capped
-    likewise; a client without a quota keeps its own."""
+    likewise; a client without a quota keeps its own. A recording broker, because what the proxy
+    sent on is what Kafka's broker cannot show."""
     broker = FetchRecorder()
     qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
     qm.alter_client_quotas([({"client-id": "capped"}, {"consumer_byte_rate": 50_000})])

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 import urllib.request
 
 import pytest
@@ -36,7 +37,7 @@ def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig):
     threads = ("--threads", "2") if sig == signal.SIGINT else ()
     proc, port = start_proxy(broker, tmp_path, "--request-log", str(log_dir), "--metrics-port", str(metrics_port),
                              "--config", str(cfg), *threads)
-    topic = f"cli-topic-{sig}"  # the broker is shared by both runs
+    topic = f"cli-topic-{uuid.uuid4().hex[:8]}"  # the broker is the session's
     try:
         address = f"127.0.0.1:{port}"
         from confluent_kafka.admin import AdminClient, NewTopic

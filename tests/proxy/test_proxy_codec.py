@@ -64,6 +64,28 @@ def test_tagged_fields_at_their_default_are_left_out_as_kafka_writes_them():
         "ClusterId"] == "c1"
 
 
+def test_nullable_structs_carry_kafkas_marker_byte():
+    # Kafka's generated code writes a nullable struct field (DescribeTopicPartitions' Cursor and
+    # NextCursor) behind a marker byte: -1 for null, 1 before the struct. Without it, Kafka's broker
+    # closed the connection on a request with a null Cursor ("non-nullable field topicName was
+    # serialized as null"), and the proxy misread what clients sent.
+    head = bytes.fromhex("02" "0261" "00" "000007d0")  # Topics [{"Name": "a"}], ResponsePartitionLimit 2000
+    null = {"Topics": [{"Name": "a"}], "ResponsePartitionLimit": 2000, "Cursor": None}
+    assert bytes(encode_body("DescribeTopicPartitionsRequest", 0, null)) == head + bytes.fromhex("ff" "00")
+    cursor = dict(null, Cursor={"TopicName": "a", "PartitionIndex": 3})
+    raw = head + bytes.fromhex("01" "0261" "00000003" "00" "00")
+    assert bytes(encode_body("DescribeTopicPartitionsRequest", 0, cursor)) == raw
+    assert decode_body("DescribeTopicPartitionsRequest", 0, raw, 0) == cursor
+    assert decode_body("DescribeTopicPartitionsRequest", 0, head + b"\xff\x00", 0) == null
+    with pytest.raises(CodecError):
+        decode_body("DescribeTopicPartitionsRequest", 0, head, 0)
+    # An array of structs takes no marker per element (Metadata v12's nullable Topics).
+    topics = {"Topics": [{"TopicId": bytes(16), "Name": "t"}], "AllowAutoTopicCreation": False,
+              "IncludeTopicAuthorizedOperations": False}
+    raw = bytes(encode_body("MetadataRequest", 12, topics))
+    assert raw[:17] == b"\x02" + bytes(16)  # the count, then the element's TopicId
+
+
 def test_every_transcribed_default_encodes():
     # A default the transcription left as text (Kafka writes FetchRequest MaxBytes as 0x7fffffff)
     # would fail only when a message leaves the field out; encoding each default finds it now.

@@ -1,4 +1,4 @@
-"""Connection quotas (KIP-612) enforced by the proxy at accept, against tansu with raw clients
+"""Connection quotas (KIP-612) enforced by the proxy at accept, against Apache Kafka with raw clients
 from two loopback source addresses (127.0.0.1 and 127.0.0.2): the per-IP creation rate (a
 throttled connection is held, then closed), max.connections.per.ip and its overrides, the
 PROXY protocol header (v1, v2; malformed, truncated, late, missing), and a good client served

@@ -2,7 +2,8 @@
 v10+ or Fetch v16+ answer becomes the proxy's own listener for that broker — in a Produce
 answer (held whole, rewritten freely), a small Fetch answer (held whole) and a large one
 (streamed: its size prefix has gone out, so the section is fitted to its old length) — and the
-records pass byte for byte."""
+records pass byte for byte. The broker is ``proxy_fakes.EndpointsBroker``: Kafka's broker names
+NodeEndpoints only after a leadership change, not in every answer on demand."""
 
 from __future__ import annotations
 

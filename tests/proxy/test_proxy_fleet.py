@@ -1,5 +1,6 @@
 """``kquota proxy --quota-scope fleet`` (issue 29, section 2) with real proxy processes and real
-clients against tansu: one quota for a fleet of proxies following one ``kafka://`` store topic.
+clients against Apache Kafka's broker: one quota for a fleet of proxies following one ``kafka://``
+store topic (and its ``.usage`` topic) on that broker.
 
 Quota windows are short (``quota.window.num=2`` of 1 s): three windows are 6 s. Every wait is
 bounded and every process is stopped."""
@@ -28,8 +29,8 @@ WINDOWS3 = 6.0  # three quota windows of 2 s
 
 
 class Fleet:
-    """Proxy processes of one fleet (one store topic) in front of the module's tansu; the store
-    (and the usage topic beside it) on that cluster, or on the one at ``store_hosts``."""
+    """Proxy processes of one fleet (one store topic) in front of the session's Kafka broker; the
+    store (and the usage topic beside it) on that cluster, or on the one at ``store_hosts``."""
 
     def __init__(self, broker, tmp_path, scope="fleet", store_hosts=None):
         self.broker, self.scope = broker, scope
@@ -232,7 +233,8 @@ def test_a_cut_usage_path_falls_back_to_a_static_share_and_recovers(broker, tmp_
     """Proxy processes whose store, and so their usage topic, is on a second cluster behind a
     forwarder that is cut: the clients' brokers stay reachable; each proxy falls back to
     quota / last fleet size within three quota windows, and leaves the fallback when the path
-    comes back."""
+    comes back. The second cluster is tansu, which advertises the forwarder's port: Kafka's
+    shared broker advertises its own, and the store's clients would go around the cut."""
     from proxy_support import Tansu
     from test_fleet_shares import Cuttable
 

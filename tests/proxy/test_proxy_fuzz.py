@@ -8,7 +8,12 @@ wrong size prefix) and sends it on a fresh connection, sometimes behind valid re
 broker side is fuzzed too: a relay in front of tansu garbles a share of its answers.
 
 The proxy must close only the connections that sent (or were answered) garbage: it stays up,
-keeps answering, and logs nothing as an internal error. The first runs of this fuzzer found
+keeps answering, and logs nothing as an internal error.
+
+On tansu, not Apache Kafka: the recording and garbling relays need a broker that advertises the
+relay's port (the session's Kafka broker advertises its own, so clients would go around them), and
+the mutated requests reach the broker as ANONYMOUS, a super user of that shared broker, where a
+mutation could as well delete its ACLs or SCRAM users or other tests' topics. The first runs of this fuzzer found
 six such bugs (see ``test_proxy_protocol``, ``test_proxy_endpoints``, ``test_proxy_streaming``
 and ``test_proxy_codec``). The seeds are fixed, so a run is repeatable up to timing;
 ``KQUOTA_FUZZ_SEED`` and ``KQUOTA_FUZZ_CASES`` (a multiplier) explore further.
@@ -262,6 +267,7 @@ def _internal_errors(caplog, capfd) -> list[str]:
 
 
 def test_mutated_requests_close_only_their_connection(corpus, caplog, capfd):
+    """On tansu, a broker of the test's own: mutated requests pass the proxy as a super user's."""
     def fresh() -> tuple[Tansu, ProxyThread]:
         broker = Tansu()
         return broker, ProxyThread(("127.0.0.1", broker.port), admin_principals=["ANONYMOUS"])
@@ -288,6 +294,7 @@ def test_mutated_requests_close_only_their_connection(corpus, caplog, capfd):
 
 
 def test_garbled_broker_answers_close_only_their_connection(corpus, caplog, capfd):
+    """On tansu, which advertises the garbling relay's port, so every answer passes the relay."""
     rng_broker = _Mutator(seed=599 + SEED)
 
     def garble(frame: bytes) -> bytes:

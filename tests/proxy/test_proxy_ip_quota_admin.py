@@ -1,4 +1,4 @@
-"""Describe/AlterClientQuotas with ``ip`` entities through the proxy in front of tansu, as
+"""Describe/AlterClientQuotas with ``ip`` entities through the proxy in front of Apache Kafka, as
 Kafka's ``ClientQuotasRequestTest`` has them (the ip cases): alter, describe by exact / default /
 any match, strict, validate-only, per-entry errors (an ip mixed with user or client-id, a name
 that is not an IP address, a key ip entities do not take), filter errors, and a real client's

@@ -5,7 +5,8 @@ behind mutes longer than its ``socket.timeout.ms`` it drops the connection and s
 on a new one, which a broker reads at once. In the proxy a throttle holds the producer, not the
 connection (``kquota-proxy``'s ``producer_gate``): all its connections are muted, and for a
 quota window after it one Produce is in flight at a time across them. Real components: tansu,
-confluent-kafka.
+confluent-kafka. On tansu, which advertises the port of the forwarder that holds its answers, so
+the Produce answers pass it too: the session's Kafka broker advertises its own.
 
 The test makes its own load rather than relying on the suite's: the broker answers slowly while
 the producer starts (a forwarder holds its answers), and CPU-burning processes run beside it.

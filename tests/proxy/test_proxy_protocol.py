@@ -1,5 +1,6 @@
-"""The proxy's own protocol behaviour against tansu: client-quota admin APIs over the Kafka
-protocol, KIP-599 strict mutations, malformed frames, the connection bound, broker loss."""
+"""The proxy's own protocol behaviour against Apache Kafka's broker: client-quota admin APIs over
+the Kafka protocol, KIP-599 strict mutations, malformed frames, the connection bound, broker loss
+(on tansu)."""
 
 from __future__ import annotations
 
@@ -240,6 +241,7 @@ def test_connection_bound(broker):
 
 
 def test_broker_loss_closes_client_connections():
+    """On tansu: the test kills its broker, and the session's Kafka broker is shared."""
     t = Tansu()
     p = ProxyThread(("127.0.0.1", t.port))
     try:

@@ -1,4 +1,4 @@
-"""Quotas enforced by the proxy on real clients (confluent-kafka / librdkafka) against tansu:
+"""Quotas enforced by the proxy on real clients (confluent-kafka / librdkafka) against Apache Kafka:
 a produce-quota'd and a fetch-quota'd client track their quotas while an unquota'd client in
 the same run is not slowed; throttle_time_ms reaches the clients; quota changes apply live."""
 
@@ -181,10 +181,9 @@ def bursts(events: list[tuple[float, int]], gap: float = 0.5) -> list[tuple[floa
 
 def test_responses_larger_than_the_quota_window_track_the_quota(broker):
     """A consumer whose every Fetch response is larger than the quota window (here one 1 MB
-    batch against 300 KB: tansu, as Kafka's KIP-74 first batch, answers at least one whole
-    batch) is still served, and muted until the quota has allowed each response, so its
-    long-run rate tracks the quota. Kafka's throttle alone (topped up to samples - 1 windows)
-    let it through at 1.4x."""
+    batch against 300 KB: Kafka answers at least one whole batch, KIP-74's first batch) is still
+    served, and muted until the quota has allowed each response, so its long-run rate tracks the
+    quota. Kafka's throttle alone (topped up to samples - 1 windows) let it through at 1.4x."""
     quota = 300_000
     with quota_proxy(broker, [({"client-id": "big-batches"}, {"consumer_byte_rate": quota})]) as (
             _qm, proxy):
@@ -219,10 +218,9 @@ def test_responses_larger_than_the_quota_window_track_the_quota(broker):
 def test_responses_a_large_share_of_the_quota_window_track_the_quota(broker):
     """Responses within the quota window but over a tenth of it: Kafka's empty answer pays the
     consumer in whole responses, and the window's remainder goes unused until a response's
-    sample expires (0.66x here, 0.5x for tansu's 6 MB answers to a 1 MB/s consumer with the
-    default windows). The proxy delivers an over-quota response that large and mutes, so the
-    consumer tracks its quota. tansu answers max bytes with one batch more: 150 KB fetches of
-    50 KB batches come back as ~200 KB, two thirds of a 300 KB window."""
+    sample expires. The proxy delivers an over-quota response that large and mutes, so the
+    consumer tracks its quota. Kafka answers these 150 KB fetches of 50 KB batches with three
+    whole batches (147 KB), half a 300 KB window."""
     quota, window_num = 100_000, 4
     window = quota * (window_num - 1)
     with quota_proxy(broker, [({"client-id": "big-share"}, {"consumer_byte_rate": quota})],

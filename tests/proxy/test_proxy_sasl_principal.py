@@ -2,7 +2,11 @@
 privileges: each attack as a client sends it (raw frames, kquota's codec) through a proxy on a
 SASL listener, in front of a broker that authenticates as Kafka's ``SaslServerAuthenticator``
 (``proxy_fakes.SaslFront``: every intermediate SCRAM / OAUTHBEARER round answered ErrorCode 0
-with a challenge, only the last round decides), and the real clients' exchanges end to end."""
+with a challenge, only the last round decides), and the real clients' exchanges end to end.
+Apache Kafka's broker is attacked the same way in ``test_proxy_kafka_principal``; this module
+keeps the front for what that broker cannot be made to do: answer as a broker that is not Kafka
+(``lenient``), hold delegation tokens (the session's broker has no token secret), and list the
+principals it authenticated (``front.users``)."""
 
 from __future__ import annotations
 

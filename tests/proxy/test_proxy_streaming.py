@@ -1,4 +1,4 @@
-"""Cut-through streaming of large frames by the data plane, against tansu with real clients:
+"""Cut-through streaming of large frames by the data plane, against Apache Kafka with real clients:
 large Produce batches of every compression type and large Fetch responses relayed intact, a
 throttled large fetch still answered empty and muted (with the session Kafka's throttled answer
 keeps), NodeEndpoints rewritten in a streamed Fetch response, and malformed streamed requests
@@ -36,7 +36,7 @@ def _fetch_body(hosts: list[str], records: bytes) -> dict:
     return body
 
 
-# ---------------------------------------------------------------------------- with tansu
+# ---------------------------------------------------------------------------- with Kafka
 
 
 def consume(address: str, topic: str, count: int, timeout: float = 30.0) -> list:

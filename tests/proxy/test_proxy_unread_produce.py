@@ -5,8 +5,9 @@ as soon as the request is out, before the broker answers, then produces again on
 connection. Kafka records a Produce when the broker has appended it, whether or not the
 channel is still there to send the answer on; a proxy that dropped the answer with the
 connection would never charge those bytes, and the producer would get its quota over again with
-every reset. The broker here holds its first answer until it has seen whether the proxy keeps
-the broker connection open for it (a proxy that gave the answer up closes it)."""
+every reset. The broker here (a fake: Kafka's broker cannot be told to hold an answer) holds its
+first answer until it has seen whether the proxy keeps the broker connection open for it (a proxy
+that gave the answer up closes it)."""
 
 from __future__ import annotations
 

@@ -81,6 +81,22 @@ class KafkaTls:
         return self.cert("proxy")
 
 
+@dataclass(frozen=True)
+class Listener:
+    """One listener of a :class:`KafkaBroker` (its first broker's with several), as the proxy
+    tests use a broker: ``name`` (PLAINTEXT, SASL_PLAINTEXT, ...), ``host``, ``port``,
+    ``address`` (``host:port``) and the broker itself."""
+
+    name: str
+    host: str
+    port: int
+    kafka: "KafkaBroker"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
 class KafkaBroker:
     """A broker (or cluster) started by ``scripts/kafka.sh``, read from its state directory."""
 
@@ -128,6 +144,11 @@ class KafkaBroker:
             subprocess.run(["bash", str(KAFKA_SH), "stop"], env=dict(os.environ, KQUOTA_KAFKA_DIR=str(self.dir)),
                            capture_output=True, text=True, timeout=120)
 
+    def listener(self, name: str = "PLAINTEXT") -> Listener:
+        """The listener ``name`` (of the first broker)."""
+        host, _, port = self.listeners[name].split(",")[0].rpartition(":")
+        return Listener(name, host, int(port), self)
+
     # -------------------------------------------------------------- tools
     def tools(self, tool: str, *args: str, input: Optional[str] = None,
               timeout: float = TOOL_TIMEOUT) -> subprocess.CompletedProcess:
@@ -166,13 +187,13 @@ class KafkaBroker:
         return conf
 
     def create_topic(self, name: str, partitions: int = 1, config: Optional[dict[str, str]] = None,
-                     timeout: float = 60.0) -> None:
-        """Creates ``name`` (replication factor 1) as the admin user over PLAINTEXT; an existing
-        topic is an error (tests use their own topics)."""
+                     timeout: float = 60.0, replication_factor: int = 1) -> None:
+        """Creates ``name`` as the admin user over PLAINTEXT; an existing topic is an error (tests
+        use their own topics)."""
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient(self.admin_config())
-        futures = admin.create_topics([NewTopic(name, partitions, 1, config=dict(config or {}))],
+        futures = admin.create_topics([NewTopic(name, partitions, replication_factor, config=dict(config or {}))],
                                       operation_timeout=timeout, request_timeout=timeout)
         futures[name].result(timeout=timeout)
 

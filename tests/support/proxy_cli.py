@@ -10,16 +10,20 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
-from proxy_support import VALUE, Meter, Tansu, free_port, make_topic, produce_loop, wait_port
+from proxy_support import VALUE, Meter, free_port, make_topic, produce_loop, wait_port
 
 
-def start_proxy(broker: Tansu, tmp_path, *extra: str, protocol: str = "PLAINTEXT") -> tuple[subprocess.Popen, int]:
-    """A proxy process in front of ``broker`` on a free port with listener ``protocol``."""
+def start_proxy(broker: Any, tmp_path, *extra: str, protocol: str = "PLAINTEXT") -> tuple[subprocess.Popen, int]:
+    """A proxy process in front of ``broker`` (an ``address``; a ``kafka_broker.Listener`` is
+    named with its protocol) on a free port with listener ``protocol``."""
     port = free_port()
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    name = getattr(broker, "name", "PLAINTEXT")
+    bootstrap = broker.address if name == "PLAINTEXT" else f"{name}://{broker.address}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", broker.address,
+        [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", bootstrap,
          "--listen", f"{protocol}://127.0.0.1:{port}", "--store", f"sqlite:///{tmp_path}/q.db", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:

@@ -1,7 +1,9 @@
-"""Broker fronts for proxy tests that need what tansu lacks: a SASL front that authenticates as
-Kafka's ``SaslServerAuthenticator`` (tansu without ``--authentication`` refuses every mechanism)
-and a broker that records the Fetch requests it is sent. Both speak real Kafka frames (kquota's transcribed schemas) on
-loopback, one thread per connection, and relay or answer requests one at a time."""
+"""Brokers for the proxy tests that need what Apache Kafka's broker does not do on demand: a SASL
+front (tansu behind it) that authenticates as Kafka's ``SaslServerAuthenticator`` and can be told
+to behave as a broker that is not Kafka (``lenient``), a broker that records the Fetch requests
+it is sent, and one that names another broker in every answer (KIP-951). They speak real Kafka
+frames (kquota's transcribed schemas) on loopback, one thread per connection, and relay or answer
+requests one at a time."""
 
 from __future__ import annotations
 
@@ -187,8 +189,8 @@ class FetchRecorder:
 
 class EndpointsBroker:
     """A broker whose Produce (v10+) and Fetch (v16+) answers name another broker in their
-    NodeEndpoints (KIP-951: what a real broker does after a leader change, which tansu never
-    does): Produce answers one partition; Fetch answers ``MaxBytes`` bytes of records (a
+    NodeEndpoints (KIP-951: what Kafka's broker does after a leader change, here in every answer):
+    Produce answers one partition; Fetch answers ``MaxBytes`` bytes of records (a
     repeating pattern), so a test picks a response small enough to be held whole or large
     enough to be streamed. Metadata (v12) names the same broker. ``endpoint_host`` and
     ``endpoint_port`` are the address it gives that broker (an impossible one: a broker

@@ -1,5 +1,5 @@
 """Helpers for the store tests: store fixtures (SQLite always, ZooKeeper when reachable, Kafka on
-the test module's tansu broker)."""
+the session's Apache Kafka broker, the ``broker`` fixture)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def fresh_sqlite_url(tmp_path):
 
 
 def fresh_kafka_url(broker):
-    """A kafka:// URL with a topic of its own on ``broker`` (a proxy_support.Tansu)."""
+    """A kafka:// URL with a topic of its own on ``broker`` (the ``broker`` fixture)."""
     return f"kafka://{broker.address}/kquota-test-{uuid.uuid4().hex[:12]}"
 
 

@@ -132,6 +132,13 @@ def _read_value(t: str, f: tuple, v: int, flex: bool, buf: Any, pos: int) -> tup
             raise CodecError(f"truncated {f[0]}")
         return bytes(buf[pos:pos + 16]), pos + 16
     if t == "struct":
+        if f[1] == "struct" and _in(f[4], v):  # a nullable struct field (not an array's element):
+            # Kafka's generated readers take a marker byte first, -1 for null
+            if pos >= len(buf):
+                raise CodecError(f"truncated {f[0]}")
+            if _I8.unpack_from(buf, pos)[0] < 0:
+                return None, pos + 1
+            pos += 1
         return decode_struct(f[8], v, flex, buf, pos)
     if t == "array":
         n, pos = _length(buf, pos, flex, True)
@@ -166,6 +173,11 @@ def _write_value(t: str, f: tuple, v: int, flex: bool, value: Any, out: bytearra
     elif t == "uuid":
         out += value if value is not None else _ZERO_UUID
     elif t == "struct":
+        if f[1] == "struct" and _in(f[4], v):  # a nullable struct field: a marker byte first (-1: null)
+            if value is None:
+                out += _I8.pack(-1)
+                return
+            out += _I8.pack(1)
         encode_struct(f[8], v, flex, value if value is not None else {}, out)
     elif t == "array":
         if value is None:
