@@ -114,7 +114,8 @@ def through_the_proxy(segments: int = 12, n: int = 150_000) -> dict:
 
     from bench_proxy_clients import produce_segment, producer
     from bench_proxy_tls import ProxyCli
-    from proxy_support import Tansu, free_port, make_topic
+    from proxy_support import Tansu, make_topic
+    from waiting import free_port
 
     from kquota.stores import open_store
 

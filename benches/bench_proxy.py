@@ -70,7 +70,8 @@ from collections.abc import Callable, Iterable, Iterator
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "support"))
 
-from proxy_support import Tansu, make_topic, free_port  # noqa: E402
+from proxy_support import Tansu, make_topic  # noqa: E402
+from waiting import free_port  # noqa: E402
 from bench_proxy_report import congestion_control, interval, latency_row, pooled_pct, ratio_row, render  # noqa: E402,F401
 from bench_proxy_procs import BytePump, MockBroker, ProxyProcess, Relay, many_connections  # noqa: E402
 from bench_proxy_clients import VALUE, consume_segment, produce_latency, produce_segment, producer  # noqa: E402

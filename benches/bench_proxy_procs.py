@@ -10,7 +10,8 @@ import subprocess
 import sys
 import time
 
-from proxy_support import Tansu, free_port, wait_port
+from proxy_support import Tansu
+from waiting import free_port, wait_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLK = os.sysconf("SC_CLK_TCK")

@@ -28,7 +28,8 @@ import tempfile
 from bench_proxy_clients import consume_segment, produce_latency, produce_segment, producer
 from bench_proxy_procs import Relay
 from bench_proxy_report import added_latency
-from proxy_support import Tansu, free_port, make_topic, wait_port
+from proxy_support import Tansu, make_topic
+from waiting import free_port, wait_port
 from tls_support import TlsBroker, make_pki, make_tls_topic, ssl_client_config
 
 MB = 1024 * 1024 / 1024  # 1 KB messages per MB

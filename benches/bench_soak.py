@@ -38,7 +38,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "support"))
 
-from proxy_support import Meter, Tansu, free_port, make_topic, produce_loop, wait_port  # noqa: E402
+from proxy_support import Meter, Tansu, make_topic, produce_loop  # noqa: E402
+from waiting import free_port, wait_port  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 #: The declared size of each hostile frame, and how much of it is sent before stalling.

@@ -224,7 +224,7 @@ def test_bad_command_lines_and_connections_fail_in_one_line(proxy, capsys, tmp_p
     for argv, words in cases:
         code, out, err = run(capsys, *argv)
         assert code == 1 and words in err and "Traceback" not in err, (argv, err)
-    from proxy_support import free_port
+    from waiting import free_port
 
     dead = f"127.0.0.1:{free_port()}"
     code, _, err = run(capsys, "--bootstrap-server", dead, "--describe")

@@ -17,8 +17,10 @@ import time
 import uuid
 
 import pytest
-from proxy_support import Tansu, free_port
-from store_helpers import fresh_kafka_url, run_cli, wait_until
+from proxy_support import Tansu
+from waiting import free_port
+from store_helpers import fresh_kafka_url, run_cli
+from waiting import wait_until
 
 from kquota import ClientQuotaEntity, QuotaManager
 from kquota.stores import ConfigStoreError, open_store

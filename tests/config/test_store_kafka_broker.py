@@ -10,7 +10,7 @@ import time
 import uuid
 
 import pytest
-from store_helpers import wait_until
+from waiting import wait_until
 
 from kquota import ClientQuotaEntity
 from kquota.stores import ConfigStoreError, open_store

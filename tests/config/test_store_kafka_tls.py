@@ -15,8 +15,10 @@ import time
 import uuid
 
 import pytest
-from proxy_support import Meter, free_port, produce_loop, wait_port
-from store_helpers import run_cli, wait_until
+from proxy_support import Meter, produce_loop
+from waiting import free_port, wait_port
+from store_helpers import run_cli
+from waiting import wait_until
 
 from kquota import ClientQuotaEntity, QuotaManager
 from kquota.stores import ConfigStoreError, open_store

@@ -167,7 +167,7 @@ def _describe_over_kafka(port: int, proc: subprocess.Popen) -> dict:
 
 
 def test_every_form_means_the_same_file_to_kquota_proxy(place, broker):
-    from proxy_support import free_port
+    from waiting import free_port
 
     for i, (url, path) in enumerate(forms(place)):
         with open_store(path) as s:

@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from store_helpers import wait_until
+from waiting import wait_until
 
 from kquota import QuotaManager
 from kquota.stores import open_store

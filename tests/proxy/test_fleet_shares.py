@@ -140,7 +140,8 @@ def test_a_cut_usage_path_falls_back_to_a_static_share_and_recovers():
     import time
 
     pytest.importorskip("confluent_kafka")
-    from proxy_support import Tansu, free_port
+    from proxy_support import Tansu
+    from waiting import free_port
 
     from kquota.proxy.fleet import SILENT_INTERVALS, FleetCoordinator
 

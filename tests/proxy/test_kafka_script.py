@@ -48,7 +48,7 @@ def test_a_state_directory_it_did_not_make_is_left_alone(tmp_path):
 
 
 def test_a_broker_not_up_by_its_deadline_shows_its_log_and_is_stopped(tmp_path):
-    from proxy_support import free_port
+    from waiting import free_port
 
     state = tmp_path / "state"
     r = kafka_sh("start", KQUOTA_KAFKA_DIR=str(state), KQUOTA_KAFKA_START_TIMEOUT="1",

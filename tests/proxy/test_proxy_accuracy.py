@@ -10,7 +10,8 @@ import re
 import urllib.request
 
 from proxy_accuracy import Cell, measure, preload, run_cells
-from proxy_support import free_port, make_topic
+from proxy_support import make_topic
+from waiting import free_port
 
 pytestmark = pytest.mark.timing
 

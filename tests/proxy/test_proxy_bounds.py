@@ -19,7 +19,7 @@ import pytest
 from proxy_connect import api_versions, attempt, closed_by_proxy, connect, proxy_v1, proxy_v2
 from proxy_support import ProxyThread
 from proxy_wire import read_exact
-from store_helpers import wait_until
+from waiting import wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.timing]
 

@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 from proxy_cli import assert_enforced_once_applied, capture_and_recommend, start_proxy, stop_proxy
-from proxy_support import free_port
+from waiting import free_port
 
 pytestmark = pytest.mark.process
 

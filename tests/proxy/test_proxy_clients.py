@@ -186,6 +186,7 @@ def test_acks0_relayed(proxy):
     _acks0_relayed(proxy)
 
 
+@pytest.mark.process
 def test_acks0_relayed_even_when_the_broker_answers():
     """Some brokers answer acks=0 anyway: the proxy drops those answers instead of taking them for
     the next request's. On tansu, which answers them: Kafka never does."""

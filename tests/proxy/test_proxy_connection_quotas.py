@@ -206,7 +206,7 @@ def test_cli_config_properties_and_a_live_ip_quota_alter_through_kquota_configs(
     import urllib.request
 
     from proxy_cli import start_proxy, stop_proxy
-    from proxy_support import free_port
+    from waiting import free_port
 
     cfg = tmp_path / "proxy.properties"
     cfg.write_text(f"max.connections.per.ip=50\nmax.connections.per.ip.overrides={B}:3\n")

@@ -18,8 +18,10 @@ import urllib.request
 import uuid
 
 import pytest
-from proxy_support import VALUE, Meter, free_port, make_topic, produce_loop, wait_port
-from store_helpers import run_cli, wait_until
+from proxy_support import VALUE, Meter, make_topic, produce_loop
+from waiting import free_port, wait_port
+from store_helpers import run_cli
+from waiting import wait_until
 
 pytestmark = pytest.mark.timing
 

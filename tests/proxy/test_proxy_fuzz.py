@@ -34,7 +34,8 @@ import uuid
 import pytest
 from kquota.kafka.protocol.codec import encode_body
 from proxy_fakes import LoopbackServer, read_frame
-from proxy_support import ProxyThread, Tansu, free_port, make_topic
+from proxy_support import ProxyThread, Tansu, make_topic
+from waiting import free_port
 
 pytestmark = pytest.mark.process
 

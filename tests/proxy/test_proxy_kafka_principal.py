@@ -23,7 +23,7 @@ from proxy_wire import Wire
 from sasl_wire import (ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED, alter_victim, authenticate,
                        closed_unauthenticated, create_delegation_token, describe, handshake, plain, plane_users, refused,
                        scram_login, token_login)
-from store_helpers import wait_until
+from waiting import wait_until
 
 PREFIX = "kq-principal-"
 PRODUCE = kquota.ClientQuotaType.PRODUCE

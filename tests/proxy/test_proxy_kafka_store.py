@@ -15,9 +15,11 @@ import urllib.request
 import uuid
 
 import pytest
-from proxy_support import Meter, free_port, make_topic, produce_loop, wait_port
+from proxy_support import Meter, make_topic, produce_loop
+from waiting import free_port, wait_port
 from proxy_wire import Wire
-from store_helpers import run_cli, wait_until
+from store_helpers import run_cli
+from waiting import wait_until
 
 from kquota import ClientQuotaEntity
 from kquota.kafka.protocol import apis

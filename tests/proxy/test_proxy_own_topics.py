@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 from proxy_support import ProxyThread, make_topic
 from proxy_wire import Wire
-from store_helpers import wait_until
+from waiting import wait_until
 
 import kquota
 from kquota.kafka.protocol import apis

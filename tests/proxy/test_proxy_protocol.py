@@ -366,7 +366,7 @@ def test_serve_runs_the_proxy_until_its_event_is_set(broker):
     import threading
 
     from kquota.proxy import serve
-    from proxy_support import free_port, wait_port
+    from waiting import free_port, wait_port
 
     qm = kquota.QuotaManager()
     port = free_port()

@@ -23,7 +23,7 @@ from proxy_support import ProxyThread, make_topic
 from proxy_wire import Wire
 from sasl_wire import (ILLEGAL_SASL_STATE, alter_victim, authenticate, closed_unauthenticated, describe, handshake,
                        plain, plane_users, refused, scram_login)
-from store_helpers import wait_until
+from waiting import wait_until
 
 from kquota.kafka.protocol.frames import parse_request_header
 

@@ -15,7 +15,8 @@ import kquota
 from proxy_support import Meter, ProxyThread, produce_loop
 from test_proxy_kafka_tls import port_of
 from test_proxy_kafka_tls import upstream_props as kafka_upstream_props
-from tls_support import _name, roundtrip, ssl_client_config, tls_wire, wait_for
+from tls_support import _name, roundtrip, ssl_client_config, tls_wire
+from waiting import wait_until
 
 #: Listener properties as a broker's: the proxy's server keystore, client certificates optional.
 RULES = "RULE:^CN=([^,]+),OU=([^,]+),O=kquota$/$1/,DEFAULT"
@@ -104,7 +105,7 @@ def test_cli_listener_form_config_and_broker_config(pki, kafka_broker, tmp_path)
     import subprocess
     import sys
 
-    from proxy_support import free_port, wait_port
+    from waiting import free_port, wait_port
     from test_proxy_ip_quota_admin import alter, entry
 
     pem = kafka_broker.tls.ca_pem.read_text().strip().replace("\n", "\\n\\\n    ")
@@ -169,7 +170,7 @@ def test_listener_certificate_reloaded_without_restart_open_connections_keep_the
             finally:
                 w.close()
 
-        assert wait_for(renewed_served, 15, 0.5), "the renewed certificate is served to new connections"
+        assert wait_until(renewed_served, 15, 0.5), "the renewed certificate is served to new connections"
         assert subject(old) == "localhost" and api_versions(old) == 0  # the open connection goes on
         old.close()
     finally:

@@ -17,9 +17,11 @@ import time
 
 import pytest
 
-from proxy_support import ProxyThread, free_port
+from proxy_support import ProxyThread
+from waiting import free_port
 from test_proxy_tls import kafka_ssl, listener_props, tls_proxy, upstream_props
-from tls_support import PASSWORD, HandshakeOnly, _name, roundtrip, ssl_client_config, wait_for
+from tls_support import PASSWORD, HandshakeOnly, _name, roundtrip, ssl_client_config
+from waiting import wait_until
 
 pytestmark = pytest.mark.process
 
@@ -73,7 +75,7 @@ def test_bad_client_certificates_and_plaintext_are_closed_counted_and_logged_onc
                 s.sendall(b"\x00\x00\x00\x0a" + b"\x00\x12\x00\x00\x00\x00\x00\x01\xff\xff")
                 assert _closed_within(s, 5)
         expected = dict.fromkeys(cases, 2) | {"not_tls": 2}
-        assert wait_for(lambda: all(proxy.proxy.tls_failures["client"][c] == n for c, n in expected.items()), 5), \
+        assert wait_until(lambda: all(proxy.proxy.tls_failures["client"][c] == n for c, n in expected.items()), 5), \
             proxy.proxy.tls_failures
         for phrase in ("untrusted certificate", "expired certificate", "not yet valid certificate", "no subject",
                        "not tls"):
@@ -104,7 +106,7 @@ def test_unfinished_handshakes_take_no_connection_slot_and_are_closed_within_10s
         for s in stalled:
             assert _closed_within(s, max(0.1, t0 + 12 - time.monotonic()))
         assert time.monotonic() - t0 < 12
-        assert wait_for(lambda: proxy.proxy.tls_failures["client"]["timeout"] == 10, 2), proxy.proxy.tls_failures
+        assert wait_until(lambda: proxy.proxy.tls_failures["client"]["timeout"] == 10, 2), proxy.proxy.tls_failures
     finally:
         for s in stalled:
             s.close()
@@ -120,7 +122,7 @@ def test_handshakes_under_way_are_bounded(pki, kafka_broker):
         time.sleep(0.2)
         with socket.create_connection(("127.0.0.1", port), timeout=5) as third:
             assert _closed_within(third, 3)
-        assert wait_for(lambda: proxy.proxy.tls_failures["client"]["refused_handshakes"] == 1, 5)
+        assert wait_until(lambda: proxy.proxy.tls_failures["client"]["refused_handshakes"] == 1, 5)
     finally:
         for s in stalled:
             s.close()

@@ -23,7 +23,7 @@ from kquota.kafka.protocol.frames import parse_request_header, response_body_off
 from proxy_fakes import LoopbackServer, read_frame
 from proxy_support import ProxyThread
 from proxy_wire import Wire
-from store_helpers import wait_until
+from waiting import wait_until
 
 pytestmark = pytest.mark.timing
 

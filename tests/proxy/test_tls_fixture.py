@@ -12,7 +12,8 @@ import ssl
 
 import pytest
 
-from tls_support import HandshakeOnly, roundtrip, wait_for
+from tls_support import HandshakeOnly, roundtrip
+from waiting import wait_until
 
 
 def test_confluent_kafka_over_ssl_with_kafkas_certificates(kafka_broker):
@@ -68,7 +69,7 @@ def test_handshake_only_completes_handshakes_and_records_the_first_bytes(pki):
         with pytest.raises(ssl.SSLCertVerificationError):
             with socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw:
                 other.wrap_socket(raw, server_hostname="localhost")
-        assert wait_for(lambda: server.refused == 1, 5), server.refused
+        assert wait_until(lambda: server.refused == 1, 5), server.refused
         assert server.handshakes == [b"\x00\x00\x00\x04abcd"]
     finally:
         server.stop()

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 import kquota
-from proxy_support import Tansu, make_topic, wait_port
+from proxy_support import Tansu, make_topic
+from waiting import wait_port
 
 pytestmark = [pytest.mark.process, pytest.mark.heavy]
 

@@ -124,7 +124,7 @@ class KafkaBroker:
         d = Path(directory or tempfile.mkdtemp(prefix="kquota-kafka-"))
         if d.exists() and not any(d.iterdir()):
             d.rmdir()  # kafka.sh removes only directories it made; an empty one it makes again
-        from proxy_support import free_port
+        from waiting import free_port
 
         for attempt in (1, 2):  # a port found free may be taken before the broker binds it: once more
             env = dict(os.environ, KQUOTA_KAFKA_DIR=str(d), KQUOTA_KAFKA_PORT=str(free_port()))

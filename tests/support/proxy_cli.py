@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from proxy_support import VALUE, Meter, free_port, make_topic, produce_loop, wait_port
+from proxy_support import VALUE, Meter, make_topic, produce_loop
+from waiting import free_port, wait_port
 
 
 def start_proxy(broker: Any, tmp_path, *extra: str, protocol: str = "PLAINTEXT") -> tuple[subprocess.Popen, int]:

@@ -16,7 +16,8 @@ from typing import Any, Callable, Optional
 from kquota.kafka.protocol.codec import decode_body, encode_body
 from kquota.kafka.protocol.frames import parse_request_header, response_frame
 from kafka_sasl import SASL_AUTHENTICATION_FAILED, OAuthBearerServer, PlainServer, SaslFailed, ScramServer
-from proxy_support import Tansu, free_port
+from proxy_support import Tansu
+from waiting import free_port
 
 _I32 = struct.Struct(">i")
 

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import kquota
 from kquota.proxy.native import NativeProxyServer
-from waiting import free_port, wait_port  # noqa: F401 (re-exported to the tests)
+from waiting import free_port, wait_port
 
 
 def tansu_binary() -> str:

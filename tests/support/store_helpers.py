@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
@@ -68,11 +67,3 @@ def run_cli(*args, env_extra=None, stdin=None):
     )
 
 
-def wait_until(pred, timeout=30.0):
-    """Polls ``pred`` until it holds or ``timeout`` s pass (a hang guard, not a timing check)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()

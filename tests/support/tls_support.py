@@ -24,7 +24,6 @@ import signal
 import subprocess
 import tempfile
 import uuid
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -35,7 +34,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from proxy_support import Tansu, free_port, wait_port
+from proxy_support import Tansu
+from waiting import free_port, wait_port
 
 #: The password of every PKCS12 store and encrypted key the fixtures write.
 PASSWORD = "kquota-secret"
@@ -340,13 +340,6 @@ def ssl_client_config(pki: Pki, client: Optional[Cert] = None) -> dict[str, str]
     return conf
 
 
-def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
 
 
 def make_tls_topic(address: str, conf: dict[str, str], partitions: int = 1) -> str:
