@@ -1,4 +1,4 @@
-"""``kquota configs --bootstrap-server`` (issue 31) against a running ``kquota proxy`` process
+"""``kquota configs --bootstrap-server`` against a running ``kquota proxy`` process
 (tansu behind it, through a front that accepts SASL/PLAIN): round trips of every entity kind over
 DescribeClientQuotas / AlterClientQuotas, Kafka's filters, ``--dry-run`` (ValidateOnly), refused
 alters reported per entity, a recommended quota file applied over the protocol and enforced,

@@ -1,4 +1,4 @@
-"""``kquota proxy --quota-scope fleet`` (issue 29, section 2) with real proxy processes and real
+"""``kquota proxy --quota-scope fleet`` with real proxy processes and real
 clients against tansu: one quota for a fleet of proxies following one ``kafka://`` store topic.
 
 Quota windows are short (``quota.window.num=2`` of 1 s): three windows are 6 s. Every wait is
