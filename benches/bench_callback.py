@@ -1,6 +1,6 @@
 """Cost of a cached request with a Python quota callback installed vs the built-in path.
 
-Target (issue 4): a cached request with a Python callback installed costs no more than 1.5x the
+Target: a cached request with a Python callback installed costs no more than 1.5x the
 built-in path. Compares, in one process and run, the handle call and the named call of
 ``record_and_get_throttle_time_ms`` with the quota-groups plugin installed (alice in a group with a
 producer quota) against the same calls on a manager with built-in config of the same shape (one

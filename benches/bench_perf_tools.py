@@ -44,7 +44,7 @@ KROXYLICIOUS = (
     "Kroxylicious' published numbers for its passthrough proxy (no filters; kroxylicious.io/performance, "
     "OpenMessaging Benchmark, 1 KB messages, 3-broker cluster, one proxy pod limited to 1000m CPU): publish "
     "rate unchanged; publish latency avg +0.17 ms (2.62 -> 2.79 ms) and p99 +1.08 ms at 10 topics x 5,000 "
-    "msg/s (about 50 MB/s); CPU about 25 millicores per MB/s (the sizing figure issue 36 quotes; their "
+    "msg/s (about 50 MB/s); CPU about 25 millicores per MB/s (the sizing figure quoted for capacity planning; their "
     "posts have given 10 to 35 millicores per MB/s as the coefficient was refined)."
 )
 

@@ -46,7 +46,7 @@ the quota window) without ever being throttled. The proxy's rows are labelled ``
 data plane: Rust/tokio); each measurement gets a fresh broker with a proxy process of its own in
 front.
 
-TLS rows (issue 28; ``--tls-only`` runs only them, printed): benches/bench_proxy_tls.py.
+TLS rows (``--tls-only`` runs only them, printed): benches/bench_proxy_tls.py.
 
 Usage: ``python benches/bench_proxy.py [--messages N] [--repeats R] [--segments S] [--latency-pairs P]
 [--no-write] [--tls-only]``

@@ -1,4 +1,4 @@
-"""``kquota proxy`` with TLS on both sides (issue 28), the rows ``bench_proxy.py --tls-only`` runs.
+"""``kquota proxy`` with TLS on both sides, the rows ``bench_proxy.py --tls-only`` runs.
 
 The broker's TLS listener is stunnel in front of tansu (tests/tls_support.py); the proxy listens
 with SSL and connects to that listener with SSL (``--listen SSL://``, ``--bootstrap-server

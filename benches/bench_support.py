@@ -71,7 +71,7 @@ RATIOS = [
     ("handle_clock_vs_empty", "handle_clock", "empty_handle_args", None, None),
     ("handle_float_vs_empty", "handle_float_value", "empty_handle_args", None, None),
     ("named_clock_vs_empty", "named_clock", "empty_named_args", None, None),
-    # KIP-612: what the connection quotas add to accepting a connection (issue 30: far below it).
+    # KIP-612: what the connection quotas add to accepting a connection (it should be far below it).
     ("connection_vs_tcp_connect", "connection", "tcp_connect", None, None),
 ]
 REQUIRED = {v for _, a, b, op, _t in RATIOS if op for v in (a, b)}

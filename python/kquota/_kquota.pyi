@@ -109,7 +109,7 @@ class ClientHandle:
     def fetch_request_cap(self) -> float: ...
     def fetch_response(
         self, size: float, cap: float, request_nanos: float, now_ms: Optional[int] = None
-    ) -> tuple[Literal["deliver", "empty", "mute"], int, Optional[ClientQuotaType]]: ...
+    ) -> tuple[Literal["deliver", "empty", "deliver_muted"], int, Optional[ClientQuotaType]]: ...
     def request_response(self, nanos: float, now_ms: Optional[int] = None) -> tuple[int, Optional[ClientQuotaType]]: ...
     def mutation_response(
         self, mutation_throttle_ms: int, request_nanos: float, now_ms: Optional[int] = None
@@ -287,10 +287,10 @@ def validate_quota_changes(
 ) -> None:
     """Validates change tuples as an alter does, without a kernel (no thread)."""
 
-def fetch_answer(size: float, window_bytes: float, throttle_ms: int) -> Literal["deliver", "empty", "mute"]:
+def fetch_answer(size: float, window_bytes: float, throttle_ms: int) -> Literal["deliver", "empty", "deliver_muted"]:
     """The proxy's answer to a recorded Fetch response: ``"deliver"``, ``"empty"`` (Kafka's
-    throttled answer, its size taken back) or ``"mute"`` (delivered, kept recorded, muted for at
-    least ``size / quota``); ``window_bytes`` is ``math.inf`` without a quota."""
+    throttled answer, its size taken back) or ``"deliver_muted"`` (delivered, kept recorded,
+    muted for at least ``size / quota``); ``window_bytes`` is ``math.inf`` without a quota."""
 
 def combine_throttles(
     byte_quota_type: QuotaTypeLike, byte_throttle_ms: int, request_throttle_ms: int
@@ -354,7 +354,7 @@ class QuotaConfig:
 class ProxyDataPlane:
     """The proxy's native (tokio) data plane: sockets, frames, ordering, mutes, Produce, Fetch
     and every API relayed unparsed; other inspected APIs go to ``bridge`` (see
-    ``kquota.proxy.native``)."""
+    ``kquota.proxy.server``)."""
 
     def __new__(
         cls,
@@ -396,6 +396,10 @@ class ProxyDataPlane:
         """Sends a Python slot's request to the broker (response via ``bridge.on_response``)."""
     def protect_topics(self, names: list[str], ids: list[bytes] = ...) -> None:
         """Closes the proxy's own topics to clients (names once; ids added at any time)."""
+    def raise_throttle(self, frame: bytes, api_key: int, api_version: int, throttle_ms: int) -> bytes:
+        """The response ``frame`` (size prefix included) with ``ThrottleTimeMs`` raised to
+        ``throttle_ms`` if lower, where the response version begins with it (``ValueError`` for a
+        frame too short to hold it)."""
     def settle(self, conn_id: int, slot: int, data: Optional[bytes], throttle_ms: int) -> None:
         """The slot's answer (a prefixed frame, or ``None``); ``throttle_ms > 0`` mutes after it."""
     def set_user(self, conn_id: int, user: str) -> None:

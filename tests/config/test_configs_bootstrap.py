@@ -1,4 +1,4 @@
-"""``kquota configs --bootstrap-server`` (issue 31) against a running ``kquota proxy`` process
+"""``kquota configs --bootstrap-server`` against a running ``kquota proxy`` process
 in front of Apache Kafka's broker (its PLAINTEXT listener, or its SASL_PLAINTEXT one behind a SASL
 proxy listener): round trips of every entity kind over
 DescribeClientQuotas / AlterClientQuotas, Kafka's filters, ``--dry-run`` (ValidateOnly), refused

@@ -1,4 +1,4 @@
-"""``kquota configs --bootstrap-server --command-config`` over real TLS (issue 31): Apache Kafka's
+"""``kquota configs --bootstrap-server --command-config`` over real TLS: Apache Kafka's
 SSL listener (a client certificate required, the principal its CN) and SASL_SSL listener
 (``kafka_broker``) answer DescribeClientQuotas and AlterClientQuotas themselves, so the whole
 admin round trip runs over TLS to Kafka: PEM and PKCS12 trust and key stores, an encrypted PEM

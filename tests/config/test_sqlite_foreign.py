@@ -1,4 +1,4 @@
-"""Issue 13 item 6: a SQLite file that is not a kquota store is identified before anything is
+"""A SQLite file that is not a kquota store is identified before anything is
 written, refused with an error naming it, and left byte-identical (no -wal/-shm either); a
 describe opens read-only."""
 

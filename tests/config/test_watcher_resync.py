@@ -1,4 +1,4 @@
-"""Issue 13 item 3: a failed re-read is retried until it succeeds; a ZooKeeper outage (server
+"""A failed re-read is retried until it succeeds; a ZooKeeper outage (server
 stopped and restarted, with and without session expiry) during a stream of alters leaves every
 watcher on the store's final state; watcher errors and the sync age are metrics."""
 

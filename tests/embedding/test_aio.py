@@ -152,7 +152,7 @@ def test_delay_queue_counts_and_fires():
         assert q.queue_size == 0 and not a.pending
         with pytest.raises(ValueError):
             q.add(-1, lambda: None)
-        with pytest.raises(TypeError):  # a bool is not a number (issue 13)
+        with pytest.raises(TypeError):  # a bool is not a number
             q.add(True, lambda: None)
         with pytest.raises(kquota.QuotaValueError):
             q.add(2**31, lambda: None)

@@ -1,4 +1,4 @@
-"""Issue 13 item 5: the exporter binds loopback by default, streams the exposition in chunks,
+"""The exporter binds loopback by default, streams the exposition in chunks,
 limits concurrent scrapes, and serves every connection from a bounded pool with timeouts."""
 
 from __future__ import annotations

@@ -258,9 +258,9 @@ def test_fetch_answer_kafka_empty_only_up_to_a_tenth_of_the_window():
 
     assert fetch_answer(100, 1000, 0) == "deliver"
     assert fetch_answer(100, 1000, 7) == "empty"  # Kafka's throttled answer
-    assert fetch_answer(101, 1000, 7) == "mute"  # more than a tenth: delivered and muted
+    assert fetch_answer(101, 1000, 7) == "deliver_muted"  # more than a tenth: delivered and muted
     assert fetch_answer(1000, 1000, 0) == "deliver"
-    assert fetch_answer(1001, 1000, 0) == "mute"  # more than the whole window: always
+    assert fetch_answer(1001, 1000, 0) == "deliver_muted"  # more than the whole window: always
     assert fetch_answer(10**12, math.inf, 0) == "deliver"  # no quota
 
 

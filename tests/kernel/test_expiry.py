@@ -118,7 +118,7 @@ def test_background_thread_is_optional_and_stops_with_the_manager():
     ],
 )
 def test_bad_lifecycle_settings(kw):
-    # A bool is not a number: TypeError, as on every other path (issue 13 item 8).
+    # A bool is not a number: TypeError, as on every other path.
     expected = TypeError if any(isinstance(v, bool) for v in kw.values()) else kquota.QuotaValueError
     with pytest.raises(expected):
         kquota.QuotaManager(**kw)

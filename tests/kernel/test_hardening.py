@@ -1,4 +1,4 @@
-"""Issue 13 (hardening): each defect of the audit, as the test that caught it.
+"""Hardening: each defect of the audit, as the test that caught it.
 
 Items 3 (watcher), 5 (exporter) and 6 (foreign SQLite file) have their own files:
 ``test_watcher_resync.py``, ``test_prometheus_limits.py``, ``test_sqlite_foreign.py``.

@@ -1,4 +1,4 @@
-"""``ClientQuotaType`` is a real ``enum.IntEnum`` defined in Python (issue 14): the enum protocol,
+"""``ClientQuotaType`` is a real ``enum.IntEnum`` defined in Python: the enum protocol,
 pickling, its Kafka attributes taken from the core, the one argument conversion, and the members
 (never bare ints) coming back from the native side."""
 

@@ -1,25 +1,25 @@
-"""The request log's one schema (kquota.request_log, docs/pipeline.md): the proxy's
+"""The request log's one schema (kquota.request_log_schema, docs/pipeline.md): the proxy's
 writer writes it, the pipeline's reader and simulate take their columns from it."""
 
 from __future__ import annotations
 
 import pytest
-from kquota import request_log
+from kquota import request_log_schema
 from kquota.pipeline import schema, simulate
-from kquota.proxy.reqlog import RequestLogWriter
+from kquota.proxy.request_log_writer import RequestLogWriter
 
 pq = pytest.importorskip("pyarrow.parquet")
 
 
 def test_the_schema_is_the_spec():
-    assert request_log.COLUMNS == ("ts_ms", "broker", "user", "client_id", "quota_type", "value")
-    assert request_log.REQUIRED == ("ts_ms", "user", "client_id", "quota_type", "value")  # broker optional
-    assert request_log.DEFAULTS == {"broker": 0}
-    assert request_log.QUOTA_TYPES == ("PRODUCE", "FETCH", "REQUEST")
-    assert [(f.name, str(f.type)) for f in request_log.arrow_schema()] == [
+    assert request_log_schema.COLUMNS == ("ts_ms", "broker", "user", "client_id", "quota_type", "value")
+    assert request_log_schema.REQUIRED == ("ts_ms", "user", "client_id", "quota_type", "value")  # broker optional
+    assert request_log_schema.DEFAULTS == {"broker": 0}
+    assert request_log_schema.QUOTA_TYPES == ("PRODUCE", "FETCH", "REQUEST")
+    assert [(f.name, str(f.type)) for f in request_log_schema.arrow_schema()] == [
         ("ts_ms", "int64"), ("broker", "int32"), ("user", "string"), ("client_id", "string"),
         ("quota_type", "string"), ("value", "double")]
-    assert request_log.SIMULATED_COLUMNS == request_log.COLUMNS + ("throttle_ms",)
+    assert request_log_schema.SIMULATED_COLUMNS == request_log_schema.COLUMNS + ("throttle_ms",)
 
 
 def test_writer_reader_and_simulate_share_it(tmp_path):
@@ -31,10 +31,10 @@ def test_writer_reader_and_simulate_share_it(tmp_path):
         log.close()
     (written,) = sorted(tmp_path.glob("*.parquet"))
     table = pq.read_table(written)
-    assert table.schema.equals(request_log.arrow_schema())
+    assert table.schema.equals(request_log_schema.arrow_schema())
     assert table.to_pylist()[0] == {"ts_ms": 1_700_000_000_000, "broker": 0, "user": "alice", "client_id": "app",
                                     "quota_type": "PRODUCE", "value": 512.0}
     # The reader and simulate hold no copy: the same objects.
-    assert schema.COLUMNS is request_log.COLUMNS and schema.REQUIRED is request_log.REQUIRED
-    assert schema.QUOTA_TYPES is request_log.QUOTA_TYPES and simulate.COLUMNS is request_log.COLUMNS
+    assert schema.COLUMNS is request_log_schema.COLUMNS and schema.REQUIRED is request_log_schema.REQUIRED
+    assert schema.QUOTA_TYPES is request_log_schema.QUOTA_TYPES and simulate.COLUMNS is request_log_schema.COLUMNS
     assert schema.RequestLogReader.__name__ == "RequestLogReader"

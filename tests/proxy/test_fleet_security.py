@@ -1,4 +1,4 @@
-"""Attacks on a fleet's usage records (``kquota.stores.kafka.usage``,
+"""Attacks on a fleet's usage records (``kquota.proxy.fleet_usage``,
 ``kquota.proxy.fleet_members``, ``kquota.proxy.fleet``): forged, tampered, replayed and
 future-dated records, a flood of members, more sensors than a u16 counts, chosen entity-key
 collisions, and a fleet started without its key."""
@@ -15,7 +15,7 @@ import pytest
 
 from kquota.proxy.fleet import SILENT_INTERVALS
 from kquota.proxy.fleet_members import MAX_MEMBERS, PRUNE_INTERVALS, REASONS, FleetMembers
-from kquota.stores.kafka.usage import (
+from kquota.proxy.fleet_usage import (
     KEY_MIN_BYTES, MAX_ENTRIES, CorruptUsage, Usage, UsageKey, decode, encode, read_key_file,
 )
 

@@ -1,5 +1,5 @@
 """The fleet's split rule (``kquota.proxy.fleet_shares``), its usage records
-(``kquota.stores.kafka.usage``) and the kernel's shares (``QuotaKernel._set_shares``)."""
+(``kquota.proxy.fleet_usage``) and the kernel's shares (``QuotaKernel._set_shares``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 import kquota
 from kquota.proxy.fleet_shares import FLOOR, HEADROOM, split
-from kquota.stores.kafka.usage import CorruptUsage, Usage, UsageKey, changed, decode, encode
+from kquota.proxy.fleet_usage import CorruptUsage, Usage, UsageKey, changed, decode, encode
 
 pytestmark = [pytest.mark.process, pytest.mark.timing]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import kquota
 from kquota.kafka.protocol import apis
-from kquota.proxy.reqlog import RequestLogWriter
+from kquota.proxy.request_log_writer import RequestLogWriter
 from proxy_fakes import FetchRecorder
 from proxy_support import ProxyThread
 from proxy_wire import Wire
@@ -99,7 +99,7 @@ def test_tables_handed_to_the_native_plane_match_the_codec():
     """One source for the wire rules: the native plane's tables are the codec's."""
     from kquota.kafka.protocol.codec import is_flexible
     from kquota.proxy.dispatch import _DISPATCH
-    from kquota.proxy.native import python_keys, version_table
+    from kquota.proxy.server import python_keys, version_table
     from kquota.kafka.protocol.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
 
     flexible = version_table(FLEXIBLE_FIRST)

@@ -115,7 +115,7 @@ def test_request_log_is_a_pipeline_input(tmp_path, spark):
     """The rotated files read as one request log in the pipeline (no bad rows), and the pipeline's
     simulate replays them: capture -> usage/recommend/simulate on real traffic."""
     from kquota.pipeline.schema import read_requests
-    from kquota.proxy.reqlog import RequestLogWriter
+    from kquota.proxy.request_log_writer import RequestLogWriter
 
     log = RequestLogWriter(str(tmp_path / "log"), rotate_rows=100)
     for i in range(250):
@@ -130,7 +130,7 @@ def test_request_log_is_a_pipeline_input(tmp_path, spark):
 
 
 def test_request_log_rotates_on_time_without_traffic(tmp_path):
-    from kquota.proxy.reqlog import RequestLogWriter
+    from kquota.proxy.request_log_writer import RequestLogWriter
 
     log = RequestLogWriter(str(tmp_path), rotate_rows=1000, rotate_seconds=0.3)
     log.add(1, "u", "c", "PRODUCE", 10)

@@ -1,6 +1,6 @@
 """Units of the proxy: the schema-driven codec, ApiVersions clamp, SASL usernames, the
-``ThrottleTimeMs`` patch, broker address rewriting, KIP-599 planning and the client-quota
-filter."""
+``ThrottleTimeMs`` patch (the data plane's, as Python's answers use it), broker address
+rewriting, KIP-599 planning and the client-quota filter."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from kquota.proxy import mutations, sasl
 from kquota.kafka.protocol import apis
 from kquota.proxy.admin import _matches, principal_names
 from kquota.kafka.protocol.codec import CodecError, decode_body, encode_body
-from kquota.kafka.protocol.frames import parse_request_header
-from kquota.proxy.throttle_field import patch_throttle
+from kquota.kafka.protocol.frames import parse_request_header, response_body_offset, response_frame, with_prefix
 from kquota.proxy.api_versions import clamp_api_versions
 
 
@@ -186,8 +185,45 @@ def test_fields_read_in_place_from_a_short_frame_are_codec_errors():
     that connection closes), like any other short frame. Found by fuzzing: a Produce v3-8
     request cut inside its TransactionalId length raised ``struct.error``, which the proxy
     logged as an internal error; the other in-place reads had the same gap."""
+    conn, qm = _bridge_connection()
     with pytest.raises(CodecError, match="ThrottleTimeMs"):
-        patch_throttle(struct.pack(">i", 9) + b"\x00\x01", apis.FETCH, 11, 4, 50)
+        conn.throttled(_pending(apis.FETCH, 11), with_prefix(struct.pack(">i", 9) + b"\x00\x01"), 50)
+    qm.close()
+
+
+def _bridge_connection():
+    """A connection of a data plane that is built (its protocol tables the codec's), not started."""
+    from kquota.proxy.bridge import BridgeConnection
+    from kquota.proxy.server import ProxyServer
+
+    qm = kquota.QuotaManager()
+    server = ProxyServer(qm, ("127.0.0.1", 9))
+    return BridgeConnection(server, server.data_plane(bridge=None), 1, None), qm
+
+
+def _pending(api_key, version):
+    from kquota.kafka.protocol.frames import RequestHeader
+    from kquota.proxy.request import Pending
+
+    return Pending(RequestHeader(api_key, version, 7, "c", 0), 0)
+
+
+def test_throttle_time_raised_by_the_data_planes_patch_only_where_responses_begin_with_it():
+    """Python's answers get the proxy's throttle from the one patch the native paths use
+    (``ProxyDataPlane.raise_throttle``): ``ThrottleTimeMs`` = max(broker's, proxy's) where the
+    response version begins with it (Metadata v3+; a flexible header skipped), never elsewhere."""
+    conn, qm = _bridge_connection()
+    body = {"ThrottleTimeMs": 20, "Brokers": [], "ClusterId": "c", "ControllerId": 1, "Topics": []}
+    for version in (3, 12):
+        frame = response_frame(7, apis.METADATA, version, encode_body("MetadataResponse", version, body))
+        for throttle, expected in ((50, 50), (10, 20), (0, 20)):
+            out = conn.throttled(_pending(apis.METADATA, version), frame, throttle)
+            offset = 4 + response_body_offset(out[4:], apis.METADATA, version)
+            assert decode_body("MetadataResponse", version, out, offset)["ThrottleTimeMs"] == expected
+            assert len(out) == len(frame) and out[offset + 4:] == frame[offset + 4:]
+    v0 = response_frame(7, apis.METADATA, 0, encode_body("MetadataResponse", 0, body))
+    assert conn.throttled(_pending(apis.METADATA, 0), v0, 50) == v0  # no such field at v0
+    qm.close()
 
 
 def test_mutation_plan_strict_and_permissive():

@@ -1,4 +1,4 @@
-"""``kquota proxy --quota-scope fleet`` (issue 29, section 2) with real proxy processes and real
+"""``kquota proxy --quota-scope fleet`` with real proxy processes and real
 clients against Apache Kafka's broker: one quota for a fleet of proxies following one ``kafka://``
 store topic (and its ``.usage`` topic) on that broker.
 

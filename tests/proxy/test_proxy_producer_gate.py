@@ -1,4 +1,4 @@
-"""A producer that reconnects while throttled does not escape its throttle (issue 27).
+"""A producer that reconnects while throttled does not escape its throttle.
 
 Kafka mutes a throttled channel; librdkafka pipelines Produce requests, and when they wait
 behind mutes longer than its ``socket.timeout.ms`` it drops the connection and sends them again

@@ -1,4 +1,4 @@
-"""The proxy with TLS on both sides (issue 28): its own listener with certificates the tests make
+"""The proxy with TLS on both sides: its own listener with certificates the tests make
 (``make_pki``), mutual TLS from the proxy to Apache Kafka's SSL listener (``kafka_broker``: the
 proxy's certificate, ``User:proxy``), and real clients: confluent-kafka over SSL through the proxy
 byte for byte, a user quota enforced on the principal of a client certificate, the command
@@ -43,7 +43,7 @@ def tls_proxy(kafka_broker, pki, qm=None, **options) -> ProxyThread:
 
 
 def test_confluent_kafka_over_ssl_both_sides_byte_for_byte(pki, kafka_broker, tmp_path):
-    from kquota.proxy.reqlog import RequestLogWriter
+    from kquota.proxy.request_log_writer import RequestLogWriter
     from test_proxy_bridge import logged_rows
 
     log = RequestLogWriter(str(tmp_path))

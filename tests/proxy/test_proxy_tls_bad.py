@@ -1,4 +1,4 @@
-"""Bad input on the proxy's TLS sides (issue 28): each closes only the affected connection (or
+"""Bad input on the proxy's TLS sides: each closes only the affected connection (or
 refuses to start, for a configuration error, naming the property and the file), is counted by
 cause in the plane's stats and logged once per cause; the proxy goes on serving good clients.
 Real components: Apache Kafka's SSL listener behind the proxy (mutual TLS, ``kafka_broker``),

@@ -1,4 +1,4 @@
-"""Real clients over TLS through the proxy (issue 28), in front of Apache Kafka's SSL listener
+"""Real clients over TLS through the proxy, in front of Apache Kafka's SSL listener
 (mutual TLS with the proxy's certificate): aiokafka (``ssl_context``), kafka-python and Debian's
 kcat over SSL, produce, consume and a consumer group, byte for byte; SASL_SSL on both sides (the
 proxy relays the SASL exchange over its own TLS connection to Kafka's SASL_SSL listener, which

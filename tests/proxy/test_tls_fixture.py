@@ -2,8 +2,7 @@
 (``kafka_broker``) takes confluent-kafka with the broker's test certificates byte for byte, names
 the broker for 127.0.0.1 and localhost only, and refuses a client whose certificate it does not
 trust (the TLS tests' refusals mean something only if it does); ``tls_support.HandshakeOnly``
-completes handshakes with the certificate it is given and records the client's first bytes
-(issue 28)."""
+completes handshakes with the certificate it is given and records the client's first bytes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TLS settings of kquota proxy (issue 28, phase 1): Kafka's listener form, properties files,
+"""TLS settings of kquota proxy: Kafka's listener form, properties files,
 the native configuration builders through the binding (every fixture format, one-line errors that
 name the property and the file), Kafka's principal mapping and Java's RFC 2253 subjects."""
 

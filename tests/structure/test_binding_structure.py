@@ -1,4 +1,4 @@
-"""The binding crate's shape (issue 14): one file per concept, each under 500 lines, lib.rs only
+"""The binding crate's shape: one file per concept, each under 500 lines, lib.rs only
 the module definition, and kernel errors mapped in one place (no per-call ``to_py``)."""
 
 import pathlib

@@ -74,7 +74,7 @@ def test_api_reference_renders_the_docstrings(site):
     assert "open_store" in _text(_page(site, "reference/stores.md"))
     assert "QuotaConfigWatcher" in _text(_page(site, "reference/watcher.md"))
     assert "QuotaGroupsCallback" in _text(_page(site, "reference/plugins.md"))
-    assert "NativeProxyServer" in _text(_page(site, "reference/proxy.md"))
+    assert "ProxyServer" in _text(_page(site, "reference/proxy.md"))
 
 
 def test_api_reference_renders_the_native_stub(site):

@@ -1,4 +1,4 @@
-"""The standing guard (issue 13): every public call of ``QuotaManager``, ``ClientHandle``, the
+"""The standing guard: every public call of ``QuotaManager``, ``ClientHandle``, the
 stores and the CLI, driven with arbitrary values of every Python type, lets only ``TypeError``
 or a ``KQuotaError`` escape (the CLI: an exit status and one line, never a traceback), never
 panics, and leaves the state unchanged when it refuses a call."""

@@ -142,7 +142,7 @@ def test_readme_architecture_names_every_python_module():
 #: the kernel's response steps (quota-core ``response.rs``); Python's proxy package may reach the
 #: kernel's per-request quotas only through those steps (``request_response``, ``throttle_response``,
 #: ``produce_response``, ``fetch_response``, ``fetch_request_cap``), never by recording and
-#: combining throttles itself, as the retired asyncio data plane did (issue 27).
+#: combining throttles itself, as the retired asyncio data plane did.
 KERNEL_RECORD_ENTRY_POINTS = frozenset({
     "record_and_get_throttle_time_ms", "record_no_throttle", "unrecord", "peek_throttle_time_ms",
     "record_request_time", "record_network_thread_time", "record_throttle_time", "time_at_quota_ms",
@@ -204,7 +204,7 @@ def test_no_per_request_quota_rule_in_the_python_proxy():
     # The Python-handled APIs do use a step (the check above is about a live path).
     assert any("request_response" in _names_used(tree) for tree in _proxy_sources().values())
 
-    from kquota.proxy import native  # noqa: F401  (native registers the handlers)
+    from kquota.proxy import server  # noqa: F401  (server imports the handlers, which register)
     from kquota.kafka.protocol import apis
     from kquota.proxy.dispatch import _DISPATCH
 
@@ -212,14 +212,14 @@ def test_no_per_request_quota_rule_in_the_python_proxy():
 
 
 def test_native_plane_imports_no_socket_plane():
-    """The native data plane's Python side (``native.py``, ``bridge.py``) and everything of
+    """The native data plane's Python side (``server.py``, ``bridge.py``) and everything of
     ``kquota/proxy/`` it imports, directly or not, open no socket: the sockets are Rust's
     (``ProxyDataPlane``). The request contract and the settings are modules of their own
     (``request.py``, ``settings.py``), not parts of a socket plane."""
     graph = python_import_graph()
     sources = {name: ast.parse(path.read_text(encoding="utf-8"), str(path))
                for name, (path, _) in _python_modules().items() if name.startswith("kquota.proxy")}
-    for root in ("kquota.proxy.native", "kquota.proxy.bridge"):
+    for root in ("kquota.proxy.server", "kquota.proxy.bridge"):
         seen, todo = set(), [root]
         while todo:
             name = todo.pop()
@@ -258,24 +258,24 @@ def test_kafkas_constants_are_not_literals_in_python() -> None:
 
 
 def test_the_request_log_schema_has_one_definition() -> None:
-    """Only kquota/request_log.py spells the request log's columns (issue 32)."""
+    """Only kquota/request_log_schema.py spells the request log's columns."""
     columns = re.compile(r'"ts_ms",\s*"(broker|user)"')
     found = [str(p.relative_to(ROOT)) for p in sorted((PYTHON / "kquota").rglob("*.py"))
-             if p.name != "request_log.py" and columns.search(p.read_text(encoding="utf-8"))]
+             if p.name != "request_log_schema.py" and columns.search(p.read_text(encoding="utf-8"))]
     assert found == []
 
 
 def test_the_native_planes_python_side_takes_the_header_the_plane_parsed():
     """A request handed to Python comes with the header the native plane parsed (bridge
-    ``on_request``): native.py and bridge.py never parse a request header again."""
-    for name in ("native.py", "bridge.py"):
+    ``on_request``): server.py and bridge.py never parse a request header again."""
+    for name in ("server.py", "bridge.py"):
         tree = ast.parse((PROXY / name).read_text(encoding="utf-8"))
         assert "parse_request_header" not in _names_used(tree), name
 
 
 # ------------------------------------------------------------------------- tests and benches
 
-#: The folders of tests/ (issue 32): one per area, the helpers in support/, data in fixtures/.
+#: The folders of tests/: one per area, the helpers in support/, data in fixtures/.
 TEST_AREAS = frozenset({"kernel", "config", "proxy", "pipeline", "plugins", "embedding", "structure", "fuzz",
                         "support", "fixtures"})
 

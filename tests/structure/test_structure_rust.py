@@ -1,4 +1,4 @@
-"""Structure checks for the Rust crates (issue 14): no module cycle, no oversized module, the README names every module.
+"""Structure checks for the Rust crates: no module cycle, no oversized module, the README names every module.
 
 Each section checks one part of the tree; keep sections separate.
 """

@@ -17,7 +17,7 @@ import uuid
 from typing import Any, Optional
 
 import kquota
-from kquota.proxy.native import NativeProxyServer
+from kquota.proxy.server import ProxyServer
 from waiting import free_port, wait_port
 
 
@@ -89,7 +89,7 @@ class ProxyThread:
     def __init__(self, bootstrap: tuple[str, int], qm: Optional[Any] = None, **options: Any) -> None:
         self.qm = qm if qm is not None else kquota.QuotaManager()
         self.loop = asyncio.new_event_loop()
-        self.proxy = NativeProxyServer(self.qm, bootstrap, ("127.0.0.1", 0), **options)
+        self.proxy = ProxyServer(self.qm, bootstrap, ("127.0.0.1", 0), **options)
         started = threading.Event()
         self._error: list[BaseException] = []
 

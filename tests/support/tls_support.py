@@ -1,5 +1,5 @@
 """Certificates made by the tests, and a TLS server that only completes handshakes, for the TLS
-tests (issue 28). The broker the TLS tests use is Apache Kafka's own SSL and SASL_SSL listeners
+tests. The broker the TLS tests use is Apache Kafka's own SSL and SASL_SSL listeners
 with their certificates (``kafka_broker.KafkaBroker.tls``); these are for the rest.
 
 - :func:`make_pki`: a CA and, signed by it, a server certificate for ``127.0.0.1``/``localhost``

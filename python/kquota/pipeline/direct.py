@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 
 from kquota.pipeline.replay import TYPE_CODES
-from kquota.request_log import MAX_ABS_TS_MS, QUOTA_TYPES, REQUIRED
+from kquota.request_log_schema import MAX_ABS_TS_MS, QUOTA_TYPES, REQUIRED
 
 SPLIT_SCHEMA = "file int, broker long, rows long, problem string"
 BATCH_ROWS = 1 << 20

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
-from kquota.request_log import COLUMNS
+from kquota.request_log_schema import COLUMNS
 
 #: Share of each quota type in the generated traffic.
 TYPE_MIX = (("PRODUCE", 0.55), ("FETCH", 0.40), ("REQUEST", 0.05))

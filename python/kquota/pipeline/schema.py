@@ -1,4 +1,4 @@
-"""Reading request logs (the schema of :mod:`kquota.request_log`): format detection, schema
+"""Reading request logs (the schema of :mod:`kquota.request_log_schema`): format detection, schema
 validation and bad-row accounting.
 
 Columns: ``ts_ms`` integer, ``broker`` integer (optional, default 0), ``user`` string,
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from kquota.exceptions import KQuotaError
-from kquota.request_log import COLUMNS, MAX_ABS_TS_MS, QUOTA_TYPES, REQUIRED
+from kquota.request_log_schema import COLUMNS, MAX_ABS_TS_MS, QUOTA_TYPES, REQUIRED
 
 FORMATS = ("parquet", "csv", "json")
 _EXTENSIONS = {

@@ -32,7 +32,7 @@ import numpy as np
 
 from kquota.pipeline.replay import MODELS
 from kquota.pipeline.schema import RequestLogReader
-from kquota.request_log import COLUMNS, SIMULATED_COLUMNS
+from kquota.request_log_schema import COLUMNS, SIMULATED_COLUMNS
 
 OUTPUT_SCHEMA = (
     "ts_ms long, broker long, user string, client_id string, quota_type string, value double, "

@@ -1,22 +1,24 @@
 """``kquota.proxy``: a Kafka wire-protocol proxy that enforces client quotas as a broker does.
 
     import asyncio, kquota
-    from kquota.proxy import NativeProxyServer
+    from kquota.proxy import ProxyServer
 
     async def main():
         qm = kquota.QuotaManager()
         qm.alter_client_quotas([({"client-id": "batch"}, {"producer_byte_rate": 1_000_000})])
-        async with NativeProxyServer(qm, bootstrap=("127.0.0.1", 9092), listen=("127.0.0.1", 9192)):
+        async with ProxyServer(qm, bootstrap=("127.0.0.1", 9092), listen=("127.0.0.1", 9192)):
             await asyncio.Event().wait()
 
 Modules: ``request`` (the request contract handlers work to), ``settings`` (options),
 ``handlers`` (the inspected APIs), ``dispatch`` (API -> handler), ``api_versions`` (the
 ApiVersions clamp), ``addresses`` (broker addresses rewritten to the proxy's),
-``throttle_field`` (the proxy's throttle in a response's ``ThrottleTimeMs``), ``mutations``
-(KIP-599), ``admin`` (client-quota admin APIs), ``tls_settings``, ``sasl``, ``reqlog`` (request
-log), ``native`` and ``bridge`` (the data plane, ``kquota._kquota.ProxyDataPlane``, Rust on tokio;
-``serve``), ``cli``. Kafka's wire protocol, Java properties and client security, which the
-configs command and the stores share, are :mod:`kquota.kafka`'s.
+``mutations`` (KIP-599), ``admin`` (client-quota admin APIs), ``tls_settings``, ``sasl``,
+``request_log_writer`` (the request log's Parquet writer), ``fleet`` with ``fleet_members``,
+``fleet_shares`` and ``fleet_usage`` (``--quota-scope fleet``; ``fleet_usage``: the usage
+records' codec), ``server`` and ``bridge`` (``ProxyServer`` over the data plane,
+``kquota._kquota.ProxyDataPlane``, Rust on tokio; ``serve``), ``cli``. Kafka's wire protocol,
+Java properties and client security, which the configs command and the stores share, are
+:mod:`kquota.kafka`'s.
 
 The names below are imported on first use, so that importing ``kquota.proxy.cli`` (the
 ``kquota`` command's parser) loads no data plane.
@@ -27,13 +29,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kquota.proxy.native import NativeProxyServer, serve
-    from kquota.proxy.reqlog import RequestLogWriter
+    from kquota.proxy.server import ProxyServer, serve
+    from kquota.proxy.request_log_writer import RequestLogWriter
 
-__all__ = ["NativeProxyServer", "RequestLogWriter", "serve"]
+__all__ = ["ProxyServer", "RequestLogWriter", "serve"]
 
-_HOMES = {"NativeProxyServer": "kquota.proxy.native", "serve": "kquota.proxy.native",
-          "RequestLogWriter": "kquota.proxy.reqlog"}
+_HOMES = {"ProxyServer": "kquota.proxy.server", "serve": "kquota.proxy.server",
+          "RequestLogWriter": "kquota.proxy.request_log_writer"}
 
 
 def __getattr__(name: str) -> Any:

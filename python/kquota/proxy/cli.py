@@ -48,7 +48,7 @@ CONNECTION_PROPERTIES = (
 def _tls_options(args: argparse.Namespace, props: dict[str, str]) -> tuple[Any, Any, dict[str, Any]]:
     """``--listen`` and ``--bootstrap-server`` in Kafka's listener form, the listener's TLS from
     ``--config`` and the upstream's from ``--broker-config`` (every file read now: a bad one is
-    one line naming the property and the file): (listen, bootstrap, NativeProxyServer options)."""
+    one line naming the property and the file): (listen, bootstrap, ProxyServer options)."""
     from kquota.kafka.java_properties import load_properties
     from kquota.proxy.tls_settings import listener_tls, parse_listener, upstream_security
 
@@ -133,7 +133,7 @@ def _bool_prop(props: dict[str, str], key: str) -> bool:
 def _fleet_key(props: dict[str, str], config: Optional[str]) -> Any:
     """The fleet's key (``UsageKey``) from the file :data:`FLEET_KEY_PROPERTY` names: fleet scope
     needs it, so its absence or a bad file is a ``KQuotaError`` (one line)."""
-    from kquota.stores.kafka.usage import KEY_MIN_BYTES, read_key_file
+    from kquota.proxy.fleet_usage import KEY_MIN_BYTES, read_key_file
 
     path = props.get(FLEET_KEY_PROPERTY, "").strip()
     if not path:
@@ -217,8 +217,8 @@ def run(args: argparse.Namespace) -> int:
     from kquota._kquota import BROKER_DEFAULTS
     from kquota.manager import QuotaManager
     from kquota.proxy.admin import principal_names
-    from kquota.proxy.reqlog import RequestLogWriter
-    from kquota.proxy.native import NativeProxyServer
+    from kquota.proxy.request_log_writer import RequestLogWriter
+    from kquota.proxy.server import ProxyServer
     from kquota.proxy.settings import (DEFAULT_CONNECTIONS_MAX_IDLE_MS, DEFAULT_MAX_CONNECTIONS,
                                        DEFAULT_MAX_DECODED_REQUEST_BYTES, DEFAULT_MAX_FRAME_BYTES,
                                        DEFAULT_MAX_INSPECTED_REQUEST_BYTES,
@@ -292,7 +292,7 @@ def run(args: argparse.Namespace) -> int:
             log.info("metrics on http://127.0.0.1:%d/metrics", metrics_server.server_port)
         if args.request_log:
             request_log = RequestLogWriter(args.request_log)
-        proxy = NativeProxyServer(
+        proxy = ProxyServer(
             qm, bootstrap, listen, store=store,
             admin_principals=principal_names(_principal_list(args.admin_principals or "")),
             describe_principals=principal_names(_principal_list(args.describe_principals or ""),

@@ -6,7 +6,7 @@ A coordinator thread per proxy, once per report interval (1 s):
 1. reads this proxy's measured rate of every limited Produce and Fetch sensor from the kernel's
    metrics snapshot (no network, no lock on the data plane);
 2. publishes them to the usage topic ``<store topic>.usage`` (see
-   :mod:`kquota.stores.kafka.usage`: a few bytes per changed entity, signed with the fleet's key);
+   :mod:`kquota.proxy.fleet_usage`: a few bytes per changed entity, signed with the fleet's key);
 3. reads every member's records (:mod:`kquota.proxy.fleet_members`: only signed ones, timed by
    this proxy's clock, members bounded in number and forgotten after silence), leaves out members
    silent for :data:`SILENT_INTERVALS` intervals, and computes each entity's split
@@ -33,7 +33,7 @@ from kquota.metrics import Metric, iter_rows
 from kquota.proxy.fleet_members import FleetMembers
 from kquota.proxy.fleet_shares import SATURATED, split
 from kquota.stores.kafka.topic import ensure_topic, error_reason
-from kquota.stores.kafka.usage import FULL_EVERY, USAGE_SUFFIX, USAGE_TOPIC_CONFIG, Usage, UsageKey, changed, encode
+from kquota.proxy.fleet_usage import FULL_EVERY, USAGE_SUFFIX, USAGE_TOPIC_CONFIG, Usage, UsageKey, changed, encode
 
 log = logging.getLogger("kquota.proxy.fleet")
 
@@ -67,7 +67,7 @@ class FleetCoordinator:
         security: librdkafka's settings for a secured cluster (the store's
             ``KafkaConfigStore.client_security``).
         key: the fleet's secret (``kquota.fleet.usage.key.file``: the same on every member), or
-            the :class:`~kquota.stores.kafka.usage.UsageKey` derived from it.
+            the :class:`~kquota.proxy.fleet_usage.UsageKey` derived from it.
     """
 
     def __init__(self, qm: Any, hosts: str, store_topic: str, interval_s: float = INTERVAL_S,

@@ -1,12 +1,12 @@
 """The members of a fleet as one proxy reads them from the usage topic
-(:mod:`kquota.stores.kafka.usage`): what each member last reported, admitted only from records
+(:mod:`kquota.proxy.fleet_usage`): what each member last reported, admitted only from records
 signed with the fleet's key, timed by this proxy's clock, pruned after silence and bounded in
 number.
 
 Each refused record is counted by reason (:data:`REASONS`), none raises:
 
 * ``unsigned``, ``version``, ``malformed``, ``signature``: the record is not one of the fleet's
-  (see :class:`~kquota.stores.kafka.usage.CorruptUsage`);
+  (see :class:`~kquota.proxy.fleet_usage.CorruptUsage`);
 * ``future``: written more than :data:`SKEW_INTERVALS` report intervals ahead of this proxy's
   clock. An accepted record's time is never later than the reader's clock, so no record makes the
   others look silent;
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from kquota.stores.kafka.usage import MAX_MEMBER_BYTES, CorruptUsage, UsageKey, decode
+from kquota.proxy.fleet_usage import MAX_MEMBER_BYTES, CorruptUsage, UsageKey, decode
 
 #: Members known at once at most (each costs its entities' rates).
 MAX_MEMBERS = 256

@@ -84,9 +84,8 @@ async def _addressed_response(conn: BridgeConnection, p: Pending, frame: bytes,
     await addresses.rewrite_body(h.api_key, h.api_version, body, conn.resolve)
     elapsed(p, t0)
     throttle = conn.request_throttle(p)
-    if throttle > 0 and "ThrottleTimeMs" in body:
-        body["ThrottleTimeMs"] = max(body["ThrottleTimeMs"], throttle)
-    return response_frame(h.correlation_id, h.api_key, h.api_version, encode_body(schema, h.api_version, body)), throttle
+    data = response_frame(h.correlation_id, h.api_key, h.api_version, encode_body(schema, h.api_version, body))
+    return conn.throttled(p, data, throttle), throttle
 
 
 async def _addressed(conn: BridgeConnection, p: Pending, frame: bytes, t0: int) -> None:
@@ -124,8 +123,8 @@ async def _mutation(conn: BridgeConnection, p: Pending, frame: bytes, t0: int) -
     def finish(body: Optional[dict]) -> Answer:
         throttle = conn.mutation_throttle(p, plan.throttle_ms)
         merged = mutations.merge(h.api_key, body, plan)
-        merged["ThrottleTimeMs"] = max(merged["ThrottleTimeMs"], throttle)
-        return response_frame(h.correlation_id, h.api_key, v, encode_body(resp_schema, v, merged)), throttle
+        return conn.throttled(p, response_frame(h.correlation_id, h.api_key, v, encode_body(resp_schema, v, merged)),
+                              throttle), throttle
 
     if plan.forward is None:
         elapsed(p, t0)

@@ -107,9 +107,11 @@ def results_field(api_key: int) -> str:
 
 
 def merge(api_key: int, response: Optional[dict], p: MutationPlan) -> dict:
-    """The broker's response (or an empty one) with the proxy's refusals appended."""
+    """The broker's response (or an empty one) with the proxy's refusals appended; its
+    ``ThrottleTimeMs`` is the broker's (0 for none), raised once encoded by the response step's
+    throttle (which includes the plan's)."""
     body = dict(response) if response is not None else {}
     key = results_field(api_key)
     body[key] = list(body.get(key) or []) + p.rejected
-    body["ThrottleTimeMs"] = max(body.get("ThrottleTimeMs", 0), p.throttle_ms)
+    body.setdefault("ThrottleTimeMs", 0)
     return body

@@ -1,5 +1,5 @@
 """The proxy's own topics, closed to clients: a ``kafka://`` store's topic and its usage topic
-(``<store topic>.usage``, :mod:`kquota.stores.kafka.usage`).
+(``<store topic>.usage``, :mod:`kquota.proxy.fleet_usage`).
 
 The broker sees the proxy's principal, so whatever a client sends through the proxy to those
 topics would be written or read as the proxy: forged quota records, forged fleet usage. Clients
@@ -54,7 +54,7 @@ def own_topic_names(store: Any) -> frozenset[str]:
     topic = getattr(store, "topic", None)
     if not url.lower().startswith("kafka://") or not topic:
         return frozenset()
-    from kquota.stores.kafka.usage import USAGE_SUFFIX
+    from kquota.proxy.fleet_usage import USAGE_SUFFIX
 
     return frozenset({topic, topic + USAGE_SUFFIX})
 
@@ -263,8 +263,8 @@ async def by_topic(conn: Any, p: Pending, frame: bytes, t0: int) -> None:
     def finish(body: dict) -> Answer:
         body[resp_key] = list(body.get(resp_key) or []) + refused
         throttle = conn.request_throttle(p)
-        body["ThrottleTimeMs"] = max(body.get("ThrottleTimeMs") or 0, throttle)
-        return response_frame(h.correlation_id, h.api_key, v, encode_body(resp_schema, v, body)), throttle
+        data = response_frame(h.correlation_id, h.api_key, v, encode_body(resp_schema, v, body))
+        return conn.throttled(p, data, throttle), throttle
 
     kept = [i for i in items if not _is_own(own, h.api_key, i)]
     if not kept:
@@ -308,9 +308,8 @@ async def describe_topic_partitions(conn: Any, p: Pending, frame: bytes, t0: int
     def finish(body: dict) -> Answer:
         body["Topics"] = [t for t in body.get("Topics") or () if not _hidden(own, t)] + refused
         throttle = conn.request_throttle(p)
-        body["ThrottleTimeMs"] = max(body.get("ThrottleTimeMs") or 0, throttle)
-        data = encode_body("DescribeTopicPartitionsResponse", v, body)
-        return response_frame(h.correlation_id, h.api_key, v, data), throttle
+        data = response_frame(h.correlation_id, h.api_key, v, encode_body("DescribeTopicPartitionsResponse", v, body))
+        return conn.throttled(p, data, throttle), throttle
 
     if refused and not kept:  # forwarded empty, the list would mean every topic
         elapsed(p, t0)

@@ -13,8 +13,7 @@ from typing import Any, Callable, Optional
 
 from kquota.quota_type import ClientQuotaType
 from kquota.kafka.protocol.codec import CodecError, decode_body
-from kquota.kafka.protocol.frames import RequestHeader, response_body_offset
-from kquota.proxy.throttle_field import patch_throttle
+from kquota.kafka.protocol.frames import RequestHeader, response_body_offset, with_prefix
 
 _I32 = struct.Struct(">i")
 #: (bytes to send or None, throttle in ms to mute for after sending).
@@ -37,11 +36,12 @@ class Pending:
 class RequestPaths:
     """What the request handlers use of a connection besides ordering: the quota handle of
     (user, client-id), the request quota's response step on proxy time, the unparsed response
-    path and broker addresses. A connection sets ``server``, ``user``, ``_handle`` and
-    ``_handle_key``."""
+    path and broker addresses. A connection sets ``server``, ``user``, ``_plane`` (the native
+    plane), ``_handle`` and ``_handle_key``."""
 
     server: Any
     user: str
+    _plane: Any
     _handle: Any
     _handle_key: tuple[str, str]
 
@@ -72,13 +72,24 @@ class RequestPaths:
         self.server.log_request(self, h.client_id, ClientQuotaType.REQUEST, p.ns)
         return int(throttle)
 
+    def throttled(self, p: Pending, data: bytes, throttle_ms: int) -> bytes:
+        """The answer ``data`` (a whole response frame, size prefix included) with its
+        ``ThrottleTimeMs`` raised to ``throttle_ms`` if lower: the native plane's rule for every
+        response (``ProxyDataPlane.raise_throttle``). A response version not beginning with the
+        field is unchanged (the mute after it still applies)."""
+        if throttle_ms <= 0:
+            return data
+        h = p.header
+        try:
+            return self._plane.raise_throttle(data, h.api_key, h.api_version, throttle_ms)
+        except ValueError as e:
+            raise CodecError(f"api key {h.api_key} v{h.api_version} response: {e}") from None
+
     async def plain_response(self, p: Pending, frame: bytes) -> Answer:
         """Any response the proxy relays unparsed: only the request quota's throttle is added."""
         throttle = self.request_throttle(p)
         if throttle > 0:
-            h = p.header
-            offset = response_body_offset(frame, h.api_key, h.api_version)
-            return patch_throttle(frame, h.api_key, h.api_version, offset, throttle), throttle
+            return self.throttled(p, with_prefix(frame), throttle), throttle
         return (_I32.pack(len(frame)), frame), 0
 
     async def resolve(self, node_id: int, host: str, port: int) -> tuple[str, int]:

@@ -1,5 +1,5 @@
 """``ProxySettings``: the options and shared state of a ``kquota proxy``, apart from its data
-plane (:class:`kquota.proxy.native.NativeProxyServer` builds on it), and the request log's one
+plane (:class:`kquota.proxy.server.ProxyServer` builds on it), and the request log's one
 writer for the requests handled in Python."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class ProxySettings:
         max_frame_bytes: ``socket.request.max.bytes``; a longer request closes its connection.
         max_connections: client connections beyond this are closed at once.
         max_inflight: requests per connection awaiting answers before the proxy stops reading.
-        request_log: a :class:`kquota.proxy.reqlog.RequestLogWriter` (or ``None``).
+        request_log: a :class:`kquota.proxy.request_log_writer.RequestLogWriter` (or ``None``).
         default_partitions: the cluster's ``num.partitions`` (KIP-599 charges for CreateTopics
             without a partition count).
         advertised_host: the host written into rewritten addresses (default: the listen host).

@@ -1,4 +1,4 @@
-"""TLS settings of ``kquota proxy`` (issue 28) in Kafka's own terms, checked at start-up.
+"""TLS settings of ``kquota proxy`` in Kafka's own terms, checked at start-up.
 
 - :func:`parse_listener`: Kafka's listener form ``PROTOCOL://HOST:PORT`` (``--listen``,
   ``--bootstrap-server``); PLAINTEXT when no scheme is given.

@@ -4,7 +4,7 @@
 use std::ops::Range;
 
 use crate::tables::{ApiTables, API_VERSIONS, CONTROLLED_SHUTDOWN};
-use crate::wire::{malformed, Cursor, Proto};
+use crate::wire::{malformed, patch_throttle, read_i32, Cursor, Proto};
 
 #[derive(Debug, Clone)]
 pub struct RequestHeader {
@@ -70,6 +70,29 @@ pub fn response_body_offset(frame: &[u8], tables: &ApiTables, key: i16, version:
     Ok(c.pos)
 }
 
+/// Raises the `ThrottleTimeMs` of a response (a whole frame, size prefix included) to
+/// `throttle` if lower: max(broker's, proxy's), in place. Only a response version that begins
+/// with the field (`ApiTables::throttle_first`) is patched; any other is left as it is (the mute
+/// after it still applies). The one rule for every response the proxy relays or re-encodes,
+/// Python's included (`ProxyDataPlane.raise_throttle`).
+pub fn raise_response_throttle(
+    frame: &mut [u8],
+    tables: &ApiTables,
+    key: i16,
+    version: i16,
+    throttle: i32,
+) -> Proto<()> {
+    if throttle <= 0 || !tables.throttle_first(key, version) {
+        return Ok(());
+    }
+    let at = 4 + response_body_offset(frame.get(4..).unwrap_or_default(), tables, key, version)?;
+    if read_i32(frame, at).is_none() {
+        return malformed("response shorter than its ThrottleTimeMs");
+    }
+    patch_throttle(frame, at, throttle);
+    Ok(())
+}
+
 /// A whole response frame (size prefix included) with the given body.
 pub fn response_frame(tables: &ApiTables, corr: i32, key: i16, version: i16, body: &[u8]) -> Vec<u8> {
     let flexible = response_header_flexible(tables, key, version);
@@ -103,6 +126,44 @@ mod tests {
         assert_eq!((h.api_key, h.api_version, h.correlation_id), (1, 12, 7));
         assert_eq!(h.client_id(&frame), "");
         assert_eq!(h.body_offset, 11);
+    }
+
+    #[test]
+    fn throttle_raised_to_the_max_only_where_the_response_begins_with_it() {
+        // Fetch (key 1): ThrottleTimeMs first from v1, flexible header from v12.
+        let t = ApiTables {
+            throttle_first: vec![-1, 1],
+            ..tables()
+        };
+        let frame = |flexible: bool, old: i32| {
+            let mut f = vec![0, 0, 0, 0, 0, 0, 0, 7];
+            if flexible {
+                f.push(0);
+            }
+            f.extend_from_slice(&old.to_be_bytes());
+            f.extend_from_slice(&[0, 0]);
+            let size = (f.len() - 4) as i32;
+            f[..4].copy_from_slice(&size.to_be_bytes());
+            f
+        };
+        let throttle_at = |f: &[u8], flexible: bool| read_i32(f, 8 + usize::from(flexible)).unwrap();
+        for (version, flexible) in [(11, false), (12, true)] {
+            let mut f = frame(flexible, 10);
+            raise_response_throttle(&mut f, &t, 1, version, 50).unwrap();
+            assert_eq!(throttle_at(&f, flexible), 50);
+            raise_response_throttle(&mut f, &t, 1, version, 20).unwrap(); // the broker's is larger
+            assert_eq!(throttle_at(&f, flexible), 50);
+        }
+        // No field at the start (Fetch v0, Produce): unchanged; no throttle: unchanged.
+        for (key, version, throttle) in [(1, 0, 50), (0, 9, 50), (1, 11, 0)] {
+            let mut f = frame(false, 10);
+            raise_response_throttle(&mut f, &t, key, version, throttle).unwrap();
+            assert_eq!(throttle_at(&f, false), 10);
+        }
+        // A response cut inside the field (or its header) is malformed, not passed on.
+        let mut short = vec![0, 0, 0, 6, 0, 0, 0, 9, 0, 1];
+        assert!(raise_response_throttle(&mut short, &t, 1, 11, 50).is_err());
+        assert!(raise_response_throttle(&mut [0, 0, 0, 1, 0], &t, 1, 11, 50).is_err());
     }
 
     #[test]

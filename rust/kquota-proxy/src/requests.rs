@@ -173,6 +173,7 @@ async fn dispatch(
     user: &Arc<str>,
 ) -> Result<bool, String> {
     let shared = &conn.shared;
+    shared.cfg.tables.check_version(h.api_key, h.api_version)?;
     if shared.cfg.tables.is_python(h.api_key) {
         let slot = {
             let mut st = conn.state();
@@ -187,7 +188,6 @@ async fn dispatch(
         conn.wait_until(|st| st.python_waiting != Some(slot)).await;
         return Ok(false);
     }
-    shared.cfg.tables.check_version(h.api_key, h.api_version)?;
     match h.api_key {
         PRODUCE => {
             crate::produce_path::on_request(conn, h, buf, rest, size, t0, rd, relay, handles, user).await

@@ -10,7 +10,7 @@ use crate::conn::Conn;
 use crate::forwarded::Kind;
 use crate::io::{io_err, read_prefix, read_prefix_io, skip, Reader, BACKLOG, HEAD, STREAM_MIN};
 use crate::relay::Relay;
-use crate::wire::{patch_throttle, read_i32};
+use crate::wire::read_i32;
 
 pub async fn read_responses(
     conn: &Arc<Conn>,
@@ -86,16 +86,14 @@ pub async fn read_responses(
             Kind::Plain(handle) => {
                 let ns = fwd.ns + t0.elapsed().as_nanos() as u64;
                 let throttle = conn.request_step(fwd.key, handle.as_ref(), ns);
-                if throttle > 0 && shared.cfg.tables.throttle_first(fwd.key, fwd.version) {
-                    let at = crate::header::response_body_offset(
-                        &buf[4..],
-                        &shared.cfg.tables,
-                        fwd.key,
-                        fwd.version,
-                    )
-                    .map_err(|e| e.to_string())?;
-                    patch_throttle(&mut buf, 4 + at, throttle);
-                }
+                crate::header::raise_response_throttle(
+                    &mut buf,
+                    &shared.cfg.tables,
+                    fwd.key,
+                    fwd.version,
+                    throttle,
+                )
+                .map_err(|e| e.to_string())?;
                 conn.settle(fwd.slot, Some(buf), throttle);
             }
             Kind::Produce {

@@ -1,4 +1,4 @@
-//! The TLS steps of one connection (issue 28), between the accept and the session's relaying:
+//! The TLS steps of one connection, between the accept and the session's relaying:
 //! the client's handshake with its deadline and principal, and the proxy's own handshake with
 //! the broker. Failures close only that connection, are counted by cause (`FailureLog`, read
 //! by the plane's stats) and reported to Python's log once per cause per interval. Handshakes

@@ -1,7 +1,8 @@
 //! What the Python side tells the data plane about the protocol (one source: the schema data
 //! Python's codec reads): per API key, the first flexible version, the first response version
 //! that begins with `ThrottleTimeMs`, the versions the proxy parses, which APIs Python handles
-//! and which are exempt from the request quota.
+//! and which are exempt from the request quota. The rules reading them live here or in the
+//! paths that use them, not in Python: Python is handed only requests of versions it parses.
 
 pub const PRODUCE: i16 = 0;
 pub const FETCH: i16 = 1;
@@ -42,8 +43,14 @@ impl ApiTables {
     }
 
     /// Refuses a version outside those the proxy parses (and offers in ApiVersions), as Kafka's
-    /// `SocketServer` closes a connection that sends a version its broker does not support.
+    /// `SocketServer` closes a connection that sends a version its broker does not support; for
+    /// every API, the ones handed to Python included (this is the only check). ApiVersions is
+    /// the exception: any version of it is answered, `UNSUPPORTED_VERSION` for one not offered
+    /// (KIP-511), so that a client can learn which versions to use.
     pub fn check_version(&self, key: i16, version: i16) -> Result<(), String> {
+        if key == API_VERSIONS {
+            return Ok(());
+        }
         match at(&self.parsed, key, None) {
             Some((lo, hi)) if !(lo..=hi).contains(&version) => Err(format!(
                 "api key {key} v{version}: not a version the proxy offers ({lo}-{hi})"
@@ -92,7 +99,7 @@ mod tests {
     #[test]
     fn versions_outside_the_parsed_range_are_refused_and_unlisted_apis_pass() {
         let t = ApiTables {
-            parsed: ApiTables::version_ranges(&[(PRODUCE, 3, 11), (FETCH, 4, 17)]),
+            parsed: ApiTables::version_ranges(&[(PRODUCE, 3, 11), (FETCH, 4, 17), (API_VERSIONS, 0, 4)]),
             ..Default::default()
         };
         assert!(t.check_version(PRODUCE, 3).is_ok());
@@ -108,8 +115,12 @@ mod tests {
             let err = t.check_version(key, version).unwrap_err();
             assert!(err.contains(&format!("v{version}")), "{err}");
         }
+        // ApiVersions is answered at any version (KIP-511).
+        for version in [-1, 5, 99] {
+            assert!(t.check_version(API_VERSIONS, version).is_ok());
+        }
         // Relayed APIs (not in the table, or beyond it) take any version.
-        assert!(t.check_version(API_VERSIONS, 99).is_ok());
+        assert!(t.check_version(CONTROLLED_SHUTDOWN, 99).is_ok());
         assert!(t.check_version(-5, 0).is_ok());
     }
 }

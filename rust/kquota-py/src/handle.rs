@@ -182,7 +182,7 @@ impl PyClientHandle {
 
     /// A Fetch response's step: ``size`` bytes and ``request_nanos`` recorded and combined;
     /// over quota the answer is ``"empty"`` (Kafka's: an empty response with the throttle, the
-    /// size taken back) or ``"mute"`` (delivered, kept recorded, muted at least ``size /
+    /// size taken back) or ``"deliver_muted"`` (delivered, kept recorded, muted at least ``size /
     /// quota``), else ``"deliver"``. ``cap`` is :meth:`fetch_request_cap` when the request was
     /// read. Returns ``(answer, throttle_time_ms, enforced type or None)``.
     #[pyo3(signature = (size, cap, request_nanos, now_ms=None))]
@@ -302,11 +302,11 @@ impl PyClientHandle {
     }
 }
 
-/// The Python name of a Fetch answer: ``"deliver"``, ``"empty"`` or ``"mute"``.
+/// The Python name of a Fetch answer: ``"deliver"``, ``"empty"`` or ``"deliver_muted"``.
 pub fn fetch_answer_name(a: FetchAnswer) -> &'static str {
     match a {
         FetchAnswer::Deliver => "deliver",
         FetchAnswer::Empty => "empty",
-        FetchAnswer::DeliverMuted => "mute",
+        FetchAnswer::DeliverMuted => "deliver_muted",
     }
 }

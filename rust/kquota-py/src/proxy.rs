@@ -1,5 +1,5 @@
 //! `kquota._kquota.ProxyDataPlane`: the proxy's native data plane (`kquota-proxy`, on its own
-//! tokio runtime) driven from `kquota.proxy.native`. Python is reached through a bridge object
+//! tokio runtime) driven from `kquota.proxy.server`. Python is reached through a bridge object
 //! whose methods only hand work to its event loop; every blocking call here releases the GIL,
 //! since the runtime's threads take it to call the bridge.
 
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use kquota_proxy::header::RequestHeader;
 use kquota_proxy::trusted_sources::TrustedSources;
-use kquota_proxy::{ApiTables, Bridge, ProxyConfig, Registered, Shared};
+use kquota_proxy::{Bridge, ProxyConfig, Registered, Shared};
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -119,30 +119,6 @@ pub struct PyProxyDataPlane {
     running: Mutex<Option<Running>>,
 }
 
-fn keys(values: &[i64], what: &str) -> PyQuotaResult<Vec<i16>> {
-    values
-        .iter()
-        .map(|&v| {
-            i16::try_from(v)
-                .map_err(|_| invalid_argument(format!("{what}: {v} is not an api key or version")))
-        })
-        .collect()
-}
-
-fn version_rows(rows: &[(i64, i64, i64)]) -> PyQuotaResult<Vec<(i16, i16, i16)>> {
-    rows.iter()
-        .map(|&(k, lo, hi)| {
-            let v = keys(&[k, lo, hi], "parsed_versions")?;
-            if v[1] > v[2] {
-                return Err(invalid_argument(format!(
-                    "parsed_versions: api key {k} has min version {lo} above max {hi}"
-                )));
-            }
-            Ok((v[0], v[1], v[2]))
-        })
-        .collect()
-}
-
 fn positive(v: i64, what: &str) -> PyQuotaResult<usize> {
     usize::try_from(v)
         .ok()
@@ -217,13 +193,13 @@ impl PyProxyDataPlane {
                 "threads must be at most 64, got {threads}"
             )));
         }
-        let tables = ApiTables {
-            flexible_from: keys(&flexible_from, "flexible_from")?,
-            throttle_first: keys(&throttle_first, "throttle_first")?,
-            parsed: ApiTables::version_ranges(&version_rows(&parsed_versions)?),
-            python: ApiTables::key_set(&keys(&python_keys, "python_keys")?),
-            exempt: ApiTables::key_set(&keys(&exempt_keys, "exempt_keys")?),
-        };
+        let tables = crate::proxy_tables::api_tables(
+            &flexible_from,
+            &throttle_first,
+            &parsed_versions,
+            &python_keys,
+            &exempt_keys,
+        )?;
         let max_connections = positive(max_connections, "max_connections")?;
         // Handshakes under way are bounded apart from the connections (they hold no slot, so
         // clients that never finish one cannot take the slots of others).
@@ -334,6 +310,25 @@ impl PyProxyDataPlane {
             own.add_id(id).map_err(invalid_argument)?;
         }
         Ok(())
+    }
+
+    /// The response ``frame`` (size prefix included) with its ``ThrottleTimeMs`` raised to
+    /// ``throttle_ms`` if lower, as the native plane raises the responses it relays: only a
+    /// response version beginning with the field is changed. ``ValueError`` for a frame too
+    /// short to hold its header and the field.
+    fn raise_throttle<'py>(
+        &self,
+        py: Python<'py>,
+        frame: &[u8],
+        api_key: i16,
+        api_version: i16,
+        throttle_ms: i32,
+    ) -> PyQuotaResult<Bound<'py, PyBytes>> {
+        let mut out = frame.to_vec();
+        let tables = &self.cfg.tables;
+        kquota_proxy::header::raise_response_throttle(&mut out, tables, api_key, api_version, throttle_ms)
+            .map_err(|e| invalid_argument(e.to_string()))?;
+        Ok(PyBytes::new(py, &out))
     }
 
     /// The answer of a slot (a prefixed frame, or ``None``); ``throttle_ms`` mutes after it.

@@ -55,8 +55,9 @@ fn validate_quota_changes(changes: Vec<ChangeTuple>, capacity_percent: Option<f6
 
 /// How the proxy answers a recorded Fetch response of ``size`` bytes, given the quota window's
 /// bytes (``math.inf`` without a quota) and the throttle recording it gave: ``"deliver"``,
-/// ``"empty"`` (Kafka's throttled answer, its size taken back) or ``"mute"`` (delivered, kept
-/// recorded, muted for at least ``size / quota``).
+/// ``"empty"`` (Kafka's throttled answer, its size taken back) or ``"deliver_muted"``
+/// (delivered, kept recorded, muted for at least ``size / quota``): `quota_core::FetchAnswer`'s
+/// variants in snake case.
 #[pyfunction]
 fn fetch_answer(size: f64, window_bytes: f64, throttle_ms: i32) -> &'static str {
     fetch_answer_name(quota_core::fetch_answer(size, window_bytes, throttle_ms))

@@ -1,4 +1,4 @@
-//! TLS configuration and TLS principals for the proxy's Python side (issue 28): the native
+//! TLS configuration and TLS principals for the proxy's Python side: the native
 //! builders run at start-up so that a bad `--config` / `--broker-config` is refused with one
 //! line naming the property and the file; Kafka's principal rules for tests and tools. Every rule
 //! lives in `kquota-proxy` (tls/, principal/); this file converts arguments only.

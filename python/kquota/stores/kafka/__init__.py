@@ -42,7 +42,7 @@ it catches up from where it was and reports ``None`` (a full re-read).
 alters), the cluster's default replication. An existing topic with more partitions or another
 cleanup policy (``delete`` would drop quotas after ``retention.ms``) is refused, untouched.
 
-A fleet's usage topic (``<store topic>.usage``, :mod:`kquota.stores.kafka.usage`: one quota
+A fleet's usage topic (``<store topic>.usage``, :mod:`kquota.proxy.fleet_usage`: one quota
 across a fleet of proxies, ``kquota proxy --quota-scope fleet``) sits next to the store topic;
 nothing here assumes the store topic is the only one.
 """

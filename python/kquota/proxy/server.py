@@ -1,4 +1,4 @@
-"""``NativeProxyServer``: the proxy with its data plane in Rust (tokio), Python for the rest.
+"""``ProxyServer``: the proxy with its data plane in Rust (tokio), Python for the rest.
 
 ``kquota._kquota.ProxyDataPlane`` owns every socket (listeners, client and broker connections),
 frames, ordering, mutes and back-pressure, and runs Produce, Fetch and every API relayed unparsed
@@ -35,7 +35,7 @@ log = logging.getLogger("kquota.proxy")
 #: How often the native request-log rows are moved to the ``RequestLogWriter`` (seconds).
 REQUEST_LOG_DRAIN_SECONDS = 0.2
 
-__all__ = ["BridgeConnection", "NativeProxyServer", "python_keys", "serve", "version_table"]
+__all__ = ["BridgeConnection", "ProxyServer", "python_keys", "serve", "version_table"]
 
 
 def version_table(first: dict[int, int]) -> list[int]:
@@ -56,7 +56,7 @@ class _Bridge:
 
     __slots__ = ("_loop", "_server")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, server: NativeProxyServer) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, server: ProxyServer) -> None:
         self._loop = loop
         self._server = server
 
@@ -74,14 +74,14 @@ class _Bridge:
 class _OpenConnections:
     """The number of client connections open now (the native plane's count)."""
 
-    def __init__(self, server: NativeProxyServer) -> None:
+    def __init__(self, server: ProxyServer) -> None:
         self._server = server
 
     def __len__(self) -> int:
         return int(self._server._stats().get("connections", 0))
 
 
-class NativeProxyServer(ProxySettings):
+class ProxyServer(ProxySettings):
     """A Kafka protocol proxy enforcing ``qm``'s quotas, its data plane native.
 
     The arguments of :class:`kquota.proxy.settings.ProxySettings` (see there), plus ``threads``:
@@ -120,13 +120,28 @@ class NativeProxyServer(ProxySettings):
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def start(self) -> NativeProxyServer:
+    async def start(self) -> ProxyServer:
         """Starts the native plane and opens the bootstrap listener (``OSError`` if it cannot)."""
+        self._loop = asyncio.get_running_loop()
+        self._plane = self.data_plane(_Bridge(self._loop, self))
+        await self._protect_own_topics(self._plane)
+        self._bootstrap_port = self._plane.start()
+        self.qm.add_metrics_source(self.accept_metrics)
+        if self.listener_tls is not None or self.upstream_tls is not None:
+            self.qm.add_metrics_source(self._tls_metrics)
+        if self.request_log is not None:
+            self._drainer = self._loop.create_task(self._drain_request_log())
+        log.info("kquota proxy listening on %s:%d for bootstrap %s:%d (native data plane)",
+                 self.listen[0], self._bootstrap_port, *self.bootstrap)
+        return self
+
+    def data_plane(self, bridge: Any) -> Any:
+        """A ``kquota._kquota.ProxyDataPlane`` of these settings, not started, calling ``bridge``
+        (what :meth:`start` starts; its protocol tables are the codec's)."""
         from kquota._kquota import ProxyDataPlane
 
-        self._loop = asyncio.get_running_loop()
-        self._plane = ProxyDataPlane(
-            self.qm, _Bridge(self._loop, self),
+        return ProxyDataPlane(
+            self.qm, bridge,
             bootstrap=(self.bootstrap[0], int(self.bootstrap[1])),
             listen_host=self.listen[0], listen_port=int(self.listen[1]),
             advertised_host=self.advertised_host,
@@ -144,16 +159,6 @@ class NativeProxyServer(ProxySettings):
             sasl_max_receive_size=self.sasl_max_receive_size,
             max_inspected_request_bytes=self.max_inspected_request_bytes,
             connections_max_idle_ms=self.connections_max_idle_ms)
-        await self._protect_own_topics(self._plane)
-        self._bootstrap_port = self._plane.start()
-        self.qm.add_metrics_source(self.accept_metrics)
-        if self.listener_tls is not None or self.upstream_tls is not None:
-            self.qm.add_metrics_source(self._tls_metrics)
-        if self.request_log is not None:
-            self._drainer = self._loop.create_task(self._drain_request_log())
-        log.info("kquota proxy listening on %s:%d for bootstrap %s:%d (native data plane)",
-                 self.listen[0], self._bootstrap_port, *self.bootstrap)
-        return self
 
     async def _protect_own_topics(self, plane: Any) -> None:
         """Closes the own topics on the native paths before any client connects: their names,
@@ -196,7 +201,7 @@ class NativeProxyServer(ProxySettings):
         if self.request_log is not None:
             self.request_log.close()
 
-    async def __aenter__(self) -> NativeProxyServer:
+    async def __aenter__(self) -> ProxyServer:
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:
@@ -356,9 +361,9 @@ class NativeProxyServer(ProxySettings):
 
 async def serve(qm: Any, bootstrap: tuple[str, int], listen: tuple[str, int],
                 stop: Optional[asyncio.Event] = None, **options: Any) -> None:
-    """Runs a :class:`NativeProxyServer` until ``stop`` is set (forever if ``None``): the asyncio
+    """Runs a :class:`ProxyServer` until ``stop`` is set (forever if ``None``): the asyncio
     entry point."""
-    proxy = NativeProxyServer(qm, bootstrap, listen, **options)
+    proxy = ProxyServer(qm, bootstrap, listen, **options)
     await proxy.start()
     try:
         await (stop.wait() if stop is not None else asyncio.Event().wait())

@@ -1,6 +1,6 @@
 """``--request-log DIR``: every recorded request as a row of the pipeline's request log.
 
-Rows (the columns of :mod:`kquota.request_log`, the one definition of the schema) are
+Rows (the columns of :mod:`kquota.request_log_schema`, the one definition of the schema) are
 buffered and written by a background thread as Parquet files
 ``requests-<first ts>-<seq>.parquet``, a new file every ``rotate_rows`` rows or
 ``rotate_seconds`` seconds, so ``kquota pipeline usage/recommend/simulate --input DIR`` reads
@@ -19,14 +19,14 @@ import threading
 import time
 from typing import Optional
 
-from kquota.request_log import arrow_schema
+from kquota.request_log_schema import arrow_schema
 
 log = logging.getLogger("kquota.proxy")
 
 
 class RequestLogWriter:
     """Writes a rotated Parquet request log in ``directory`` (created if missing); rows in the
-    order of :data:`kquota.request_log.COLUMNS`."""
+    order of :data:`kquota.request_log_schema.COLUMNS`."""
 
     def __init__(self, directory: str, rotate_rows: int = 100_000, rotate_seconds: float = 60.0,
                  max_pending_rows: int = 1_000_000, broker: int = 0) -> None:

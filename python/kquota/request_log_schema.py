@@ -12,7 +12,7 @@ column         type (Arrow, as written)     meaning
 =============  ===========================  =================================================
 
 Within one broker, requests are applied in ``ts_ms`` order, ties in input order. The proxy's
-writer (:class:`kquota.proxy.reqlog.RequestLogWriter`), the pipeline's reader
+writer (:class:`kquota.proxy.request_log_writer.RequestLogWriter`), the pipeline's reader
 (:func:`kquota.pipeline.schema.read_requests`) and ``simulate``'s output
 (:data:`SIMULATED_COLUMNS`) all take their columns from here. (The native proxy's row,
 ``kquota-proxy``'s ``LogRow``, is this row without ``broker``, which the writer adds.)
