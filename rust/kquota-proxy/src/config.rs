@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::own_topics::OwnTopics;
-use crate::secure::Security;
+use crate::tls::Security;
 use crate::trusted_sources::TrustedSources;
 
 use crate::tables::ApiTables;
@@ -42,7 +42,7 @@ pub struct ProxyConfig {
     pub max_idle: Duration,
     /// How long a closing connection may take to send the answers it owes.
     pub drain: Duration,
-    /// TLS on either side (issue 28); `Security::plaintext()` for none.
+    /// TLS on either side; `Security::plaintext()` for none.
     pub security: Arc<Security>,
     /// The proxy's own topics, closed to clients (named and given ids by Python, also while
     /// running: shared with the Python object).

@@ -11,7 +11,7 @@
 //!   Python), [`brokers`] (the broker map), [`counters`], [`request_log`];
 //! - one connection: [`listen`] (the listeners), [`admission`] (its connection quotas and PROXY
 //!   header, from [`trusted_sources`] only), [`session`] (its life), [`idle`] (its
-//!   `connections.max.idle.ms`), [`secure`] (its TLS handshakes, [`tls`], [`principal`]),
+//!   `connections.max.idle.ms`), [`tls`] (its TLS handshakes, `tls::Security`), [`principal`],
 //!   [`preauth`] (what a SASL client may send before authenticating), [`conn`] (slots, order,
 //!   mute, the request quota of relayed APIs), [`requests`] and [`responses`] (the two readers,
 //!   each a dispatch by API), [`forwarded`] (what the response reader knows of each request);
@@ -46,7 +46,6 @@ pub mod relay;
 pub mod request_log;
 pub mod requests;
 pub mod responses;
-pub mod secure;
 pub mod session;
 pub mod shared;
 pub mod stream;

@@ -1,4 +1,4 @@
-//! TLS configuration and TLS principals for the proxy's Python side (issue 28): the native
+//! TLS configuration and TLS principals for the proxy's Python side: the native
 //! builders run at start-up so that a bad `--config` / `--broker-config` is refused with one
 //! line naming the property and the file; Kafka's principal rules for tests and tools. Every rule
 //! lives in `kquota-proxy` (tls/, principal/); this file converts arguments only.
@@ -75,7 +75,7 @@ pub fn security(
     listener: Option<HashMap<String, String>>,
     upstream: Option<HashMap<String, String>>,
     max_handshakes: usize,
-) -> PyQuotaResult<std::sync::Arc<kquota_proxy::secure::Security>> {
+) -> PyQuotaResult<std::sync::Arc<kquota_proxy::tls::Security>> {
     let listener = listener
         .map(|p| tls::ListenerTls::from_properties(&to_map(p), tls::DEFAULT_RELOAD_CHECK))
         .transpose()
@@ -84,7 +84,7 @@ pub fn security(
         .map(|p| tls::UpstreamTls::from_properties(&to_map(p), tls::DEFAULT_RELOAD_CHECK))
         .transpose()
         .map_err(tls_error)?;
-    Ok(std::sync::Arc::new(kquota_proxy::secure::Security::new(
+    Ok(std::sync::Arc::new(kquota_proxy::tls::Security::new(
         listener,
         upstream,
         max_handshakes,

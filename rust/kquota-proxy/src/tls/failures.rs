@@ -1,6 +1,6 @@
 //! Handshake failures counted by cause for the proxy's metrics, and logged at most once per cause
 //! per interval: a client retrying with a bad certificate, or a scanner sending plaintext to a
-//! TLS port, must not flood the log (issue 28). Lock-free: called on the accept path.
+//! TLS port, must not flood the log. Lock-free: called on the accept path.
 
 use super::handshake::HandshakeFailure;
 use std::sync::atomic::{AtomicU64, Ordering};

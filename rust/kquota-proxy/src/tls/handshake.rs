@@ -1,6 +1,6 @@
 //! Handshakes with a deadline and their failures sorted by cause, so that the data plane closes
 //! only the affected connection, counts the cause in its metrics and logs it once per cause
-//! (issue 28's bad inputs: plaintext on a TLS port, a handshake that never finishes, untrusted,
+//! (the bad inputs: plaintext on a TLS port, a handshake that never finishes, untrusted,
 //! expired or not-yet-valid certificates, a broker certificate for another host).
 
 use rustls::pki_types::ServerName;

@@ -1,4 +1,4 @@
-//! Handshakes over loopback sockets: each bad input of issue 28 ends in its own cause.
+//! Handshakes over loopback sockets: each bad input ends in its own cause.
 
 use super::tests_support::{Ca, Leaf, TempDir};
 use super::*;

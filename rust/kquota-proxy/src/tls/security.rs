@@ -1,4 +1,4 @@
-//! The TLS steps of one connection (issue 28), between the accept and the session's relaying:
+//! The TLS steps of one connection, between the accept and the session's relaying:
 //! the client's handshake with its deadline and principal, and the proxy's own handshake with
 //! the broker. Failures close only that connection, are counted by cause (`FailureLog`, read
 //! by the plane's stats) and reported to Python's log once per cause per interval. Handshakes
@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 
 use crate::stream::Stream;
-use crate::tls::{FailureLog, HandshakeFailure, ListenerTls, UpstreamTls, HANDSHAKE_TIMEOUT};
+use super::{FailureLog, HandshakeFailure, ListenerTls, UpstreamTls, HANDSHAKE_TIMEOUT};
 
 /// How often each failure cause is logged at most.
 pub const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(60);
