@@ -2,9 +2,10 @@
 //! the client's handshake with its deadline and principal, and the proxy's own handshake with
 //! the broker. Failures close only that connection, are counted by cause (`FailureLog`, read
 //! by the plane's stats) and reported to Python's log once per cause per interval. Handshakes
-//! run before the connection is registered, so they take no `max_connections` slot; their own
-//! bound (`max_handshakes`) keeps a flood of unfinished handshakes from holding unbounded
-//! sockets.
+//! run before the connection is registered, so they take no `max_client_sockets` place (the
+//! kernel counts them against `max.connections`, as Kafka counts a connection from its accept);
+//! their own bound (`max_handshakes`) keeps a flood of unfinished handshakes from holding
+//! unbounded sockets.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
