@@ -18,6 +18,7 @@ use tokio::sync::Notify;
 
 use crate::bridge::Registered;
 use crate::forwarded::{Fwd, Kind};
+use crate::mute::Mute;
 use crate::outbox::Outbox;
 use crate::producer_gate::{Entry, ProducerGate};
 use crate::shared::Shared;
@@ -38,8 +39,6 @@ pub struct ConnState {
     pub slots: VecDeque<Slot>,
     next_slot: u64,
     pub forwarded: VecDeque<Fwd>,
-    muted_until: Option<Instant>,
-    pub serial_until: Option<Instant>,
     pub user: Arc<str>,
     /// The gate of the producer of the connection's latest Produce (`producer_gate`): its
     /// throttles mute the producer's other connections too.
@@ -57,6 +56,8 @@ pub struct Conn {
     pub node: i32,
     pub shared: Arc<Shared>,
     st: Mutex<ConnState>,
+    /// The connection's own mute (`mute`): set by its throttled answers, in slot order.
+    pub mute: Mute,
     changed: Notify,
     pub to_client: Arc<Outbox>,
     pub to_broker: Arc<Outbox>,
@@ -119,8 +120,6 @@ impl Conn {
                 slots: VecDeque::new(),
                 next_slot: 0,
                 forwarded: VecDeque::new(),
-                muted_until: None,
-                serial_until: None,
                 gate: None,
                 gate_held: false,
                 user: Arc::from("ANONYMOUS"),
@@ -128,6 +127,7 @@ impl Conn {
                 unanswered: HashSet::new(),
                 unanswered_order: VecDeque::new(),
             }),
+            mute: Mute::default(),
             changed: Notify::new(),
             to_client,
             to_broker,
@@ -186,10 +186,7 @@ impl Conn {
     }
 
     pub fn mute_delay(&self) -> Option<Duration> {
-        let until = self.state().muted_until?;
-        until
-            .checked_duration_since(Instant::now())
-            .filter(|d| !d.is_zero())
+        self.mute.remaining(Instant::now())
     }
 
     // ------------------------------------------------------------------ slots
@@ -220,12 +217,11 @@ impl Conn {
                 self.to_client.send(data);
             }
             if s.throttle > 0 {
+                let window = Duration::from_millis(self.shared.cfg.quota_window_ms);
                 let until = Instant::now() + Duration::from_millis(s.throttle as u64);
-                let muted = st.muted_until.map_or(until, |m| m.max(until));
-                st.muted_until = Some(muted);
-                st.serial_until = Some(muted + Duration::from_millis(self.shared.cfg.quota_window_ms));
+                let muted = self.mute.throttled(until, window);
                 if let Some(gate) = &st.gate {
-                    gate.throttled(muted, Duration::from_millis(self.shared.cfg.quota_window_ms));
+                    gate.throttled(muted, window);
                 }
             }
         }

@@ -34,6 +34,7 @@ pub mod header;
 pub mod idle;
 pub mod io;
 pub mod listen;
+pub mod mute;
 pub mod outbox;
 pub mod own_topics;
 pub mod preauth;

@@ -139,7 +139,7 @@ pub async fn read_requests(
         // Before authentication too, as Kafka's authenticator answers one request at a time.
         let serial = over_quota
             || preauth.is_some()
-            || conn.state().serial_until.is_some_and(|u| Instant::now() < u);
+            || conn.mute.is_serial(Instant::now());
         if serial {
             conn.wait_until(|st| st.slots.is_empty()).await;
         }
