@@ -30,6 +30,8 @@ pub mod endpoints;
 pub mod fetch_layout;
 pub mod fetch_path;
 pub mod forwarded;
+pub mod frame;
+pub mod handle_cache;
 pub mod header;
 pub mod idle;
 pub mod io;
