@@ -60,7 +60,7 @@ pub async fn hold_accept(shared: &Arc<Shared>) -> Option<Slot> {
 }
 
 /// A `max.connections` slot held for an accepted connection whose address is not read yet:
-/// given back when dropped unless [`Slot::admit`] handed it to the kernel's count.
+/// given back when dropped unless `Slot::admit` handed it to the kernel's count.
 pub struct Slot {
     shared: Arc<Shared>,
     held: bool,
