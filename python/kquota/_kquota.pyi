@@ -371,7 +371,7 @@ class ProxyDataPlane:
         python_keys: list[int],
         exempt_keys: list[int],
         max_frame_bytes: int,
-        max_connections: int,
+        max_client_sockets: int,
         max_inflight: int,
         quota_window_ms: int,
         request_log: bool,
@@ -414,7 +414,7 @@ class ProxyDataPlane:
     def close(self, drain_seconds: float) -> None:
         """Stops accepting, lets owed answers out (up to ``drain_seconds``), closes everything."""
     def stats(self) -> dict[str, Any]:
-        """Counters: connections, refused_connections, streamed_requests/responses, accepted,
+        """Counters: connections, refused_client_sockets, streamed_requests/responses, accepted,
         broker_ports, brokers, request_log_dropped, proxy_header_refused, accept_delayed,
         producer_waits; TLS: client_tls_failures and
         broker_tls_failures (cause -> count), refused_tls_handshakes."""

@@ -303,8 +303,8 @@ def test_connection_rows_reach_both_prometheus_expositions_with_their_labels():
             assert "kafka_server_k_quota_connections_connections_accepted_total 3.0" in text
 
 
-def test_sockets_waiting_for_their_proxy_header_count_against_max_connections(broker):
-    proxy = ProxyThread(("127.0.0.1", broker.port), max_connections=3, proxy_protocol=True,
+def test_sockets_waiting_for_their_proxy_header_count_against_the_descriptor_guard(broker):
+    proxy = ProxyThread(("127.0.0.1", broker.port), max_client_sockets=3, proxy_protocol=True,
                         proxy_protocol_timeout_ms=5000, proxy_protocol_trusted_sources=f"{A}/32")
     silent: list[socket.socket] = []
     try:
@@ -315,7 +315,7 @@ def test_sockets_waiting_for_their_proxy_header_count_against_max_connections(br
         closed = closed_by_proxy(over)
         over.close()
         assert closed is not None and closed < 1.0, "a 4th socket must be refused while 3 wait for headers"
-        assert proxy.proxy._stats()["refused_connections"] == 1
+        assert proxy.proxy._stats()["refused_client_sockets"] == 1
         for s in silent:
             s.close()
         assert served_within(port, A, header=proxy_v1("10.6.6.6")), "the waiting sockets' places never came back"

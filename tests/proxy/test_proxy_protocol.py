@@ -224,15 +224,17 @@ def test_a_version_the_proxy_does_not_offer_closes_only_that_connection(proxy, c
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
-def test_connection_bound(broker):
-    p = ProxyThread(("127.0.0.1", broker.port), max_connections=2)
+def test_descriptor_guard_closes_a_socket_over_it_at_once(broker):
+    """``kquota.proxy.max.client.sockets`` is the proxy's own guard, not Kafka's ``max.connections``
+    (which waits, test_proxy_max_connections.py): the socket over it is closed at once."""
+    p = ProxyThread(("127.0.0.1", broker.port), max_client_sockets=2)
     try:
         a, b = Wire(p.proxy.bootstrap_address), Wire(p.proxy.bootstrap_address)
         _metadata_ok(a)
         _metadata_ok(b)
         c = Wire(p.proxy.bootstrap_address)
         assert c.closed_by_peer()
-        assert p.proxy.refused_connections == 1
+        assert p.proxy.refused_client_sockets == 1
         _metadata_ok(a)
         for w in (a, b, c):
             w.close()

@@ -94,15 +94,15 @@ def test_bad_client_certificates_and_plaintext_are_closed_counted_and_logged_onc
 
 @pytest.mark.timing
 def test_unfinished_handshakes_take_no_connection_slot_and_are_closed_within_10s(pki, kafka_broker):
-    proxy = tls_proxy(kafka_broker, pki, max_connections=6)
+    proxy = tls_proxy(kafka_broker, pki, max_client_sockets=6)
     stalled = []
     try:
         port = _port(proxy)
         t0 = time.monotonic()
         stalled = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(10)]
-        # More unfinished handshakes than max.connections: a good client is still served.
+        # More unfinished handshakes than the descriptor guard's places: a good client is still served.
         roundtrip(proxy.address, ssl_client_config(pki, pki.alice))
-        assert proxy.proxy.refused_connections == 0
+        assert proxy.proxy.refused_client_sockets == 0
         for s in stalled:
             assert _closed_within(s, max(0.1, t0 + 12 - time.monotonic()))
         assert time.monotonic() - t0 < 12

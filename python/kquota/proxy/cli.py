@@ -27,22 +27,26 @@ FLEET_KEY_PROPERTY = "kquota.fleet.usage.key.file"
 KNOWN_PROPERTIES = (
     "quota.window.num", "quota.window.size.seconds", "controller.quota.window.num",
     "controller.quota.window.size.seconds", "client.quota.callback.class", "socket.request.max.bytes",
-    "max.connections", "num.partitions", "num.io.threads", "num.network.threads",
+    "num.partitions", "num.io.threads", "num.network.threads",
 ) + (
-    "max.connection.creation.rate", "max.connections.per.ip", "max.connections.per.ip.overrides",
-    "listener.name.plaintext.max.connection.creation.rate", "listener.name.plaintext.max.connections",
-    "kquota.proxy.protocol.enable", "kquota.proxy.protocol.timeout.ms", "kquota.proxy.protocol.trusted.sources",
+    "max.connections", "max.connection.creation.rate", "max.connections.per.ip", "max.connections.per.ip.overrides",
+    "listener.name.<listener>.max.connection.creation.rate", "listener.name.<listener>.max.connections",
+    "kquota.proxy.max.client.sockets", "kquota.proxy.protocol.enable", "kquota.proxy.protocol.timeout.ms",
+    "kquota.proxy.protocol.trusted.sources",
 ) + (
     "sasl.server.max.receive.size", "connections.max.idle.ms", "kquota.proxy.inspected.request.max.bytes",
     "kquota.proxy.decoded.request.max.bytes", "kquota.max.client.ids.per.principal",
 ) + (FLEET_KEY_PROPERTY,)
-#: The connection-quota properties (KIP-612) the kernel enforces at the proxy's accept; the
-#: proxy's listeners are one listener, ``PLAINTEXT``. ``max.connections`` stays the proxy's own
-#: cap (a connection over it is closed at once; see docs/connection-quotas.md).
+#: The connection-quota properties (KIP-612 and the counts) the kernel enforces at the proxy's
+#: accept, as Kafka's ``ConnectionQuotas``; besides them every ``listener.name.<l>.max.connections``
+#: and ``listener.name.<l>.max.connection.creation.rate``. The proxy's ports are one listener,
+#: named by the ``--listen`` protocol (``SSL`` for ``SSL://host:port``, as a broker names it).
+#: ``kquota.proxy.max.client.sockets`` is not among them: the proxy's own descriptor guard.
 CONNECTION_PROPERTIES = (
-    "max.connection.creation.rate", "max.connections.per.ip", "max.connections.per.ip.overrides",
-    "listener.name.plaintext.max.connection.creation.rate", "listener.name.plaintext.max.connections",
+    "max.connections", "max.connection.creation.rate", "max.connections.per.ip", "max.connections.per.ip.overrides",
 )
+#: The per-listener forms of the connection limits (``listener.name.<l>.<suffix>``).
+LISTENER_CONNECTION_SUFFIXES = (".max.connections", ".max.connection.creation.rate")
 
 
 def _tls_options(args: argparse.Namespace, props: dict[str, str]) -> tuple[Any, Any, dict[str, Any]]:
@@ -149,7 +153,8 @@ def _fleet_key(props: dict[str, str], config: Optional[str]) -> Any:
 def configure_connection_quotas(qm: Any, props: dict[str, str]) -> None:
     """Hands the --config file's connection-quota properties to ``qm`` (all or none; a bad one
     is a ``KQuotaError`` naming it)."""
-    qm.configure_connections({k: v for k, v in props.items() if k in CONNECTION_PROPERTIES})
+    qm.configure_connections({k: v for k, v in props.items() if k in CONNECTION_PROPERTIES or (
+        k.startswith("listener.name.") and k.endswith(LISTENER_CONNECTION_SUFFIXES))})
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -219,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
     from kquota.proxy.admin import principal_names
     from kquota.proxy.request_log_writer import RequestLogWriter
     from kquota.proxy.server import ProxyServer
-    from kquota.proxy.settings import (DEFAULT_CONNECTIONS_MAX_IDLE_MS, DEFAULT_MAX_CONNECTIONS,
+    from kquota.proxy.settings import (DEFAULT_CONNECTIONS_MAX_IDLE_MS, DEFAULT_MAX_CLIENT_SOCKETS,
                                        DEFAULT_MAX_DECODED_REQUEST_BYTES, DEFAULT_MAX_FRAME_BYTES,
                                        DEFAULT_MAX_INSPECTED_REQUEST_BYTES,
                                        DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS, DEFAULT_SASL_MAX_RECEIVE_SIZE)
@@ -299,7 +304,7 @@ def run(args: argparse.Namespace) -> int:
                                                 "--describe-principals"),
             sasl_listener=listen_at.sasl, token_owners=_token_owners(args, bootstrap_at) if listen_at.sasl else None,
             max_frame_bytes=_int_prop(props, "socket.request.max.bytes", DEFAULT_MAX_FRAME_BYTES),
-            max_connections=_int_prop(props, "max.connections", DEFAULT_MAX_CONNECTIONS),
+            max_client_sockets=_int_prop(props, "kquota.proxy.max.client.sockets", DEFAULT_MAX_CLIENT_SOCKETS),
             request_log=request_log, default_partitions=_int_prop(props, "num.partitions", 1),
             advertised_host=args.advertised_host, threads=args.threads, **tls_options,
             proxy_protocol=proxy_protocol, proxy_protocol_timeout_ms=proxy_protocol_timeout_ms,

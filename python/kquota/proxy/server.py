@@ -90,7 +90,7 @@ class ProxyServer(ProxySettings):
     client's principal its certificate's mapped subject; ``upstream_tls``: the ``ssl.*`` client
     properties of the proxy's TLS connections to the brokers (``upstream_security``). ``None``:
     that side is plaintext. ``max_tls_handshakes``: client handshakes under way at most (they
-    take no ``max_connections`` slot; default the larger of 1024 and ``max_connections``).
+    take no ``max_client_sockets`` place; default the larger of 1024 and ``max_client_sockets``).
 
     Port-per-broker (as kroxylicious): clients bootstrap from the ``listen`` address; each broker
     the cluster names gets a listener on the same host (port ``listen port + 1 + node id`` when
@@ -149,7 +149,7 @@ class ProxyServer(ProxySettings):
             parsed_versions=[(key, lo, hi) for key, (lo, hi) in sorted(apis.PARSED_VERSIONS.items())],
             python_keys=[k for k in python_keys() if self.own_topics.names or k not in ONLY_FOR_OWN_TOPICS],
             exempt_keys=sorted(apis.REQUEST_QUOTA_EXEMPT),
-            max_frame_bytes=self.max_frame_bytes, max_connections=self.max_connections,
+            max_frame_bytes=self.max_frame_bytes, max_client_sockets=self.max_client_sockets,
             max_inflight=self.max_inflight, quota_window_ms=int(self.quota_window_seconds * 1000),
             request_log=self.request_log is not None, threads=self.threads, drain_seconds=self.drain_seconds,
             proxy_protocol=self.proxy_protocol, proxy_protocol_timeout_ms=self.proxy_protocol_timeout_ms,
@@ -216,8 +216,8 @@ class ProxyServer(ProxySettings):
         """The accept loop's own totals (group ``KQuotaConnections``), beside the kernel's
         accepted/throttled/refused: connections closed for a bad or missing PROXY protocol
         header, or from a peer outside ``kquota.proxy.protocol.trusted.sources``, accepts held by
-        the broker-wide or listener creation rate, connections closed at the proxy's
-        ``max.connections``, for ``connections.max.idle.ms``, and before authentication on a
+        the broker-wide or listener creation rate, client sockets closed by the descriptor guard
+        (``kquota.proxy.max.client.sockets``), connections closed for ``connections.max.idle.ms``, and before authentication on a
         SASL listener."""
         stats = self._stats()
         return [Metric(CONNECTIONS_GROUP, name, {}, float(stats.get(key, 0))) for name, key in (
@@ -226,7 +226,7 @@ class ProxyServer(ProxySettings):
             ("idle-closed-total", "idle_closed"),
             ("pre-authentication-refused-total", "preauth_refused"),
             ("accepts-delayed-total", "accept_delayed"),
-            ("max-connections-refused-total", "refused_connections"))]
+            ("client-sockets-refused-total", "refused_client_sockets"))]
 
     @property
     def streamed_requests(self) -> int:
@@ -246,9 +246,9 @@ class ProxyServer(ProxySettings):
         return int(self._stats().get("producer_waits", 0))
 
     @property
-    def refused_connections(self) -> int:
-        """Connections closed at once for ``max_connections``."""
-        return int(self._stats().get("refused_connections", 0))
+    def refused_client_sockets(self) -> int:
+        """Client sockets closed at once by the descriptor guard (``max_client_sockets``)."""
+        return int(self._stats().get("refused_client_sockets", 0))
 
     @property
     def tls_failures(self) -> dict[str, dict[str, int]]:

@@ -12,7 +12,10 @@ from kquota._kquota import BROKER_DEFAULTS
 from kquota.proxy.admin import QuotaAdmin
 
 DEFAULT_MAX_FRAME_BYTES = 104_857_600  # socket.request.max.bytes
-DEFAULT_MAX_CONNECTIONS = 4096
+#: kquota.proxy.max.client.sockets: the proxy's guard against running out of file descriptors
+#: (each session holds two, the client's and the broker's). Kafka's max.connections is apart:
+#: the kernel's, unlimited by default, and a connection over it waits as at Kafka's acceptor.
+DEFAULT_MAX_CLIENT_SOCKETS = 4096
 DEFAULT_MAX_INFLIGHT = 64
 DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS = 10_000  # kquota.proxy.protocol.timeout.ms
 DEFAULT_SASL_MAX_RECEIVE_SIZE = 524_288  # sasl.server.max.receive.size
@@ -50,7 +53,11 @@ class ProxySettings:
             on any other listener it is ANONYMOUS (or its certificate's) from the start and SASL
             requests are answered ILLEGAL_SASL_STATE, as Kafka answers them.
         max_frame_bytes: ``socket.request.max.bytes``; a longer request closes its connection.
-        max_connections: client connections beyond this are closed at once.
+        max_client_sockets: ``kquota.proxy.max.client.sockets``: client sockets held at once
+            (sessions, and sockets still reading their PROXY header or held for an IP throttle);
+            one more is closed at once, the proxy's guard against running out of file
+            descriptors. Kafka's ``max.connections`` is the connection quotas' (``qm``), where a
+            connection over it waits, as at Kafka's acceptor.
         max_inflight: requests per connection awaiting answers before the proxy stops reading.
         request_log: a :class:`kquota.proxy.request_log_writer.RequestLogWriter` (or ``None``).
         default_partitions: the cluster's ``num.partitions`` (KIP-599 charges for CreateTopics
@@ -88,7 +95,7 @@ class ProxySettings:
         sasl_listener: bool = False,
         token_owners: Any = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_client_sockets: int = DEFAULT_MAX_CLIENT_SOCKETS,
         max_inflight: int = DEFAULT_MAX_INFLIGHT,
         request_log: Any = None,
         default_partitions: int = 1,
@@ -110,7 +117,7 @@ class ProxySettings:
         self.sasl_listener = sasl_listener
         self.token_owners = token_owners
         self.max_frame_bytes = max_frame_bytes
-        self.max_connections = max_connections
+        self.max_client_sockets = max_client_sockets
         self.max_inflight = max_inflight
         self.request_log = request_log
         self.default_partitions = default_partitions

@@ -1,6 +1,6 @@
 //! Connection quotas at accept (KIP-612), in the order of Kafka's `Acceptor` and
-//! `ConnectionQuotas.inc`: the broker-wide and listener rate hold the accept loop
-//! ([`hold_accept`]); then, per connection and off the accept loop, the client's address (the
+//! `ConnectionQuotas.inc`: the broker-wide and listener rate hold the accept loop, then the
+//! broker-wide and listener `max.connections` until a slot is free ([`hold_accept`]); then, per connection and off the accept loop, the client's address (the
 //! peer's, or the PROXY protocol header's where the listener takes it and the peer is a trusted
 //! balancer: any other peer is closed unread), the per-IP rate (a
 //! throttled connection is held, then closed, never served) and count (refused at once), and
@@ -19,9 +19,6 @@ use tokio::net::TcpStream;
 use crate::proxy_protocol::{self, ProxiedAddress, ProxyHeaderError, MAX_HEADER_BYTES};
 use crate::shared::Shared;
 
-/// The kernel's listener name for the proxy's listeners (the bootstrap and broker ports are one
-/// Kafka listener: one rate, one `listener.name.<l>.*` set of limits).
-pub const LISTENER: &str = "PLAINTEXT";
 /// How often a listener at `max.connections` looks for a free slot (Kafka waits on a condition
 /// signalled by `dec`; a short poll keeps the kernel free of async wakers).
 const SLOT_POLL: Duration = Duration::from_millis(5);
@@ -30,19 +27,58 @@ const PEEK_CHUNK: usize = 4096;
 
 /// Step 1, on the accept loop: records the connection into the broker-wide and listener rates
 /// and holds the loop for the delay (as Kafka blocks its acceptor thread), then while the
-/// listener or the proxy is at the kernel's `max.connections`. Nothing is refused here.
-pub async fn hold_accept(shared: &Shared) {
+/// listener or the proxy is at the kernel's `max.connections` (Kafka's acceptor waits there
+/// too: nothing is refused here). The slot found is held for the connection until the kernel
+/// counts it; `None` when the proxy stops while waiting.
+pub async fn hold_accept(shared: &Arc<Shared>) -> Option<Slot> {
+    let listener = shared.cfg.listener_name();
     let delay = shared
         .kernel
         .connections
-        .record_accept(LISTENER, None)
+        .record_accept(listener, None)
         .unwrap_or(0);
     if delay > 0 {
         shared.counters.accept_delayed.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(Duration::from_millis(delay as u64)).await;
     }
-    while !shared.kernel.connections.slot_available(LISTENER) && !shared.stopping.load(Ordering::Acquire) {
-        tokio::time::sleep(SLOT_POLL).await;
+    loop {
+        if shared.stopping.load(Ordering::Acquire) {
+            return None;
+        }
+        // A clock the kernel refuses (never the system's) holds no slot and waits no longer.
+        match shared.kernel.connections.take_slot(listener, None) {
+            Ok(true) => {
+                return Some(Slot {
+                    shared: Arc::clone(shared),
+                    held: true,
+                })
+            }
+            Ok(false) => tokio::time::sleep(SLOT_POLL).await,
+            Err(_) => return None,
+        }
+    }
+}
+
+/// A `max.connections` slot held for an accepted connection whose address is not read yet:
+/// given back when dropped unless `Slot::admit` handed it to the kernel's count.
+pub struct Slot {
+    shared: Arc<Shared>,
+    held: bool,
+}
+
+impl Slot {
+    fn admit(mut self, ip: IpAddr) -> Result<Admission, quota_core::QuotaError> {
+        self.held = false;
+        let listener = self.shared.cfg.listener_name();
+        self.shared.kernel.connections.admit_held(ip, listener, None)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if self.held {
+            self.shared.kernel.connections.return_slot(self.shared.cfg.listener_name());
+        }
     }
 }
 
@@ -54,12 +90,13 @@ struct Counted {
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        self.shared.kernel.connections.release(self.ip, LISTENER);
+        let listener = self.shared.cfg.listener_name();
+        self.shared.kernel.connections.release(self.ip, listener);
     }
 }
 
 /// An accepted connection not yet handed to its session (`Counters::pending_admission`, which
-/// the accept loop counts against `max_connections`): counted down when dropped.
+/// the accept loop counts against `max_client_sockets`): counted down when dropped.
 pub struct Admitting {
     shared: Arc<Shared>,
     started: bool,
@@ -97,6 +134,7 @@ impl Drop for Admitting {
 /// rate and count, and the release when the session ends.
 pub async fn admit_and_serve(
     mut admitting: Admitting,
+    slot: Slot,
     id: u64,
     node: i32,
     mut sock: TcpStream,
@@ -133,7 +171,7 @@ pub async fn admit_and_serve(
             return;
         }
     };
-    match shared.kernel.connections.admit(ip, LISTENER, None) {
+    match slot.admit(ip) {
         Ok(Admission::Accepted) => {
             let _counted = Counted {
                 shared: Arc::clone(&shared),

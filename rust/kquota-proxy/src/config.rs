@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::own_topics::OwnTopics;
-use crate::secure::Security;
+use crate::tls::Security;
 use crate::trusted_sources::TrustedSources;
 
 use crate::tables::ApiTables;
@@ -18,7 +18,11 @@ pub struct ProxyConfig {
     pub listen_port: u16,
     pub advertised_host: String,
     pub max_frame_bytes: usize,
-    pub max_connections: usize,
+    /// The proxy's guard against running out of file descriptors
+    /// (`kquota.proxy.max.client.sockets`): client sockets held at once, sessions and sockets
+    /// still being admitted; one more is closed at once. Kafka's `max.connections` is the
+    /// kernel's (`admission`), and waits.
+    pub max_client_sockets: usize,
     pub max_inflight: usize,
     pub quota_window_ms: u64,
     pub request_log: bool,
@@ -47,4 +51,19 @@ pub struct ProxyConfig {
     /// The proxy's own topics, closed to clients (named and given ids by Python, also while
     /// running: shared with the Python object).
     pub own_topics: Arc<OwnTopics>,
+}
+
+impl ProxyConfig {
+    /// The Kafka listener name of the proxy's listeners (the bootstrap port and every broker's
+    /// are one listener): the security protocol of `--listen`, as a broker names the listener
+    /// `SSL://host:port`. The connection quotas' `listener.name.<l>.*` limits, rates and metrics
+    /// are this listener's.
+    pub fn listener_name(&self) -> &'static str {
+        match (self.security.listener.is_some(), self.sasl_listener) {
+            (false, false) => "PLAINTEXT",
+            (true, false) => "SSL",
+            (false, true) => "SASL_PLAINTEXT",
+            (true, true) => "SASL_SSL",
+        }
+    }
 }

@@ -5,8 +5,8 @@ use std::sync::atomic::AtomicU64;
 
 #[derive(Default)]
 pub struct Counters {
-    /// Connections refused at `max_connections`.
-    pub refused: AtomicU64,
+    /// Client sockets closed at once by the descriptor guard (`max_client_sockets`).
+    pub sockets_refused: AtomicU64,
     /// Connections closed for a missing, malformed, truncated or late PROXY protocol header.
     pub proxy_header_refused: AtomicU64,
     /// Connections closed unread because their peer is not a trusted balancer
@@ -19,11 +19,11 @@ pub struct Counters {
     /// `sasl.server.max.receive.size`, or an API other than ApiVersions and SASL).
     pub preauth_refused: AtomicU64,
     /// Connections accepted and not yet handed to a session (reading a PROXY header, or held for
-    /// an IP throttle): counted against `max_connections` with the sessions, so that silent or
+    /// an IP throttle): counted against `max_client_sockets` with the sessions, so that silent or
     /// throttled sockets cannot pile up without bound. A gauge, not a total.
     pub pending_admission: AtomicU64,
     /// Of those, the ones whose task has not run yet (the accept loop waits for them before it
-    /// refuses at `max_connections`: they are about to become sessions or to be dropped).
+    /// refuses at `max_client_sockets`: they are about to become sessions or to be dropped).
     pub admission_unstarted: AtomicU64,
     /// Accepts held by the broker-wide or listener `max.connection.creation.rate`.
     pub accept_delayed: AtomicU64,

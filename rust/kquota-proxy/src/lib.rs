@@ -9,14 +9,19 @@
 //!   [`endpoints`] (NodeEndpoints rewritten to the proxy's addresses);
 //! - what every connection shares ([`shared`]): [`config`], [`bridge`] (the contracts with
 //!   Python), [`brokers`] (the broker map), [`counters`], [`request_log`];
-//! - one connection: [`listen`] (the listeners), [`admission`] (its connection quotas and PROXY
-//!   header, from [`trusted_sources`] only), [`session`] (its life), [`idle`] (its
-//!   `connections.max.idle.ms`), [`secure`] (its TLS handshakes, [`tls`], [`principal`]),
-//!   [`preauth`] (what a SASL client may send before authenticating), [`conn`] (slots, order,
-//!   mute, the request quota of relayed APIs), [`requests`] and [`responses`] (the two readers,
-//!   each a dispatch by API), [`forwarded`] (what the response reader knows of each request);
+//! - one connection: [`listen`] (the listeners and the descriptor guard), [`admission`] (its
+//!   connection quotas, `max.connections` included, and PROXY header, from [`trusted_sources`]
+//!   only), [`session`] (its life), [`idle`] (its `connections.max.idle.ms`), [`tls`] (its TLS
+//!   handshakes, `tls::Security`), [`principal`], [`preauth`] (what a SASL client may send
+//!   before authenticating), [`conn`] (its state, one file per concern: slots and order, the
+//!   producer gate's membership, Python's calls, the request quota of relayed APIs, unanswered
+//!   Produce requests), [`mute`] (a throttle's mute and serial window, for a connection and a
+//!   producer), [`handle_cache`] (its quota handle), [`requests`] and [`responses`] (the two
+//!   readers, each a dispatch by API), [`frame`] (a request as handed to its path),
+//!   [`forwarded`] (what the response reader knows of each request);
 //! - the quota paths, each API's request and response halves: [`produce_path`], [`fetch_path`];
-//!   the proxy's own topics closed on them ([`own_topics`]);
+//!   a producer's throttle over all its connections ([`producer_gate`]); the proxy's own topics
+//!   closed on them ([`own_topics`]);
 //! - bytes in and out: [`stream`] (plain or TLS sockets), [`io`] (reading frames), [`outbox`] (ordered writes with back-pressure),
 //!   [`relay`] (uninspected bytes spliced socket to socket).
 
@@ -30,10 +35,13 @@ pub mod endpoints;
 pub mod fetch_layout;
 pub mod fetch_path;
 pub mod forwarded;
+pub mod frame;
+pub mod handle_cache;
 pub mod header;
 pub mod idle;
 pub mod io;
 pub mod listen;
+pub mod mute;
 pub mod outbox;
 pub mod own_topics;
 pub mod preauth;
@@ -46,7 +54,6 @@ pub mod relay;
 pub mod request_log;
 pub mod requests;
 pub mod responses;
-pub mod secure;
 pub mod session;
 pub mod shared;
 pub mod stream;

@@ -1,6 +1,7 @@
 //! Listeners: the bootstrap port and one port per broker, each accepting client connections
-//! (bounded by `max_connections`, paced and admitted by the connection quotas in `admission`)
-//! into a session.
+//! into a session: paced, held at `max.connections` and admitted by the connection quotas
+//! (`admission`), after the proxy's own descriptor guard (`max_client_sockets`), which closes a
+//! socket over it at once: a proxy out of descriptors could not even reach its broker.
 
 use std::net::TcpListener as StdListener;
 use std::sync::atomic::Ordering;
@@ -33,17 +34,17 @@ pub fn start(
 /// How often the accept loop looks again while admissions in flight may still free the room.
 const ADMISSION_POLL: Duration = Duration::from_millis(2);
 
-/// Whether the proxy holds `max_connections` sessions. Connections accepted but not yet handed
+/// Whether the proxy holds `max_client_sockets` client sockets. Connections accepted but not yet handed
 /// to their session count against the bound (a socket waiting for its PROXY header does), yet
 /// most leave that state at their task's first poll, so the loop waits for the tasks it has
 /// spawned to run before it refuses: a burst of accepts must not be refused only because those
 /// tasks have not run yet (seen on a loaded 2-core machine: 3 of 10 refused with 6 allowed and
 /// none served).
-async fn at_max_connections(shared: &Shared) -> bool {
+async fn at_max_client_sockets(shared: &Shared) -> bool {
     loop {
         let pending = shared.counters.pending_admission.load(Ordering::Acquire) as usize;
         let serving = shared.conns.lock().unwrap().len();
-        if serving + pending < shared.cfg.max_connections {
+        if serving + pending < shared.cfg.max_client_sockets {
             return false;
         }
         let unstarted = shared.counters.admission_unstarted.load(Ordering::Acquire);
@@ -75,22 +76,25 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, node: i32) {
         if shared.stopping.load(Ordering::Acquire) {
             return;
         }
-        if at_max_connections(&shared).await {
-            shared.counters.refused.fetch_add(1, Ordering::Relaxed);
+        if at_max_client_sockets(&shared).await {
+            shared.counters.sockets_refused.fetch_add(1, Ordering::Relaxed);
             continue;
         }
         let Some(upstream) = shared.brokers.upstream(&shared.cfg, node) else {
             continue;
         };
-        // Kafka's acceptor: the broker-wide and listener rate hold this loop, not the connection.
-        crate::admission::hold_accept(&shared).await;
+        // Kafka's acceptor: the broker-wide and listener rate and `max.connections` hold this
+        // loop, not the connection.
+        let Some(slot) = crate::admission::hold_accept(&shared).await else {
+            continue;
+        };
         *shared.accepted.lock().unwrap().entry(node).or_insert(0) += 1;
         let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
         // The PROXY header and the per-IP quotas run on the connection's task, so that a slow
         // or silent client never holds the listener.
         let admitting = crate::admission::Admitting::new(&shared);
         tokio::spawn(crate::admission::admit_and_serve(
-            admitting, id, node, sock, peer, upstream,
+            admitting, slot, id, node, sock, peer, upstream,
         ));
     }
 }

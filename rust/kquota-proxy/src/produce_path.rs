@@ -14,13 +14,13 @@ use std::time::Instant;
 
 use quota_core::{ClientHandle, ClientQuotaType};
 
-use crate::conn::{Conn, HandleCache};
+use crate::conn::Conn;
+use crate::frame::{Frame, RequestSource};
 use crate::endpoints::rewrite_section;
 use crate::forwarded::{Fwd, Kind};
 use crate::header::{response_body_offset, response_frame, RequestHeader};
-use crate::io::{read_rest, Reader};
+use crate::io::read_rest;
 use crate::produce_layout::{produce_acks, produce_layout};
-use crate::relay::Relay;
 use crate::tables::PRODUCE;
 use crate::wire::{patch_throttle, ProtoError};
 
@@ -31,20 +31,22 @@ use crate::wire::{patch_throttle, ProtoError};
 ///
 /// acks=0: no answer will come, so the request is recorded, logged and its slot settled (and
 /// muted, in order) here; it is exempt from the request quota, as in Kafka.
-#[allow(clippy::too_many_arguments)]
-pub async fn on_request(
-    conn: &Arc<Conn>,
-    h: &RequestHeader,
-    mut buf: Vec<u8>,
-    mut rest: usize,
-    size: usize,
-    t0: Instant,
-    rd: &mut Reader,
-    relay: &mut Relay,
-    handles: &mut HandleCache,
-    user: &Arc<str>,
-) -> Result<bool, String> {
+pub async fn on_request(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource) -> Result<bool, String> {
     let shared = &conn.shared;
+    let Frame {
+        header,
+        mut buf,
+        mut rest,
+        size,
+        t0,
+    } = frame;
+    let h = &header;
+    let RequestSource {
+        rd,
+        relay,
+        handles,
+        user,
+    } = src;
     let acks = match produce_acks(&buf[4..], h.body_offset, h.api_version) {
         Ok(a) => a,
         Err(_) if rest > 0 => {

@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::mute::Mute;
+
 /// Gates kept at most; past it (after dropping unused ones) a new producer gets a gate of its
 /// own that no other connection shares (Kafka's per-channel behaviour).
 pub const MAX_GATES: usize = 10_000;
@@ -38,8 +40,7 @@ fn ms(t: Instant) -> u64 {
 /// One producer's shared mute and its one-at-a-time token.
 #[derive(Default)]
 pub struct ProducerGate {
-    muted_until: AtomicU64,
-    serial_until: AtomicU64,
+    mute: Mute,
     /// The connection whose Produce is in flight while serial (0: none), and since when.
     holder: AtomicU64,
     held_at: AtomicU64,
@@ -62,20 +63,19 @@ pub const TOKEN_POLL: Duration = Duration::from_millis(2);
 impl ProducerGate {
     /// A throttled answer: the producer is muted until `until`, and serial for `window` after.
     pub fn throttled(&self, until: Instant, window: Duration) {
-        self.muted_until.fetch_max(ms(until), Ordering::AcqRel);
-        self.serial_until.fetch_max(ms(until + window), Ordering::AcqRel);
+        self.mute.throttled(until, window);
     }
 
     /// Whether connection `conn` may send a Produce now.
     pub fn enter(&self, conn: u64) -> Entry {
-        let now = ms(Instant::now());
-        let muted = self.muted_until.load(Ordering::Acquire);
-        if muted > now {
-            return Entry::Wait(Duration::from_millis(muted - now));
+        let at = Instant::now();
+        if let Some(d) = self.mute.remaining(at) {
+            return Entry::Wait(d);
         }
-        if self.serial_until.load(Ordering::Acquire) <= now {
+        if !self.mute.is_serial(at) {
             return Entry::Open;
         }
+        let now = ms(at);
         let holder = self.holder.load(Ordering::Acquire);
         let stale = holder != 0
             && now.saturating_sub(self.held_at.load(Ordering::Acquire)) > MAX_HOLD.as_millis() as u64;
@@ -101,8 +101,8 @@ impl ProducerGate {
             .compare_exchange(conn, 0, Ordering::AcqRel, Ordering::Acquire);
     }
 
-    fn unused(&self, now: u64) -> bool {
-        self.serial_until.load(Ordering::Acquire) <= now && self.holder.load(Ordering::Acquire) == 0
+    fn unused(&self, now: Instant) -> bool {
+        !self.mute.is_serial(now) && self.holder.load(Ordering::Acquire) == 0
     }
 }
 
@@ -124,7 +124,7 @@ impl ProducerGates {
             return Arc::clone(g);
         }
         if gates.len() >= MAX_GATES {
-            let now = ms(Instant::now());
+            let now = Instant::now();
             gates.retain(|_, g| Arc::strong_count(g) > 1 || !g.unused(now));
             if gates.len() >= MAX_GATES {
                 return Arc::default();

@@ -10,9 +10,11 @@ use std::time::Instant;
 
 use tokio::io::AsyncReadExt;
 
-use crate::conn::{Conn, HandleCache};
+use crate::conn::Conn;
+use crate::frame::{Frame, RequestSource};
+use crate::handle_cache::HandleCache;
 use crate::forwarded::{Fwd, Kind};
-use crate::header::{parse_request_header, RequestHeader};
+use crate::header::parse_request_header;
 use crate::io::{io_err, read_prefix, read_rest, Reader, BACKLOG, HEAD, STREAM_MIN};
 use crate::preauth::{Authentication, PreAuth};
 use crate::producer_gate::GateCache;
@@ -23,13 +25,18 @@ use crate::tables::{FETCH, PRODUCE};
 /// completes, `preauth` bounds what is read.
 pub async fn read_requests(
     conn: &Arc<Conn>,
-    mut rd: Reader,
-    mut relay: Relay,
+    rd: Reader,
+    relay: Relay,
     mut auth: Option<Arc<Authentication>>,
 ) -> Result<(), String> {
     let shared = Arc::clone(&conn.shared);
     let cfg = &shared.cfg;
-    let mut handles = HandleCache::default();
+    let mut src = RequestSource {
+        rd,
+        relay,
+        handles: HandleCache::default(),
+        user: Arc::clone(&conn.state().user),
+    };
     let mut gates = GateCache::default();
     loop {
         conn.to_broker.wait_below(BACKLOG).await;
@@ -50,7 +57,7 @@ pub async fn read_requests(
         }
         let mut prefix = [0u8; 4];
         tokio::select! {
-            r = read_prefix(&mut rd, &mut prefix) => if !r? { return Ok(()) },
+            r = read_prefix(&mut src.rd, &mut prefix) => if !r? { return Ok(()) },
             _ = &mut stop => return Ok(()),
         }
         // Looked at once the frame has begun: Python may have completed the authentication
@@ -74,7 +81,7 @@ pub async fn read_requests(
         buf[..4].copy_from_slice(&prefix);
         // The api key first: what it decides is decided before the rest of the frame is read.
         let first = head.min(2);
-        rd.read_exact(&mut buf[4..4 + first])
+        src.rd.read_exact(&mut buf[4..4 + first])
             .await
             .map_err(io_err("connection closed inside a frame"))?;
         let mut rest = size - head;
@@ -91,7 +98,7 @@ pub async fn read_requests(
                 ));
             }
         }
-        rd.read_exact(&mut buf[4 + first..])
+        src.rd.read_exact(&mut buf[4 + first..])
             .await
             .map_err(io_err("connection closed inside a frame"))?;
         // A throttled answer may have gone out while this frame was read: the mute covers it.
@@ -102,13 +109,13 @@ pub async fn read_requests(
         let header = match parse_request_header(&buf[4..], &cfg.tables) {
             Ok(h) => h,
             Err(_) if rest > 0 => {
-                read_rest(&mut rd, &mut buf, &mut rest).await?;
+                read_rest(&mut src.rd, &mut buf, &mut rest).await?;
                 parse_request_header(&buf[4..], &cfg.tables).map_err(|e| e.to_string())?
             }
             Err(e) => return Err(e.to_string()),
         };
         if rest > 0 && header.api_key != PRODUCE {
-            read_rest(&mut rd, &mut buf, &mut rest).await?;
+            read_rest(&mut src.rd, &mut buf, &mut rest).await?;
         }
         let user = Arc::clone(&conn.state().user);
         if header.api_key == PRODUCE {
@@ -119,27 +126,23 @@ pub async fn read_requests(
             }
             conn.enter_gate(gate).await;
         }
-        let over_quota = dispatch(
-            conn,
-            &header,
+        src.user = user;
+        let frame = Frame {
+            header,
             buf,
             rest,
             size,
             t0,
-            &mut rd,
-            &mut relay,
-            &mut handles,
-            &user,
-        )
-        .await?;
-        // Kafka reads a connection's next request only once the previous answer has gone out.
+        };
+        let over_quota = dispatch(conn, frame, &mut src).await?;
+            // Kafka reads a connection's next request only once the previous answer has gone out.
         // The proxy pipelines instead, except where that could let a request past a throttle:
         // while the unanswered requests would throttle the client once recorded, and for a
         // quota window after a throttle.
         // Before authentication too, as Kafka's authenticator answers one request at a time.
         let serial = over_quota
             || preauth.is_some()
-            || conn.state().serial_until.is_some_and(|u| Instant::now() < u);
+            || conn.mute.is_serial(Instant::now());
         if serial {
             conn.wait_until(|st| st.slots.is_empty()).await;
         }
@@ -159,20 +162,9 @@ fn preauth_refused(conn: &Conn, line: String) -> String {
 /// (`produce_path::on_request`), Fetch's (`fetch_path::on_request`), or relayed unparsed with
 /// the request quota. Returns whether the connection's unanswered requests would throttle its
 /// client once recorded (only Produce answers that).
-#[allow(clippy::too_many_arguments)]
-async fn dispatch(
-    conn: &Arc<Conn>,
-    h: &RequestHeader,
-    mut buf: Vec<u8>,
-    rest: usize,
-    size: usize,
-    t0: Instant,
-    rd: &mut Reader,
-    relay: &mut Relay,
-    handles: &mut HandleCache,
-    user: &Arc<str>,
-) -> Result<bool, String> {
+async fn dispatch(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource) -> Result<bool, String> {
     let shared = &conn.shared;
+    let (h, t0) = (&frame.header, frame.t0);
     shared.cfg.tables.check_version(h.api_key, h.api_version)?;
     if shared.cfg.tables.is_python(h.api_key) {
         let slot = {
@@ -184,16 +176,15 @@ async fn dispatch(
         let ns = t0.elapsed().as_nanos() as u64;
         shared
             .bridge
-            .on_request(conn.id, slot, conn.node, h, &buf[4..], ns)?;
+            .on_request(conn.id, slot, conn.node, h, &frame.buf[4..], ns)?;
         conn.wait_until(|st| st.python_waiting != Some(slot)).await;
         return Ok(false);
     }
     match h.api_key {
-        PRODUCE => {
-            crate::produce_path::on_request(conn, h, buf, rest, size, t0, rd, relay, handles, user).await
-        }
+        PRODUCE => crate::produce_path::on_request(conn, frame, src).await,
         FETCH => {
-            let handle = handles.get(shared, user, h.client_id(&buf[4..]))?;
+            let mut buf = frame.buf;
+            let handle = src.handles.get(shared, &src.user, h.client_id(&buf[4..]))?;
             if let Some(kind) = crate::fetch_path::on_request(conn, h, &mut buf, handle, t0)? {
                 let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, kind);
                 conn.forward_new(fwd, buf);
@@ -204,10 +195,10 @@ async fn dispatch(
             let handle = if shared.cfg.tables.is_exempt(key) {
                 None
             } else {
-                Some(handles.get(shared, user, h.client_id(&buf[4..]))?)
+                Some(src.handles.get(shared, &src.user, h.client_id(&frame.buf[4..]))?)
             };
             let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, Kind::Plain(handle));
-            conn.forward_new(fwd, buf);
+            conn.forward_new(fwd, frame.buf);
             Ok(false)
         }
     }

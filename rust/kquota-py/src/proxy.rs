@@ -17,7 +17,7 @@ use pyo3::types::{PyBytes, PyDict};
 use crate::errors::{invalid_argument, PyQuotaResult};
 use crate::kernel::PyQuotaKernel;
 
-/// Client TLS handshakes under way at most, unless `max_connections` is larger.
+/// Client TLS handshakes under way at most, unless `max_client_sockets` is larger.
 const DEFAULT_MAX_HANDSHAKES: usize = 1024;
 
 struct PyBridge {
@@ -145,7 +145,7 @@ impl PyProxyDataPlane {
     #[new]
     #[pyo3(signature = (
         kernel, bridge, *, bootstrap, listen_host, listen_port, advertised_host, flexible_from,
-        throttle_first, parsed_versions, python_keys, exempt_keys, max_frame_bytes, max_connections, max_inflight,
+        throttle_first, parsed_versions, python_keys, exempt_keys, max_frame_bytes, max_client_sockets, max_inflight,
         quota_window_ms, request_log, threads=1, drain_seconds=5.0, proxy_protocol=false,
         proxy_protocol_timeout_ms=10000, listener_tls=None, upstream_tls=None, max_tls_handshakes=None,
         proxy_protocol_trusted_sources=None, sasl_listener=false, sasl_max_receive_size=524288,
@@ -165,7 +165,7 @@ impl PyProxyDataPlane {
         python_keys: Vec<i64>,
         exempt_keys: Vec<i64>,
         max_frame_bytes: i64,
-        max_connections: i64,
+        max_client_sockets: i64,
         max_inflight: i64,
         quota_window_ms: i64,
         request_log: bool,
@@ -200,12 +200,12 @@ impl PyProxyDataPlane {
             &python_keys,
             &exempt_keys,
         )?;
-        let max_connections = positive(max_connections, "max_connections")?;
-        // Handshakes under way are bounded apart from the connections (they hold no slot, so
-        // clients that never finish one cannot take the slots of others).
+        let max_client_sockets = positive(max_client_sockets, "kquota.proxy.max.client.sockets")?;
+        // Handshakes under way are bounded apart from the client sockets (they take no place of
+        // the descriptor guard, so clients that never finish one cannot take the places of others).
         let max_handshakes = match max_tls_handshakes {
             Some(n) => positive(n, "max_tls_handshakes")?,
-            None => max_connections.max(DEFAULT_MAX_HANDSHAKES),
+            None => max_client_sockets.max(DEFAULT_MAX_HANDSHAKES),
         };
         let security = crate::tls::security(listener_tls, upstream_tls, max_handshakes)?;
         let trusted = match proxy_protocol_trusted_sources.as_deref().map(str::trim) {
@@ -226,7 +226,7 @@ impl PyProxyDataPlane {
             listen_port,
             advertised_host,
             max_frame_bytes: positive(max_frame_bytes, "max_frame_bytes")?,
-            max_connections,
+            max_client_sockets,
             max_inflight: positive(max_inflight, "max_inflight")?,
             quota_window_ms: positive(quota_window_ms, "quota_window_ms")? as u64,
             request_log,
@@ -397,7 +397,7 @@ impl PyProxyDataPlane {
         Ok(())
     }
 
-    /// Counters and maps: connections, refused_connections, streamed_requests,
+    /// Counters and maps: connections, refused_client_sockets, streamed_requests,
     /// streamed_responses, accepted, broker_ports, brokers, request_log_dropped,
     /// proxy_header_refused, proxy_protocol_untrusted, idle_closed, preauth_refused,
     /// accept_delayed, producer_waits, and TLS: client_tls_failures and
@@ -414,7 +414,7 @@ impl PyProxyDataPlane {
         let (mut untrusted, mut idle_closed, mut preauth_refused) = (0u64, 0u64, 0u64);
         if let Some(s) = &shared {
             conns = s.conns.lock().unwrap().len();
-            refused = s.counters.refused.load(Relaxed);
+            refused = s.counters.sockets_refused.load(Relaxed);
             sreq = s.counters.streamed_requests.load(Relaxed);
             sresp = s.counters.streamed_responses.load(Relaxed);
             dropped = s.counters.log_dropped.load(Relaxed);
@@ -433,7 +433,7 @@ impl PyProxyDataPlane {
             }
         }
         d.set_item("connections", conns)?;
-        d.set_item("refused_connections", refused)?;
+        d.set_item("refused_client_sockets", refused)?;
         d.set_item("streamed_requests", sreq)?;
         d.set_item("streamed_responses", sresp)?;
         d.set_item("accepted", accepted)?;

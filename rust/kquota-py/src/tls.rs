@@ -75,7 +75,7 @@ pub fn security(
     listener: Option<HashMap<String, String>>,
     upstream: Option<HashMap<String, String>>,
     max_handshakes: usize,
-) -> PyQuotaResult<std::sync::Arc<kquota_proxy::secure::Security>> {
+) -> PyQuotaResult<std::sync::Arc<kquota_proxy::tls::Security>> {
     let listener = listener
         .map(|p| tls::ListenerTls::from_properties(&to_map(p), tls::DEFAULT_RELOAD_CHECK))
         .transpose()
@@ -84,7 +84,7 @@ pub fn security(
         .map(|p| tls::UpstreamTls::from_properties(&to_map(p), tls::DEFAULT_RELOAD_CHECK))
         .transpose()
         .map_err(tls_error)?;
-    Ok(std::sync::Arc::new(kquota_proxy::secure::Security::new(
+    Ok(std::sync::Arc::new(kquota_proxy::tls::Security::new(
         listener,
         upstream,
         max_handshakes,

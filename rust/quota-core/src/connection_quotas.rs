@@ -6,7 +6,12 @@
 //!    creation.rate`); the acceptor then blocks for the longer delay, and until the listener and
 //!    the broker have a free slot (`max.connections`). Here [`ConnectionQuotas::record_accept`]
 //!    records and returns that delay, [`ConnectionQuotas::slot_available`] says whether a slot
-//!    is free: the caller waits (Kafka blocks its acceptor thread).
+//!    is free: the caller waits (Kafka blocks its acceptor thread). A server that learns the
+//!    address only after the accept (the proxy reads a PROXY header first) cannot count the
+//!    connection there, as Kafka's `inc` does under its lock; it holds the slot instead
+//!    ([`ConnectionQuotas::take_slot`]) until [`ConnectionQuotas::admit_held`] counts the
+//!    connection or [`ConnectionQuotas::return_slot`] gives the slot back, so that a burst of
+//!    accepts cannot pass `max.connections` between the wait and the count.
 //! 2. `recordIpConnectionMaybeThrottle`: if the address has a `connection_creation_rate` quota
 //!    the connection is recorded into the address's sensor; over the quota it is taken back from
 //!    that sensor and from the broker and listener rates, the listener's
@@ -57,6 +62,8 @@ pub(crate) struct IpSensor {
 /// One listener's state (`ListenerConnectionQuota` and its count).
 pub(crate) struct ListenerState {
     pub(crate) count: i64,
+    /// Slots taken by `take_slot` and not yet counted or returned.
+    pub(crate) held: i64,
     pub(crate) rate: RateSensor,
     /// Connections recorded by `record_accept` and not yet through `admit`: only those are taken
     /// back from the broker and listener rates when the address is throttled.
@@ -76,6 +83,8 @@ pub(crate) struct State {
     pub(crate) overflowed: u64,
     pub(crate) counts: HashMap<IpAddr, u32>,
     pub(crate) total: i64,
+    /// Slots held broker-wide (`take_slot`): counted against `max.connections` with `total`.
+    pub(crate) held: i64,
     /// Created by the first connection (a sensor's first sample starts at its first record).
     pub(crate) broker: Option<RateSensor>,
     pub(crate) broker_pending: u64,
@@ -128,6 +137,7 @@ impl ConnectionQuotas {
                 overflowed: 0,
                 counts: HashMap::new(),
                 total: 0,
+                held: 0,
                 broker: None,
                 broker_pending: 0,
                 listeners: Vec::new(),
@@ -188,19 +198,52 @@ impl ConnectionQuotas {
     }
 
     /// Kafka's `connectionSlotAvailable`: the listener is under its `max.connections` and the
-    /// broker under its own.
+    /// broker under its own (held slots count as connections).
     pub fn slot_available(&self, listener: &str) -> bool {
-        let st = self.state.lock();
-        let count = find(&st.listeners, listener).map_or(0, |l| l.count);
-        count < st.limits.listener(listener).max_connections as i64
-            && st.total < st.limits.max_connections as i64
+        slot_free(&self.state.lock(), listener)
+    }
+
+    /// [`slot_available`](Self::slot_available) and, when it is, the slot held for one
+    /// connection on `listener` at `now` in the same step: the caller then calls
+    /// [`admit_held`](Self::admit_held) or [`return_slot`](Self::return_slot) exactly once.
+    pub fn take_slot(&self, listener: &str, now: Option<i64>) -> Result<bool, QuotaError> {
+        let now = resolve_now(now)?;
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        if !slot_free(st, listener) {
+            return Ok(false);
+        }
+        st.newest_ms = st.newest_ms.max(now);
+        st.held += 1;
+        listener_state(&mut st.listeners, listener, &self.spec, &self.metrics_spec, now).held += 1;
+        Ok(true)
+    }
+
+    /// A slot taken by [`take_slot`](Self::take_slot) given back unused (the connection closed
+    /// before it could be admitted).
+    pub fn return_slot(&self, listener: &str) {
+        let mut st = self.state.lock();
+        unhold(&mut st, listener);
     }
 
     /// Steps 2 and 3 for a connection from `ip` on `listener` at `now` (see the module docs).
     pub fn admit(&self, ip: IpAddr, listener: &str, now: Option<i64>) -> Result<Admission, QuotaError> {
+        self.admit_inner(ip, listener, now, false)
+    }
+
+    /// [`admit`](Self::admit) for a connection that holds a slot (`take_slot`): the slot becomes
+    /// the connection's count when it is accepted, and is given back otherwise.
+    pub fn admit_held(&self, ip: IpAddr, listener: &str, now: Option<i64>) -> Result<Admission, QuotaError> {
+        self.admit_inner(ip, listener, now, true)
+    }
+
+    fn admit_inner(&self, ip: IpAddr, listener: &str, now: Option<i64>, held: bool) -> Result<Admission, QuotaError> {
         let now = resolve_now(now)?;
         let mut guard = self.state.lock();
         let st = &mut *guard;
+        if held {
+            unhold(st, listener);
+        }
         st.newest_ms = st.newest_ms.max(now);
         // Whether step 1 recorded this connection (so that it can be taken back).
         let from_accept = st.broker_pending > 0;
@@ -295,6 +338,20 @@ impl ConnectionQuotas {
     }
 }
 
+/// Kafka's `connectionSlotAvailable` over `st`, held slots counted as connections.
+fn slot_free(st: &State, listener: &str) -> bool {
+    let in_listener = find(&st.listeners, listener).map_or(0, |l| l.count + l.held);
+    in_listener < st.limits.listener(listener).max_connections as i64
+        && st.total + st.held < st.limits.max_connections as i64
+}
+
+fn unhold(st: &mut State, listener: &str) {
+    st.held = (st.held - 1).max(0);
+    if let Some(l) = find_mut(&mut st.listeners, listener) {
+        l.held = (l.held - 1).max(0);
+    }
+}
+
 /// Listener-name equality, case-insensitive as Kafka's listener names, without a `memcmp` call:
 /// names are a few bytes, and the call (through the PLT) cost more than the compare on every
 /// connection.
@@ -325,6 +382,7 @@ fn listener_state<'a>(
                 name.to_owned(),
                 ListenerState {
                     count: 0,
+                    held: 0,
                     rate: RateSensor::new(spec, now),
                     pending: 0,
                     throttle: ThrottleAvg::new(metrics_spec, now),

@@ -91,3 +91,48 @@ fn idle_address_sensors_expire_with_the_kernel() {
     assert_eq!(k.expire_sensors(Some(1001)).unwrap().removed, 1);
     assert_eq!(k.connections.snapshot(None).expired, 1);
 }
+
+#[test]
+fn held_slots_count_against_max_connections_until_admitted_or_returned() {
+    // The proxy learns a connection's address after the accept (its PROXY header): it holds the
+    // slot at the accept, so that accepts in a burst cannot all pass the wait before one is
+    // counted, as Kafka's `inc` counts under the lock of its wait.
+    let k = kernel();
+    let c = &k.connections;
+    c.set_limits(ConnectionLimits {
+        max_connections: 2,
+        ..ConnectionLimits::default()
+    });
+    assert!(c.take_slot("SSL", Some(0)).unwrap());
+    assert!(c.take_slot("SSL", Some(0)).unwrap());
+    assert!(!c.take_slot("SSL", Some(0)).unwrap(), "both broker-wide slots are held");
+    assert!(!c.slot_available("SASL_SSL"), "max.connections is broker-wide");
+    assert_eq!(c.admit_held(ip("10.0.0.1"), "SSL", Some(0)).unwrap(), Admission::Accepted);
+    c.return_slot("SSL");
+    assert_eq!(c.total(), 1);
+    assert!(c.take_slot("SASL_SSL", Some(0)).unwrap());
+    assert!(!c.slot_available("SSL"));
+    assert!(c.release(ip("10.0.0.1"), "SSL"));
+    assert!(c.slot_available("SSL"));
+
+    // A listener's own limit holds only its listener; an admission that is not accepted gives
+    // its slot back.
+    let k = kernel();
+    let c = &k.connections;
+    c.set_limits(ConnectionLimits::from_props([("listener.name.ssl.max.connections", "1")]).unwrap());
+    c.set_ip_rate(Some(ip("10.0.0.2")), Some(1.0));
+    assert!(c.take_slot("SSL", Some(0)).unwrap());
+    assert!(!c.take_slot("SSL", Some(0)).unwrap());
+    assert!(c.take_slot("PLAINTEXT", Some(0)).unwrap());
+    c.return_slot("PLAINTEXT");
+    assert_eq!(c.admit_held(ip("10.0.0.2"), "SSL", Some(0)).unwrap(), Admission::Accepted);
+    assert!(c.take_slot("SSL", Some(0)).is_ok_and(|taken| !taken), "the admitted connection holds it");
+    assert!(c.release(ip("10.0.0.2"), "SSL"));
+    assert!(c.take_slot("SSL", Some(0)).unwrap());
+    assert!(matches!(
+        c.admit_held(ip("10.0.0.2"), "SSL", Some(0)).unwrap(),
+        Admission::Throttled { .. }
+    ));
+    assert!(c.slot_available("SSL"), "a throttled connection is not counted and holds no slot");
+    assert_eq!(c.total(), 0);
+}

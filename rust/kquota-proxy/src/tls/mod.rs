@@ -10,7 +10,9 @@
 //! - reload.rs: configurations rebuilt when their files change;
 //! - handshake.rs: handshakes with a deadline, failures sorted by cause;
 //! - failures.rs: failures counted by cause, logged once per cause per interval;
-//! - sides.rs: ListenerTls (stream + principal per client) and UpstreamTls, for the data plane.
+//! - sides.rs: ListenerTls (stream + principal per client) and UpstreamTls, for the data plane;
+//! - security.rs: both sides together for one connection (`Security`): the client's handshake
+//!   under its bound and deadline, the broker's, failures counted and logged.
 //!
 //! Every error names the Kafka property at fault (and the file), so that a bad configuration is
 //! one line at start-up.
@@ -22,6 +24,7 @@ mod material;
 mod pem_export;
 mod policy;
 mod reload;
+mod security;
 mod server;
 mod settings;
 mod sides;
@@ -33,6 +36,7 @@ pub use pem_export::{client_pem, ClientPem};
 pub use reload::{ReloadStats, Reloading, DEFAULT_RELOAD_CHECK};
 /// Re-exported so that callers name certificates without depending on rustls themselves.
 pub use rustls::pki_types::CertificateDer;
+pub use security::{Security, FAILURE_LOG_INTERVAL};
 pub use server::server_config;
 pub use settings::{
     ClientAuth, KeystoreSettings, ListenerTlsSettings, Properties, ProtocolSettings, TruststoreSettings,

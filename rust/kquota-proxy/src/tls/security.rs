@@ -2,9 +2,10 @@
 //! the client's handshake with its deadline and principal, and the proxy's own handshake with
 //! the broker. Failures close only that connection, are counted by cause (`FailureLog`, read
 //! by the plane's stats) and reported to Python's log once per cause per interval. Handshakes
-//! run before the connection is registered, so they take no `max_connections` slot; their own
-//! bound (`max_handshakes`) keeps a flood of unfinished handshakes from holding unbounded
-//! sockets.
+//! run before the connection is registered, so they take no `max_client_sockets` place (the
+//! kernel counts them against `max.connections`, as Kafka counts a connection from its accept);
+//! their own bound (`max_handshakes`) keeps a flood of unfinished handshakes from holding
+//! unbounded sockets.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -13,7 +14,7 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 
 use crate::stream::Stream;
-use crate::tls::{FailureLog, HandshakeFailure, ListenerTls, UpstreamTls, HANDSHAKE_TIMEOUT};
+use super::{FailureLog, HandshakeFailure, ListenerTls, UpstreamTls, HANDSHAKE_TIMEOUT};
 
 /// How often each failure cause is logged at most.
 pub const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(60);

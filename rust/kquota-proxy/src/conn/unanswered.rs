@@ -1,0 +1,34 @@
+//! Produce requests not answered yet: an acks=0 one's correlation id, remembered because the
+//! broker never answers it (an answer a broker sends anyway is dropped), and the bytes of those
+//! awaiting their answer, which decide whether the reader may pipeline the next request.
+
+use super::{Conn, ConnState};
+use crate::forwarded::Kind;
+
+/// acks=0 correlation ids remembered (some brokers answer them anyway).
+const MAX_UNANSWERED: usize = 4096;
+
+impl Conn {
+    pub fn remember_unanswered(st: &mut ConnState, corr: i32) {
+        if st.unanswered.insert(corr) {
+            st.unanswered_order.push_back(corr);
+        }
+        if st.unanswered_order.len() > MAX_UNANSWERED {
+            if let Some(old) = st.unanswered_order.pop_front() {
+                st.unanswered.remove(&old);
+            }
+        }
+    }
+
+    /// Bytes of Produce requests sent to the broker and not yet answered (so not yet recorded).
+    pub fn unanswered_produce_bytes(&self) -> usize {
+        self.state()
+            .forwarded
+            .iter()
+            .map(|f| match f.kind {
+                Kind::Produce { size, .. } => size,
+                _ => 0,
+            })
+            .sum()
+    }
+}
