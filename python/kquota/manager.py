@@ -14,6 +14,7 @@ from kquota.entity import IP, ClientQuotaEntity
 from kquota.exceptions import KQuotaError, QuotaConfigError, QuotaValueError
 from kquota.metrics import Metric, collect
 from kquota.quota_type import ClientQuotaType, QuotaTypeLike, coerce_quota_type
+from kquota.utilization import DEFAULT_MAX_ENTITIES, Utilization, check_max_entities, from_native, utilization_metrics
 from kquota.validation import CONFIG_KEYS, CONNECTION_CREATION_RATE, EntityLike, Ops, entity_from_sides, normalize_alter
 
 __all__ = ["CONFIG_KEYS", "KERNEL_GROUP", "QuotaManager"]
@@ -251,10 +252,12 @@ class QuotaManager(ConnectionQuotasMixin, QuotaKernel):
 
     # ------------------------------------------------------------------ observability
 
-    def metrics(self, now_ms: Optional[int] = None) -> list[Metric]:
+    def metrics(self, now_ms: Optional[int] = None, max_entities: Optional[int] = None) -> list[Metric]:
         """Every quota metric as :class:`kquota.Metric` rows with Kafka's groups, names and tags
         (``byte-rate``, ``quota-limit``, ``throttle-time``, ``queue-size``, ``sensor-count``, ...;
-        see :mod:`kquota.metrics`), the connection quotas' (:meth:`connection_metrics`) among them.
+        see :mod:`kquota.metrics`), the connection quotas' (:meth:`connection_metrics`) among them,
+        and the utilization rows (``quota-utilization``, ``effective-quota``) of
+        :meth:`utilization` with ``max_entities`` (see :func:`kquota.utilization.utilization_metrics`).
 
         Rates are measured at ``now_ms`` (ms on the clock you record with), each sensor at the
         later of that and its own latest time; ``None`` uses the kernel's estimate of that clock
@@ -262,7 +265,23 @@ class QuotaManager(ConnectionQuotasMixin, QuotaKernel):
         natively without the GIL and without touching any sensor: a scrape is not a use and
         does not delay expiry.
         """
-        return collect(self._metrics_snapshot(now_ms), self.extra_metrics())
+        rows = collect(self._metrics_snapshot(now_ms), self.extra_metrics())
+        return rows + utilization_metrics(self.utilization(max_entities, now_ms))
+
+    def utilization(self, max_entities: Optional[int] = None, now_ms: Optional[int] = None) -> Utilization:
+        """KIP-1373's utilization of Produce, Fetch, Request and ControllerMutation quotas: a
+        :class:`~kquota.utilization.Utilization` whose ``rows`` are every throttled entity plus
+        the ``max_entities`` others with the highest utilization (``None``: 1000, as
+        ``kquota.metrics.max.entities``), each with its measured rate, effective quota, the
+        precedence level that matched and ``rate / quota x 100`` (NaN when unlimited), and
+        whose ``rest`` sums the others per quota type (see :mod:`kquota.utilization`).
+
+        Rates are measured at ``now_ms`` as in :meth:`metrics` (``None``: the kernel's estimate
+        of the callers' clock). Computed natively without the GIL from the live sensors, none of
+        them touched; with a callback installed, each sensor's last limit is reported (a scrape
+        never calls the callback)."""
+        k = DEFAULT_MAX_ENTITIES if max_entities is None else check_max_entities(max_entities)
+        return from_native(self._utilization(now_ms, k))
 
     def expire_sensors(self, now_ms: Optional[int] = None) -> int:
         """Removes sensors unused for more than ``sensor_expiry_seconds`` at ``now_ms`` (Kafka's

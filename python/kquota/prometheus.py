@@ -7,6 +7,14 @@ in the name as ``_``, and the tag ``client-id`` as the label ``client_id``. So K
 ``kafka_server_produce_byte_rate{user="alice",client_id="c1"}``. Totals are counters
 (``kafka_server_produce_sensors_expired_total``), everything else a gauge.
 
+Utilization (KIP-1373, :mod:`kquota.utilization`) follows the same rule: per quota type
+``kafka_server_<group>_quota_utilization`` (percent) and ``kafka_server_<group>_effective_quota``
+(the bound, KIP-786's value; limited entities only), labelled ``user``, ``client_id`` and
+``level`` (the KIP-55 level that matched). Their cardinality is bounded by ``max_entities``
+(``kquota.metrics.max.entities``, default 1000): every throttled entity plus the top
+``max_entities`` by utilization; the rest of each quota type is one series labelled
+``entity="other"`` (the utilization of the limited ones among them, the sum of their quotas).
+
 >>> import kquota, kquota.prometheus
 >>> qm = kquota.QuotaManager()
 >>> server, thread = kquota.prometheus.start_http_server(qm, port=0, addr="127.0.0.1")
@@ -29,6 +37,7 @@ from kquota import _kquota
 from kquota.callback import ENCODED_TAGS_PREFIX
 from kquota.exceptions import QuotaValueError
 from kquota.metrics import iter_rows, jmx_name
+from kquota.utilization import DEFAULT_MAX_ENTITIES, check_max_entities, utilization_metrics
 
 if TYPE_CHECKING:
     from kquota.manager import QuotaManager
@@ -51,6 +60,9 @@ _HELP = {
     "watcher-errors-total": "Failed re-reads of the quota store by the config watcher (each retried)",
     "watcher-retry-pending": "1 while a failed re-read of the quota store waits for its retry",
     "config-sync-age-seconds": "Seconds since the config watcher last read the store successfully",
+    "quota-utilization": "Measured rate / effective quota x 100 (KIP-1373; NaN unlimited): every throttled entity, "
+                         "the top kquota.metrics.max.entities, the rest as entity=\"other\"",
+    "effective-quota": "The quota an entity's sensor is checked against (KIP-786), beside quota-utilization",
     "fleet-share": "This proxy's fraction of an active quota (--quota-scope fleet)",
     "fleet-usage-age-seconds": "Age of the newest usage record from each fleet member",
     "fleet-usage-records-rejected-total": "Usage records refused (unsigned, badly signed, from the future, "
@@ -91,11 +103,14 @@ class QuotaCollector(Collector):
 
     ``now_ms`` is called at each scrape for the time to measure rates at (ms on the clock the
     broker records with); by default the kernel estimates it (see ``QuotaManager.metrics``).
+    ``max_entities`` bounds the utilization series (see :mod:`kquota.utilization`).
     """
 
-    def __init__(self, qm: "QuotaManager", now_ms: Optional[Callable[[], int]] = None) -> None:
+    def __init__(self, qm: "QuotaManager", now_ms: Optional[Callable[[], int]] = None,
+                 max_entities: int = DEFAULT_MAX_ENTITIES) -> None:
         self._qm = qm
         self._now_ms = now_ms
+        self._max_entities = check_max_entities(max_entities)
 
     def collect(self) -> Iterator[PromMetric]:
         now = None if self._now_ms is None else self._now_ms()
@@ -123,7 +138,7 @@ class QuotaCollector(Collector):
                 user = user[len(ENCODED_TAGS_PREFIX):] if user.startswith(ENCODED_TAGS_PREFIX) else user
                 family(group, name, True).add_metric([user, client_id], value)
         tagged: dict[Tuple[str, str], PromMetric] = {}
-        for m in self._qm.extra_metrics():
+        for m in self._qm.extra_metrics() + utilization_metrics(self._qm.utilization(self._max_entities, now)):
             fam = family(m.group, m.name, False)
             if m.tags:
                 # Extra rows carry their own tags (ip, listener): one family may mix label sets
@@ -140,25 +155,29 @@ class QuotaCollector(Collector):
         return iter(())
 
 
-def registry_for(qm: "QuotaManager", now_ms: Optional[Callable[[], int]] = None) -> CollectorRegistry:
+def registry_for(qm: "QuotaManager", now_ms: Optional[Callable[[], int]] = None,
+                 max_entities: int = DEFAULT_MAX_ENTITIES) -> CollectorRegistry:
     """A new registry holding only ``qm``'s collector."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(QuotaCollector(qm, now_ms))
+    registry.register(QuotaCollector(qm, now_ms, max_entities))
     return registry
 
 
-def exposition_chunks(qm: "QuotaManager", now_ms: Optional[int] = None) -> Iterator[bytes]:
+def exposition_chunks(qm: "QuotaManager", now_ms: Optional[int] = None,
+                      max_entities: int = DEFAULT_MAX_ENTITIES) -> Iterator[bytes]:
     """The Prometheus text exposition (format 0.0.4) of ``qm``'s metrics as chunks of about
     64 KiB: one compact native snapshot, each chunk rendered without the GIL. A scrape of 1M
-    sensors never holds the whole text (157 MB) in memory."""
-    extra = [(m.group, m.name, _labels(m.tags), m.value) for m in qm.extra_metrics()]
+    sensors never holds the whole text (157 MB) in memory. The utilization series are bounded
+    by ``max_entities`` (see :func:`utilization_metrics`)."""
+    rows = qm.extra_metrics() + utilization_metrics(qm.utilization(check_max_entities(max_entities), now_ms))
+    extra = [(m.group, m.name, _labels(m.tags), m.value) for m in rows]
     return iter(qm._prometheus_stream(now_ms, extra, _HELP))
 
 
-def exposition(qm: "QuotaManager", now_ms: Optional[int] = None) -> bytes:
+def exposition(qm: "QuotaManager", now_ms: Optional[int] = None, max_entities: int = DEFAULT_MAX_ENTITIES) -> bytes:
     """The whole exposition as one ``bytes`` (the same samples the collector gives); the HTTP
     server streams :func:`exposition_chunks` instead."""
-    return b"".join(exposition_chunks(qm, now_ms))
+    return b"".join(exposition_chunks(qm, now_ms, max_entities))
 
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -232,6 +251,7 @@ def start_http_server(
     workers: int = WORKERS,
     backlog: int = BACKLOG,
     timeout: float = TIMEOUT_S,
+    max_entities: int = DEFAULT_MAX_ENTITIES,
 ) -> Tuple["HTTPServer", threading.Thread]:
     """Serves ``qm``'s metrics at ``http://addr:port/metrics`` from a daemon thread: one call.
 
@@ -241,7 +261,9 @@ def start_http_server(
     that many snapshots; ``workers`` threads serve all connections, at most ``backlog`` wait, and
     a client silent or stalled for ``timeout`` seconds is dropped. ``port=0`` picks a free port
     (``server.server_port``). Stop with ``server.shutdown()``. ``now_ms`` is called at each
-    scrape (see :class:`QuotaCollector`)."""
+    scrape (see :class:`QuotaCollector`). ``max_entities`` bounds the utilization series
+    (``kquota.metrics.max.entities``; see :mod:`kquota.utilization`)."""
+    check_max_entities(max_entities)
     for name, value in (("max_concurrent_scrapes", max_concurrent_scrapes), ("workers", workers), ("backlog", backlog)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise QuotaValueError(f"{name} must be an int >= 1, got {value!r}")
@@ -265,7 +287,7 @@ def start_http_server(
                 self.send_error(503, "too many concurrent scrapes")
                 return
             try:
-                chunks = exposition_chunks(qm, None if now_ms is None else now_ms())
+                chunks = exposition_chunks(qm, None if now_ms is None else now_ms(), max_entities)
                 self.send_response(200)
                 self.send_header("Content-Type", CONTENT_TYPE)
                 self.send_header("Transfer-Encoding", "chunked")

@@ -18,11 +18,15 @@ import signal
 from typing import Any, Optional
 
 from kquota.exceptions import KQuotaError
+from kquota.utilization import DEFAULT_MAX_ENTITIES
 
 log = logging.getLogger("kquota.proxy")
 
 #: The file holding the fleet's key (--quota-scope fleet needs it; docs/guides/proxy.md).
 FLEET_KEY_PROPERTY = "kquota.fleet.usage.key.file"
+#: Entities besides the throttled ones the metrics port's utilization series show (the rest
+#: summed per quota type; kquota.utilization).
+METRICS_MAX_ENTITIES_PROPERTY = "kquota.metrics.max.entities"
 #: Broker properties --config understands (others are reported and ignored, as a broker would).
 KNOWN_PROPERTIES = (
     "quota.window.num", "quota.window.size.seconds", "controller.quota.window.num",
@@ -36,7 +40,7 @@ KNOWN_PROPERTIES = (
 ) + (
     "sasl.server.max.receive.size", "connections.max.idle.ms", "kquota.proxy.inspected.request.max.bytes",
     "kquota.proxy.decoded.request.max.bytes", "kquota.max.client.ids.per.principal",
-) + (FLEET_KEY_PROPERTY,)
+) + (FLEET_KEY_PROPERTY, METRICS_MAX_ENTITIES_PROPERTY)
 #: The connection-quota properties (KIP-612 and the counts) the kernel enforces at the proxy's
 #: accept, as Kafka's ``ConnectionQuotas``; besides them every ``listener.name.<l>.max.connections``
 #: and ``listener.name.<l>.max.connection.creation.rate``. The proxy's ports are one listener,
@@ -194,7 +198,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--quota-window-size-seconds", type=int, metavar="S",
                    help="quota.window.size.seconds (default: 1, or the --config file's)")
     p.add_argument("--config", metavar="FILE", help="broker-style properties: " + ", ".join(KNOWN_PROPERTIES))
-    p.add_argument("--metrics-port", type=int, metavar="P", help="serve Prometheus metrics on 127.0.0.1:P")
+    p.add_argument("--metrics-port", type=int, metavar="P", help="serve Prometheus metrics on 127.0.0.1:P (the "
+                   f"utilization series bounded by {METRICS_MAX_ENTITIES_PROPERTY} in --config, default "
+                   f"{DEFAULT_MAX_ENTITIES}: every throttled entity, the top N, the rest summed)")
     p.add_argument("--request-log", metavar="DIR", help="write every recorded request to rotated Parquet files "
                    "in DIR (the pipeline's request-log schema)")
     p.add_argument("--admin-principals", metavar="P,...",
@@ -247,6 +253,7 @@ def run(args: argparse.Namespace) -> int:
                 and not key.startswith("client.quota.callback.")):
             log.warning("--config: %s is not used by the proxy", key)
     proxy_protocol = _bool_prop(props, "kquota.proxy.protocol.enable")
+    metrics_max_entities = _int_prop(props, METRICS_MAX_ENTITIES_PROPERTY, DEFAULT_MAX_ENTITIES, minimum=0)
     proxy_protocol_timeout_ms = _int_prop(props, "kquota.proxy.protocol.timeout.ms", DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS)
     window_num = args.quota_window_num or _int_prop(props, "quota.window.num", BROKER_DEFAULTS["window_num"])
     window_size = args.quota_window_size_seconds or _int_prop(props, "quota.window.size.seconds",
@@ -293,7 +300,8 @@ def run(args: argparse.Namespace) -> int:
         if args.metrics_port is not None:
             from kquota.prometheus import start_http_server
 
-            metrics_server, _ = start_http_server(qm, port=args.metrics_port, addr="127.0.0.1")
+            metrics_server, _ = start_http_server(qm, port=args.metrics_port, addr="127.0.0.1",
+                                                  max_entities=metrics_max_entities)
             log.info("metrics on http://127.0.0.1:%d/metrics", metrics_server.server_port)
         if args.request_log:
             request_log = RequestLogWriter(args.request_log)

@@ -27,6 +27,7 @@ use crate::settings::KernelArgs;
 
 /// `(user_kind, user, client_kind, client, {key: value})` as `_describe` returns it.
 type DescribedEntity<'py> = (u8, String, u8, String, Bound<'py, PyDict>);
+type Utilization = (i64, Vec<crate::utilization::Row>, Vec<crate::utilization::Rest>);
 
 /// The native quota kernel. `kquota.QuotaManager` subclasses it and adds the configuration API.
 #[pyclass(subclass, frozen, module = "kquota._kquota", name = "QuotaKernel")]
@@ -401,6 +402,13 @@ impl PyQuotaKernel {
         help: HashMap<String, String>,
     ) -> PyQuotaResult<PyPrometheusStream> {
         crate::exposition::stream(py, Arc::clone(&self.kernel), ms(now_ms), extra, help)
+    }
+
+    /// ``(now_ms, rows, rest)``: every throttled entity's utilization plus the ``max_entities``
+    /// highest others, the rest summed per quota type (see ``QuotaManager.utilization``).
+    #[pyo3(signature = (now_ms, max_entities))]
+    fn _utilization(&self, py: Python<'_>, now_ms: Option<Int>, max_entities: usize) -> PyQuotaResult<Utilization> {
+        crate::utilization::utilization(py, Arc::clone(&self.kernel), ms(now_ms), max_entities)
     }
 
     /// ``(live sensors, overflowed resolutions, expired sensors)`` of a quota type.

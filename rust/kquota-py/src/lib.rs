@@ -28,6 +28,7 @@ mod quota_type;
 mod rules;
 mod settings;
 mod tls;
+mod utilization;
 mod zeroed_array;
 
 use pyo3::prelude::*;

@@ -7,7 +7,7 @@
 //!   lookup), [`record`] (the per-request path), [`request_quota`] (KIP-124),
 //!   [`mutation_quota`] (KIP-599), [`response`] (Kafka's response step: the throttles
 //!   combined and enforced, Produce and Fetch answers), [`expiry`] (idle sensors and the thread), [`metrics`]
-//!   (lock-free snapshots), [`handle`] (per-connection handles).
+//!   (lock-free snapshots), [`utilization`] (KIP-1373, bounded), [`handle`] (per-connection handles).
 //! * Connection quotas (KIP-612, Kafka's `ConnectionQuotas`), beside the client quotas:
 //!   [`connection_quotas`] (the accept path), [`connection_rate`] (`connection_creation_rate`
 //!   of `ip` entities and the rate rule), [`connection_limits`] (the broker properties),
@@ -71,6 +71,7 @@ pub mod throttle_time_avg;
 pub mod token_bucket;
 pub mod type_runtime;
 pub mod types;
+pub mod utilization;
 pub mod validate;
 mod windowed_sum;
 
@@ -88,6 +89,7 @@ pub use handle::ClientHandle;
 pub use kernel::QuotaKernel;
 pub use measurement::Measurement;
 pub use metrics::{MetricsSnapshot, SensorRow, TypeRow};
+pub use precedence::QuotaLevel;
 pub use name_budget::{check_name, check_names, MAX_NAME_BYTES};
 pub use rate::RateSensor;
 pub use response::{combine_throttles, FetchStep, ResponseThrottle};
@@ -98,6 +100,7 @@ pub use snapshot::{ConfigSnapshot, QuotaChange};
 pub use throttle::{mutation_throttle_time_ms, throttle_time_ms, time_at_bound_ms};
 pub use token_bucket::{StrictTake, TokenBucket};
 pub use types::{ClientQuotaType, WindowSpec};
+pub use utilization::{utilization_percent, UtilizationRest, UtilizationRow, UtilizationSnapshot};
 pub use validate::{
     check_mutations, check_nanos, check_record_value, thread_time_percent, validate_changes, NANOS_TO_PERCENT,
 };

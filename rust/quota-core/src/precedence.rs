@@ -38,6 +38,42 @@ pub(crate) fn direct_tags<'a>(kinds: u8, user: &'a str, client_id: &'a str) -> O
     ))
 }
 
+/// The level a quota was found at: KIP-55's eight levels, in precedence order, then the static
+/// broker default; [`Callback`](QuotaLevel::Callback) when a KIP-257 callback gives the limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QuotaLevel {
+    UserClient,
+    UserDefaultClient,
+    User,
+    DefaultUserClient,
+    DefaultUserDefaultClient,
+    DefaultUser,
+    Client,
+    DefaultClient,
+    StaticDefault,
+    Callback,
+}
+
+impl QuotaLevel {
+    /// The level as KIP-55 names it: the configuration path of the matched entity (with
+    /// `<user>` / `<client-id>` standing for the sensor's own names), `static-default` for
+    /// `quota.producer.default` / `quota.consumer.default`, `callback` for a callback's limit.
+    pub fn name(self) -> &'static str {
+        match self {
+            QuotaLevel::UserClient => "/config/users/<user>/clients/<client-id>",
+            QuotaLevel::UserDefaultClient => "/config/users/<user>/clients/<default>",
+            QuotaLevel::User => "/config/users/<user>",
+            QuotaLevel::DefaultUserClient => "/config/users/<default>/clients/<client-id>",
+            QuotaLevel::DefaultUserDefaultClient => "/config/users/<default>/clients/<default>",
+            QuotaLevel::DefaultUser => "/config/users/<default>",
+            QuotaLevel::Client => "/config/clients/<client-id>",
+            QuotaLevel::DefaultClient => "/config/clients/<default>",
+            QuotaLevel::StaticDefault => "static-default",
+            QuotaLevel::Callback => "callback",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 struct UserLevels {
     /// `users/<u>` (or `users/<default>`).
@@ -144,26 +180,38 @@ impl TypeConfig {
 
     /// The limit for a sensor with these tags (default callback's `quotaLimit`); `None` means
     /// unlimited.
+    #[inline]
     pub fn limit(&self, user_tag: &str, client_tag: &str) -> Option<f64> {
+        self.limit_and_level(user_tag, client_tag).map(|(limit, _)| limit)
+    }
+
+    /// The limit for a sensor with these tags and the level it was found at, in KIP-55's order
+    /// (the one walk [`limit`](Self::limit) answers from); `None` means unlimited.
+    pub fn limit_and_level(&self, user_tag: &str, client_tag: &str) -> Option<(f64, QuotaLevel)> {
+        use QuotaLevel::*;
+        let at = |level: QuotaLevel| move |v: f64| (v, level);
         match (user_tag.is_empty(), client_tag.is_empty()) {
             (false, false) => {
                 let levels = self.user_levels(user_tag);
                 levels
                     .and_then(|l| l.clients.get(client_tag).copied())
-                    .or_else(|| levels.and_then(|l| l.default_client))
-                    .or_else(|| self.default_user.clients.get(client_tag).copied())
-                    .or(self.default_user.default_client)
+                    .map(at(UserClient))
+                    .or_else(|| levels.and_then(|l| l.default_client).map(at(UserDefaultClient)))
+                    .or_else(|| self.default_user.clients.get(client_tag).copied().map(at(DefaultUserClient)))
+                    .or_else(|| self.default_user.default_client.map(at(DefaultUserDefaultClient)))
             }
             (false, true) => self
                 .user_levels(user_tag)
                 .and_then(|l| l.own)
-                .or(self.default_user.own),
+                .map(at(User))
+                .or_else(|| self.default_user.own.map(at(DefaultUser))),
             (true, false) => self
                 .clients
                 .get(client_tag)
                 .copied()
-                .or(self.default_client)
-                .or(self.static_default),
+                .map(at(Client))
+                .or_else(|| self.default_client.map(at(DefaultClient)))
+                .or_else(|| self.static_default.map(at(StaticDefault))),
             (true, true) => None,
         }
     }
@@ -244,6 +292,16 @@ mod tests {
         Some(EntityName::Name(n.into()))
     }
     const DEF: Option<EntityName> = Some(EntityName::Default);
+    const LEVELS: [QuotaLevel; 8] = [
+        QuotaLevel::UserClient,
+        QuotaLevel::UserDefaultClient,
+        QuotaLevel::User,
+        QuotaLevel::DefaultUserClient,
+        QuotaLevel::DefaultUserDefaultClient,
+        QuotaLevel::DefaultUser,
+        QuotaLevel::Client,
+        QuotaLevel::DefaultClient,
+    ];
 
     fn tags(cfg: &TypeConfig, u: &str, c: &str) -> (String, String) {
         let t = cfg.metric_tags(u, c);
@@ -333,6 +391,8 @@ mod tests {
         for (i, (e, _)) in levels.iter().enumerate() {
             assert_eq!(limit_for(&cfg, "u", "c"), Some((i + 1) as f64), "level {}", i + 1);
             let (ut, ct) = tags(&cfg, "u", "c");
+            let (_, level) = cfg.limit_and_level(&ut, &ct).expect("limited");
+            assert_eq!(level, LEVELS[i], "level {}", i + 1);
             assert_eq!(
                 (ut.as_str(), ct.as_str()),
                 expected_tags[i],
@@ -343,6 +403,8 @@ mod tests {
         }
         assert_eq!(limit_for(&cfg, "u", "c"), Some(9.0));
         assert_eq!(tags(&cfg, "u", "c"), ("".into(), "c".into()));
+        assert_eq!(cfg.limit_and_level("", "c"), Some((9.0, QuotaLevel::StaticDefault)));
+        assert_eq!(cfg.limit_and_level("", ""), None);
     }
 
     #[test]
