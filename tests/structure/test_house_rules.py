@@ -157,3 +157,33 @@ def test_fetch_answers_are_named_as_the_kernel_names_them():
     stub = (PYTHON / "_kquota.pyi").read_text(encoding="utf-8")
     literal = 'Literal[' + ", ".join(f'"{_snake(v)}"' for v in variants) + "]"
     assert stub.count(literal) == 2, literal
+
+
+def _rust_sources(*skip: str) -> list[pathlib.Path]:
+    return [p for p in sorted(PROXY_RS.rglob("*.rs")) if p.name not in skip]
+
+
+def test_the_mute_is_written_once():
+    """The muted-until / serial-until arithmetic is ``mute.rs``'s ``Mute``, shared by the
+    connection and the producer gate; no other file of the data plane keeps those instants."""
+    stray = [f"{p.relative_to(ROOT)}:{i}" for p in _rust_sources("mute.rs")
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\b(muted_until|serial_until)\b", line)]
+    assert not stray, stray
+
+
+def test_max_connections_is_the_kernels_alone():
+    """Kafka's ``max.connections`` (broker-wide and per listener) lives in the kernel's
+    ``ConnectionLimits``; the data plane's own guard is ``kquota.proxy.max.client.sockets`` and
+    never reads Kafka's setting, so the two cannot disagree again."""
+    stray = [f"{p.relative_to(ROOT)}:{i}" for p in _rust_sources()
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\bmax_connections\b|\"max\.connections\"", line) and not line.lstrip().startswith("//")]
+    assert not stray, stray
+
+
+def test_no_path_function_of_the_data_plane_takes_ten_arguments():
+    """A request reaches its path as a ``Frame`` and the ``RequestSource`` it came from: clippy's
+    bound on arguments holds in the data plane without exceptions."""
+    allowed = [f"{p.relative_to(ROOT)}" for p in _rust_sources() if "too_many_arguments" in p.read_text(encoding="utf-8")]
+    assert not allowed, allowed
