@@ -141,10 +141,9 @@ def b_kquota_named_hot(ents):
     return b_kquota_named(hot)
 
 
-def b_kquota_named_now(ents):
-    """Explicit ``now_ms`` (one value per round, advancing 1 ms): the oracle's shape."""
-    qm = _manager()
-    rec = qm.record_and_get_throttle_time_ms
+def _named_clocked(rec, ents, close=None):
+    """``rec(P, user, client, VALUE, now_ms)`` per entity, ``now_ms`` given: one value per round,
+    advancing 1 ms."""
     clock = [0]
 
     def run():
@@ -158,7 +157,13 @@ def b_kquota_named_now(ents):
         clock[0] = t + 1
         return not any([rec(P, u, c, VALUE, t) for u, c, _k in ents])
 
-    return Runner(run, check, close=qm.close)
+    return Runner(run, check, close=close)
+
+
+def b_kquota_named_now(ents):
+    """Explicit ``now_ms`` (one value per round, advancing 1 ms): the oracle's shape."""
+    qm = _manager()
+    return _named_clocked(qm.record_and_get_throttle_time_ms, ents, close=qm.close)
 
 
 def b_kquota_handle(ents):
@@ -268,21 +273,7 @@ def b_oracle(ents):
 
     qm = OracleQuotaManager()
     qm.alter_client_quotas([({"user": None}, {"producer_byte_rate": QUOTA["producer_byte_rate"]})])
-    rec = qm.record_and_get_throttle_time_ms
-    clock = [0]
-
-    def run():
-        t = clock[0]
-        clock[0] = t + 1
-        for u, c, _k in ents:
-            rec(P, u, c, VALUE, t)
-
-    def check():
-        t = clock[0]
-        clock[0] = t + 1
-        return not any([rec(P, u, c, VALUE, t) for u, c, _k in ents])
-
-    return Runner(run, check)
+    return _named_clocked(qm.record_and_get_throttle_time_ms, ents)
 
 
 # ------------------------------------------------------------------------------------- rows
