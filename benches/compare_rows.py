@@ -141,10 +141,9 @@ def b_kquota_named_hot(ents):
     return b_kquota_named(hot)
 
 
-def b_kquota_named_now(ents):
-    """Explicit ``now_ms`` (one value per round, advancing 1 ms): the oracle's shape."""
-    qm = _manager()
-    rec = qm.record_and_get_throttle_time_ms
+def _named_clocked(rec, ents, close=None):
+    """``rec(P, user, client, VALUE, now_ms)`` per entity, ``now_ms`` given: one value per round,
+    advancing 1 ms."""
     clock = [0]
 
     def run():
@@ -158,7 +157,13 @@ def b_kquota_named_now(ents):
         clock[0] = t + 1
         return not any([rec(P, u, c, VALUE, t) for u, c, _k in ents])
 
-    return Runner(run, check, close=qm.close)
+    return Runner(run, check, close=close)
+
+
+def b_kquota_named_now(ents):
+    """Explicit ``now_ms`` (one value per round, advancing 1 ms): the oracle's shape."""
+    qm = _manager()
+    return _named_clocked(qm.record_and_get_throttle_time_ms, ents, close=qm.close)
 
 
 def b_kquota_handle(ents):
@@ -182,52 +187,47 @@ def b_kquota_callback_polled(ents):
     return b_kquota_named(ents, qm)
 
 
-def b_request_time_named(ents):
-    features.require_method("record_request_time")
+def _untyped_named(ents, method, amount):
+    """``qm.<method>(user, client, amount, None)`` per entity: the per-type record calls without a
+    quota type argument (request time, controller mutations), on the named path."""
+    features.require_method(method)
     qm = _manager()
-    rec = qm.record_request_time
+    rec = getattr(qm, method)
 
     def run():
         for u, c, _k in ents:
-            rec(u, c, NANOS, None)
+            rec(u, c, amount, None)
 
-    return Runner(run, lambda: not any([rec(u, c, NANOS, None) for u, c, _k in ents]), close=qm.close)
+    return Runner(run, lambda: not any([rec(u, c, amount, None) for u, c, _k in ents]), close=qm.close)
+
+
+def _untyped_handle(ents, method, amount):
+    """The same through a handle per entity: ``handle.<method>(amount, None)``."""
+    qm = _manager()
+    features.require_handle_method(qm, method)
+    fns = [getattr(qm.client(u, c), method) for u, c, _k in ents]
+
+    def run():
+        for f in fns:
+            f(amount, None)
+
+    return Runner(run, lambda: not any([f(amount, None) for f in fns]), close=qm.close)
+
+
+def b_request_time_named(ents):
+    return _untyped_named(ents, "record_request_time", NANOS)
 
 
 def b_request_time_handle(ents):
-    qm = _manager()
-    features.require_handle_method(qm, "record_request_time")
-    fns = [qm.client(u, c).record_request_time for u, c, _k in ents]
-
-    def run():
-        for f in fns:
-            f(NANOS, None)
-
-    return Runner(run, lambda: not any([f(NANOS, None) for f in fns]), close=qm.close)
+    return _untyped_handle(ents, "record_request_time", NANOS)
 
 
 def b_mutation_named(ents):
-    features.require_method("record_controller_mutations")
-    qm = _manager()
-    rec = qm.record_controller_mutations
-
-    def run():
-        for u, c, _k in ents:
-            rec(u, c, MUTATIONS, None)
-
-    return Runner(run, lambda: not any([rec(u, c, MUTATIONS, None) for u, c, _k in ents]), close=qm.close)
+    return _untyped_named(ents, "record_controller_mutations", MUTATIONS)
 
 
 def b_mutation_handle(ents):
-    qm = _manager()
-    features.require_handle_method(qm, "record_controller_mutations")
-    fns = [qm.client(u, c).record_controller_mutations for u, c, _k in ents]
-
-    def run():
-        for f in fns:
-            f(MUTATIONS, None)
-
-    return Runner(run, lambda: not any([f(MUTATIONS, None) for f in fns]), close=qm.close)
+    return _untyped_handle(ents, "record_controller_mutations", MUTATIONS)
 
 
 REPLAY_PER_ENTITY = 100  # requests per entity in one replayed batch
@@ -273,21 +273,7 @@ def b_oracle(ents):
 
     qm = OracleQuotaManager()
     qm.alter_client_quotas([({"user": None}, {"producer_byte_rate": QUOTA["producer_byte_rate"]})])
-    rec = qm.record_and_get_throttle_time_ms
-    clock = [0]
-
-    def run():
-        t = clock[0]
-        clock[0] = t + 1
-        for u, c, _k in ents:
-            rec(P, u, c, VALUE, t)
-
-    def check():
-        t = clock[0]
-        clock[0] = t + 1
-        return not any([rec(P, u, c, VALUE, t) for u, c, _k in ents])
-
-    return Runner(run, check)
+    return _named_clocked(qm.record_and_get_throttle_time_ms, ents)
 
 
 # ------------------------------------------------------------------------------------- rows

@@ -10,7 +10,7 @@ The input: two bytes choose the message and its version, the rest is the body.
 
 from __future__ import annotations
 
-import sys
+import harness
 
 from kquota.kafka.protocol import codec
 from kquota.kafka.protocol.codec import SCHEMAS, CodecError, decode_body, encode_body
@@ -41,24 +41,8 @@ def check(data: bytes) -> None:
     encode_body(name, version, obj)
 
 
-def instrument(module) -> None:
-    """Coverage for ``module``'s own functions only (instrumenting every loaded module costs
-    tens of seconds at start)."""
-    import inspect
-
-    import atheris
-
-    for value in vars(module).values():
-        if inspect.isfunction(value) and value.__module__ == module.__name__:
-            atheris.instrument_func(value)
-
-
 def main() -> None:
-    import atheris
-
-    instrument(codec)
-    atheris.Setup(sys.argv, check)
-    atheris.Fuzz()
+    harness.fuzz(codec, check)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ The input: one byte chooses the mechanism, the rest is the client's auth bytes.
 
 from __future__ import annotations
 
-import sys
+import harness
 
 from kquota.proxy import sasl
 from kquota.proxy.sasl import username
@@ -30,24 +30,8 @@ def check(data: bytes) -> None:
         name.encode("utf-8")  # no lone surrogate
 
 
-def instrument(module) -> None:
-    """Coverage for ``module``'s own functions only (instrumenting every loaded module costs
-    tens of seconds at start)."""
-    import inspect
-
-    import atheris
-
-    for value in vars(module).values():
-        if inspect.isfunction(value) and value.__module__ == module.__name__:
-            atheris.instrument_func(value)
-
-
 def main() -> None:
-    import atheris
-
-    instrument(sasl)
-    atheris.Setup(sys.argv, check)
-    atheris.Fuzz()
+    harness.fuzz(sasl, check)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,15 @@ def manager(**kw):
     return qm
 
 
+def rss_kb():
+    """This process's resident memory (KiB)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
 def test_expiry_is_strict_like_kafkas_has_expired():
     qm = manager()
     qm.record_no_throttle(Q.PRODUCE, "u", "c", 10, now_ms=100)
@@ -53,13 +62,6 @@ def test_next_request_after_expiry_starts_from_empty():
 
 
 def test_expiry_frees_sensor_memory():
-    def rss_kb():
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        raise AssertionError("no VmRSS")
-
     qm = manager()
     n = 50_000
     names = [f"c{i}" for i in range(n)]
@@ -151,13 +153,6 @@ def test_cap_shares_one_overflow_sensor_with_the_default_limit():
 
 
 def test_cap_holds_under_a_flood_of_a_million_client_ids():
-    def rss_kb():
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        raise AssertionError("no VmRSS")
-
     cap = 10_000
     qm = manager(max_sensors=cap)
     record = qm.record_and_get_throttle_time_ms

@@ -12,35 +12,18 @@ import math
 import pytest
 
 from mutation_env import KEY, C, U, _quota, _strict, _tokens
+from quota_levels import LEVEL_CHOICES, LEVELS, assert_resolves_like
 from one_window import mk, one_window, qm  # noqa: F401 (fixtures)
 
 
 # ============================================================================ tags and precedence
 
-LEVELS = [
-    {"user": U, "client-id": C},
-    {"user": U, "client-id": None},
-    {"user": U},
-    {"user": None, "client-id": C},
-    {"user": None, "client-id": None},
-    {"user": None},
-    {"client-id": C},
-    {"client-id": None},
-]
-PROBES = [(u, c) for u in (U, "bob", "c d", "<default>") for c in (C, "c2", "")]
-
-
-@pytest.mark.parametrize("levels", [[i] for i in range(8)] + [[0, 5], [2, 7], [3, 6, 1],
-                                                                [4, 2], list(range(8))])
+@pytest.mark.parametrize("levels", LEVEL_CHOICES)
 def test_tags_and_limits_are_the_same_as_for_byte_quotas(impl, mk, levels):
     qm = mk()
     qm.alter_client_quotas([(LEVELS[i], {"consumer_byte_rate": 10 + i, KEY: 10 + i})
                             for i in levels])
-    for user, client in PROBES:
-        assert qm.quota_metric_tags(impl.CONTROLLER_MUTATION, user, client) == \
-            qm.quota_metric_tags(impl.FETCH, user, client), (user, client)
-        assert qm.quota_limit(impl.CONTROLLER_MUTATION, user, client) == \
-            qm.quota_limit(impl.FETCH, user, client), (user, client)
+    assert_resolves_like(qm, impl.CONTROLLER_MUTATION, impl.FETCH)
 
 
 def test_max_value_in_quota_window(impl, mk):

@@ -11,37 +11,20 @@ import math
 import pytest
 
 from request_env import MS, C, U, _user_quota
+from quota_levels import LEVEL_CHOICES, LEVELS, assert_resolves_like
 from one_window import mk, one_window, qm  # noqa: F401 (fixtures)
 
 
 # ============================================================================ tags and precedence
 
-LEVELS = [
-    {"user": U, "client-id": C},
-    {"user": U, "client-id": None},
-    {"user": U},
-    {"user": None, "client-id": C},
-    {"user": None, "client-id": None},
-    {"user": None},
-    {"client-id": C},
-    {"client-id": None},
-]
-PROBES = [(u, c) for u in (U, "bob", "c d", "<default>") for c in (C, "c2", "")]
-
-
-@pytest.mark.parametrize("levels", [[i] for i in range(8)] + [[0, 5], [2, 7], [3, 6, 1],
-                                                                [4, 2], list(range(8))])
+@pytest.mark.parametrize("levels", LEVEL_CHOICES)
 def test_tags_and_limits_are_the_same_as_for_byte_quotas(impl, mk, levels):
     """The same entities configured with producer_byte_rate and request_percentage give the same
     tags and limits for every (user, client-id)."""
     qm = mk()
     qm.alter_client_quotas([(LEVELS[i], {"producer_byte_rate": 10 + i,
                                          "request_percentage": 10 + i}) for i in levels])
-    for user, client in PROBES:
-        assert qm.quota_metric_tags(impl.REQUEST, user, client) == \
-            qm.quota_metric_tags(impl.PRODUCE, user, client), (user, client)
-        assert qm.quota_limit(impl.REQUEST, user, client) == \
-            qm.quota_limit(impl.PRODUCE, user, client), (user, client)
+    assert_resolves_like(qm, impl.REQUEST, impl.PRODUCE)
 
 
 def test_request_quotas_resolve_independently_of_byte_quotas(impl, mk):

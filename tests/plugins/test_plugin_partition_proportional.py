@@ -3,6 +3,7 @@
 import pytest
 
 import kquota
+from callback_fakes import CountsLimitCalls
 from kquota import ClientQuotaType as Q, ClusterMetadata
 from kquota.plugins import PartitionProportionalCallback
 
@@ -24,14 +25,8 @@ def leaders(orders, payments=(), logs=()):
     }
 
 
-class Counting(PartitionProportionalCallback):
-    def __init__(self):
-        super().__init__()
-        self.limit_calls = 0
-
-    def quota_limit(self, quota_type, metric_tags):
-        self.limit_calls += 1
-        return super().quota_limit(quota_type, metric_tags)
+class Counting(CountsLimitCalls, PartitionProportionalCallback):
+    pass
 
 
 def broker(broker_id, configs=CONFIGS, callback=None):

@@ -3,6 +3,7 @@
 import pytest
 
 import kquota
+from callback_fakes import CountsLimitCalls
 from kquota import ClientQuotaType as Q
 from kquota.plugins import QuotaGroupsCallback
 
@@ -25,19 +26,14 @@ CONFIGS = {
 }
 
 
-class CountingGroups(QuotaGroupsCallback):
+class CountingGroups(CountsLimitCalls, QuotaGroupsCallback):
     def __init__(self):
         super().__init__()
         self.tag_calls = 0
-        self.limit_calls = 0
 
     def quota_metric_tags(self, quota_type, principal, client_id):
         self.tag_calls += 1
         return super().quota_metric_tags(quota_type, principal, client_id)
-
-    def quota_limit(self, quota_type, metric_tags):
-        self.limit_calls += 1
-        return super().quota_limit(quota_type, metric_tags)
 
 
 def manager(configs=CONFIGS, **kw):

@@ -8,6 +8,7 @@ from collections import namedtuple
 import pytest
 
 import kquota
+from callback_fakes import CountsLimitCalls
 from kquota import ClientQuotaType as Q
 from kquota.plugins import PushingStorageAwareCallback, StorageAwareCallback
 
@@ -44,14 +45,8 @@ def configs(disk, **extra):
     }
 
 
-class CountingStorage(StorageAwareCallback):
-    def __init__(self):
-        super().__init__()
-        self.limit_calls = 0
-
-    def quota_limit(self, quota_type, metric_tags):
-        self.limit_calls += 1
-        return super().quota_limit(quota_type, metric_tags)
+class CountingStorage(CountsLimitCalls, StorageAwareCallback):
+    pass
 
 
 def test_low_disk_throttles_produce_only():

@@ -6,13 +6,14 @@ and PROXY protocol headers only from ``kquota.proxy.protocol.trusted.sources``."
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import subprocess
 import sys
 import threading
 import time
-from typing import Optional
+from typing import Iterator, Optional
 
 import kquota
 import pytest
@@ -326,13 +327,25 @@ def test_idle_tls_handshake_is_closed(broker, pki):
 # ---------------------------------------------------------------------------- PROXY protocol
 
 
-def test_proxy_header_read_only_from_trusted_sources(broker):
+@contextlib.contextmanager
+def _behind_balancer(broker, max_per_ip: int) -> Iterator[tuple[ProxyThread, int, list[socket.socket]]]:
+    """A proxy that reads PROXY headers from ``A`` only, ``max.connections.per.ip`` set: yields
+    it, its port, and a list for the test's sockets (closed at the end, with the proxy)."""
     qm = kquota.QuotaManager()
-    qm.configure_connections({"max.connections.per.ip": 1})
+    qm.configure_connections({"max.connections.per.ip": max_per_ip})
     proxy = ProxyThread(("127.0.0.1", broker.port), qm, proxy_protocol=True, proxy_protocol_trusted_sources=f"{A}/32")
     held: list[socket.socket] = []
     try:
-        port = _port(proxy)
+        yield proxy, _port(proxy), held
+    finally:
+        for s in held:
+            s.close()
+        proxy.stop()
+        qm.close()
+
+
+def test_proxy_header_read_only_from_trusted_sources(broker):
+    with _behind_balancer(broker, 1) as (proxy, port, held):
         # The trusted balancer's header is used: one connection per named client.
         for src in ("10.1.0.1", "10.1.0.2", "2001:db8::7"):
             s = connect(port, A, header=proxy_v1(src) if ":" not in src else proxy_v2(src))
@@ -350,22 +363,12 @@ def test_proxy_header_read_only_from_trusted_sources(broker):
         stats = proxy.proxy._stats()
         assert stats["proxy_protocol_untrusted"] == 3, stats
         assert any(m.name == "proxy-protocol-untrusted-total" and m.value == 3 for m in proxy.proxy.accept_metrics())
-    finally:
-        for s in held:
-            s.close()
-        proxy.stop()
-        qm.close()
 
 
 def test_six_spoofed_sources_stay_within_max_connections_per_ip(broker):
     """One host naming six sources in its headers was served six times past
     max.connections.per.ip=2; only the balancer may name sources now."""
-    qm = kquota.QuotaManager()
-    qm.configure_connections({"max.connections.per.ip": 2})
-    proxy = ProxyThread(("127.0.0.1", broker.port), qm, proxy_protocol=True, proxy_protocol_trusted_sources=f"{A}/32")
-    held: list[socket.socket] = []
-    try:
-        port = _port(proxy)
+    with _behind_balancer(broker, 2) as (_proxy, port, held):
         served = 0
         for i in range(6):
             s = connect(port, B, header=proxy_v1(f"198.51.100.{i + 1}"))
@@ -373,11 +376,6 @@ def test_six_spoofed_sources_stay_within_max_connections_per_ip(broker):
             served += api_versions(s)
         assert served <= 2, served
         assert served == 0  # an untrusted peer is never served
-    finally:
-        for s in held:
-            s.close()
-        proxy.stop()
-        qm.close()
 
 
 def test_proxy_protocol_needs_trusted_sources_and_good_cidrs(broker, tmp_path):

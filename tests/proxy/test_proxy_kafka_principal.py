@@ -10,7 +10,6 @@ import base64
 import json
 import struct
 import time
-import uuid
 
 import kquota
 import pytest
@@ -34,10 +33,7 @@ REAUTH_MS = 3_600_000
 
 @pytest.fixture(scope="module")
 def topic(kafka_broker):
-    name = f"{PREFIX}{uuid.uuid4().hex[:8]}"
-    kafka_broker.create_topic(name)
-    kafka_broker.allow("User:alice", PREFIX)
-    return name
+    return kafka_broker.topic_for("User:alice", PREFIX)
 
 
 def broker_address(kafka_broker) -> tuple[str, int]:

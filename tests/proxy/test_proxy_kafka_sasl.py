@@ -9,7 +9,6 @@ the proxy either."""
 from __future__ import annotations
 
 import re
-import uuid
 
 import pytest
 from kafka_proxy import KquotaProxy, produce_one
@@ -21,10 +20,7 @@ PREFIX = "kq-sasl-"
 @pytest.fixture(scope="module")
 def topic(kafka_broker):
     """alice's topic: she may write it (an ACL); bob may not (none)."""
-    name = f"{PREFIX}{uuid.uuid4().hex[:8]}"
-    kafka_broker.create_topic(name)
-    kafka_broker.allow("User:alice", PREFIX)
-    return name
+    return kafka_broker.topic_for("User:alice", PREFIX)
 
 
 @pytest.fixture(scope="module")

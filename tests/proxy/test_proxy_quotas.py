@@ -13,7 +13,7 @@ from typing import Iterator
 import kquota
 from kquota.stores.sqlite import SQLiteConfigStore
 from kquota.watcher import QuotaConfigWatcher
-from proxy_support import VALUE, Meter, ProxyThread, make_topic, produce_loop
+from proxy_support import VALUE, Meter, ProxyThread, make_topic, produce_all, produce_loop
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -189,14 +189,7 @@ def test_responses_larger_than_the_quota_window_track_the_quota(broker):
             _qm, proxy):
         topic = make_topic(proxy.address)
         p = Producer({"bootstrap.servers": broker.address, "linger.ms": 100, "batch.size": 1_000_000})
-        for _ in range(8_000):  # ~1 MB batches, written straight to the broker
-            while True:
-                try:
-                    p.produce(topic, VALUE)
-                    break
-                except BufferError:
-                    p.poll(0.05)
-            p.poll(0)
+        produce_all(p, topic, 8_000)  # ~1 MB batches, written straight to the broker
         assert p.flush(30) == 0
         meter, stop = Meter(), threading.Event()
         # librdkafka's default fetch sizes: each response is one ~1 MB batch.

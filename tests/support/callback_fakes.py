@@ -1,11 +1,25 @@
 """The KIP-257 callbacks the callback-contract tests drive (tests/embedding/test_callback_*.py):
 one that counts every call, one that signals resets, one that reads cluster metadata; and
-``drive``, which records through named calls or through handles."""
+``drive``, which records through named calls or through handles. ``CountsLimitCalls`` counts
+the limit calls of a shipped plugin (tests/plugins/)."""
 
 from kquota import ClientQuotaCallback, ClientQuotaType as Q
 
 MAX_THROTTLE = 2**31 - 1
 BIG = 10_000_000  # bytes: far over any limit used here in one record
+
+
+class CountsLimitCalls:
+    """Mixed in before a callback class (``class C(CountsLimitCalls, SomeCallback)``): counts its
+    ``quota_limit`` calls, to show which the kernel's caching saves."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.limit_calls = 0
+
+    def quota_limit(self, quota_type, metric_tags):
+        self.limit_calls += 1
+        return super().quota_limit(quota_type, metric_tags)
 
 
 class Counting(ClientQuotaCallback):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -212,6 +213,14 @@ class KafkaBroker:
         admin = AdminClient(self.admin_config())
         for future in admin.create_acls(bindings, request_timeout=timeout).values():
             future.result(timeout=timeout)
+
+    def topic_for(self, principal: str, prefix: str) -> str:
+        """A new topic, ``prefix`` and a random tail, that ``principal`` may describe, write and
+        read (the ACLs are on ``prefix``, so later topics of the prefix are theirs too)."""
+        name = f"{prefix}{uuid.uuid4().hex[:8]}"
+        self.create_topic(name)
+        self.allow(principal, prefix)
+        return name
 
     def __repr__(self) -> str:
         return f"KafkaBroker({self.dir}, {self.listeners})"

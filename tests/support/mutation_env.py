@@ -1,6 +1,7 @@
 """What the controller-mutation quota tests share (tests/kernel/test_mutation_quota*.py)."""
 
-U, C = "alice", "c1"
+from quota_levels import C, U
+
 KEY = "controller_mutation_rate"
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import kquota
-from proxy_support import VALUE, ProxyThread
+from proxy_support import VALUE, ProxyThread, produce_all
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -242,14 +242,7 @@ def preload(address: str, topic: str, nbytes: int) -> None:
 
     p = Producer({"bootstrap.servers": address, "linger.ms": 20, "batch.size": 1 << 20, "log_level": 0,
                   "queue.buffering.max.kbytes": 1 << 20})
-    for _ in range(nbytes // len(VALUE) + 1):
-        while True:
-            try:
-                p.produce(topic, VALUE)
-                break
-            except BufferError:
-                p.poll(0.05)
-        p.poll(0)
+    produce_all(p, topic, nbytes // len(VALUE) + 1)
     assert p.flush(120) == 0
 
 

@@ -140,6 +140,19 @@ def make_topic(address: str, partitions: int = 1, prefix: str = "t-") -> str:
 VALUE = b"v" * 1000
 
 
+def produce_all(p: Any, topic: str, count: int) -> None:
+    """Hands ``count`` ``VALUE`` messages to the producer ``p``, waiting while its queue is full
+    (the caller flushes)."""
+    for _ in range(count):
+        while True:
+            try:
+                p.produce(topic, VALUE)
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+
+
 class Meter:
     """Bytes over time, and throttle events, of one client."""
 

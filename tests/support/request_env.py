@@ -1,6 +1,7 @@
 """What the request-time quota tests share (tests/kernel/test_request_quota*.py)."""
 
-U, C = "alice", "c1"
+from quota_levels import C, U  # noqa: F401 (C: the tests import it from here)
+
 MS = 1_000_000  # nanoseconds per millisecond
 
 

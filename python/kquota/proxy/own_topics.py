@@ -25,14 +25,13 @@ through the proxy before the proxy does).
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any, Callable, Iterable, Optional
 
 from kquota.proxy.dispatch import register
 from kquota.proxy.offload import decode_request
 from kquota.kafka.protocol import apis
 from kquota.kafka.protocol.codec import decode_body, encode_body
-from kquota.kafka.protocol.frames import response_body_offset, response_frame
+from kquota.kafka.protocol.frames import response_frame
 from kquota.proxy.request import Answer, Pending, elapsed, forward_decoded
 
 log = logging.getLogger("kquota.proxy")
@@ -238,6 +237,21 @@ def _is_own(own: OwnTopics, api_key: int, item: dict) -> bool:
     return item.get("Name") in own.names
 
 
+async def _relayed(conn: Any, p: Pending, frame: bytes, t0: int) -> None:
+    """Forwards the request as it came; the broker's answer goes back as it is."""
+    elapsed(p, t0)
+    await conn.forward(p, frame, conn.plain_response)
+
+
+async def _decoded_unless_relayed(conn: Any, p: Pending, frame: bytes, t0: int, schema: str) -> Optional[dict]:
+    """The request decoded as ``schema``, or ``None`` once it is relayed as it came: a proxy
+    without own topics has nothing to keep out of it."""
+    if not conn.server.own_topics.names:
+        await _relayed(conn, p, frame, t0)
+        return None
+    return await decode_request(schema, p.header, frame, conn.server.max_decoded_request_bytes)
+
+
 async def by_topic(conn: Any, p: Pending, frame: bytes, t0: int) -> None:
     """ListOffsets, DeleteRecords, AlterConfigs, IncrementalAlterConfigs: relayed with only the
     request quota, unless they name an own topic: then those are answered
@@ -245,19 +259,16 @@ async def by_topic(conn: Any, p: Pending, frame: bytes, t0: int) -> None:
     ``handleDeleteRecordsRequest``, ``configsAuthorizationApiError``) and the rest forwarded, the
     broker's answer merged with the proxy's."""
     own: OwnTopics = conn.server.own_topics
-    if not own.names:
-        elapsed(p, t0)
-        await conn.forward(p, frame, conn.plain_response)
-        return
     h = p.header
     v = h.api_version
     req_schema, resp_schema, req_key, resp_key, refuse = _BY_TOPIC[h.api_key]
-    req = await decode_request(req_schema, h, frame, conn.server.max_decoded_request_bytes)
+    req = await _decoded_unless_relayed(conn, p, frame, t0, req_schema)
+    if req is None:
+        return
     items = req.get(req_key) or []
     refused = [refuse(i) for i in items if _is_own(own, h.api_key, i)]
     if not refused:
-        elapsed(p, t0)
-        await conn.forward(p, frame, conn.plain_response)
+        await _relayed(conn, p, frame, t0)
         return
 
     def finish(body: dict) -> Answer:
@@ -294,13 +305,11 @@ async def describe_topic_partitions(conn: Any, p: Pending, frame: bytes, t0: int
     same way (``DescribeTopicPartitionsRequestHandler``: an empty list is every topic, the
     unauthorized left out; one named gets the error, without its id)."""
     own: OwnTopics = conn.server.own_topics
-    if not own.names:
-        elapsed(p, t0)
-        await conn.forward(p, frame, conn.plain_response)
-        return
     h = p.header
     v = h.api_version
-    req = await decode_request("DescribeTopicPartitionsRequest", h, frame, conn.server.max_decoded_request_bytes)
+    req = await _decoded_unless_relayed(conn, p, frame, t0, "DescribeTopicPartitionsRequest")
+    if req is None:
+        return
     topics = req.get("Topics") or []
     refused = [_metadata_error(t["Name"], _ZERO_ID) for t in topics if t["Name"] in own.names]
     kept = [t for t in topics if t["Name"] not in own.names]
@@ -319,15 +328,7 @@ async def describe_topic_partitions(conn: Any, p: Pending, frame: bytes, t0: int
     if refused:
         req["Topics"] = kept
         frame = frame[:h.body_offset] + bytes(encode_body("DescribeTopicPartitionsRequest", v, req))
-
-    async def on_response(p: Pending, frame: bytes) -> Answer:
-        t1 = time.perf_counter_ns()
-        body = decode_body("DescribeTopicPartitionsResponse", v, frame, response_body_offset(frame, h.api_key, v))
-        elapsed(p, t1)
-        return finish(body)
-
-    elapsed(p, t0)
-    await conn.forward(p, frame, on_response)
+    await forward_decoded(conn, p, frame, t0, "DescribeTopicPartitionsResponse", finish)
 
 
 def _hidden(own: OwnTopics, topic: dict) -> bool:

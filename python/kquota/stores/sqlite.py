@@ -28,15 +28,7 @@ import urllib.parse
 from typing import Any, Iterable, Optional
 
 from kquota.entity import ClientQuotaEntity
-from kquota.stores.base import (
-    ChangeCallback,
-    ConfigStore,
-    ConfigStoreError,
-    ErrorCallback,
-    QuotaState,
-    StoreWatch,
-    log_error,
-)
+from kquota.stores.base import ChangeCallback, ConfigStore, ConfigStoreError, ErrorCallback, QuotaState, StoreWatch, log_error
 from kquota.stores.file_events import directory_events
 from kquota.stores.layout import entity_path, parse_entity_path
 from kquota.validation import validate_alter

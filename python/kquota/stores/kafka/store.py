@@ -10,15 +10,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from kquota.entity import ClientQuotaEntity
 from kquota.exceptions import KQuotaError
-from kquota.stores.base import (
-    ChangeCallback,
-    ConfigStore,
-    ConfigStoreError,
-    ErrorCallback,
-    QuotaState,
-    StoreWatch,
-    log_error,
-)
+from kquota.stores.base import ChangeCallback, ConfigStore, ConfigStoreError, ErrorCallback, QuotaState, StoreWatch, log_error
 from kquota.stores.kafka.codec import alter_headers, batch_bytes, encode_alter, new_alter_id
 from kquota.stores.kafka.follower import Follower
 from kquota.stores.kafka.security import librdkafka_security

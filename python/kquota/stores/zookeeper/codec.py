@@ -15,16 +15,22 @@ class CorruptNode(Exception):
     """A node's data cannot be read as a quota config (the message says why)."""
 
 
+def json_object(data: bytes, error: type[Exception]) -> dict:
+    """``data`` (a node's bytes) read as a UTF-8 JSON object; ``error`` says why it cannot be."""
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise error(f"not valid JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise error("not a JSON object")
+    return doc
+
+
 def decode_config(data: Optional[bytes]) -> dict[str, str]:
     """A config node's ``config`` object (all keys, values as strings); ``CorruptNode`` if unreadable."""
     if data is None or not data.strip():
         return {}  # Kafka creates parent nodes without data
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise CorruptNode(f"not valid JSON ({e})") from None
-    if not isinstance(doc, dict):
-        raise CorruptNode("not a JSON object")
+    doc = json_object(data, CorruptNode)
     config = doc.get("config", {})
     if not isinstance(config, dict):
         raise CorruptNode('"config" is not a JSON object')

@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 from kquota.entity import ClientQuotaEntity
 from kquota.stores.layout import entity_path
+from kquota.stores.zookeeper.codec import json_object
 
 CHANGE_PREFIX = "config_change_"
 #: Kafka's ``config.change.expiration.ms`` default for notifications: 15 minutes.
@@ -34,12 +35,7 @@ def notification_entity_path(data: bytes) -> Optional[str]:
 
     Raises ``ValueError`` for an unreadable notification.
     """
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise ValueError(f"not valid JSON ({e})") from None
-    if not isinstance(doc, dict):
-        raise ValueError("not a JSON object")
+    doc = json_object(data, ValueError)
     version = doc.get("version")
     if version == 2:
         path = doc.get("entity_path")
