@@ -190,9 +190,11 @@ def test_three_producers_flat_out_share_one_quota_and_survive_a_kill_and_a_join(
     fleet.quota("producer_byte_rate", QUOTA)
     data = make_topic(broker.address)
     members = [fleet.start() for _ in range(3)]
+    started = time.monotonic()
     meters = [clients.run(produce_loop, addr, data, "shared") for addr, _ in members]
     ports = [m for _, m in members]
     at = settled(ports, 3, dict.fromkeys(ports, 1 / 3))
+    assert at - started <= WINDOWS3 + 2, at - started
     steady = measured(meters, clean_from(at, 3), 30)
     print(f"3 flat out: aggregate {steady / QUOTA:.2f}x the quota")
     assert 0.85 * QUOTA <= steady <= 1.15 * QUOTA, steady / QUOTA
