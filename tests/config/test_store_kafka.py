@@ -18,9 +18,8 @@ import uuid
 
 import pytest
 from proxy_support import Tansu
-from waiting import free_port
+from waiting import free_port, run_for, wait_until
 from store_helpers import fresh_kafka_url, run_cli
-from waiting import wait_until
 
 from kquota import ClientQuotaEntity, QuotaManager
 from kquota.stores import ConfigStoreError, open_store
@@ -67,17 +66,17 @@ def raw_records(broker, topic):
                   "enable.auto.commit": False})
     c.assign([TopicPartition(topic, 0, 0)])
     out = []
-    deadline = time.monotonic() + WAIT
+
+    def at_end() -> bool:
+        m = c.poll(0.2)
+        if m is None or m.error():
+            return m is not None and m.error().code() == KafkaError._PARTITION_EOF
+        out.append((m.offset(), m.key(), m.value(), dict(m.headers() or [])))
+        return False
+
     try:
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    return out
-                continue
-            out.append((m.offset(), m.key(), m.value(), dict(m.headers() or [])))
+        if wait_until(at_end, WAIT, 0):
+            return out
     finally:
         c.close()
     raise AssertionError("no end of partition")
@@ -235,12 +234,13 @@ def test_followers_see_whole_alters_of_two_writers_one_killed(broker):
     try:
         for w in writers:
             assert w.stdout.readline().strip() == "ready"
-        deadline = time.monotonic() + 4
-        while time.monotonic() < deadline:  # followers that start while both write
+        def follow_once():  # a follower that starts while both write
             with open_store(url, read_only=True) as reader:
                 state = reader.describe()
                 late.append(state)
                 assert whole(state, entities), state
+
+        run_for(4, follow_once)
         writers[1].send_signal(signal.SIGKILL)  # mid-stream: it alters in a tight loop
         writers[1].wait(10)
         assert writers[0].wait(30) == 0

@@ -44,16 +44,20 @@ def records_in(kafka_broker, topic: str) -> list[str]:
         low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
         c.assign([TopicPartition(topic, 0, low)])
         users: list[str] = []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+
+        def at_end() -> bool:
             msg = c.poll(1)
             if msg is None:
-                continue
+                return False
             if msg.error():
                 if msg.error().code() == msg.error()._PARTITION_EOF:
-                    return users
+                    return True
                 raise AssertionError(msg.error())
             users.append(json.loads(msg.key())["entity"][0]["entityName"])
+            return False
+
+        if wait_until(at_end, 60, 0):
+            return users
         raise AssertionError(f"{topic}: not read to its end ({high}) within 60 s")
     finally:
         c.close()

@@ -16,9 +16,8 @@ import uuid
 
 import pytest
 from proxy_support import Meter, produce_loop
-from waiting import free_port, wait_port
+from waiting import free_port, step_until, wait_port, wait_until
 from store_helpers import run_cli
-from waiting import wait_until
 
 from kquota import ClientQuotaEntity, QuotaManager
 from kquota.stores import ConfigStoreError, open_store
@@ -181,11 +180,7 @@ def test_a_fleet_exchanges_usage_over_tls(kafka_broker):
         topic = f"q-{uuid.uuid4().hex[:10]}"
         coords = [FleetCoordinator(qm, kafka_broker.listeners["SSL"], topic, interval_s=0.3, security=security, key=b"k" * 32)
                   for qm in qms]
-        deadline = time.monotonic() + 30
-        while not all(c.fleet_size == 2 for c in coords) and time.monotonic() < deadline:
-            for c in coords:
-                c.step()
-            time.sleep(0.3)
+        step_until(coords, lambda: all(c.fleet_size == 2 for c in coords), 30, 0.3)
         assert [c.fleet_size for c in coords] == [2, 2] and not any(c.fallback for c in coords)
     finally:
         for c in coords:

@@ -14,6 +14,7 @@ import pytest
 from kquota import ClientQuotaEntity
 from kquota.stores import ConfigStoreError, default_store_url, open_store
 from kquota.stores import sqlite as sqlite_store
+from waiting import wait_until
 
 pytestmark = pytest.mark.process
 
@@ -217,9 +218,7 @@ def test_kill_9_mid_alter_leaves_old_or_new_state(tmp_path):
     #    uncommitted transaction; kill as soon as it has grown by 256 KiB.
     base = _wal_size(db)
     p = _start_writer(url, n)
-    deadline = time.monotonic() + 120
-    while _wal_size(db) < base + 256 * 1024 and p.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.002)
+    wait_until(lambda: _wal_size(db) >= base + 256 * 1024 or p.poll() is not None, 120, 0.002)
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
     out = p.stdout.read()

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.parse
 
 import pytest
@@ -18,6 +17,7 @@ from kquota.stores import ConfigStoreError, open_store
 from kquota.stores.url import parse_store_url, sqlite_url
 from kquota.watcher import QuotaConfigWatcher
 from store_helpers import fresh_zk_url
+from waiting import wait_call
 
 pytestmark = pytest.mark.process
 
@@ -148,15 +148,7 @@ def _describe_over_kafka(port: int, proc: subprocess.Popen) -> dict:
     from kquota.kafka.protocol import apis
     from proxy_wire import Wire
 
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            w = Wire(("127.0.0.1", port))
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise
-            time.sleep(0.05)
+    w = wait_call(lambda: Wire(("127.0.0.1", port)), 20, alive=lambda: proc.poll() is None)
     try:
         resp = w.call(apis.DESCRIBE_CLIENT_QUOTAS, 1, "DescribeClientQuotas", {"Components": [], "Strict": False})
     finally:

@@ -14,6 +14,7 @@ from kquota import ClientQuotaEntity, QuotaManager
 from kquota.config_file import quota_config_document
 from kquota.stores import open_store
 from kquota.watcher import QuotaConfigWatcher
+from waiting import wait_until
 
 pytestmark = pytest.mark.process
 
@@ -27,14 +28,9 @@ def url(request, tmp_path):
     return store_url(request.param, tmp_path, request)
 
 
-def wait_for(watcher, qm, store, timeout=WAIT):
+def follows(qm, store, timeout=WAIT):
     """Waits until the manager's configuration equals the store's."""
-    done = threading.Event()
-    for _ in range(int(timeout / 0.02)):
-        if qm.describe_client_quotas() == store.describe():
-            return True
-        done.wait(0.02)
-    return False
+    return wait_until(lambda: qm.describe_client_quotas() == store.describe(), timeout, 0.02)
 
 
 def test_initial_load_then_changes_then_removals(url):
@@ -49,11 +45,11 @@ def test_initial_load_then_changes_then_removals(url):
             assert qm.quota_limit("PRODUCE", "a", "x") == 100.0
             writer.alter([({"user": "a"}, {"producer_byte_rate": None, "consumer_byte_rate": 5}),
                           ({"user": "b", "client-id": "c"}, {"producer_byte_rate": 9})])
-            assert wait_for(w, qm, writer)
+            assert follows(qm, writer)
             assert qm.quota_limit("PRODUCE", "a", "x") is None
             writer.alter([({"client-id": None}, {"consumer_byte_rate": None}),
                           ({"user": "b", "client-id": "c"}, {"producer_byte_rate": None})])
-            assert wait_for(w, qm, writer)
+            assert follows(qm, writer)
             assert qm.describe_client_quotas() == {E({"user": "a"}): {"consumer_byte_rate": 5.0}}
             assert not w.errors
     finally:
@@ -103,7 +99,7 @@ def test_sqlite_large_alter_resyncs(tmp_path):
             n = w.applied_count
             store.alter([({"user": f"u{i}"}, {"producer_byte_rate": i + 1}) for i in range(1000)])
             assert w.wait_applied(n + 1, WAIT)
-            assert wait_for(w, qm, store)
+            assert follows(qm, store)
             assert len(qm.describe_client_quotas()) == 1000
     finally:
         store.close()

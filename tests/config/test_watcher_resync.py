@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from waiting import wait_until
+from waiting import wait_call, wait_until
 
 from kquota import QuotaManager
 from kquota.stores import open_store
@@ -171,14 +171,8 @@ def test_every_watcher_converges_after_a_zookeeper_restart(zookeeper, downtime_s
         stop.set()
         t.join()
         # The writer's last word: the store's final state, read back once it answers.
-        final = None
-        deadline = time.monotonic() + 30
-        while final is None and time.monotonic() < deadline:
-            try:
-                final = writer.describe()
-            except ConfigStoreError:
-                time.sleep(0.2)
-        assert final and len(final) == 17
+        final = wait_call(writer.describe, 30, 0.2, retry_on=(ConfigStoreError,))
+        assert len(final) == 17
         for qm in managers:
             assert wait_until(lambda qm=qm: qm.describe_client_quotas() == final, 40), (
                 [len(m.describe_client_quotas()) for m in managers],

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import gc
-import time
 
 import pytest
 
 import kquota
 from kquota import ClientQuotaType as Q
+from waiting import wait_until
 
 HOUR = 3_600_000
 
@@ -84,9 +84,7 @@ def test_background_thread_expires_and_close_stops_it():
     # Recorded on a caller clock far behind the kernel's: the kernel's estimate of that clock
     # (newest time seen + elapsed real time) passes the 1 ms expiry after 1 ms of real time.
     qm.record_no_throttle(Q.PRODUCE, "u", "c", 10, now_ms=-10**9)
-    deadline = time.monotonic() + 30
-    while qm.sensor_count(Q.PRODUCE) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: qm.sensor_count(Q.PRODUCE) == 0, 30, 0.01)
     assert qm.sensor_count(Q.PRODUCE) == 0
     qm.close()
     assert not qm.expiry_running

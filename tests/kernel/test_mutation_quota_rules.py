@@ -13,7 +13,7 @@ import pytest
 
 from mutation_env import KEY, C, U, _quota, _strict, _tokens
 from quota_levels import LEVEL_CHOICES, LEVELS, assert_resolves_like
-from one_window import mk, one_window, qm  # noqa: F401 (fixtures)
+from one_window import mk, one_window, one_window_qm  # noqa: F401 (fixtures)
 
 
 # ============================================================================ tags and precedence
@@ -59,22 +59,22 @@ def test_default_user_quota_gives_each_user_their_own_bucket(impl, mk):
 
 
 @pytest.mark.parametrize("value", [0, -0.0, -1, math.nan, math.inf, -math.inf])
-def test_bad_controller_mutation_rate_is_rejected_naming_entity_and_key(kq, qm, value):
-    _quota(qm, 3, entity={"user": "bob"})
-    before = qm.describe_client_quotas()
+def test_bad_controller_mutation_rate_is_rejected_naming_entity_and_key(kq, one_window_qm, value):
+    _quota(one_window_qm, 3, entity={"user": "bob"})
+    before = one_window_qm.describe_client_quotas()
     with pytest.raises(kq.QuotaConfigError) as info:
-        qm.alter_client_quotas([({"user": "bob"}, {KEY: 5}),
+        one_window_qm.alter_client_quotas([({"user": "bob"}, {KEY: 5}),
                                 ({"user": U, "client-id": C}, {KEY: value})])
     msg = str(info.value)
     assert KEY in msg and U in msg and C in msg, msg
-    assert qm.describe_client_quotas() == before
-    assert qm.quota_limit(kq.ClientQuotaType.CONTROLLER_MUTATION, "bob", C) == 3.0
+    assert one_window_qm.describe_client_quotas() == before
+    assert one_window_qm.quota_limit(kq.ClientQuotaType.CONTROLLER_MUTATION, "bob", C) == 3.0
 
 
 @pytest.mark.parametrize("value", [0.001, 0.5, 1, 2.75, 1e6])
-def test_positive_fractional_rates_are_accepted(kq, qm, value):
-    _quota(qm, value)
-    assert qm.quota_limit(kq.ClientQuotaType.CONTROLLER_MUTATION, U, C) == value
+def test_positive_fractional_rates_are_accepted(kq, one_window_qm, value):
+    _quota(one_window_qm, value)
+    assert one_window_qm.quota_limit(kq.ClientQuotaType.CONTROLLER_MUTATION, U, C) == value
 
 
 BAD_COUNTS = [-1, -0.5, math.nan, math.inf, -math.inf]
@@ -82,70 +82,70 @@ BAD_COUNTS = [-1, -0.5, math.nan, math.inf, -math.inf]
 
 @pytest.mark.parametrize("mutations", BAD_COUNTS)
 @pytest.mark.parametrize("call", ["permissive", "strict", "handle", "handle_strict"])
-def test_bad_mutation_counts_raise_value_error_and_record_nothing(kq, qm, call, mutations):
-    _quota(qm, 10)
-    qm.record_controller_mutations(U, C, 50, now_ms=0)
-    h = qm.client(U, C)
+def test_bad_mutation_counts_raise_value_error_and_record_nothing(kq, one_window_qm, call, mutations):
+    _quota(one_window_qm, 10)
+    one_window_qm.record_controller_mutations(U, C, 50, now_ms=0)
+    h = one_window_qm.client(U, C)
     calls = {
-        "permissive": lambda: qm.record_controller_mutations(U, C, mutations, now_ms=0),
-        "strict": lambda: qm.record_controller_mutations(U, C, mutations, now_ms=0, strict=True),
+        "permissive": lambda: one_window_qm.record_controller_mutations(U, C, mutations, now_ms=0),
+        "strict": lambda: one_window_qm.record_controller_mutations(U, C, mutations, now_ms=0, strict=True),
         "handle": lambda: h.record_controller_mutations(mutations, now_ms=0),
         "handle_strict": lambda: h.record_controller_mutations(mutations, now_ms=0, strict=True),
     }
-    count = qm.sensor_count(kq.ClientQuotaType.CONTROLLER_MUTATION)
+    count = one_window_qm.sensor_count(kq.ClientQuotaType.CONTROLLER_MUTATION)
     with pytest.raises(kq.QuotaValueError) as info:
         calls[call]()
     assert isinstance(info.value, ValueError) and isinstance(info.value, kq.KQuotaError)
-    assert qm.sensor_count(kq.ClientQuotaType.CONTROLLER_MUTATION) == count
-    assert _tokens(qm, 0) == 60.0
-    assert qm.measured_rate(kq.ClientQuotaType.CONTROLLER_MUTATION, U, C, now_ms=0) == 5.0
+    assert one_window_qm.sensor_count(kq.ClientQuotaType.CONTROLLER_MUTATION) == count
+    assert _tokens(one_window_qm, 0) == 60.0
+    assert one_window_qm.measured_rate(kq.ClientQuotaType.CONTROLLER_MUTATION, U, C, now_ms=0) == 5.0
 
 
-def test_bad_counts_on_a_fresh_pair_create_no_sensor(kq, qm):
-    _quota(qm, 10)
+def test_bad_counts_on_a_fresh_pair_create_no_sensor(kq, one_window_qm):
+    _quota(one_window_qm, 10)
     for bad in BAD_COUNTS:
         with pytest.raises(kq.QuotaValueError):
-            qm.record_controller_mutations("bob", "fresh", bad, now_ms=0)
-    assert qm.sensor_count(kq.ClientQuotaType.CONTROLLER_MUTATION) == 0
+            one_window_qm.record_controller_mutations("bob", "fresh", bad, now_ms=0)
+    assert one_window_qm.sensor_count(kq.ClientQuotaType.CONTROLLER_MUTATION) == 0
 
 
-def test_bad_counts_raise_even_without_mutation_quotas(kq, qm):
+def test_bad_counts_raise_even_without_mutation_quotas(kq, one_window_qm):
     with pytest.raises(kq.QuotaValueError):
-        qm.record_controller_mutations(U, C, -1, now_ms=0)
+        one_window_qm.record_controller_mutations(U, C, -1, now_ms=0)
     with pytest.raises(kq.QuotaValueError):
-        qm.record_controller_mutations(U, C, math.nan, now_ms=0, strict=True)
+        one_window_qm.record_controller_mutations(U, C, math.nan, now_ms=0, strict=True)
 
 
 @pytest.mark.parametrize("case", ["str_count", "none_count", "strict_str", "strict_none",
                                   "handle_str_count", "handle_strict_str"])
-def test_wrong_argument_types_raise_type_error(kq, qm, case):
-    _quota(qm, 10)
-    h = qm.client(U, C)
+def test_wrong_argument_types_raise_type_error(kq, one_window_qm, case):
+    _quota(one_window_qm, 10)
+    h = one_window_qm.client(U, C)
     calls = {
-        "str_count": lambda: qm.record_controller_mutations(U, C, "5", now_ms=0),
-        "none_count": lambda: qm.record_controller_mutations(U, C, None, now_ms=0),
-        "strict_str": lambda: qm.record_controller_mutations(U, C, 5, now_ms=0, strict="yes"),
-        "strict_none": lambda: qm.record_controller_mutations(U, C, 5, now_ms=0, strict=None),
+        "str_count": lambda: one_window_qm.record_controller_mutations(U, C, "5", now_ms=0),
+        "none_count": lambda: one_window_qm.record_controller_mutations(U, C, None, now_ms=0),
+        "strict_str": lambda: one_window_qm.record_controller_mutations(U, C, 5, now_ms=0, strict="yes"),
+        "strict_none": lambda: one_window_qm.record_controller_mutations(U, C, 5, now_ms=0, strict=None),
         "handle_str_count": lambda: h.record_controller_mutations("5", now_ms=0),
         "handle_strict_str": lambda: h.record_controller_mutations(5, now_ms=0, strict="yes"),
     }
     with pytest.raises(TypeError):
         calls[case]()
-    assert qm.sensor_count(kq.ClientQuotaType.CONTROLLER_MUTATION) == 0
+    assert one_window_qm.sensor_count(kq.ClientQuotaType.CONTROLLER_MUTATION) == 0
 
 
-def test_zero_and_fractional_counts_are_accepted(kq, qm):
-    _quota(qm, 10)
-    assert qm.record_controller_mutations(U, C, 0, now_ms=0) == 0
-    assert qm.record_controller_mutations(U, C, 0.5, now_ms=0, strict=True) == 0
-    assert qm.controller_mutation_tokens(U, C, now_ms=0) == 109.5
+def test_zero_and_fractional_counts_are_accepted(kq, one_window_qm):
+    _quota(one_window_qm, 10)
+    assert one_window_qm.record_controller_mutations(U, C, 0, now_ms=0) == 0
+    assert one_window_qm.record_controller_mutations(U, C, 0.5, now_ms=0, strict=True) == 0
+    assert one_window_qm.controller_mutation_tokens(U, C, now_ms=0) == 109.5
 
 
-def test_now_ms_none_reads_the_kernel_clock(kq, qm):
-    _quota(qm, 10)
-    assert qm.record_controller_mutations(U, C, 5) == 0
-    assert qm.record_controller_mutations(U, C, 5, strict=True) == 0
-    tokens = qm.controller_mutation_tokens(U, C)
+def test_now_ms_none_reads_the_kernel_clock(kq, one_window_qm):
+    _quota(one_window_qm, 10)
+    assert one_window_qm.record_controller_mutations(U, C, 5) == 0
+    assert one_window_qm.record_controller_mutations(U, C, 5, strict=True) == 0
+    tokens = one_window_qm.controller_mutation_tokens(U, C)
     assert 100.0 <= tokens <= 110.0
 
 
@@ -159,27 +159,27 @@ def test_mutation_rate_uses_the_broker_metrics_window_as_kafka_does(kq, make_qm)
 
 @pytest.mark.parametrize("now_ms, error", [("5", TypeError), (1.5, TypeError),
                                            (2**50, "QuotaValueError"), (-(2**50), "QuotaValueError")])
-def test_bad_now_ms_is_rejected_by_every_mutation_call(kq, qm, now_ms, error):
+def test_bad_now_ms_is_rejected_by_every_mutation_call(kq, one_window_qm, now_ms, error):
     error = getattr(kq, error) if isinstance(error, str) else error
-    _quota(qm, 10)
-    h = qm.client(U, C)
-    for call in (lambda: qm.record_controller_mutations(U, C, 1, now_ms=now_ms),
-                 lambda: qm.record_controller_mutations(U, C, 1, now_ms=now_ms, strict=True),
-                 lambda: qm.controller_mutation_tokens(U, C, now_ms=now_ms),
+    _quota(one_window_qm, 10)
+    h = one_window_qm.client(U, C)
+    for call in (lambda: one_window_qm.record_controller_mutations(U, C, 1, now_ms=now_ms),
+                 lambda: one_window_qm.record_controller_mutations(U, C, 1, now_ms=now_ms, strict=True),
+                 lambda: one_window_qm.controller_mutation_tokens(U, C, now_ms=now_ms),
                  lambda: h.record_controller_mutations(1, now_ms=now_ms),
                  lambda: h.controller_mutation_tokens(now_ms=now_ms)):
         with pytest.raises(error):
             call()
-    assert qm.sensor_count(kq.ClientQuotaType.CONTROLLER_MUTATION) == 0
+    assert one_window_qm.sensor_count(kq.ClientQuotaType.CONTROLLER_MUTATION) == 0
 
 
-def test_wrong_name_types_raise_type_error(kq, qm):
-    _quota(qm, 10)
+def test_wrong_name_types_raise_type_error(kq, one_window_qm):
+    _quota(one_window_qm, 10)
     with pytest.raises(TypeError):
-        qm.record_controller_mutations(5, C, 1, now_ms=0)
+        one_window_qm.record_controller_mutations(5, C, 1, now_ms=0)
     with pytest.raises(TypeError):
-        qm.controller_mutation_tokens(U, None, now_ms=0)
-    assert qm.sensor_count(kq.ClientQuotaType.CONTROLLER_MUTATION) == 0
+        one_window_qm.controller_mutation_tokens(U, None, now_ms=0)
+    assert one_window_qm.sensor_count(kq.ClientQuotaType.CONTROLLER_MUTATION) == 0
 
 
 def test_a_handle_follows_configuration_changes(impl, mk):

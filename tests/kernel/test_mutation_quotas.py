@@ -13,7 +13,7 @@ import pytest
 
 from oracle import INT32_MAX
 from mutation_env import KEY, C, U, _quota, _strict, _tokens
-from one_window import mk, one_window, qm  # noqa: F401 (fixtures)
+from one_window import mk, one_window, one_window_qm  # noqa: F401 (fixtures)
 
 
 # ============================================================================ the bucket
@@ -134,11 +134,11 @@ def test_strict_and_permissive_share_one_bucket(impl, mk):
     assert info.value.throttle_time_ms == 500
 
 
-def test_strict_rejection_is_a_kquota_error_with_the_throttle(kq, qm):
-    _quota(qm, 10)
-    qm.record_controller_mutations(U, C, 120, now_ms=0)
+def test_strict_rejection_is_a_kquota_error_with_the_throttle(kq, one_window_qm):
+    _quota(one_window_qm, 10)
+    one_window_qm.record_controller_mutations(U, C, 120, now_ms=0)
     with pytest.raises(kq.ThrottlingQuotaExceededError) as info:
-        qm.record_controller_mutations(U, C, 1, now_ms=0, strict=True)
+        one_window_qm.record_controller_mutations(U, C, 1, now_ms=0, strict=True)
     err = info.value
     assert isinstance(err, kq.KQuotaError)
     assert not isinstance(err, ValueError)
@@ -282,21 +282,21 @@ def test_level_change_uses_a_new_full_bucket(impl, mk):
     assert qm.record_controller_mutations(U, C, 11, now_ms=0) == 0
 
 
-def test_a_record_while_unlimited_refills_the_bucket_as_kafka_does(kq, qm):
-    _quota(qm, 1)
-    assert qm.record_controller_mutations(U, C, 16, now_ms=0) == 5000  # -5
-    qm.alter_client_quotas([({"user": U}, {KEY: None})])  # tags stay (alice, ""): unlimited
-    assert qm.record_controller_mutations(U, C, 100, now_ms=1000) == 0
-    _quota(qm, 1)
+def test_a_record_while_unlimited_refills_the_bucket_as_kafka_does(kq, one_window_qm):
+    _quota(one_window_qm, 1)
+    assert one_window_qm.record_controller_mutations(U, C, 16, now_ms=0) == 5000  # -5
+    one_window_qm.alter_client_quotas([({"user": U}, {KEY: None})])  # tags stay (alice, ""): unlimited
+    assert one_window_qm.record_controller_mutations(U, C, 100, now_ms=1000) == 0
+    _quota(one_window_qm, 1)
     # Kafka: min(burst 11, ~9.2e15 - 100) = 11 tokens, the strict request passes.
-    assert qm.record_controller_mutations(U, C, 1, now_ms=1000, strict=True) == 0
-    assert qm.controller_mutation_tokens(U, C, now_ms=1000) == 10.0
+    assert one_window_qm.record_controller_mutations(U, C, 1, now_ms=1000, strict=True) == 0
+    assert one_window_qm.controller_mutation_tokens(U, C, now_ms=1000) == 10.0
 
 
-def test_bucket_refills_on_a_negative_clock(kq, qm):
-    _quota(qm, 2)  # burst 22
-    assert qm.record_controller_mutations(U, C, 30, now_ms=-100_000) == 4000  # -8
-    assert qm.controller_mutation_tokens(U, C, now_ms=-90_000) == 12.0  # -8 + 2 * 10
+def test_bucket_refills_on_a_negative_clock(kq, one_window_qm):
+    _quota(one_window_qm, 2)  # burst 22
+    assert one_window_qm.record_controller_mutations(U, C, 30, now_ms=-100_000) == 4000  # -8
+    assert one_window_qm.controller_mutation_tokens(U, C, now_ms=-90_000) == 12.0  # -8 + 2 * 10
 
 
 def test_bucket_on_a_negative_clock_starts_full(impl, mk):
@@ -319,8 +319,8 @@ def test_nothing_is_recorded_without_mutation_quotas(impl, mk):
     assert _tokens(qm, 0) is None
 
 
-def test_no_mutation_sensor_without_mutation_quotas(kq, qm):
-    qm.alter_client_quotas([({"user": U}, {"producer_byte_rate": 1})])
-    qm.record_controller_mutations(U, C, 5, now_ms=0)
-    qm.record_controller_mutations(U, C, 5, now_ms=0, strict=True)
-    assert qm.sensor_count(kq.ClientQuotaType.CONTROLLER_MUTATION) == 0
+def test_no_mutation_sensor_without_mutation_quotas(kq, one_window_qm):
+    one_window_qm.alter_client_quotas([({"user": U}, {"producer_byte_rate": 1})])
+    one_window_qm.record_controller_mutations(U, C, 5, now_ms=0)
+    one_window_qm.record_controller_mutations(U, C, 5, now_ms=0, strict=True)
+    assert one_window_qm.sensor_count(kq.ClientQuotaType.CONTROLLER_MUTATION) == 0

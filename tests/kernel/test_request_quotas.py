@@ -12,7 +12,7 @@ import pytest
 
 from oracle import INT32_MAX, NANOS_TO_PERCENT
 from request_env import MS, C, U, _user_quota
-from one_window import mk, one_window, qm  # noqa: F401 (fixtures)
+from one_window import mk, one_window, one_window_qm  # noqa: F401 (fixtures)
 
 
 # ============================================================================ public example
@@ -237,10 +237,10 @@ def test_exempt_sensor_clock_never_goes_backwards(impl, mk):
     assert qm.exempt_request_rate(now_ms=0) == late
 
 
-def test_exempt_time_does_not_create_client_sensors(kq, qm):
-    _user_quota(qm, 1)
-    qm.record_exempt_request_time(1_000 * MS, now_ms=0)
-    assert qm.sensor_count(kq.ClientQuotaType.REQUEST) == 0
+def test_exempt_time_does_not_create_client_sensors(kq, one_window_qm):
+    _user_quota(one_window_qm, 1)
+    one_window_qm.record_exempt_request_time(1_000 * MS, now_ms=0)
+    assert one_window_qm.sensor_count(kq.ClientQuotaType.REQUEST) == 0
 
 
 # ============================================================================ enabled bits
@@ -256,11 +256,11 @@ def test_nothing_is_recorded_without_request_quotas(impl, mk):
     assert qm.measured_rate(impl.REQUEST, U, C, now_ms=0) == 0.0
 
 
-def test_no_request_sensor_without_request_quotas(kq, qm):
-    qm.alter_client_quotas([({"user": U}, {"producer_byte_rate": 1})])
-    qm.record_request_time(U, C, 10_000 * MS, now_ms=0)
-    qm.record_network_thread_time(U, C, 10_000 * MS, now_ms=0)
-    assert qm.sensor_count(kq.ClientQuotaType.REQUEST) == 0
+def test_no_request_sensor_without_request_quotas(kq, one_window_qm):
+    one_window_qm.alter_client_quotas([({"user": U}, {"producer_byte_rate": 1})])
+    one_window_qm.record_request_time(U, C, 10_000 * MS, now_ms=0)
+    one_window_qm.record_network_thread_time(U, C, 10_000 * MS, now_ms=0)
+    assert one_window_qm.sensor_count(kq.ClientQuotaType.REQUEST) == 0
 
 
 def test_unlimited_client_is_recorded_but_never_throttled(impl, mk):

@@ -11,6 +11,7 @@ import kquota
 from callback_fakes import CountsLimitCalls
 from kquota import ClientQuotaType as Q
 from kquota.plugins import PushingStorageAwareCallback, StorageAwareCallback
+from waiting import wait_until
 
 BIG = 10_000_000
 GiB = 2**30
@@ -133,10 +134,8 @@ def test_background_thread_detects_low_disk_and_close_stops_it():
     h = qm.client("alice", "c")
     assert h.record_and_get_throttle_time_ms(Q.PRODUCE, BIG, 0) == 0
     disk.free["/data/a"] = 0
-    deadline = time.monotonic() + 30
     # the flag is raised after the state changed: once it is up, the next request resets
-    while not cb._produce_reset and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: cb._produce_reset, 30, 0.01)
     assert cb.low_disk
     assert h.record_and_get_throttle_time_ms(Q.PRODUCE, BIG, 1) > 0
     qm.close()

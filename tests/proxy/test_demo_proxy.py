@@ -7,11 +7,11 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from kquota.cli import build_parser
+from waiting import wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.timing]
 
@@ -84,17 +84,16 @@ def test_demo_proxy_shows_the_clients_held_at_their_quota_and_stops_everything()
 
 def read_until(proc, pattern, timeout=60):
     """stdout read line by line until one matches ``pattern``; what was read."""
-    text = ""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        text += line
-        if re.search(pattern, line):
-            return text
+    lines = []
+
+    def matched() -> bool:
+        lines.append(proc.stdout.readline())
+        return not lines[-1] or bool(re.search(pattern, lines[-1]))  # a match, or the end of stdout
+
+    if wait_until(matched, timeout, 0) and lines[-1]:
+        return "".join(lines)
     proc.kill()
-    pytest.fail(f"no line matching {pattern!r} in: {text}")
+    pytest.fail(f"no line matching {pattern!r} in: {''.join(lines)}")
 
 
 @pytest.mark.parametrize("sig, when", [

@@ -18,6 +18,7 @@ from kquota.proxy.fleet_members import MAX_MEMBERS, PRUNE_INTERVALS, REASONS, Fl
 from kquota.proxy.fleet_usage import (
     KEY_MIN_BYTES, MAX_ENTRIES, CorruptUsage, Usage, UsageKey, decode, encode, read_key_file,
 )
+from waiting import step_until
 
 pytestmark = pytest.mark.process
 
@@ -217,15 +218,6 @@ def _coordinators(broker, n=2, interval=0.3, window_num=2):
     return topic, qms, coords
 
 
-def _step_until(coords, done, seconds, interval=0.3):
-    deadline = time.monotonic() + seconds
-    while not done() and time.monotonic() < deadline:
-        for c in coords:
-            c.step()
-        time.sleep(interval)
-    return done()
-
-
 def test_forged_usage_records_change_no_share_and_are_counted(broker):
     """Two real members over a usage topic on Kafka's broker; a forger whom Kafka's ACLs let write
     to the topic (bob, over SASL) but who holds no key floods it with members that claim to be
@@ -243,7 +235,7 @@ def test_forged_usage_records_change_no_share_and_are_counted(broker):
         for qm in qms:
             qm.alter_client_quotas([({"client-id": "victim"}, {"producer_byte_rate": 1000.0})])
         qms[0].record_no_throttle("PRODUCE", "", "victim", 10.0)
-        assert _step_until(coords, lambda: all(c.fleet_size == 2 for c in coords), 20)
+        assert step_until(coords, lambda: all(c.fleet_size == 2 for c in coords), 20, 0.3)
         coords[0].step()
         before = qms[0]._shares("PRODUCE")[1][("", "victim")]
         assert before == pytest.approx(0.5)  # both light: halves
@@ -265,8 +257,10 @@ def test_forged_usage_records_change_no_share_and_are_counted(broker):
         forger.produce(topic + ".usage", skewed, key=b"skewed")
         assert forger.flush(10) == 0
 
-        assert _step_until(coords, lambda: all(c.members.rejected["future"] == 1 for c in coords), 20)
-        for _ in range(4):  # past SILENT_INTERVALS: a forged member would be live by now
+        assert step_until(coords, lambda: all(c.members.rejected["future"] == 1 for c in coords), 20, 0.3)
+        # A window, not a wait: past SILENT_INTERVALS steps a real member whose records a forged one
+        # had displaced would have left, and a forged member let in would be counted.
+        for _ in range(SILENT_INTERVALS + 1):
             for c in coords:
                 c.step()
             time.sleep(0.3)
@@ -305,7 +299,7 @@ def test_seventy_thousand_limited_sensors_reach_the_other_members(broker):
             return seen is not None and seen[1].keys() == expected
 
         coords[0].step()
-        assert _step_until(coords[1:], whole, 60)
+        assert step_until(coords[1:], whole, 60, 0.3)
         coords[0].step()
         assert [c.fleet_size for c in coords] == [2, 2]
         assert coords[0]._seq >= 1 and not coords[0].fallback

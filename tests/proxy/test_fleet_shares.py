@@ -141,7 +141,7 @@ def test_a_cut_usage_path_falls_back_to_a_static_share_and_recovers():
 
     pytest.importorskip("confluent_kafka")
     from proxy_support import Tansu
-    from waiting import free_port
+    from waiting import free_port, step_until
 
     from kquota.proxy.fleet import SILENT_INTERVALS, FleetCoordinator
 
@@ -153,11 +153,7 @@ def test_a_cut_usage_path_falls_back_to_a_static_share_and_recovers():
     coords = []
     try:
         coords = [FleetCoordinator(qm, f"127.0.0.1:{fwd_port}", "quotas", interval_s=interval, key=KEY) for qm in qms]
-        deadline = time.monotonic() + 20
-        while not all(c.fleet_size == 2 for c in coords) and time.monotonic() < deadline:
-            for c in coords:
-                c.step()
-            time.sleep(interval)
+        step_until(coords, lambda: all(c.fleet_size == 2 for c in coords), 20, interval)
         assert [c.fleet_size for c in coords] == [2, 2] and not any(c.fallback for c in coords)
         # Metrics: this proxy's share of each active quota and the age of each member's usage.
         qms[0].alter_client_quotas([({"client-id": "c"}, {"producer_byte_rate": 1000.0})])
@@ -178,20 +174,14 @@ def test_a_cut_usage_path_falls_back_to_a_static_share_and_recovers():
         assert all(0 <= x.value < 3 for x in ages)
         path.cut()
         cut_at = time.monotonic()
-        while not all(c.fallback for c in coords) and time.monotonic() < cut_at + 10:
-            for c in coords:
-                c.step()
-            time.sleep(interval)
+        step_until(coords, lambda: all(c.fallback for c in coords), 10, interval)
         took = time.monotonic() - cut_at
         assert all(c.fallback for c in coords), "no fallback after the usage path was cut"
         assert took <= (SILENT_INTERVALS + 2) * interval + 1.0, took
         assert [qm._shares("PRODUCE") for qm in qms] == [(0.5, {}), (0.5, {})]
         path.open = True
         back_at = time.monotonic()
-        while any(c.fallback for c in coords) and time.monotonic() < back_at + 20:
-            for c in coords:
-                c.step()
-            time.sleep(interval)
+        step_until(coords, lambda: not any(c.fallback for c in coords), 20, interval)
         assert not any(c.fallback for c in coords), "still in fallback after the usage path came back"
         print(f"fallback after {took:.1f} s ({took / interval:.1f} intervals); "
               f"recovered after {time.monotonic() - back_at:.1f} s")

@@ -17,6 +17,7 @@ from proxy_support import ProxyThread
 from proxy_wire import Wire
 
 from confluent_kafka import Producer
+from waiting import wait_until
 
 WINDOW_NUM = 2
 
@@ -51,9 +52,11 @@ def test_sasl_principal_reaches_the_produce_quota(kafka_broker, tmp_path):
             p.produce(topic, b"v" * 1000)
             p.poll(0)
         assert p.flush(30) == 0
-        deadline = time.monotonic() + 10
-        while not throttles and time.monotonic() < deadline:
-            p.poll(0.1)
+        def throttled() -> bool:
+            p.poll(0.1)  # serves the throttle callbacks
+            return bool(throttles)
+
+        wait_until(throttled, 10, 0)
         assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "alice", "sasl-client") > 0
         assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "ANONYMOUS", "sasl-client") == 0
         assert throttles and max(throttles) > 0  # 200 KB against 20 KB/s

@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 from proxy_cli import assert_enforced_once_applied, capture_and_recommend, start_proxy, stop_proxy
-from waiting import free_port
+from waiting import free_port, wait_until
 
 pytestmark = pytest.mark.process
 
@@ -52,12 +52,10 @@ def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig):
         c = Consumer({"bootstrap.servers": address, "client.id": "reader", "group.id": "r",
                       "enable.auto.commit": False})
         c.assign([TopicPartition(topic, 0, 0)])
-        got = 0
-        deadline = time.monotonic() + 15
-        while got < 200 and time.monotonic() < deadline:
-            got += sum(1 for m in c.consume(500, 0.5) if not m.error())
+        got = []
+        wait_until(lambda: got.extend(m for m in c.consume(500, 0.5) if not m.error()) or len(got) >= 200, 15, 0)
         c.close()
-        assert got == 200
+        assert len(got) == 200
         body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
         assert 'client_id="logged"' in body
     finally:
@@ -134,9 +132,7 @@ def test_request_log_rotates_on_time_without_traffic(tmp_path):
 
     log = RequestLogWriter(str(tmp_path), rotate_rows=1000, rotate_seconds=0.3)
     log.add(1, "u", "c", "PRODUCE", 10)
-    deadline = time.monotonic() + 5
-    while not list(tmp_path.glob("*.parquet")) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: list(tmp_path.glob("*.parquet")), 5)
     assert len(list(tmp_path.glob("*.parquet"))) == 1  # written with no further add()
     log.close()
 

@@ -8,7 +8,6 @@ import json
 import socket
 import struct
 import subprocess
-import time
 
 import pytest
 from proxy_support import ProxyThread, Tansu, kcat, make_topic
@@ -16,18 +15,22 @@ from proxy_wire import read_exact
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from waiting import wait_until, wait_until_async
 
 
 def consume_assigned(address: str, topic: str, count: int, partitions: int = 1, timeout: float = 20.0) -> list:
     c = Consumer({"bootstrap.servers": address, "group.id": "unused", "enable.auto.commit": False})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out = []
-    deadline = time.monotonic() + timeout
+
+    def read() -> bool:
+        for m in c.consume(500, 0.5):
+            assert not m.error(), m.error()
+            out.append((m.key(), m.value(), m.headers()))
+        return len(out) >= count
+
     try:
-        while len(out) < count and time.monotonic() < deadline:
-            for m in c.consume(500, 0.5):
-                assert not m.error(), m.error()
-                out.append((m.key(), m.value(), m.headers()))
+        wait_until(read, timeout, 0)
     finally:
         c.close()
     return out
@@ -95,12 +98,13 @@ def test_aiokafka_lz4_zstd_and_group(proxy):
         cons = aiokafka.AIOKafkaConsumer(topic, bootstrap_servers=proxy.address, group_id="aio-" + topic,
                                          auto_offset_reset="earliest")
         await cons.start()
+        async def read() -> bool:
+            for msgs in (await cons.getmany(timeout_ms=500)).values():
+                out.extend(m.value for m in msgs)
+            return len(out) >= 900
+
         try:
-            deadline = time.monotonic() + 30
-            while len(out) < 900 and time.monotonic() < deadline:
-                batch = await cons.getmany(timeout_ms=500)
-                for msgs in batch.values():
-                    out.extend(m.value for m in msgs)
+            await wait_until_async(read, 30)
             await cons.commit()
         finally:
             await cons.stop()

@@ -4,7 +4,6 @@ proxy port, clients only ever connect to the proxy, data is intact across all br
 from __future__ import annotations
 
 import subprocess
-import time
 import uuid
 
 import pytest
@@ -12,6 +11,7 @@ from proxy_support import MockCluster, ProxyThread, kcat
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -32,13 +32,16 @@ def auto_topic(address: str, prefix: str) -> tuple[str, int]:
     """A new topic, auto-created by the mock cluster (it has no controller for CreateTopics)."""
     topic = prefix + uuid.uuid4().hex[:8]
     admin = AdminClient({"bootstrap.servers": address})
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        md = admin.list_topics(topic, timeout=5)
-        t = md.topics.get(topic)
+    partitions = []
+
+    def created() -> bool:
+        t = admin.list_topics(topic, timeout=5).topics.get(topic)
         if t is not None and t.error is None and t.partitions:
-            return topic, len(t.partitions)
-        time.sleep(0.1)
+            partitions[:] = t.partitions
+        return bool(partitions)
+
+    if wait_until(created, 10, 0.1):
+        return topic, len(partitions)
     raise TimeoutError(topic)
 
 
@@ -74,11 +77,14 @@ def test_every_broker_proxied_and_data_intact(cluster, proxy):
     c = Consumer({"bootstrap.servers": proxy.address, "group.id": "x", "enable.auto.commit": False})
     c.assign([TopicPartition(topic, i, 0) for i in range(n)])
     got = []
-    deadline = time.monotonic() + 20
-    while len(got) < 3000 and time.monotonic() < deadline:
+
+    def read() -> bool:
         for m in c.consume(1000, 0.5):
             assert not m.error(), m.error()
             got.append(int(m.value()))
+        return len(got) >= 3000
+
+    wait_until(read, 20, 0)
     c.close()
     assert sorted(got) == list(range(3000))
     for leader in leaders:
@@ -95,11 +101,7 @@ def test_consumer_group_coordinator_through_proxy(proxy):
                   "session.timeout.ms": 6000})
     c.subscribe([topic])
     got = []
-    deadline = time.monotonic() + 30
-    while len(got) < 300 and time.monotonic() < deadline:
-        for m in c.consume(500, 0.5):
-            if not m.error():
-                got.append(int(m.value()))
+    wait_until(lambda: got.extend(int(m.value()) for m in c.consume(500, 0.5) if not m.error()) or len(got) >= 300, 30, 0)
     c.commit(asynchronous=False)
     c.close()
     assert sorted(got) == list(range(300))

@@ -16,6 +16,7 @@ import kquota
 import pytest
 from proxy_connect import API_VERSIONS, api_versions, attempt, closed_by_proxy, connect, proxy_v1, proxy_v2
 from proxy_support import ProxyThread
+from waiting import wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.timing]
 
@@ -53,12 +54,7 @@ def storm(port: int, source: str, seconds: float, threads: int = 3) -> list:
 def served_within(port: int, source: str, header: bytes = b"", seconds: float = 5.0) -> bool:
     """Whether a connection from ``source`` is served within ``seconds`` (a closed connection is
     counted down when the proxy sees its session end, a moment after the client closes)."""
-    deadline = time.monotonic() + seconds
-    while not attempt(port, source, header=header).served:
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    return wait_until(lambda: attempt(port, source, header=header).served, seconds, 0.05)
 
 
 @pytest.fixture
@@ -231,10 +227,7 @@ def test_cli_config_properties_and_a_live_ip_quota_alter_through_kquota_configs(
         assert r.returncode == 0, r.stderr.decode()
         # Once the watcher has followed the store, the same burst is throttled (3/s over a window
         # of about a second): the proxy was not restarted.
-        deadline = time.monotonic() + 20
-        while _served_of(port, B, 12) > 9:
-            assert time.monotonic() < deadline, "the altered ip quota never took effect"
-            time.sleep(0.5)
+        assert wait_until(lambda: _served_of(port, B, 12) <= 9, 20, 0.5), "the altered ip quota never took effect"
         assert _served_of(port, A, 20) == 20
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as resp:
             text = resp.read().decode()

@@ -3,7 +3,9 @@ clients against Apache Kafka's broker: one quota for a fleet of proxies followin
 store topic (and its ``.usage`` topic) on that broker.
 
 Quota windows are short (``quota.window.num=2`` of 1 s): three windows are 6 s. Every wait is
-bounded and every process is stopped."""
+bounded and every process is stopped. A rate is measured over a window that starts from when the
+fleet has settled (each proxy's metrics show the members and the shares the split rule gives), at
+the time Kafka's rule gives (:func:`clean_from`), never after a guessed sleep."""
 
 from __future__ import annotations
 
@@ -19,15 +21,15 @@ import uuid
 
 import pytest
 from proxy_support import VALUE, Meter, make_topic, produce_loop
-from waiting import free_port, wait_port
 from store_helpers import run_cli
-from waiting import wait_until
+from waiting import free_port, wait_port, wait_until
 
 pytestmark = pytest.mark.timing
 
 pytest.importorskip("confluent_kafka")
 QUOTA = 120_000  # bytes/s for the whole fleet
 WINDOWS3 = 6.0  # three quota windows of 2 s
+SPAN = 2.0  # quota.window.num x quota.window.size.seconds: the samples a quota's rate covers
 
 
 class Fleet:
@@ -93,6 +95,41 @@ def fleet_metric(metrics_port, name):
     return float(m.group(1))
 
 
+def settled(metrics_ports, size, share=None, timeout=30.0):
+    """Waits until every proxy of ``metrics_ports`` sees a fleet of ``size`` and, for each port
+    ``share`` maps, holds that share (min and max over its quotas, within 0.02: the split rule's
+    answer, e.g. 1/3 each for three saturated members); returns when (monotonic s)."""
+    share = share or {}
+
+    def holds():
+        for m in metrics_ports:
+            if fleet_metric(m, "fleet_size") != size:
+                return False
+            if m in share and not all(abs(fleet_metric(m, f"fleet_share_{x}") - share[m]) <= 0.02 for x in ("min", "max")):
+                return False
+        return True
+
+    assert wait_until(holds, timeout, 0.2), [(fleet_metric(m, "fleet_size"), fleet_metric(m, "fleet_share_max"))
+                                             for m in metrics_ports]
+    return time.monotonic()
+
+
+def clean_from(at, fell_by):
+    """When a rate window may start after the shares settled at ``at``, having fallen by the
+    factor ``fell_by``: Kafka throttles a client that overshot its quota by ``(rate - quota) / quota``
+    times the sample span, and the samples of the overshoot leave the span one span later, so
+    ``fell_by`` spans in all (a proxy alone holds the whole quota before it sees the others: its
+    share falls by the fleet's size). A share that rose needs the span alone."""
+    return at + max(fell_by, 1.0) * SPAN
+
+
+def measured(meters, start, seconds):
+    """The aggregate rate of ``meters`` over ``seconds`` from ``start`` (a measurement window:
+    returns once it has passed)."""
+    time.sleep(max(0.0, start + seconds - time.monotonic()))
+    return sum(m.rate(start, start + seconds) for m in meters)
+
+
 def paced_loop(address, topic, client_id, meter, stop, rate):
     """Produces ``rate`` bytes/s (a light producer), counting deliveries."""
     from confluent_kafka import Producer
@@ -134,11 +171,6 @@ class Clients:
             t.join(20)
 
 
-def aggregate(meters, seconds):
-    end = time.monotonic()
-    return sum(m.rate(end - seconds, end) for m in meters)
-
-
 @pytest.fixture
 def fleet(broker, tmp_path):
     f = Fleet(broker, tmp_path)
@@ -158,28 +190,34 @@ def test_three_producers_flat_out_share_one_quota_and_survive_a_kill_and_a_join(
     fleet.quota("producer_byte_rate", QUOTA)
     data = make_topic(broker.address)
     members = [fleet.start() for _ in range(3)]
+    started = time.monotonic()
     meters = [clients.run(produce_loop, addr, data, "shared") for addr, _ in members]
-    time.sleep(WINDOWS3 + 2)
-    assert fleet_metric(members[0][1], "fleet_size") == 3
-    time.sleep(30)
-    steady = aggregate(meters, 30)
+    ports = [m for _, m in members]
+    at = settled(ports, 3, dict.fromkeys(ports, 1 / 3))
+    assert at - started <= WINDOWS3 + 2, at - started
+    steady = measured(meters, clean_from(at, 3), 30)
     print(f"3 flat out: aggregate {steady / QUOTA:.2f}x the quota")
     assert 0.85 * QUOTA <= steady <= 1.15 * QUOTA, steady / QUOTA
 
     # SIGKILL one proxy: the survivors take its share within 3 windows.
     fleet.procs[2][0].send_signal(signal.SIGKILL)
-    time.sleep(WINDOWS3 + 5)  # 3 windows, then 5 s measured
-    after_kill = aggregate(meters[:2], 5)
-    print(f"after a kill: aggregate {after_kill / QUOTA:.2f}x the quota")
+    killed_at = time.monotonic()
+    at = settled(ports[:2], 2, dict.fromkeys(ports[:2], 1 / 2))
+    assert at - killed_at <= WINDOWS3, at - killed_at
+    after_kill = measured(meters[:2], clean_from(at, 2 / 3), 5)
+    print(f"after a kill ({at - killed_at:.1f} s to settle): aggregate {after_kill / QUOTA:.2f}x the quota")
     assert 0.85 * QUOTA <= after_kill <= 1.15 * QUOTA, after_kill / QUOTA
 
     # A new proxy joins: it gets its share within 3 windows.
     joined = fleet.start()
+    joined_at = time.monotonic()
     newcomer = clients.run(produce_loop, joined[0], data, "shared")
-    time.sleep(WINDOWS3 + 1 + 5)
-    total = aggregate(meters[:2] + [newcomer], 5)
-    mine = newcomer.rate(time.monotonic() - 5, time.monotonic())
-    print(f"after a join: aggregate {total / QUOTA:.2f}x, newcomer {mine / QUOTA:.2f}x")
+    ports = ports[:2] + [joined[1]]
+    at = settled(ports, 3, dict.fromkeys(ports, 1 / 3))
+    assert at - joined_at <= WINDOWS3, at - joined_at
+    total = measured(meters[:2] + [newcomer], clean_from(at, 3), 5)
+    mine = measured([newcomer], clean_from(at, 3), 5)
+    print(f"after a join ({at - joined_at:.1f} s to settle): aggregate {total / QUOTA:.2f}x, newcomer {mine / QUOTA:.2f}x")
     assert 0.85 * QUOTA <= total <= 1.15 * QUOTA, total / QUOTA
     assert mine >= 0.6 * QUOTA / 3, mine / QUOTA
 
@@ -190,9 +228,18 @@ def test_a_light_producer_keeps_its_demand_while_two_run_flat_out(fleet, broker,
     members = [fleet.start() for _ in range(3)]
     light = clients.run(paced_loop, members[0][0], data, "shared", 0.2 * QUOTA)
     heavy = [clients.run(produce_loop, addr, data, "shared") for addr, _ in members[1:]]
-    time.sleep(WINDOWS3 + 15)
-    total = aggregate([light, *heavy], 15)
-    light_rate = aggregate([light], 15)
+    # Settled: the split rule sees the light member as light (its demand with headroom, less
+    # than a saturated member's share).
+    ports = [m for _, m in members]
+
+    def split_unevenly():
+        return fleet_metric(ports[0], "fleet_share_max") < min(fleet_metric(m, "fleet_share_min") for m in ports[1:])
+
+    settled(ports, 3)
+    assert wait_until(split_unevenly, 30, 0.2), [fleet_metric(m, "fleet_share_max") for m in ports]
+    at = time.monotonic()
+    total = measured([light, *heavy], clean_from(at, 3), 15)
+    light_rate = measured([light], clean_from(at, 3), 15)
     print(f"uneven: aggregate {total / QUOTA:.2f}x, light {light_rate / QUOTA:.2f}x the quota")
     assert total <= 1.15 * QUOTA, total / QUOTA
     assert light_rate >= 0.9 * 0.2 * QUOTA, light_rate / QUOTA
@@ -225,8 +272,9 @@ def test_three_consumers_flat_out_share_one_fetch_quota(fleet, broker, clients):
     fleet.quota("consumer_byte_rate", QUOTA)
     members = [fleet.start() for _ in range(3)]
     meters = [clients.run(consume_loop, addr, data, "shared") for addr, _ in members]
-    time.sleep(WINDOWS3 + 15)
-    total = aggregate(meters, 15)
+    ports = [m for _, m in members]
+    at = settled(ports, 3, dict.fromkeys(ports, 1 / 3))
+    total = measured(meters, clean_from(at, 3), 15)
     print(f"3 consumers flat out: aggregate {total / QUOTA:.2f}x the quota")
     assert 0.85 * QUOTA <= total <= 1.15 * QUOTA, total / QUOTA
 
@@ -258,9 +306,9 @@ def test_a_cut_usage_path_falls_back_to_a_static_share_and_recovers(broker, tmp_
         took = time.monotonic() - cut_at
         assert took <= WINDOWS3 + 1.0, took
         assert [fleet_metric(m, "fleet_share_default") for _, m in members] == [0.5, 0.5]
-        time.sleep(2)
-        now = time.monotonic()
-        assert all(meter.rate(now - 2, now) > 0 for meter in meters)  # the clients' path is intact
+        fell_back = time.monotonic()
+        # the clients' path is intact: each delivers within 2 s of the fallback
+        assert wait_until(lambda: all(meter.rate(fell_back, time.monotonic()) > 0 for meter in meters), 2)
         path.open = True
         assert wait_until(lambda: all(fleet_metric(m, "fleet_fallback") == 0 for _, m in members), 30)
     finally:

@@ -28,14 +28,13 @@ import random
 import socket
 import struct
 import threading
-import time
 import uuid
 
 import pytest
 from kquota.kafka.protocol.codec import encode_body
 from proxy_fakes import LoopbackServer, read_frame
 from proxy_support import ProxyThread, Tansu, make_topic
-from waiting import free_port
+from waiting import free_port, wait_until
 
 pytestmark = pytest.mark.process
 
@@ -153,10 +152,8 @@ def corpus() -> list[bytes]:
         p.flush(10)
         c = Consumer({"bootstrap.servers": address, "group.id": "fuzz", "enable.auto.commit": False})
         c.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
-        deadline = time.monotonic() + 10
-        got = 0
-        while got < 300 and time.monotonic() < deadline:
-            got += len(c.consume(500, 0.5))
+        got = []
+        wait_until(lambda: got.extend(c.consume(500, 0.5)) or len(got) >= 300, 10, 0)
         c.close()
         admin = AdminClient({"bootstrap.servers": address})
         name = "fz-" + uuid.uuid4().hex[:8]

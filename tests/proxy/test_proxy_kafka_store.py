@@ -16,10 +16,9 @@ import uuid
 
 import pytest
 from proxy_support import Meter, make_topic, produce_loop
-from waiting import free_port, wait_port
+from waiting import free_port, wait_port, wait_until
 from proxy_wire import Wire
 from store_helpers import run_cli
-from waiting import wait_until
 
 from kquota import ClientQuotaEntity
 from kquota.kafka.protocol import apis

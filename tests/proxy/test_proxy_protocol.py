@@ -14,6 +14,7 @@ from kquota.kafka.protocol import apis
 from kquota.kafka.protocol.codec import decode_body
 from proxy_support import ProxyThread, Tansu
 from proxy_wire import Wire
+from waiting import wait_until
 
 pytestmark = pytest.mark.process
 
@@ -347,11 +348,7 @@ def test_store_and_callback_failures_never_stop_traffic(broker):
         c = Consumer({"bootstrap.servers": p.address, "group.id": "f", "enable.auto.commit": False})
         c.assign([TopicPartition(topic, 0, 0)])
         got = []
-        import time
-
-        deadline = time.monotonic() + 10
-        while len(got) < 100 and time.monotonic() < deadline:
-            got += [m for m in c.consume(100, 0.5) if not m.error()]
+        wait_until(lambda: got.extend(m for m in c.consume(100, 0.5) if not m.error()) or len(got) >= 100, 10, 0)
         c.close()
         assert len(got) == 100
         w.close()

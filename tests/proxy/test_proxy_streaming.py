@@ -20,6 +20,7 @@ from proxy_support import ProxyThread, make_topic
 from proxy_wire import Wire
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from waiting import wait_until, wait_until_async
 
 pytestmark = pytest.mark.timing
 
@@ -43,12 +44,15 @@ def consume(address: str, topic: str, count: int, timeout: float = 30.0) -> list
     c = Consumer({"bootstrap.servers": address, "group.id": "unused", "enable.auto.commit": False})
     c.assign([TopicPartition(topic, 0, 0)])
     out = []
-    deadline = time.monotonic() + timeout
+
+    def read() -> bool:
+        for m in c.consume(1000, 0.5):
+            assert not m.error(), m.error()
+            out.append((m.key(), m.value()))
+        return len(out) >= count
+
     try:
-        while len(out) < count and time.monotonic() < deadline:
-            for m in c.consume(1000, 0.5):
-                assert not m.error(), m.error()
-                out.append((m.key(), m.value()))
+        wait_until(read, timeout, 0)
     finally:
         c.close()
     return out
@@ -89,10 +93,13 @@ def test_aiokafka_consumes_streamed_fetches(proxy, broker):
             c.assign([tp])
             await c.seek_to_beginning(tp)
             got: list = []
-            deadline = time.monotonic() + 30
-            while len(got) < len(sent) and time.monotonic() < deadline:
+
+            async def read() -> bool:
                 for msgs in (await c.getmany(timeout_ms=500)).values():
                     got.extend(m.value for m in msgs)
+                return len(got) >= len(sent)
+
+            await wait_until_async(read, 30)
             return got
         finally:
             await c.stop()

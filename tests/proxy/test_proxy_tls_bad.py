@@ -18,10 +18,9 @@ import time
 import pytest
 
 from proxy_support import ProxyThread
-from waiting import free_port
+from waiting import free_port, wait_until
 from test_proxy_tls import kafka_ssl, listener_props, tls_proxy, upstream_props
 from tls_support import PASSWORD, HandshakeOnly, _name, roundtrip, ssl_client_config
-from waiting import wait_until
 
 pytestmark = pytest.mark.process
 

@@ -22,6 +22,7 @@ from test_proxy_kafka_tls import port_of
 from test_proxy_kafka_tls import upstream_props as kafka_upstream_props
 from test_proxy_tls import listener_props, tls_proxy
 from tls_support import make_tls_topic, roundtrip, ssl_client_config, tls_wire
+from waiting import wait_until_async
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +58,14 @@ def test_aiokafka_over_ssl_produce_and_group(pki, proxy):
         cons = aiokafka.AIOKafkaConsumer(topic, group_id="aio-" + topic, auto_offset_reset="earliest", **common)
         await cons.start()
         out: list = []
+
+        async def read() -> bool:
+            for msgs in (await cons.getmany(timeout_ms=500)).values():
+                out.extend(m.value for m in msgs)
+            return len(out) >= len(sent)
+
         try:
-            deadline = time.monotonic() + 40
-            while len(out) < len(sent) and time.monotonic() < deadline:
-                for msgs in (await cons.getmany(timeout_ms=500)).values():
-                    out.extend(m.value for m in msgs)
+            await wait_until_async(read, 40)
             await cons.commit()
         finally:
             await cons.stop()

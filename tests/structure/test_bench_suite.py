@@ -17,6 +17,7 @@ import time
 import pytest
 
 import kquota
+from waiting import wait_until
 
 pytestmark = pytest.mark.process
 
@@ -339,9 +340,8 @@ def test_bench_proxy_broker_core_pins_the_broker_apart_and_restores_this_process
     threaded = "import threading, time; threading.Thread(target=time.sleep, args=(30,)).start(); time.sleep(30)"
     procs = [subprocess.Popen([sys.executable, "-c", threaded]) for _ in range(2)]
     try:
-        deadline = time.monotonic() + 20
-        while len(os.listdir(f"/proc/{procs[0].pid}/task")) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)  # until the broker's second thread is up
+        # until the broker's second thread is up
+        wait_until(lambda: len(os.listdir(f"/proc/{procs[0].pid}/task")) >= 2, 20)
         broker, relay = (types.SimpleNamespace(proc=p) for p in procs)
         assert len(os.listdir(f"/proc/{procs[0].pid}/task")) == 2
         with bench.broker_core([broker], relay, cores):

@@ -13,14 +13,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 import kquota
 from proxy_support import Tansu, make_topic
-from waiting import wait_port
+from waiting import wait_port, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.heavy]
 
@@ -116,11 +115,12 @@ def test_proxy_from_the_wheel_throttles_a_real_client(installed):
                                   "--quota-window-num", "2"], env=env, cwd=home,
                                  stdout=f, stderr=subprocess.STDOUT)
     try:
-        address = None
-        deadline = time.monotonic() + 30
-        while address is None and time.monotonic() < deadline and proxy.poll() is None:
+        def listening():
             m = re.search(r"kquota proxy listening on (127\.0\.0\.1:\d+) .*\(native data plane\)", log.read_text())
-            address = m.group(1) if m else time.sleep(0.05)
+            return m.group(1) if m else None
+
+        wait_until(lambda: listening() or proxy.poll() is not None, 30)
+        address = listening()
         assert address, log.read_text()
         wait_port(int(address.rsplit(":", 1)[1]))
         topic = make_topic(address)
@@ -135,9 +135,7 @@ def test_proxy_from_the_wheel_throttles_a_real_client(installed):
         c = Consumer({"bootstrap.servers": address, "group.id": "smoke", "client.id": "reader"})
         c.assign([TopicPartition(topic, 0, 0)])
         got = []
-        deadline = time.monotonic() + 30
-        while len(got) < 300 and time.monotonic() < deadline:
-            got += [m.key() for m in c.consume(300, 1.0) if not m.error()]
+        wait_until(lambda: got.extend(m.key() for m in c.consume(300, 1.0) if not m.error()) or len(got) >= 300, 30, 0)
         c.close()
         assert got == [str(i).encode() for i in range(300)]
         proxy.send_signal(signal.SIGTERM)

@@ -8,11 +8,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Optional
 
-from waiting import free_port, wait_port
+from waiting import free_port, wait_port, wait_until
 
 
 class KquotaProxy:
@@ -69,13 +68,14 @@ def produce_one(conf: dict, topic: str, timeout: float = 30.0) -> tuple[bool, li
     p = Producer({**conf, "error_cb": errors.append, "message.timeout.ms": int(timeout * 1000),
                   "reconnect.backoff.max.ms": 1000})
     p.produce(topic, b"kquota", on_delivery=on_delivery)
-    deadline = time.monotonic() + timeout + 5
     # final answers; a transport error may be a retry's
     fatal = (KafkaError._AUTHENTICATION, KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError._SSL)
-    while not delivered and time.monotonic() < deadline:
+
+    def answered() -> bool:
         p.poll(0.1)
-        if any(e.code() in fatal for e in errors):
-            break
+        return bool(delivered) or any(e.code() in fatal for e in errors)
+
+    wait_until(answered, timeout + 5, 0)
     p.purge()
     p.flush(0)
     return bool(delivered and delivered[0]), errors

@@ -18,8 +18,9 @@ def one_window(kwargs):
 
 
 @pytest.fixture
-def qm(kq):
-    """A kquota.QuotaManager with default settings except one window for every stat."""
+def one_window_qm(kq):
+    """A kquota.QuotaManager with default settings except one window for every stat (the
+    conftest's ``qm`` has Kafka's separate windows)."""
     m = kq.QuotaManager(**one_window({}))
     yield m
     m.close()

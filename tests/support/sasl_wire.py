@@ -6,13 +6,13 @@ from __future__ import annotations
 import base64
 import os
 import struct
-import time
 from typing import Any
 
 from kafka_sasl import scram_client_final
 from kquota.kafka.protocol import apis
 from kquota.kafka.protocol.codec import encode_body
 from proxy_wire import Wire
+from waiting import wait_until
 
 SASL_AUTHENTICATION_FAILED = 58
 ILLEGAL_SASL_STATE = 34  # Errors.ILLEGAL_SASL_STATE
@@ -124,10 +124,8 @@ def create_delegation_token(address: tuple[str, int], user: str, password: str, 
     size = struct.unpack_from(">i", frame, pos)[0]
     hmac = frame[pos + 4:pos + 4 + size]
     assert len(frame) == pos + 4 + size + 4  # then ThrottleTimeMs
-    deadline = time.monotonic() + timeout
-    while not _token_known(address, token_id):
-        assert time.monotonic() < deadline, f"delegation token {token_id} unknown to the broker after {timeout} s"
-        time.sleep(0.2)
+    known = wait_until(lambda: _token_known(address, token_id), timeout, 0.2)
+    assert known, f"delegation token {token_id} unknown to the broker after {timeout} s"
     return token_id, base64.b64encode(hmac).decode()
 
 

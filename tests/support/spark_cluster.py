@@ -13,11 +13,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
-from waiting import free_port
+from waiting import free_port, wait_until
 
 CI = os.environ.get("CI", "").lower() == "true"
 
@@ -75,19 +74,20 @@ class Procs:
         self.procs.clear()
 
 
-def wait_for(check, timeout: float, what: str, procs: Procs, name: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def wait_for_spark(check, timeout: float, what: str, procs: Procs, name: str) -> None:
+    """Waits until ``check()`` is true (an OSError counts as not yet); Spark unavailable if one of
+    ``procs`` exits first or ``timeout`` seconds pass (``name``: whose log to show then)."""
+    def ready() -> bool:
         for n, p, _ in procs.procs:
             if p.poll() is not None:
                 unavailable(f"{n} exited ({p.returncode}) before {what}:\n{procs.log_tail(n)}")
         try:
-            if check():
-                return
+            return bool(check())
         except OSError:
-            pass
-        time.sleep(0.5)
-    unavailable(f"timed out waiting for {what}:\n{procs.log_tail(name)}")
+            return False
+
+    if not wait_until(ready, timeout, 0.5):
+        unavailable(f"timed out waiting for {what}:\n{procs.log_tail(name)}")
 
 
 def port_open(port: int) -> bool:
@@ -103,7 +103,7 @@ def start_standalone(procs: Procs, workers: int = 2, worker_memory: str = "768m"
     procs.start("master", [cls, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                            "--port", str(port), "--webui-port", str(ui)])
     url = f"spark://127.0.0.1:{port}"
-    wait_for(lambda: port_open(port), 90, "the master", procs, "master")
+    wait_for_spark(lambda: port_open(port), 90, "the master", procs, "master")
     for i in range(workers):
         work = os.path.join(procs.logdir, f"work{i}")
         os.makedirs(work, exist_ok=True)
@@ -115,7 +115,7 @@ def start_standalone(procs: Procs, workers: int = 2, worker_memory: str = "768m"
         with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as r:
             return json.load(r).get("aliveworkers", 0) >= workers
 
-    wait_for(registered, 120, f"{workers} workers to register", procs, "master")
+    wait_for_spark(registered, 120, f"{workers} workers to register", procs, "master")
     return url
 
 
@@ -130,5 +130,5 @@ def start_connect_server(procs: Procs) -> str:
                             "--conf", "spark.sql.shuffle.partitions=2"],
                 extra_env={"SPARK_LOG_DIR": procs.logdir, "SPARK_PID_DIR": procs.logdir,
                            "SPARK_DAEMON_MEMORY": "768m"})
-    wait_for(lambda: port_open(port), 150, "the Spark Connect server", procs, "connect")
+    wait_for_spark(lambda: port_open(port), 150, "the Spark Connect server", procs, "connect")
     return f"sc://127.0.0.1:{port}"

@@ -4,10 +4,13 @@ that every test waits the same way (a condition polled, never a fixed sleep stan
 
 from __future__ import annotations
 
+import asyncio
 import random
 import socket
 import time
-from typing import Callable
+from typing import Awaitable, Callable, TypeVar
+
+T = TypeVar("T")
 
 #: Ports outside Linux's ephemeral range (32768-60999 by default): a listener the tests start on a
 #: chosen port there cannot collide with the source port of some other test's client connection.
@@ -23,6 +26,54 @@ def wait_until(condition: Callable[[], object], timeout: float = 30.0, interval:
             return True
         time.sleep(interval)
     return bool(condition())
+
+
+async def wait_until_async(condition: Callable[[], Awaitable[object]], timeout: float = 30.0, interval: float = 0.0) -> bool:
+    """:func:`wait_until` for a coroutine ``condition`` (an asyncio client that reads until it has
+    what it waits for): awaited until it is true or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await condition():
+            return True
+        await asyncio.sleep(interval)
+    return bool(await condition())
+
+
+def wait_call(call: Callable[[], T], timeout: float = 30.0, interval: float = 0.05,
+              retry_on: tuple[type[BaseException], ...] = (OSError,), alive: Callable[[], bool] = lambda: True) -> T:
+    """Calls ``call`` until it stops raising one of ``retry_on`` and returns its value (a server
+    that is starting, a store that answers again). After ``timeout`` seconds, or once ``alive()``
+    is false (the process that should answer has exited), the last error is raised."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except retry_on:
+            if time.monotonic() >= deadline or not alive():
+                raise
+        time.sleep(interval)
+
+
+def step_until(steppers, done: Callable[[], object], timeout: float, interval: float) -> bool:
+    """For things that move only when the test drives them (fleet coordinators whose ``step()``
+    the test calls): steps each of ``steppers`` every ``interval`` seconds until ``done()`` is
+    true or ``timeout`` seconds pass; returns ``done()``'s last value as a bool."""
+    def stepped() -> object:
+        if done():
+            return True
+        for s in steppers:
+            s.step()
+        return False
+
+    return wait_until(stepped, timeout, interval) or bool(done())
+
+
+def run_for(seconds: float, step: Callable[[], object]) -> None:
+    """A measurement window, not a wait: calls ``step`` again and again for ``seconds`` seconds
+    (drive load, or observe, for a fixed time the assertion is about)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        step()
 
 
 def wait_port(port: int, timeout: float = 10.0, host: str = "127.0.0.1") -> None:
