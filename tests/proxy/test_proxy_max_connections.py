@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from typing import Callable, Optional
 
 import kquota
 import pytest
+from waiting import wait_until
 from proxy_connect import api_versions, closed_by_proxy, connect
 from proxy_support import ProxyThread
 from test_proxy_kafka_tls import port_of
@@ -53,11 +53,8 @@ def _plaintext(kafka_broker) -> tuple[str, int]:
 
 
 def _two_served_the_third_waits_until_one_closes(attempts: list[Waiting]) -> None:
-    served: list[Waiting] = []
-    deadline = time.monotonic() + 10  # for the first two
-    while len(served) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-        served = [w for w in attempts if w.done.is_set()]
+    wait_until(lambda: sum(w.done.is_set() for w in attempts) >= 2, 10)  # the first two
+    served = [w for w in attempts if w.done.is_set()]
     assert len(served) == 2 and all(w.served for w in served), [(w.done.is_set(), w.served) for w in attempts]
     third = next(w for w in attempts if w not in served)
     # Kafka's acceptor waits for a slot: the third is neither served nor closed.
