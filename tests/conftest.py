@@ -199,12 +199,14 @@ def kafka_cluster3():
     cluster.stop()
 
 
-def pytest_collection_modifyitems(config, items):
+def pytest_itemcollected(item):
     """Markers and xdist groups (``scheduling``): ``process`` from the fixtures a test takes;
-    ``timing`` and ``heavy`` tests one at a time; the rest grouped by module."""
+    ``timing`` and ``heavy`` tests one at a time; the rest grouped by module. Given as each item
+    is collected, so that pytest-xdist's ``loadgroup`` (which reads the groups in its own
+    ``pytest_collection_modifyitems``) sees them."""
     from scheduling import classify
 
-    classify(items, config.rootpath)
+    classify([item], item.config.rootpath)
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from waiting import wait_call, wait_until
+from waiting import free_port, wait_call, wait_until
 
 from kquota import QuotaManager
 from kquota.stores import open_store
@@ -116,9 +116,9 @@ def zookeeper(tmp_path):
             pytest.fail("zookeeperd (java + zookeeper.jar) is needed")
         pytest.skip("zookeeperd not installed")
     pytest.importorskip("kazoo")
-    port = int(os.environ.get("KQUOTA_TEST_ZK_RESTART_PORT", "21822"))
-    if _answers(port):
-        pytest.skip(f"port {port} is taken by another ZooKeeper")
+    # A port of its own (restarted on, so outside the ephemeral range): tests run on several
+    # workers at once, and a fixed port would be another worker's ZooKeeper.
+    port = free_port(stable=True)
     zk = RestartableZooKeeper(port, str(tmp_path / "zk"))
     zk.start()
     yield zk
@@ -180,7 +180,7 @@ def test_every_watcher_converges_after_a_zookeeper_restart(zookeeper, downtime_s
             )
     finally:
         stop.set()
-        t.join()
+        t.join(60)  # an alter waits at most its store's timeout (3 s) before the loop sees stop
         for w in watchers:
             w.stop()
         for s in stores + [writer]:

@@ -98,10 +98,12 @@ def _bindable(port: int) -> bool:
     return True
 
 
-def free_port(span: int = 1) -> int:
+def free_port(span: int = 1, stable: bool = False) -> int:
     """A loopback port with ``span - 1`` free ports after it (a proxy that gives each broker the
-    listen port + 1 + node id needs them). ``span == 1``: any port the kernel hands out."""
-    if span == 1:
+    listen port + 1 + node id needs them). ``stable``: the port is bound again later (a server
+    restarted on it), so it is chosen outside the ephemeral range, where no client connection
+    takes it meanwhile. Otherwise (``span == 1``) any port the kernel hands out."""
+    if span == 1 and not stable:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             return s.getsockname()[1]
