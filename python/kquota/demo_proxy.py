@@ -307,6 +307,19 @@ def run_demo_proxy(seconds: int = DEFAULT_SECONDS, quota: int = MB, window_num: 
     return 0
 
 
+def produce_all(producer: Any, topic: str, value: bytes, count: int) -> None:
+    """Hands ``count`` copies of ``value`` to a confluent-kafka ``producer``, waiting while its
+    queue is full (the caller flushes)."""
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, value)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+
+
 def _run(tansu_bin: str, tmp: str, settings: tuple[int, int, int], out: TextIO, stop: threading.Event,
          procs: list[tuple[subprocess.Popen, bool]], threads: list[threading.Thread],
          clients_stop: threading.Event) -> None:
@@ -367,14 +380,7 @@ def _run(tansu_bin: str, tmp: str, settings: tuple[int, int, int], out: TextIO, 
     # quota lets it read, so it is flat out too; it starts again from the beginning at the end.
     backlog = min(max(2 * quota, MB), 64 * MB)
     p = Producer({"bootstrap.servers": broker, "linger.ms": 20, "batch.size": 262144})
-    for _ in range(backlog // len(VALUE)):
-        while True:
-            try:
-                p.produce(TOPIC, VALUE)
-                break
-            except BufferError:
-                p.poll(0.05)
-        p.poll(0)
+    produce_all(p, TOPIC, VALUE, backlog // len(VALUE))
     if p.flush(30) != 0:
         raise KQuotaError("the broker did not take the consumer's backlog within 30 s")
     if stop.is_set():

@@ -142,15 +142,10 @@ VALUE = b"v" * 1000
 
 def produce_all(p: Any, topic: str, count: int) -> None:
     """Hands ``count`` ``VALUE`` messages to the producer ``p``, waiting while its queue is full
-    (the caller flushes)."""
-    for _ in range(count):
-        while True:
-            try:
-                p.produce(topic, VALUE)
-                break
-            except BufferError:
-                p.poll(0.05)
-        p.poll(0)
+    (the caller flushes): the demo's loop."""
+    from kquota.demo_proxy import produce_all as hand_over
+
+    hand_over(p, topic, VALUE, count)
 
 
 class Meter:
