@@ -119,7 +119,8 @@ def write_kafka(path: str, rows: list[dict], meta: dict, start_s: float) -> None
            " (every client of the quota at once)")
         + ": **broker**, straight to the broker with the quota set on the broker "
         "(AlterClientQuotas by client id); **proxy**, through the native `kquota proxy` plane in front of the "
-        "same broker, the quota in the proxy and none on the broker.",
+        "same broker, the quota in the proxy and none on the broker"
+        + (f" (the proxy's `kquota.fetch.answer={meta['fetch_answer']}`)." if meta.get("fetch_answer") else "."),
         "",
         "Both columns are measured the same way, from the client's side: `rate` is the payload bytes "
         "delivered (producers: acknowledged records) or handed to the application (consumers) from "

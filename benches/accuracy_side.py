@@ -138,10 +138,12 @@ def measure(cell: SideCell, window_num: int, start_s: float, end_s: float,
 
 
 def run_rate(broker, quota: float, window_num: int, start_s: float, length: float,
-             by_role: bool = False) -> list[dict]:
+             by_role: bool = False, roles: tuple[str, ...] = ("produce", "consume"),
+             fetch_answer: str | None = None) -> list[dict]:
     """Both columns of one quota at once; one row per cell (``error`` set when a client failed).
     ``by_role``: the producers of both columns first, then the consumers (half the processes at
-    once, for a machine that cannot run them all at their quota)."""
+    once, for a machine that cannot run them all at their quota). ``roles``: which clients run;
+    ``fetch_answer``: the proxy's ``kquota.fetch.answer`` (``None``: its default)."""
     end = start_s + length
     address = broker.listeners["PLAINTEXT"]
     run = uuid.uuid4().hex[:6]
@@ -156,16 +158,17 @@ def run_rate(broker, quota: float, window_num: int, start_s: float, length: floa
     logs = tempfile.mkdtemp(prefix="kquota-accuracy-")
     tag = f"{int(quota)}-{run}"
     cells = [SideCell(k, role, col, quota, f"{col[0]}{role[0]}-{k}-{tag}", os.path.join(logs, f"{col}-{role}-{k}.json"))
-             for col in COLUMNS for role, kinds in (("produce", PRODUCERS), ("consume", CONSUMERS)) for k in kinds]
+             for col in COLUMNS for role, kinds in (("produce", PRODUCERS), ("consume", CONSUMERS)) if role in roles
+             for k in kinds]
     on_broker = [c for c in cells if c.column == "broker"]
     broker_quotas(address, on_broker)
     rows = RequestRows()
-    qm = kquota.QuotaManager(window_num=window_num, window_size_seconds=1)
+    qm = kquota.QuotaManager(window_num=window_num, window_size_seconds=1, fetch_answer=fetch_answer)
     qm.alter_client_quotas([({"client-id": c.client_id}, {c.quota_key: c.quota}) for c in cells if c.column == "proxy"])
     host, port = address.rsplit(":", 1)
     proxy = ProxyThread((host, int(port)), qm=qm, request_log=rows)
     try:
-        groups = [[c for c in cells if c.role == role] for role in ("produce", "consume")] if by_role else [cells]
+        groups = [[c for c in cells if c.role == role] for role in roles] if by_role else [cells]
         for group in groups:
             print(f"[{quota:.0f} B/s] {len(group)} clients (half per column) for {end:.0f} s", flush=True)
             for c in group:

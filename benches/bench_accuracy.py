@@ -107,19 +107,22 @@ def tansu_lines(rates: list[float], window: float | None) -> list[str]:
 
 
 def kafka_rows(rates: list[float], window: float | None, kafka_dir: str | None,
-               by_role: bool) -> tuple[list[dict], dict]:
+               by_role: bool, roles: tuple[str, ...] = ("produce", "consume"),
+               fetch_answer: str | None = None) -> tuple[list[dict], dict]:
     from accuracy_side import run_rate as side_rate
     from kafka_broker import KafkaBroker
 
     broker = KafkaBroker(kafka_dir) if kafka_dir else KafkaBroker.start()
     meta = {"started": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
             "machine": platform.machine(), "cores": os.cpu_count(), "kafka": broker.version,
-            "window_num": WINDOW_NUM, "by_role": by_role, "loadavg_start": os.getloadavg()}
+            "window_num": WINDOW_NUM, "by_role": by_role, "loadavg_start": os.getloadavg(),
+            "fetch_answer": fetch_answer or "deliver-large"}
     rows: list[dict] = []
     try:
         for q in rates:
-            rows += side_rate(broker, q, WINDOW_NUM, START_S, window or window_for(q), by_role)
-            for r in rows[-2 * (len(PRODUCERS) + len(CONSUMERS)):]:
+            new = side_rate(broker, q, WINDOW_NUM, START_S, window or window_for(q), by_role, roles, fetch_answer)
+            rows += new
+            for r in new:
                 print(json.dumps(r), flush=True)
     finally:
         broker.stop()
@@ -144,6 +147,11 @@ def main() -> None:
     ap.add_argument("--by-role", action="store_true",
                     help="kafka: run the producers of both columns, then the consumers, instead of all at once "
                          "(half the client processes at a time)")
+    ap.add_argument("--roles", default="produce,consume",
+                    help="kafka: which clients run, comma-separated: produce, consume (default: %(default)s)")
+    ap.add_argument("--fetch-answer", choices=("deliver-large", "kafka"), default=None,
+                    help="kafka: the proxy's kquota.fetch.answer; kafka answers every throttled Fetch empty as "
+                         "the broker does (default: the proxy's default, deliver-large)")
     ap.add_argument("--out", default=None, help="report path (default: benches/results/accuracy.md)")
     args = ap.parse_args()
     if args.quick:
@@ -154,7 +162,10 @@ def main() -> None:
     if args.broker == "tansu":
         accuracy_report.write_tansu(out, tansu_lines(rates, args.window))
     else:
-        rows, meta = kafka_rows(rates, args.window, args.kafka_dir, args.by_role)
+        roles = tuple(r.strip() for r in args.roles.split(",") if r.strip())
+        if not roles or set(roles) - {"produce", "consume"}:
+            ap.error(f"--roles takes produce and/or consume, got {args.roles!r}")
+        rows, meta = kafka_rows(rates, args.window, args.kafka_dir, args.by_role, roles, args.fetch_answer)
         accuracy_report.write_kafka(out, rows, meta, START_S)
     print("wrote", out)
 

@@ -137,11 +137,14 @@ class QuotaKernel:
         expiry_interval_seconds: Optional[float] = ...,
         max_name_bytes: Optional[int] = None,
         max_client_ids_per_principal: Optional[int] = None,
+        fetch_answer: Optional[Literal["deliver-large", "kafka"]] = None,
         **python_only: Any,
     ) -> QuotaKernel: ...
     def _close(self) -> None: ...
     def _name_bytes(self) -> tuple[int, int, int]: ...
     def _client_ids(self, quota_type: QuotaTypeLike) -> tuple[int, int, int]: ...
+    @property
+    def fetch_answer(self) -> Literal["deliver-large", "kafka"]: ...
     @property
     def metrics_num_samples(self) -> int: ...
     @property
@@ -294,7 +297,9 @@ def validate_quota_changes(
 ) -> None:
     """Validates change tuples as an alter does, without a kernel (no thread)."""
 
-def fetch_answer(size: float, window_bytes: float, throttle_ms: int) -> Literal["deliver", "empty", "deliver_muted"]:
+def fetch_answer(
+    size: float, window_bytes: float, throttle_ms: int, rule: Literal["deliver-large", "kafka"] = "deliver-large"
+) -> Literal["deliver", "empty", "deliver_muted"]:
     """The proxy's answer to a recorded Fetch response: ``"deliver"``, ``"empty"`` (Kafka's
     throttled answer, its size taken back) or ``"deliver_muted"`` (delivered, kept recorded,
     muted for at least ``size / quota``); ``window_bytes`` is ``math.inf`` without a quota."""

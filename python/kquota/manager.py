@@ -70,6 +70,12 @@ class QuotaManager(ConnectionQuotasMixin, QuotaKernel):
             bounded by it (see ``docs/semantics.md``).
         expiry_interval_seconds: how often the background thread removes idle sensors
             (Kafka: 30 s); ``None`` runs no thread (call :meth:`expire_sensors` yourself).
+        fetch_answer: ``kquota.fetch.answer``, how an over-quota Fetch response is answered:
+            ``"deliver-large"`` (``None``, the default) answers it empty as Kafka does when it is
+            at most a tenth of the quota window and delivers a larger one with a mute, so the
+            consumer gets its quota; ``"kafka"`` answers every throttled response empty, exactly
+            as Kafka's broker does (a consumer whose responses fill the window then gets about
+            half its quota; see ``docs/semantics.md``).
     """
 
     def __init__(
@@ -92,6 +98,7 @@ class QuotaManager(ConnectionQuotasMixin, QuotaKernel):
         expiry_interval_seconds: Optional[float] = BROKER_DEFAULTS["expiry_interval_seconds"],
         max_name_bytes: Optional[int] = None,
         max_client_ids_per_principal: Optional[int] = None,
+        fetch_answer: Optional[str] = None,
     ) -> None:
         # The native constructor (``__new__``) has validated the values and started the expiry
         # thread; whatever is refused from here on stops that thread, in this one place.

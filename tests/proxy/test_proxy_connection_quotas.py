@@ -316,3 +316,26 @@ def test_sockets_waiting_for_their_proxy_header_count_against_the_descriptor_gua
         for s in silent:
             s.close()
         proxy.stop()
+
+
+def test_cli_fetch_answer_property_reaches_the_kernel_and_bad_values_are_one_line(tmp_path):
+    """``kquota.fetch.answer`` in --config: ``kafka`` or ``deliver-large`` go to the proxy's
+    QuotaManager, anything else is refused in one line naming the property."""
+    import subprocess
+    import sys
+
+    from kquota.exceptions import KQuotaError
+    from kquota.proxy.cli import _fetch_answer_prop
+
+    assert _fetch_answer_prop({}) is None
+    assert _fetch_answer_prop({"kquota.fetch.answer": " kafka "}) == "kafka"
+    assert _fetch_answer_prop({"kquota.fetch.answer": "deliver-large"}) == "deliver-large"
+    with pytest.raises(KQuotaError, match="kquota.fetch.answer must be one of deliver-large, kafka, got 'empty'"):
+        _fetch_answer_prop({"kquota.fetch.answer": "empty"})
+    bad = tmp_path / "bad.properties"
+    bad.write_text("kquota.fetch.answer=Kafka\n")
+    r = subprocess.run([sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", "127.0.0.1:1",
+                        "--store", f"sqlite:///{tmp_path}/q.db", "--config", str(bad)],
+                       capture_output=True, timeout=30, check=False)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "kquota.fetch.answer must be one of" in err and "Traceback" not in err, err

@@ -27,6 +27,11 @@ FLEET_KEY_PROPERTY = "kquota.fleet.usage.key.file"
 #: Entities besides the throttled ones the metrics port's utilization series show (the rest
 #: summed per quota type; kquota.utilization).
 METRICS_MAX_ENTITIES_PROPERTY = "kquota.metrics.max.entities"
+#: How an over-quota Fetch response is answered: ``deliver-large`` (default) or ``kafka``
+#: (every throttled response empty, as Kafka's broker answers it); see ``QuotaManager``.
+FETCH_ANSWER_PROPERTY = "kquota.fetch.answer"
+FETCH_ANSWERS = ("deliver-large", "kafka")
+
 #: Broker properties --config understands (others are reported and ignored, as a broker would).
 KNOWN_PROPERTIES = (
     "quota.window.num", "quota.window.size.seconds", "controller.quota.window.num",
@@ -39,7 +44,7 @@ KNOWN_PROPERTIES = (
     "kquota.proxy.protocol.trusted.sources",
 ) + (
     "sasl.server.max.receive.size", "connections.max.idle.ms", "kquota.proxy.inspected.request.max.bytes",
-    "kquota.proxy.decoded.request.max.bytes", "kquota.max.client.ids.per.principal",
+    "kquota.proxy.decoded.request.max.bytes", "kquota.max.client.ids.per.principal", FETCH_ANSWER_PROPERTY,
 ) + (FLEET_KEY_PROPERTY, METRICS_MAX_ENTITIES_PROPERTY)
 #: The connection-quota properties (KIP-612 and the counts) the kernel enforces at the proxy's
 #: accept, as Kafka's ``ConnectionQuotas``; besides them every ``listener.name.<l>.max.connections``
@@ -127,6 +132,17 @@ def _int_prop(props: dict[str, str], key: str, default: int, minimum: int = 1) -
         raise KQuotaError(f"--config: {key} must be an integer, got {props[key]!r}") from None
     if value < minimum:
         raise KQuotaError(f"--config: {key} must be at least {minimum}, got {value}")
+    return value
+
+
+def _fetch_answer_prop(props: dict[str, str]) -> Optional[str]:
+    """:data:`FETCH_ANSWER_PROPERTY` (absent: ``None``, the kernel's default), checked here so a
+    bad value is one line naming the property."""
+    if FETCH_ANSWER_PROPERTY not in props:
+        return None
+    value = props[FETCH_ANSWER_PROPERTY].strip()
+    if value not in FETCH_ANSWERS:
+        raise KQuotaError(f"--config: {FETCH_ANSWER_PROPERTY} must be one of {', '.join(FETCH_ANSWERS)}, got {value!r}")
     return value
 
 
@@ -271,6 +287,7 @@ def run(args: argparse.Namespace) -> int:
         callback_configs=callback_configs or None,
         # Absent: the kernel's default (1000).
         max_client_ids_per_principal=_int_prop(props, "kquota.max.client.ids.per.principal", 0) or None,
+        fetch_answer=_fetch_answer_prop(props),
     )
     try:
         configure_connection_quotas(qm, props)

@@ -53,7 +53,7 @@ impl PyQuotaKernel {
         controller_window_size_seconds=Int(d::DEFAULT_CONTROLLER_WINDOW_SIZE_SECONDS),
         sensor_expiry_seconds=Real(quota_core::DEFAULT_SENSOR_EXPIRY_MS as f64 / 1000.0), max_sensors=None,
         expiry_interval_seconds=Some(Real(d::DEFAULT_EXPIRY_INTERVAL_SECONDS)), max_name_bytes=None,
-        max_client_ids_per_principal=None, **python_only
+        max_client_ids_per_principal=None, fetch_answer=None, **python_only
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -72,6 +72,7 @@ impl PyQuotaKernel {
         expiry_interval_seconds: Option<Real>,
         max_name_bytes: Option<Int>,
         max_client_ids_per_principal: Option<Int>,
+        fetch_answer: Option<String>,
         python_only: Option<Bound<'_, PyDict>>,
     ) -> PyQuotaResult<Self> {
         // Arguments such as `callback` are handled by the Python subclass's `__init__`, whose
@@ -93,6 +94,7 @@ impl PyQuotaKernel {
             expiry_interval_seconds: expiry_interval_seconds.map(|v| v.0),
             max_name_bytes: max_name_bytes.map(|v| v.0),
             max_client_ids_per_principal: max_client_ids_per_principal.map(|v| v.0),
+            fetch_answer,
         }
         .into_config()?;
         let kernel = PyQuotaKernel {
@@ -104,6 +106,13 @@ impl PyQuotaKernel {
             kernel.expiry.start(&kernel.kernel, ms)?;
         }
         Ok(kernel)
+    }
+
+    /// ``kquota.fetch.answer``: ``"deliver-large"`` or ``"kafka"``, the rule answering an
+    /// over-quota Fetch response.
+    #[getter]
+    fn fetch_answer(&self) -> &'static str {
+        self.kernel.settings().fetch_answer.name()
     }
 
     /// ``metrics.num.samples``: samples of the quota-less rates (``mutation-rate``,

@@ -57,10 +57,15 @@ fn validate_quota_changes(changes: Vec<ChangeTuple>, capacity_percent: Option<f6
 /// bytes (``math.inf`` without a quota) and the throttle recording it gave: ``"deliver"``,
 /// ``"empty"`` (Kafka's throttled answer, its size taken back) or ``"deliver_muted"``
 /// (delivered, kept recorded, muted for at least ``size / quota``): `quota_core::FetchAnswer`'s
-/// variants in snake case.
+/// variants in snake case. ``rule`` is ``kquota.fetch.answer``: ``"deliver-large"`` (the
+/// default) or ``"kafka"`` (every throttled response answered empty, as Kafka's broker does).
 #[pyfunction]
-fn fetch_answer(size: f64, window_bytes: f64, throttle_ms: i32) -> &'static str {
-    fetch_answer_name(quota_core::fetch_answer(size, window_bytes, throttle_ms))
+#[pyo3(signature = (size, window_bytes, throttle_ms, rule="deliver-large"))]
+fn fetch_answer(size: f64, window_bytes: f64, throttle_ms: i32, rule: &str) -> PyQuotaResult<&'static str> {
+    let rule = quota_core::FetchAnswerRule::from_name(rule).ok_or_else(|| {
+        crate::errors::invalid_argument(format!("rule must be \"deliver-large\" or \"kafka\", got {rule:?}"))
+    })?;
+    Ok(fetch_answer_name(quota_core::fetch_answer(size, window_bytes, throttle_ms, rule)))
 }
 
 /// ``KafkaApis``' combination of a response's byte-rate throttle (``byte_quota_type``: PRODUCE

@@ -1,6 +1,6 @@
 //! The kernel's constructor arguments (Kafka's broker config names) as a `KernelConfig`.
 
-use quota_core::{KernelConfig, QuotaError, WindowSpec};
+use quota_core::{FetchAnswerRule, KernelConfig, QuotaError, WindowSpec};
 
 use crate::errors::{invalid_argument, PyQuotaResult};
 
@@ -21,6 +21,8 @@ pub struct KernelArgs {
     pub expiry_interval_seconds: Option<f64>,
     pub max_name_bytes: Option<i64>,
     pub max_client_ids_per_principal: Option<i64>,
+    /// `kquota.fetch.answer`: `"deliver-large"` (`None`: the default) or `"kafka"`.
+    pub fetch_answer: Option<String>,
 }
 
 /// A lifecycle duration in seconds as whole ms: finite, at least 1 ms, at most about 100 years.
@@ -91,6 +93,14 @@ impl KernelArgs {
                 self.max_client_ids_per_principal,
                 quota_core::client_ids::DEFAULT_MAX_CLIENT_IDS_PER_PRINCIPAL,
             )?,
+            fetch_answer: match self.fetch_answer.as_deref() {
+                None => FetchAnswerRule::default(),
+                Some(name) => FetchAnswerRule::from_name(name).ok_or_else(|| {
+                    invalid_argument(format!(
+                        "fetch_answer must be \"deliver-large\" or \"kafka\", got {name:?}"
+                    ))
+                })?,
+            },
         };
         let interval = self
             .expiry_interval_seconds

@@ -22,14 +22,53 @@ pub enum FetchAnswer {
     DeliverMuted,
 }
 
+/// Which rule answers an over-quota Fetch response (`kquota.fetch.answer`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum FetchAnswerRule {
+    /// kquota's rule (the default): Kafka's empty answer for responses up to
+    /// [`EMPTY_ANSWER_MAX_SHARE`] of the quota window, delivery and a mute for larger ones.
+    #[default]
+    DeliverLarge,
+    /// Kafka's rule exactly (`KafkaApis.handleFetchRequest`): every throttled response is
+    /// answered empty and its size taken back, however large, so a consumer whose responses are a
+    /// large share of the window gets about half its quota, as from Kafka's broker.
+    Kafka,
+}
+
+impl FetchAnswerRule {
+    /// The rule's setting value: `deliver-large` or `kafka`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FetchAnswerRule::DeliverLarge => "deliver-large",
+            FetchAnswerRule::Kafka => "kafka",
+        }
+    }
+
+    /// The rule a setting value names, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "deliver-large" => Some(FetchAnswerRule::DeliverLarge),
+            "kafka" => Some(FetchAnswerRule::Kafka),
+            _ => None,
+        }
+    }
+}
+
 /// Over-quota responses up to this share of the quota window get Kafka's empty answer: at
 /// least ten then fit the window, so whole responses use nine tenths of it or more.
 pub const EMPTY_ANSWER_MAX_SHARE: f64 = 0.1;
 
 /// The answer to a response of `size` bytes, given the quota window's bytes (`window_bytes`,
 /// Kafka's `getMaxValueInQuotaWindow`; infinite without a quota) and the throttle recording it
-/// gave.
-pub fn fetch_answer(size: f64, window_bytes: f64, throttle_ms: i32) -> FetchAnswer {
+/// gave, under `rule`.
+pub fn fetch_answer(size: f64, window_bytes: f64, throttle_ms: i32, rule: FetchAnswerRule) -> FetchAnswer {
+    if rule == FetchAnswerRule::Kafka {
+        return if throttle_ms > 0 {
+            FetchAnswer::Empty
+        } else {
+            FetchAnswer::Deliver
+        };
+    }
     if size > window_bytes || (throttle_ms > 0 && size > window_bytes * EMPTY_ANSWER_MAX_SHARE) {
         FetchAnswer::DeliverMuted
     } else if throttle_ms > 0 {
@@ -41,7 +80,11 @@ pub fn fetch_answer(size: f64, window_bytes: f64, throttle_ms: i32) -> FetchAnsw
 
 #[cfg(test)]
 mod tests {
-    use super::{fetch_answer, FetchAnswer::*};
+    use super::{fetch_answer as answer, FetchAnswer::*, FetchAnswerRule};
+
+    fn fetch_answer(size: f64, window_bytes: f64, throttle_ms: i32) -> super::FetchAnswer {
+        answer(size, window_bytes, throttle_ms, FetchAnswerRule::DeliverLarge)
+    }
 
     #[test]
     fn kafka_empty_answer_only_for_responses_a_tenth_of_the_window_or_less() {
@@ -54,5 +97,21 @@ mod tests {
         assert_eq!(fetch_answer(1001.0, 1000.0, 0), DeliverMuted);
         // No quota: the window is infinite.
         assert_eq!(fetch_answer(1e12, f64::INFINITY, 0), Deliver);
+    }
+
+    #[test]
+    fn kafkas_rule_answers_every_throttled_response_empty_whatever_its_size() {
+        let kafka = FetchAnswerRule::Kafka;
+        assert_eq!(answer(100.0, 1000.0, 0, kafka), Deliver);
+        assert_eq!(answer(100.0, 1000.0, 50, kafka), Empty);
+        assert_eq!(answer(900.0, 1000.0, 50, kafka), Empty);
+        assert_eq!(answer(1001.0, 1000.0, 0, kafka), Deliver);
+        assert_eq!(answer(5000.0, 1000.0, 4000, kafka), Empty);
+        assert_eq!(FetchAnswerRule::from_name(kafka.name()), Some(kafka));
+        assert_eq!(
+            FetchAnswerRule::from_name(FetchAnswerRule::DeliverLarge.name()),
+            Some(FetchAnswerRule::DeliverLarge)
+        );
+        assert_eq!(FetchAnswerRule::from_name("Kafka"), None);
     }
 }

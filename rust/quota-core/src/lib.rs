@@ -84,7 +84,7 @@ pub use connection_rate::{IpRateConfig, CONNECTION_CREATION_RATE};
 pub use entity::{EntityName, QuotaEntity};
 pub use error::QuotaError;
 pub use expiry::{ExpiryReport, ExpiryTask};
-pub use fetch_answer::{fetch_answer, FetchAnswer, EMPTY_ANSWER_MAX_SHARE};
+pub use fetch_answer::{fetch_answer, FetchAnswer, FetchAnswerRule, EMPTY_ANSWER_MAX_SHARE};
 pub use handle::ClientHandle;
 pub use kernel::QuotaKernel;
 pub use measurement::Measurement;

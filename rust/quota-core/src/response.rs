@@ -165,7 +165,7 @@ impl ClientHandle {
         let bytes = self.record_and_get_throttle_time_ms(ClientQuotaType::Fetch, size, now)?;
         let request = self.record_request_time(request_nanos, now)?;
         let mut r = combine_throttles(ClientQuotaType::Fetch, bytes, request);
-        let answer = fetch_answer(size, cap, r.throttle_time_ms);
+        let answer = fetch_answer(size, cap, r.throttle_time_ms, self.kernel().settings().fetch_answer);
         match answer {
             FetchAnswer::DeliverMuted => {
                 let paid = self.kernel().time_at_quota_ms(

@@ -84,6 +84,8 @@ pub struct KernelConfig {
     /// and names for, per quota type; past it its new client ids share its own overflow sensor
     /// (see `client_ids`).
     pub max_client_ids_per_principal: usize,
+    /// `kquota.fetch.answer`: how an over-quota Fetch response is answered (see `fetch_answer`).
+    pub fetch_answer: crate::fetch_answer::FetchAnswerRule,
 }
 
 impl Default for KernelConfig {
@@ -103,6 +105,7 @@ impl Default for KernelConfig {
             max_sensors: DEFAULT_MAX_SENSORS,
             max_name_bytes: crate::name_budget::DEFAULT_MAX_NAME_BYTES_HELD,
             max_client_ids_per_principal: crate::client_ids::DEFAULT_MAX_CLIENT_IDS_PER_PRINCIPAL,
+            fetch_answer: crate::fetch_answer::FetchAnswerRule::DeliverLarge,
         }
     }
 }
