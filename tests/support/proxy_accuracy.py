@@ -134,7 +134,13 @@ def _kafka_python_producer(address: str, cell: Cell, topic: str) -> None:
     from kafka.errors import KafkaTimeoutError
 
     p = KafkaProducer(bootstrap_servers=address, client_id=cell.client_id, batch_size=16384, linger_ms=5,
-                      max_block_ms=100)
+                      max_block_ms=30_000)
+    # The topic's metadata first, with time to spare: a loaded machine's first metadata answer can
+    # take more than the loop's 100 ms, and kafka-python 2.3.3 then fails formatting its own
+    # KafkaTimeoutError (a TypeError out of send). The loop itself must not block (it keeps the
+    # backlog bounded below), so its sends get 100 ms (kafka-python reads the setting per send).
+    p.partitions_for(topic)
+    p.config["max_block_ms"] = 100
     # kafka-python does not bound its accumulator by buffer_memory: flat out, it grew by 90 MB/s
     # and spent its CPU on the backlog (0.50x at 100 KB/s, and batches past delivery.timeout.ms).
     # The loop keeps at most as many messages unsent as confluent-kafka's 8 MB queue holds. Its
