@@ -166,3 +166,41 @@ def test_a_proxy_with_real_clients_shows_its_throttled_client_and_store(broker, 
         code, err = stop_proxy(proc)
     assert code == 0, err
     assert f"status page on http://127.0.0.1:{metrics_port}/" in err
+
+
+def test_the_fleet_section_lists_the_members_and_this_proxys_shares(broker):
+    """Two real members over a usage topic on Kafka's broker (steps driven here): each page lists
+    both members, itself first, and its half of the shared quota; the lists are bounded."""
+    import uuid
+
+    from kquota.proxy.fleet import FleetCoordinator
+    from waiting import step_until
+
+    secret = b"the-status-page-fleet-key-" + b"0123456789abcdef" * 2
+    topic = f"status-page-quotas-{uuid.uuid4().hex[:8]}"
+    qms = [kquota.QuotaManager(window_num=2) for _ in range(2)]
+    coords = [FleetCoordinator(qm, broker.address, topic, interval_s=0.3, key=secret) for qm in qms]
+    try:
+        for qm in qms:
+            qm.alter_client_quotas([({"client-id": "shared<app>"}, {"producer_byte_rate": 1000.0})])
+        qms[0].record_no_throttle("PRODUCE", "", "shared<app>", 10.0)
+        assert step_until(coords, lambda: all(c.fleet_size == 2 for c in coords), 20, 0.3)
+        coords[0].step()
+        page = StatusPage(qms[0], fleet=coords[0].status)
+        part = page.snapshot()["fleet"]
+        html = page.html().decode()
+        small = coords[0].status(1)
+    finally:
+        for c in coords:
+            c.stop()
+        for qm in qms:
+            qm.close()
+    assert part["member"] == coords[0].member and part["size"] == 2 and not part["fallback"]
+    assert [m["member"] for m in part["members"]] == [coords[0].member, coords[1].member]
+    assert [m["self"] for m in part["members"]] == [True, False] and all(m["live"] for m in part["members"])
+    assert [(s["quota_type"], s["client_id"]) for s in part["shares"]] == [("Produce", "shared<app>")]
+    assert part["shares"][0]["share"] == pytest.approx(0.5)
+    fleet = html.split('<section id="fleet">')[1].split("</section>")[0]
+    assert f"{coords[0].member} (this proxy)" in fleet and coords[1].member in fleet
+    assert "shared&lt;app&gt;" in fleet and "50.0%" in fleet
+    assert len(small["members"]) == 1 and small["members_more"] == 1
