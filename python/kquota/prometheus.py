@@ -334,9 +334,14 @@ def start_http_server(
                 scrapes.release()
 
         def _status(self, path: str, body: bool) -> None:
-            at = None if now_ms is None else now_ms()
-            payload, kind = (page.html(at), "text/html; charset=utf-8") if path == "/" else \
-                (page.json(at), "application/json; charset=utf-8")
+            try:
+                at = None if now_ms is None else now_ms()
+                payload, kind = (page.html(at), "text/html; charset=utf-8") if path == "/" else \
+                    (page.json(at), "application/json; charset=utf-8")
+            except Exception:  # noqa: BLE001 - the page's failure is the client's 500, the server goes on
+                logging.getLogger("kquota.prometheus").warning("status page %s failed", path, exc_info=True)
+                self.send_error(500, "status page failed")
+                return
             self.send_response(200)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(payload)))

@@ -37,6 +37,7 @@ import unicodedata
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence
 
 from kquota.callback import ENCODED_TAGS_PREFIX, decode_tags
+from kquota.exceptions import QuotaValueError
 from kquota.utilization import DEFAULT_MAX_ENTITIES, UtilizationRow, check_max_entities
 
 if TYPE_CHECKING:
@@ -169,7 +170,7 @@ class StatusPage:
         self.max_rows = min(check_max_entities(max_entities), check_max_entities(page_entities))
         self.store, self.fleet, self.shadow = store, fleet, shadow
         if isinstance(refresh_seconds, bool) or not isinstance(refresh_seconds, int) or not 1 <= refresh_seconds <= 3600:
-            raise ValueError(f"refresh_seconds must be an int in [1, 3600], got {refresh_seconds!r}")
+            raise QuotaValueError(f"refresh_seconds must be an int in [1, 3600], got {refresh_seconds!r}")
         self.refresh_seconds = refresh_seconds
 
     def _source(self, name: str, source: Optional[Source], convert: Callable[[Any], Any]) -> Any:

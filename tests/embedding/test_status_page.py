@@ -166,6 +166,8 @@ def test_shadow_rows_come_from_the_provider_sorted_and_a_broken_source_says_so()
     assert shadow["more"] == 4 and shadow["label"] == "sqlite:///shadow.db"
     assert page.count("Cannot read this section: RuntimeError: &lt;b&gt;shadow store down&lt;/b&gt;") == 2
     assert "No shadow configuration." in none
+    with pytest.raises(kquota.QuotaValueError):
+        StatusPage(qm, refresh_seconds=0)
 
 
 @pytest.mark.process  # the SQLite store's driver looks for its library with ldconfig
