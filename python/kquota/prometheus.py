@@ -41,6 +41,7 @@ from kquota.utilization import DEFAULT_MAX_ENTITIES, check_max_entities, utiliza
 
 if TYPE_CHECKING:
     from kquota.manager import QuotaManager
+    from kquota.status import StatusPage
 
 _HELP = {
     "byte-rate": "Tracking byte-rate per user/client-id (Kafka's quota sensor)",
@@ -181,6 +182,8 @@ def exposition(qm: "QuotaManager", now_ms: Optional[int] = None, max_entities: i
 
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: The status page (:mod:`kquota.status`) beside ``/metrics``: the HTML page and its data.
+STATUS_PATHS = ("/", "/status.json")
 
 #: Defaults of :func:`start_http_server`: scrapes served at once (each holds one snapshot), the
 #: worker threads (all the threads connections ever get), connections waiting for a worker, and
@@ -252,8 +255,11 @@ def start_http_server(
     backlog: int = BACKLOG,
     timeout: float = TIMEOUT_S,
     max_entities: int = DEFAULT_MAX_ENTITIES,
+    status: Optional["StatusPage"] = None,
 ) -> Tuple["HTTPServer", threading.Thread]:
-    """Serves ``qm``'s metrics at ``http://addr:port/metrics`` from a daemon thread: one call.
+    """Serves ``qm``'s metrics at ``http://addr:port/metrics`` from a daemon thread: one call;
+    ``/`` is the status page (:mod:`kquota.status`: ``status``, by default ``qm``'s utilization
+    alone) and ``/status.json`` its data. GET and HEAD only (others ``405``), other paths ``404``.
 
     Safe by default: binds ``127.0.0.1`` (pass ``addr="0.0.0.0"`` to expose it); the body is
     streamed (HTTP/1.1 chunked, see :func:`exposition_chunks`); at most
@@ -262,7 +268,8 @@ def start_http_server(
     a client silent or stalled for ``timeout`` seconds is dropped. ``port=0`` picks a free port
     (``server.server_port``). Stop with ``server.shutdown()``. ``now_ms`` is called at each
     scrape (see :class:`QuotaCollector`). ``max_entities`` bounds the utilization series
-    (``kquota.metrics.max.entities``; see :mod:`kquota.utilization`)."""
+    (``kquota.metrics.max.entities``; see :mod:`kquota.utilization`) and, unless ``status`` is
+    given, the status page's tables. A status render counts as a scrape."""
     check_max_entities(max_entities)
     for name, value in (("max_concurrent_scrapes", max_concurrent_scrapes), ("workers", workers), ("backlog", backlog)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -270,6 +277,10 @@ def start_http_server(
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < 3600:
         raise QuotaValueError(f"timeout must be a number of seconds in (0, 3600), got {timeout!r}")
     scrapes = threading.BoundedSemaphore(max_concurrent_scrapes)
+    from kquota.status import StatusPage
+    from kquota.status_html import content_security_policy
+
+    page = status if status is not None else StatusPage(qm, max_entities=max_entities)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -279,25 +290,71 @@ def start_http_server(
             super().setup()
 
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self._serve(body=True)
+
+        def do_HEAD(self) -> None:  # noqa: N802 (http.server's name)
+            self._serve(body=False)
+
+        def _refuse(self) -> None:
             self.close_connection = True
-            if self.path.split("?", 1)[0] not in ("/metrics", "/"):
+            self.send_response(405)
+            self.send_header("Allow", "GET, HEAD")
+            self.send_header("Content-Length", "0")
+            self.send_header("Connection", "close")
+            self.end_headers()
+
+        do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _refuse  # noqa: N815
+
+        def _serve(self, body: bool) -> None:
+            self.close_connection = True
+            path = self.path.split("?", 1)[0]
+            if path not in ("/metrics", *STATUS_PATHS):
                 self.send_error(404)
                 return
             if not scrapes.acquire(blocking=False):
                 self.send_error(503, "too many concurrent scrapes")
                 return
             try:
-                chunks = exposition_chunks(qm, None if now_ms is None else now_ms(), max_entities)
+                if path != "/metrics":
+                    self._status(path, body)
+                    return
+                # HEAD: the headers alone, no snapshot taken.
+                chunks = exposition_chunks(qm, None if now_ms is None else now_ms(), max_entities) if body else iter(())
                 self.send_response(200)
                 self.send_header("Content-Type", CONTENT_TYPE)
                 self.send_header("Transfer-Encoding", "chunked")
                 self.send_header("Connection", "close")
                 self.end_headers()
+                if not body:
+                    return
                 for chunk in chunks:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 self.wfile.write(b"0\r\n\r\n")
             finally:
                 scrapes.release()
+
+        def _status(self, path: str, body: bool) -> None:
+            try:
+                at = None if now_ms is None else now_ms()
+                payload, kind = (page.html(at), "text/html; charset=utf-8") if path == "/" else \
+                    (page.json(at), "application/json; charset=utf-8")
+            except Exception:  # noqa: BLE001 - the page's failure is the client's 500, the server goes on
+                logging.getLogger("kquota.prometheus").warning("status page %s failed", path, exc_info=True)
+                self.send_error(500, "status page failed")
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(payload)))
+            self.send_header("Cache-Control", "no-store")
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.send_header("Referrer-Policy", "no-referrer")
+            if path == "/":
+                self.send_header("Content-Security-Policy", content_security_policy())
+                self.send_header("X-Frame-Options", "DENY")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            if body:
+                self.wfile.write(payload)
 
         def log_message(self, *args: object) -> None:
             pass

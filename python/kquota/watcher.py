@@ -84,6 +84,12 @@ class QuotaConfigWatcher:
         #: Whether a failed re-read waits for its retry.
         self.retry_pending = False
         self._last_sync: Optional[float] = None
+        #: When (``time.time()``) a read of the store last changed the manager's quotas, and how
+        #: many entities that change covered (``None`` before the first change).
+        self.last_change: Optional[float] = None
+        self.last_change_entities: Optional[int] = None
+        #: Reads that changed the manager's quotas.
+        self.change_count = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -148,6 +154,19 @@ class QuotaConfigWatcher:
             Metric(WATCHER_GROUP, "watcher-retry-pending", {}, 1.0 if self.retry_pending else 0.0),
             Metric(WATCHER_GROUP, "config-sync-age-seconds", {}, float("nan") if age is None else age),
         ]
+
+    def status(self, max_rows: int = 5) -> dict[str, object]:
+        """The store section of the status page (:mod:`kquota.status`): the store's URL, when a
+        read last changed the manager's quotas (``time.time()``) and how many entities it covered,
+        the changes applied, the sync age, the read errors and the last ``max_rows`` problems
+        (at most :data:`kquota.status.MAX_ERRORS`)."""
+        from kquota.status import MAX_ERRORS, shown_name
+
+        recent = list(self.errors)[-min(max_rows, MAX_ERRORS):] if max_rows > 0 else []
+        return {"url": shown_name(self.store.url), "last_change": self.last_change,
+                "last_change_entities": self.last_change_entities, "changes": self.change_count,
+                "sync_age_seconds": self.sync_age_seconds, "errors_total": self.error_count,
+                "retry_pending": self.retry_pending, "recent_errors": [shown_name(m) for m in reversed(recent)]}
 
     # ------------------------------------------------------------------ callbacks
 
@@ -249,6 +268,8 @@ class QuotaConfigWatcher:
                         self.qm.alter_client_quotas([(entity, ops)])  # type: ignore[attr-defined]
                     except QuotaConfigError as e:
                         self._report(f"{self.store.url}: not applied: {e}")
+            self.last_change, self.last_change_entities = time.time(), len(changes)
+            self.change_count += 1
         with self._cond:
             self.applied_count += 1
             self._cond.notify_all()

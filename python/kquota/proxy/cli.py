@@ -214,7 +214,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--quota-window-size-seconds", type=int, metavar="S",
                    help="quota.window.size.seconds (default: 1, or the --config file's)")
     p.add_argument("--config", metavar="FILE", help="broker-style properties: " + ", ".join(KNOWN_PROPERTIES))
-    p.add_argument("--metrics-port", type=int, metavar="P", help="serve Prometheus metrics on 127.0.0.1:P (the "
+    p.add_argument("--metrics-port", type=int, metavar="P", help="serve Prometheus metrics on 127.0.0.1:P/metrics and a "
+                   "status page on 127.0.0.1:P/ (the "
                    f"utilization series bounded by {METRICS_MAX_ENTITIES_PROPERTY} in --config, default "
                    f"{DEFAULT_MAX_ENTITIES}: every throttled entity, the top N, the rest summed)")
     p.add_argument("--request-log", metavar="DIR", help="write every recorded request to rotated Parquet files "
@@ -316,10 +317,14 @@ def run(args: argparse.Namespace) -> int:
             fleet = FleetCoordinator(qm, store.hosts, store.topic, security=store.client_security, key=fleet_key).start()
         if args.metrics_port is not None:
             from kquota.prometheus import start_http_server
+            from kquota.status import StatusPage
 
+            page = StatusPage(qm, max_entities=metrics_max_entities, store=watcher.status,
+                              fleet=None if fleet is None else fleet.status)
             metrics_server, _ = start_http_server(qm, port=args.metrics_port, addr="127.0.0.1",
-                                                  max_entities=metrics_max_entities)
+                                                  max_entities=metrics_max_entities, status=page)
             log.info("metrics on http://127.0.0.1:%d/metrics", metrics_server.server_port)
+            log.info("status page on http://127.0.0.1:%d/", metrics_server.server_port)
         if args.request_log:
             request_log = RequestLogWriter(args.request_log)
         proxy = ProxyServer(

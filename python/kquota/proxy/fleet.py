@@ -266,6 +266,35 @@ class FleetCoordinator:
             self._shares[group] = by_tags
         self._default = default
 
+    # ------------------------------------------------------------------ status page
+
+    def status(self, max_rows: int) -> dict[str, Any]:
+        """The fleet section of the status page (:mod:`kquota.status`): this member, the fleet's
+        size, whether the usage path is cut (``fallback``), the default share, the members known
+        (id, age of its newest usage, entities it reported, whether live; this proxy first) and
+        this proxy's share of each active quota, smallest first, each list cut to ``max_rows``
+        with the rest counted."""
+        from kquota.status import shown_name
+
+        now = time.time()
+        members = list(self.members.members.items())  # one copy: the coordinator thread changes it
+        if not any(m == self.member for m, _ in members):
+            members.append((self.member, (now, {})))
+        members.sort(key=lambda item: (item[0] != self.member, -item[1][0], item[0]))
+        silent = SILENT_INTERVALS * self.interval_s
+        shares = sorted(((s, g, u, c) for g, by_tags in list(self._shares.items()) for (u, c), s in list(by_tags.items())),
+                        key=lambda t: (t[0], t[1], t[2], t[3]))
+        return {
+            "member": self.member, "size": self.fleet_size, "fallback": self.fallback,
+            "default_share": self._default, "usage_topic": shown_name(self.url),
+            "members": [{"member": shown_name(m), "self": m == self.member, "age_seconds": max(0.0, now - seen),
+                         "live": now - seen <= silent, "entities": len(rates)} for m, (seen, rates) in members[:max_rows]],
+            "members_more": max(0, len(members) - max_rows),
+            "shares": [{"quota_type": g, "user": shown_name(u), "client_id": shown_name(c), "share": s}
+                       for s, g, u, c in shares[:max_rows]],
+            "shares_more": max(0, len(shares) - max_rows),
+        }
+
     # ------------------------------------------------------------------ metrics
 
     def metrics(self) -> list[Metric]:
