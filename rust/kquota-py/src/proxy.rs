@@ -149,7 +149,7 @@ impl PyProxyDataPlane {
         quota_window_ms, request_log, threads=1, drain_seconds=5.0, proxy_protocol=false,
         proxy_protocol_timeout_ms=10000, listener_tls=None, upstream_tls=None, max_tls_handshakes=None,
         proxy_protocol_trusted_sources=None, sasl_listener=false, sasl_max_receive_size=524288,
-        max_inspected_request_bytes=1048576, connections_max_idle_ms=600000
+        max_inspected_request_bytes=1048576, connections_max_idle_ms=600000, shadow=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -181,6 +181,7 @@ impl PyProxyDataPlane {
         sasl_max_receive_size: i64,
         max_inspected_request_bytes: i64,
         connections_max_idle_ms: i64,
+        shadow: Option<&Bound<'_, PyQuotaKernel>>,
     ) -> PyQuotaResult<Self> {
         if !(drain_seconds.is_finite() && drain_seconds >= 0.0) {
             return Err(invalid_argument(format!(
@@ -246,6 +247,15 @@ impl PyProxyDataPlane {
                 "kquota.proxy.inspected.request.max.bytes",
             )?,
             max_idle: Duration::from_millis(positive(connections_max_idle_ms, "connections.max.idle.ms")? as u64),
+            shadow: match shadow {
+                Some(s) if Arc::ptr_eq(&s.get().kernel, &kernel.get().kernel) => {
+                    return Err(invalid_argument(
+                        "the shadow configuration's kernel must not be the enforced one",
+                    ))
+                }
+                Some(s) => Some(quota_core::ShadowKernel::new(Arc::clone(&s.get().kernel))),
+                None => None,
+            },
         };
         Ok(PyProxyDataPlane {
             cfg,
@@ -464,15 +474,43 @@ impl PyProxyDataPlane {
         Ok(d)
     }
 
-    /// Request-log rows of the native paths since the last call:
-    /// ``(ts_ms, user, client_id, quota_type value, value)``.
-    fn take_request_log(&self) -> Vec<(i64, String, String, u8, f64)> {
+    /// Request-log rows of the native paths since the last call: ``(ts_ms, user, client_id,
+    /// quota_type value, value, throttle_time_ms, shadow_throttle_time_ms, shadow_delayed_bytes)``,
+    /// the shadow's ``None`` without a shadow configuration.
+    #[allow(clippy::type_complexity)]
+    fn take_request_log(&self) -> Vec<(i64, String, String, u8, f64, i32, Option<i32>, Option<f64>)> {
         match self.shared() {
             None => Vec::new(),
             Some(s) => s
                 .take_log()
                 .into_iter()
-                .map(|(ts, user, client, t, v)| (ts, user.to_string(), client, t, v))
+                .map(|(ts, user, client, t, v, throttle, shadow)| {
+                    (ts, user.to_string(), client, t, v, throttle, shadow.map(|s| s.0), shadow.map(|s| s.1))
+                })
+                .collect(),
+        }
+    }
+
+    /// The shadow configuration's totals since the plane was made, per entity (raw user, raw
+    /// client id; both ``None`` for the entities beyond the bound, summed) and quota type value:
+    /// ``(user, client_id, quota_type value, would-be throttle time ms, would-be delayed bytes)``.
+    /// Empty without a shadow configuration.
+    #[allow(clippy::type_complexity)]
+    fn shadow_totals(&self) -> Vec<(Option<String>, Option<String>, u8, u64, u64)> {
+        match &self.cfg.shadow {
+            None => Vec::new(),
+            Some(s) => s
+                .totals()
+                .into_iter()
+                .map(|r| {
+                    (
+                        r.user.map(|u| u.to_string()),
+                        r.client_id.map(|c| c.to_string()),
+                        r.quota_type as u8,
+                        r.throttle_time_ms,
+                        r.delayed_bytes,
+                    )
+                })
                 .collect(),
         }
     }

@@ -56,6 +56,14 @@ pub struct ShadowKernel {
     rest: Arc<ShadowTotals>,
 }
 
+impl std::fmt::Debug for ShadowKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShadowKernel")
+            .field("entities", &self.entities.lock().len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl ShadowKernel {
     pub fn new(kernel: Arc<QuotaKernel>) -> Arc<ShadowKernel> {
         Arc::new(ShadowKernel {
