@@ -16,6 +16,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::{invalid_argument, PyQuotaResult};
 use crate::kernel::PyQuotaKernel;
+use crate::proxy_rows::{log_tuples, shadow_kernel, shadow_tuples, LogTuple, ShadowTuple};
 
 /// Client TLS handshakes under way at most, unless `max_client_sockets` is larger.
 const DEFAULT_MAX_HANDSHAKES: usize = 1024;
@@ -247,15 +248,7 @@ impl PyProxyDataPlane {
                 "kquota.proxy.inspected.request.max.bytes",
             )?,
             max_idle: Duration::from_millis(positive(connections_max_idle_ms, "connections.max.idle.ms")? as u64),
-            shadow: match shadow {
-                Some(s) if Arc::ptr_eq(&s.get().kernel, &kernel.get().kernel) => {
-                    return Err(invalid_argument(
-                        "the shadow configuration's kernel must not be the enforced one",
-                    ))
-                }
-                Some(s) => Some(quota_core::ShadowKernel::new(Arc::clone(&s.get().kernel))),
-                None => None,
-            },
+            shadow: shadow_kernel(&kernel.get().kernel, shadow.map(|s| &s.get().kernel))?,
         };
         Ok(PyProxyDataPlane {
             cfg,
@@ -477,42 +470,16 @@ impl PyProxyDataPlane {
     /// Request-log rows of the native paths since the last call: ``(ts_ms, user, client_id,
     /// quota_type value, value, throttle_time_ms, shadow_throttle_time_ms, shadow_delayed_bytes)``,
     /// the shadow's ``None`` without a shadow configuration.
-    #[allow(clippy::type_complexity)]
-    fn take_request_log(&self) -> Vec<(i64, String, String, u8, f64, i32, Option<i32>, Option<f64>)> {
-        match self.shared() {
-            None => Vec::new(),
-            Some(s) => s
-                .take_log()
-                .into_iter()
-                .map(|(ts, user, client, t, v, throttle, shadow)| {
-                    (ts, user.to_string(), client, t, v, throttle, shadow.map(|s| s.0), shadow.map(|s| s.1))
-                })
-                .collect(),
-        }
+    fn take_request_log(&self) -> Vec<LogTuple> {
+        self.shared().map_or_else(Vec::new, |s| log_tuples(s.take_log()))
     }
 
     /// The shadow configuration's totals since the plane was made, per entity (raw user, raw
     /// client id; both ``None`` for the entities beyond the bound, summed) and quota type value:
     /// ``(user, client_id, quota_type value, would-be throttle time ms, would-be delayed bytes)``.
     /// Empty without a shadow configuration.
-    #[allow(clippy::type_complexity)]
-    fn shadow_totals(&self) -> Vec<(Option<String>, Option<String>, u8, u64, u64)> {
-        match &self.cfg.shadow {
-            None => Vec::new(),
-            Some(s) => s
-                .totals()
-                .into_iter()
-                .map(|r| {
-                    (
-                        r.user.map(|u| u.to_string()),
-                        r.client_id.map(|c| c.to_string()),
-                        r.quota_type as u8,
-                        r.throttle_time_ms,
-                        r.delayed_bytes,
-                    )
-                })
-                .collect(),
-        }
+    fn shadow_totals(&self) -> Vec<ShadowTuple> {
+        self.cfg.shadow.as_deref().map_or_else(Vec::new, shadow_tuples)
     }
 }
 
