@@ -301,6 +301,18 @@ def write(result: dict) -> None:
                      f"({error(r['predicted_throttle_ms'], r['measured_throttle_ms_sum'], w * 1000)}) "
                      f"| {r['predicted_delayed_bytes']:,.0f} | {r['measured_throttled_bytes']:,.0f} "
                      f"| {error(r['predicted_delayed_bytes'], r['measured_throttled_bytes'], r['demand_request_bytes'])} |")
+    over = next(r for r in result["rows"] if r["quota_b"] is not None and r["predicted_throttle_ms"] > 0)
+    demand, sent, quota = over["measured_demand_request_bytes_per_s"], over["sent_request_bytes_per_s_after"], over["quota_b"]
+    lines += ["", f"`{over['client_id']}` after the promotion sent {sent:,.0f} request B/s (quota {quota:,}, demand "
+                  f"{demand:,.0f}) and was muted {over['measured_muted_ms'] / (w * 10):.0f}% of the window; the shadow "
+                  f"predicted {over['predicted_throttle_ms'] / (w * 10):.0f}% (it assumes the client resumes at its "
+                  f"demand's pace after a mute: 1 - {sent / demand:.2f} of its rate let through). "
+                  "The throttled bytes are predicted within the target: what the quota holds back does not depend on "
+                  "how the client sends. The throttle time does: a client with a backlog (librdkafka here, its "
+                  "buffer holding what it could not send) sends it in bursts when unmuted, each burst throttled "
+                  "in turn, so it is muted longer than a client resuming at its pace; the shadow, seeing only the "
+                  "unthrottled client, cannot know how fast it would burst. Its throttle time is therefore the "
+                  "lower bound of what promotion gives such a client."]
     with open(os.path.join(RESULTS_DIR, "shadow.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
 
