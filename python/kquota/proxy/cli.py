@@ -371,7 +371,7 @@ def run(args: argparse.Namespace) -> int:
             max_decoded_request_bytes=_int_prop(props, "kquota.proxy.decoded.request.max.bytes",
                                                 DEFAULT_MAX_DECODED_REQUEST_BYTES),
             connections_max_idle_ms=_int_prop(props, "connections.max.idle.ms", DEFAULT_CONNECTIONS_MAX_IDLE_MS),
-            shadow=shadow_qm,
+            shadow=shadow_qm, shadow_store=shadow_store,
         )
         _run(_main(proxy), args.event_loop)
         log.info("kquota proxy stopped")

@@ -93,7 +93,9 @@ class ProxyServer(ProxySettings):
     that side is plaintext. ``max_tls_handshakes``: client handshakes under way at most (they
     take no ``max_client_sockets`` place; default the larger of 1024 and ``max_client_sockets``).
     ``shadow``: a second ``QuotaManager`` (``--shadow-store``'s) evaluated on the same traffic
-    and never enforced (:mod:`kquota.proxy.shadow`; :meth:`shadow_predictions`).
+    and never enforced (:mod:`kquota.proxy.shadow`; :meth:`shadow_predictions`); ``shadow_store``:
+    the store it follows, whose topics a ``kafka://`` one closes to clients as ``store``'s (a
+    client writing them would write the configuration a promotion enforces).
 
     Port-per-broker (as kroxylicious): clients bootstrap from the ``listen`` address; each broker
     the cluster names gets a listener on the same host (port ``listen port + 1 + node id`` when
@@ -104,7 +106,7 @@ class ProxyServer(ProxySettings):
     def __init__(self, qm: Any, bootstrap: tuple[str, int], listen: tuple[str, int] = ("127.0.0.1", 9192),
                  *, threads: int = 1, listener_tls: Optional[dict[str, str]] = None,
                  upstream_tls: Optional[dict[str, str]] = None, max_tls_handshakes: Optional[int] = None,
-                 shadow: Any = None, **options: Any) -> None:
+                 shadow: Any = None, shadow_store: Any = None, **options: Any) -> None:
         super().__init__(qm, bootstrap, listen, **options)
         if shadow is not None and shadow is qm:
             raise ValueError("the shadow QuotaManager must not be the enforced one")
@@ -115,8 +117,9 @@ class ProxyServer(ProxySettings):
         self.max_tls_handshakes = max_tls_handshakes
         self.connections = _OpenConnections(self)
         #: The proxy's own topics (a kafka:// store's), closed to clients.
-        self.own_topics = OwnTopics(own_topic_names(options.get("store")))
+        self.own_topics = OwnTopics(own_topic_names(options.get("store")) | own_topic_names(shadow_store))
         self._store = options.get("store")
+        self._shadow_store = shadow_store
         self._plane: Any = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._bridged: dict[int, BridgeConnection] = {}
@@ -176,7 +179,11 @@ class ProxyServer(ProxySettings):
         if not own.names:
             return
         names = sorted(own.names)
-        ids = await asyncio.get_running_loop().run_in_executor(None, resolve_ids, self._store, names)
+        ids: list[bytes] = []
+        for store in (self._store, self._shadow_store):
+            if own_topic_names(store):
+                ids += await asyncio.get_running_loop().run_in_executor(
+                    None, resolve_ids, store, sorted(own_topic_names(store)))
         plane.protect_topics(names, ids)
         own.ids.update(ids)
         own.on_id = lambda topic_id: plane.protect_topics(names, [topic_id])
