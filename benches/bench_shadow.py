@@ -12,7 +12,8 @@ Target: each within ±10% of the prediction.
 
 ``--cost``: the shadow's cost instead. A ``kquota proxy`` process (``--threads 1``) relays three
 paced producers (``COST_RATE`` each) with no quota enforced, alternately without and with a
-``--shadow-store`` limiting one of them below its rate (ABAB, ``--window`` s each): the proxy's
+``--shadow-store`` limiting one of them below its rate and the metrics port (utilization) scraped
+every second (ABAB, ``--window`` s each): the proxy's
 CPU time per MB relayed, each client's delivered rate and whether any client saw a throttle.
 Target: CPU per MB within 10% of without, rates unchanged, no throttle.
 
@@ -34,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(os.path.dirname(BENCH_DIR), "tests", "support")]
@@ -178,7 +180,7 @@ def cost(broker: str, window: float, rounds: int) -> dict:
     from kafka_proxy import KquotaProxy
     from pathlib import Path
     from proxy_support import Meter, make_topic
-    from waiting import wait_until
+    from waiting import free_port, wait_until
 
     tmp = Path(tempfile.mkdtemp(prefix="kq-shadow-cost-"))
     with SQLiteConfigStore(str(tmp / "shadow.db")) as s:
@@ -186,8 +188,11 @@ def cost(broker: str, window: float, rounds: int) -> dict:
     rows = []
     for i in range(2 * rounds):
         shadow = i % 2 == 1
-        extra = ["--threads", "1"] + (["--shadow-store", f"sqlite:///{tmp}/shadow.db"] if shadow else [])
+        metrics_port = free_port()
+        extra = ["--threads", "1"] + (["--shadow-store", f"sqlite:///{tmp}/shadow.db", "--metrics-port",
+                                       str(metrics_port)] if shadow else [])
         proxy = KquotaProxy(broker, tmp, *extra)
+        scrapes = [0]
         try:
             topic = make_topic(proxy.address, prefix="shadow-cost-")
             meters = [Meter() for _ in range(3)]
@@ -198,7 +203,16 @@ def cost(broker: str, window: float, rounds: int) -> dict:
                 t.start()
             time.sleep(2)  # connections made, metadata and first batches out
             cpu0, t0 = Relay.cpu(proxy.proc.pid), time.monotonic()
-            wait_until(lambda: time.monotonic() >= t0 + window, window + 5)
+
+            def scrape() -> bool:
+                if shadow and time.monotonic() >= t0 + scrapes[0]:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
+                        text = r.read().decode()
+                    assert "shadow_throttle_time_total" in text or scrapes[0] < 3, text[:500]
+                    scrapes[0] += 1
+                return time.monotonic() >= t0 + window
+
+            wait_until(scrape, window + 5)
             cpu1, t1 = Relay.cpu(proxy.proc.pid), time.monotonic()
             stop.set()
             for t in threads:
@@ -206,7 +220,8 @@ def cost(broker: str, window: float, rounds: int) -> dict:
         finally:
             code, err = proxy.stop()
         delivered = [m.rate(t0, t1) for m in meters]
-        rows.append({"shadow": shadow, "cpu_ms_per_mb": (cpu1 - cpu0) * 1000 / (sum(delivered) * (t1 - t0) / 1e6),
+        mb = sum(delivered) * (t1 - t0) / 1e6
+        rows.append({"shadow": shadow, "scrapes": scrapes[0], "cpu_ms_per_mb": (cpu1 - cpu0) * 1000 / mb,
                      "rates": delivered, "throttles": sum(len(m.throttles) for m in meters), "exit": code})
         print(json.dumps(rows[-1]), flush=True)
     return {"window_seconds": window, "cost_rate": COST_RATE, "rows": rows}
@@ -251,11 +266,13 @@ def write_cost(result: dict) -> None:
         json.dump(result, f, indent=1)
     off = [r["cpu_ms_per_mb"] for r in result["rows"] if not r["shadow"]]
     on = [r["cpu_ms_per_mb"] for r in result["rows"] if r["shadow"]]
-    lines = ["# Shadow quotas: cost", "",
+    lines = ["# Shadow quotas: cost (with utilization)", "",
              f"`benches/bench_shadow.py --cost`, {result['date']}: a `kquota proxy` process (1 data-plane thread) "
              f"relaying three producers paced at {result['cost_rate']:,} B/s each, no quota enforced, without and "
-             f"with a shadow store limiting `cost-0` to a third of its rate, alternately, {result['window_seconds']:.0f} s "
-             "each. Target: CPU per MB within 10% of without; rates unchanged; no throttle.", "",
+             f"with a shadow store limiting `cost-0` to a third of its rate and the metrics port (utilization, "
+             f"shadow series) scraped every second, alternately, {result['window_seconds']:.0f} s each; the proxy "
+             "runs the worktree's dev-profile native module. Target: CPU per MB within 10% of without; rates "
+             "unchanged; no throttle.", "",
              "| run | shadow | proxy CPU ms per MB | delivered B/s (cost-0, cost-1, cost-2) | throttles seen |",
              "|---|---|---|---|---|"]
     for i, r in enumerate(result["rows"]):
