@@ -399,6 +399,7 @@ class ProxyDataPlane:
         sasl_max_receive_size: int = 524288,
         max_inspected_request_bytes: int = 1048576,
         connections_max_idle_ms: int = 600000,
+        shadow: Optional[QuotaKernel] = None,
     ) -> ProxyDataPlane: ...
     def start(self) -> int:
         """Binds the bootstrap listener and starts the runtime; the bound port (``OSError``)."""
@@ -430,8 +431,16 @@ class ProxyDataPlane:
         broker_ports, brokers, request_log_dropped, proxy_header_refused, accept_delayed,
         producer_waits; TLS: client_tls_failures and
         broker_tls_failures (cause -> count), refused_tls_handshakes."""
-    def take_request_log(self) -> list[tuple[int, str, str, int, float]]:
-        """Rows ``(ts_ms, user, client_id, quota type value, value)`` since the last call."""
+    def take_request_log(
+        self,
+    ) -> list[tuple[int, str, str, int, float, int, Optional[int], Optional[float]]]:
+        """Rows ``(ts_ms, user, client_id, quota type value, value, throttle_time_ms,
+        shadow_throttle_time_ms, shadow_delayed_bytes)`` since the last call (the shadow's
+        ``None`` without a shadow configuration)."""
+    def shadow_totals(self) -> list[tuple[Optional[str], Optional[str], int, int, int]]:
+        """The shadow configuration's totals per entity and quota type value: ``(user,
+        client_id, quota type value, would-be throttle ms, would-be delayed bytes)``; empty
+        without a shadow."""
 
 def check_listener_tls(properties: dict[str, str]) -> list[str]:
     """Builds a TLS listener's server configuration and principal mapper from Kafka broker

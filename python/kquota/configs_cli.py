@@ -7,6 +7,7 @@
     kquota configs --alter --add-config connection_creation_rate=20 --entity-type ips --entity-name 10.1.2.3
     kquota configs --alter --add-config connection_creation_rate=50 --ip-defaults
     kquota configs --bootstrap-server 127.0.0.1:9092 [--command-config client.properties] --describe
+    kquota configs --promote-shadow --shadow-store sqlite:///shadow.db --store sqlite:///q.db
 
 With ``--bootstrap-server`` instead of ``--store`` the command manages a running cluster's (or
 ``kquota proxy``'s) quotas over the admin protocol (:mod:`kquota.configs_bootstrap`).
@@ -57,6 +58,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     op = p.add_mutually_exclusive_group(required=True)
     op.add_argument("--alter", action="store_true", help="change quotas of one entity (or of a --quota-file)")
     op.add_argument("--describe", action="store_true", help="list quotas (all entities unless narrowed)")
+    op.add_argument("--promote-shadow", action="store_true",
+                    help="make --store's configuration the --shadow-store's, in one transaction (every entity "
+                         "or none): the shadow a `kquota proxy --shadow-store` evaluated becomes the enforced one")
+    p.add_argument("--shadow-store", metavar="URL", help="with --promote-shadow: the shadow configuration's store "
+                   "(the --store URL forms); it is only read")
     p.add_argument("--store", metavar="URL", help="sqlite:///relative.db, sqlite:////absolute/path.db, a plain "
                    "path, zookeeper://host:port[/chroot] or kafka://host:port/topic (docs/store-urls.md; "
                    "default: $KQUOTA_STORE, else a file in ~/.local/share/kquota)")
@@ -235,6 +241,10 @@ def run(args: argparse.Namespace) -> int:
     kazoo_log = logging.getLogger("kazoo")
     kazoo_log.addHandler(logging.NullHandler())
     kazoo_log.propagate = False
+    if args.promote_shadow:
+        return promote_shadow(args)
+    if args.shadow_store is not None:
+        raise ConfigCommandError("--shadow-store needs --promote-shadow")
     if args.describe:
         if args.add_config is not None or args.delete_config is not None or args.quota_file is not None:
             raise ConfigCommandError("--add-config, --delete-config and --quota-file need --alter")
@@ -280,6 +290,60 @@ def run(args: argparse.Namespace) -> int:
     for m in warnings:
         print(f"kquota configs: warning: {m}", file=sys.stderr)
     print_described(state, spec, args.json, url)
+    return 0
+
+
+def promote_shadow(args: argparse.Namespace) -> int:
+    """``--promote-shadow``: ``--store``'s configuration becomes ``--shadow-store``'s, in one
+    ``alter`` (the store's one transaction: every entity or none). A shadow entry the shadow
+    store cannot read refuses the promotion (a partial configuration is never applied)."""
+    from kquota.stores import open_store
+    from kquota.stores.base import diff_ops
+
+    if args.shadow_store is None:
+        raise ConfigCommandError("--promote-shadow needs --shadow-store URL (the shadow configuration's store)")
+    if args.bootstrap_server is not None:
+        raise ConfigCommandError("--promote-shadow works on stores: give --store, not --bootstrap-server")
+    if (args.add_config is not None or args.delete_config is not None or args.quota_file is not None
+            or _entity_spec(args) or args.dry_run):
+        raise ConfigCommandError("--promote-shadow takes the whole shadow configuration: no entity, --add-config, "
+                                 "--delete-config, --quota-file or --dry-run")
+    options: dict = {}
+    if args.command_config is not None:
+        from kquota.kafka.java_properties import load_properties
+
+        options = {"security": load_properties(args.command_config, "--command-config"),
+                   "security_source": args.command_config}
+    url, _ = _locate(args.store)
+    try:
+        shadow = open_store(args.shadow_store, read_only=True, **options)
+    except KQuotaError as e:
+        raise ConfigCommandError(f"--shadow-store: {e}") from None
+    try:
+        problems: list[str] = []
+        wanted = shadow.describe(on_error=lambda m, _e: problems.append(m))
+        if problems:
+            raise ConfigCommandError(f"--shadow-store {shadow.url}: {problems[0]} (nothing promoted)")
+        store = open_store(args.store, **options)
+    finally:
+        shadow.close()
+    try:
+        if store.url == shadow.url:
+            raise ConfigCommandError(f"--shadow-store and --store are the same store ({store.url}): nothing to promote")
+        current = store.describe(on_error=lambda m, _e: problems.append(m))
+        entries = [(e, ops) for e in sorted(set(current) | set(wanted), key=str)
+                   if (ops := diff_ops(current.get(e, {}), wanted.get(e, {})))]
+        if entries:
+            store.alter(entries)
+    finally:
+        store.close()
+    for m in problems:
+        print(f"kquota configs: warning: {m}", file=sys.stderr)
+    if args.json:
+        print_altered([(e, wanted.get(e, {})) for e, _ in entries])
+    else:
+        print(f"Promoted the shadow configuration of {shadow.url} to {url}: {len(entries)} "
+              f"{'entity' if len(entries) == 1 else 'entities'} changed.")
     return 0
 
 

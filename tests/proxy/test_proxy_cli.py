@@ -67,8 +67,12 @@ def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig):
     files = sorted(log_dir.glob("*.parquet"))
     assert files, text
     table = pq.read_table([str(f) for f in files]) if len(files) > 1 else pq.read_table(str(files[0]))
-    assert table.schema.names == ["ts_ms", "broker", "user", "client_id", "quota_type", "value"]
+    assert table.schema.names == ["ts_ms", "broker", "user", "client_id", "quota_type", "value",
+                                  "throttle_time_ms", "shadow_throttle_time_ms", "shadow_delayed_bytes"]
     rows = table.to_pylist()
+    # No quota and no --shadow-store: no throttle, the shadow's columns null.
+    assert all(r["throttle_time_ms"] == 0 and r["shadow_throttle_time_ms"] is None
+               and r["shadow_delayed_bytes"] is None for r in rows)
     produce = [r for r in rows if r["client_id"] == "logged" and r["quota_type"] == "PRODUCE"]
     fetch = [r for r in rows if r["client_id"] == "reader" and r["quota_type"] == "FETCH"]
     assert produce and fetch

@@ -465,3 +465,24 @@ def test_describe_topic_partitions_lists_no_own_topic_and_teaches_its_id():
     body = _decode("DescribeTopicPartitions", 0, bytes(data)[4:], 75)
     assert [t["Name"] for t in body["Topics"]] == ["data"]
     assert learned == [b"\x01" * 16, b"\x03" * 16]
+
+
+def test_a_kafka_shadow_stores_topics_are_closed_too(broker):
+    """A kafka:// ``--shadow-store``'s topics are the proxy's own as ``--store``'s: a client writing
+    them would write the configuration ``--promote-shadow`` enforces."""
+    topic = f"shadow-quotas-{uuid.uuid4().hex[:8]}"
+    shadow_store = open_store(f"kafka://{broker.address}/{topic}")
+    qm, shadow_qm = kquota.QuotaManager(), kquota.QuotaManager()
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm, shadow=shadow_qm, shadow_store=shadow_store)
+    try:
+        assert set(proxy.proxy.own_topics.names) == {topic, topic + ".usage"}
+        own = SimpleNamespace(address=("127.0.0.1", int(proxy.address.rpartition(":")[2])))
+        before = end_offset(broker, topic)
+        r = call(own, apis.PRODUCE, 8, "Produce", produce([topic]))
+        assert [p["ErrorCode"] for p in r["Responses"][0]["PartitionResponses"]] == [AUTH]
+        assert end_offset(broker, topic) == before
+    finally:
+        proxy.stop()
+        shadow_store.close()
+        qm.close()
+        shadow_qm.close()

@@ -77,7 +77,7 @@ def test_pipeline_help_shows_meaning_and_defaults():
 
 @pytest.mark.parametrize("args, prog, needle", [
     (["demo", "--rows", "0"], "kquota demo", "must be >= 1"),
-    (["configs"], "kquota configs", "--alter --describe is required"),
+    (["configs"], "kquota configs", "--alter --describe --promote-shadow is required"),
     (["configs", "--describe", "--entity-type", "topics"], "kquota configs", "invalid choice: 'topics'"),
     (["pipeline"], "kquota pipeline", "required"),
     (["pipeline", "simulate", "--input", "x"], "kquota pipeline simulate", "--quotas"),

@@ -13,7 +13,8 @@ Modules: ``request`` (the request contract handlers work to), ``settings`` (opti
 ``handlers`` (the inspected APIs), ``dispatch`` (API -> handler), ``api_versions`` (the
 ApiVersions clamp), ``addresses`` (broker addresses rewritten to the proxy's),
 ``mutations`` (KIP-599), ``admin`` (client-quota admin APIs), ``tls_settings``, ``sasl``,
-``request_log_writer`` (the request log's Parquet writer), ``fleet`` with ``fleet_members``,
+``request_log_writer`` (the request log's Parquet writer), ``shadow`` (``--shadow-store``'s
+predictions and metrics), ``fleet`` with ``fleet_members``,
 ``fleet_shares`` and ``fleet_usage`` (``--quota-scope fleet``; ``fleet_usage``: the usage
 records' codec), ``server`` and ``bridge`` (``ProxyServer`` over the data plane,
 ``kquota._kquota.ProxyDataPlane``, Rust on tokio; ``serve``), ``cli``. Kafka's wire protocol,
@@ -31,11 +32,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kquota.proxy.server import ProxyServer, serve
     from kquota.proxy.request_log_writer import RequestLogWriter
+    from kquota.proxy.shadow import ShadowPrediction
 
-__all__ = ["ProxyServer", "RequestLogWriter", "serve"]
+__all__ = ["ProxyServer", "RequestLogWriter", "ShadowPrediction", "serve"]
 
 _HOMES = {"ProxyServer": "kquota.proxy.server", "serve": "kquota.proxy.server",
-          "RequestLogWriter": "kquota.proxy.request_log_writer"}
+          "RequestLogWriter": "kquota.proxy.request_log_writer", "ShadowPrediction": "kquota.proxy.shadow"}
 
 
 def __getattr__(name: str) -> Any:

@@ -98,6 +98,27 @@ def _store_security(args: argparse.Namespace, store_url: Optional[str], bootstra
     return {"security": props, "security_source": args.broker_config or "--bootstrap-server"}
 
 
+def _shadow_store_url(shadow: Optional[str], store_url: Optional[str], bootstrap: str) -> Optional[str]:
+    """``--shadow-store``'s URL (a kafka:// one without a host on the proxied cluster, as
+    ``--store``'s), checked: not the enforced store's URL (a store opened under two spellings is
+    refused once both are open, by their canonical URLs)."""
+    from kquota.stores.kafka.store import fill_cluster
+    from kquota.stores.url import parse_store_url
+
+    if shadow is None:
+        return None
+    if not shadow.strip():
+        raise KQuotaError("--shadow-store: an empty URL")
+    url = fill_cluster(shadow.strip(), bootstrap.rpartition("://")[2])
+    try:
+        parse_store_url(url)
+    except KQuotaError as e:
+        raise KQuotaError(f"--shadow-store: {e}") from None
+    if store_url is not None and url == store_url:
+        raise KQuotaError(f"--shadow-store names the enforced --store ({url}): a shadow is a second configuration")
+    return url
+
+
 def _token_owners(args: argparse.Namespace, bootstrap: Any) -> Any:
     """Who owns a delegation token, asked of the cluster with the proxy's own connection settings
     (``--broker-config``, the ``--bootstrap-server`` protocol); ``None`` (tokens counted per token
@@ -199,6 +220,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--store", metavar="URL", help="quota store followed live (sqlite:///path, "
                    "zookeeper://host:port[/chroot], kafka://[host:port]/topic: no host is the --bootstrap-server's "
                    "cluster; default: $KQUOTA_STORE, else the user's default store)")
+    p.add_argument("--shadow-store", metavar="URL",
+                   help="a second quota store (same URL forms as --store, never the same store) followed live and "
+                        "evaluated on the same traffic, never enforced: per entity its would-be throttle time and "
+                        "delayed bytes as metrics (kafka_server_<type>_shadow_throttle_time_total, "
+                        "..._shadow_delayed_bytes_total) and request-log columns; `kquota configs --promote-shadow` "
+                        "applies it (docs/guides/proxy.md, Shadow quotas)")
     p.add_argument("--store-config", metavar="FILE",
                    help="Kafka client properties of a kafka:// --store's (and the fleet's) connections: "
                         "security.protocol, ssl.truststore.*, ssl.keystore.*, ssl.endpoint.identification.algorithm, "
@@ -277,19 +304,23 @@ def run(args: argparse.Namespace) -> int:
                                                                BROKER_DEFAULTS["window_size_seconds"])
     callback_configs = {k: v for k, v in props.items() if k.startswith("client.quota.callback.")
                         and k != "client.quota.callback.class"}
-    qm = QuotaManager(
-        window_num=window_num, window_size_seconds=window_size,
-        num_io_threads=_int_prop(props, "num.io.threads", BROKER_DEFAULTS["num_io_threads"]),
-        num_network_threads=_int_prop(props, "num.network.threads", BROKER_DEFAULTS["num_network_threads"]),
-        controller_window_num=_int_prop(props, "controller.quota.window.num", BROKER_DEFAULTS["controller_window_num"]),
-        controller_window_size_seconds=_int_prop(props, "controller.quota.window.size.seconds",
-                                                 BROKER_DEFAULTS["controller_window_size_seconds"]),
-        callback=props.get("client.quota.callback.class") or None,
-        callback_configs=callback_configs or None,
-        # Absent: the kernel's default (1000).
-        max_client_ids_per_principal=_int_prop(props, "kquota.max.client.ids.per.principal", 0) or None,
-        fetch_answer=_fetch_answer_prop(props),
-    )
+    def quota_manager() -> Any:
+        return QuotaManager(
+            window_num=window_num, window_size_seconds=window_size,
+            num_io_threads=_int_prop(props, "num.io.threads", BROKER_DEFAULTS["num_io_threads"]),
+            num_network_threads=_int_prop(props, "num.network.threads", BROKER_DEFAULTS["num_network_threads"]),
+            controller_window_num=_int_prop(props, "controller.quota.window.num",
+                                            BROKER_DEFAULTS["controller_window_num"]),
+            controller_window_size_seconds=_int_prop(props, "controller.quota.window.size.seconds",
+                                                     BROKER_DEFAULTS["controller_window_size_seconds"]),
+            callback=props.get("client.quota.callback.class") or None,
+            callback_configs=callback_configs or None,
+            # Absent: the kernel's default (1000).
+            max_client_ids_per_principal=_int_prop(props, "kquota.max.client.ids.per.principal", 0) or None,
+            fetch_answer=_fetch_answer_prop(props),
+        )
+
+    qm = quota_manager()
     try:
         configure_connection_quotas(qm, props)
     except KQuotaError as e:
@@ -300,13 +331,30 @@ def run(args: argparse.Namespace) -> int:
     if args.quota_scope == "fleet" and not (store_url or "").lower().startswith("kafka://"):
         raise KQuotaError("--quota-scope fleet needs a kafka:// --store: the proxies following one store topic "
                           f"are the fleet (got {store_url or 'the default store'})")
+    shadow_url = _shadow_store_url(args.shadow_store, store_url, args.bootstrap_server)
+    shadow_qm = shadow_store = shadow_watcher = None
     try:
         fleet_key = _fleet_key(props, args.config) if args.quota_scope == "fleet" else None
         store = open_store(store_url, **_store_security(args, store_url, bootstrap_at))
+        if shadow_url is not None:
+            try:
+                shadow_store = open_store(shadow_url, read_only=True, **_store_security(args, shadow_url, bootstrap_at))
+            except KQuotaError as e:
+                store.close()
+                raise KQuotaError(f"--shadow-store: {e}") from None
+            if shadow_store.url == store.url:
+                shadow_store.close()
+                store.close()
+                raise KQuotaError(f"--shadow-store names the enforced --store ({store.url}): a shadow is a second "
+                                  "configuration")
+            shadow_qm = quota_manager()
     except BaseException:
         qm.close()
         raise
     watcher = QuotaConfigWatcher(store, qm).start()
+    if shadow_store is not None:
+        shadow_watcher = QuotaConfigWatcher(shadow_store, shadow_qm).start()
+        log.info("shadow quotas from %s (evaluated, never enforced)", shadow_store.url)
     fleet = None
     metrics_server = None
     request_log: Optional[RequestLogWriter] = None
@@ -345,6 +393,7 @@ def run(args: argparse.Namespace) -> int:
             max_decoded_request_bytes=_int_prop(props, "kquota.proxy.decoded.request.max.bytes",
                                                 DEFAULT_MAX_DECODED_REQUEST_BYTES),
             connections_max_idle_ms=_int_prop(props, "connections.max.idle.ms", DEFAULT_CONNECTIONS_MAX_IDLE_MS),
+            shadow=shadow_qm, shadow_store=shadow_store,
         )
         _run(_main(proxy), args.event_loop)
         log.info("kquota proxy stopped")
@@ -354,9 +403,15 @@ def run(args: argparse.Namespace) -> int:
             fleet.stop()
         watcher.stop()
         store.close()
+        if shadow_watcher is not None:
+            shadow_watcher.stop()
+        if shadow_store is not None:
+            shadow_store.close()
         if metrics_server is not None:
             metrics_server.shutdown()
         qm.close()
+        if shadow_qm is not None:
+            shadow_qm.close()
 
 
 def _run(coro: Any, event_loop: str) -> None:

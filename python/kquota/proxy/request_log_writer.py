@@ -26,7 +26,7 @@ log = logging.getLogger("kquota.proxy")
 
 class RequestLogWriter:
     """Writes a rotated Parquet request log in ``directory`` (created if missing); rows in the
-    order of :data:`kquota.request_log_schema.COLUMNS`."""
+    order of :data:`kquota.request_log_schema.WRITTEN_COLUMNS`."""
 
     def __init__(self, directory: str, rotate_rows: int = 100_000, rotate_seconds: float = 60.0,
                  max_pending_rows: int = 1_000_000, broker: int = 0) -> None:
@@ -49,13 +49,18 @@ class RequestLogWriter:
         self._thread = threading.Thread(target=self._run, name="kquota-request-log", daemon=True)
         self._thread.start()
 
-    def add(self, ts_ms: int, user: str, client_id: str, quota_type: str, value: float) -> None:
-        """Buffers one row (cheap; never blocks on I/O)."""
+    def add(self, ts_ms: int, user: str, client_id: str, quota_type: str, value: float, throttle_time_ms: int = 0,
+            shadow_throttle_time_ms: Optional[int] = None, shadow_delayed_bytes: Optional[float] = None) -> None:
+        """Buffers one row (cheap; never blocks on I/O): the log's columns, then what the proxy
+        observed (:data:`kquota.request_log_schema.OBSERVED_COLUMNS`; the shadow's ``None``
+        without a shadow configuration)."""
         with self._lock:
             if self._pending >= self.max_pending_rows:
                 self.dropped += 1
                 return
-            self._rows.append((ts_ms, self.broker, user, client_id, quota_type, float(value)))
+            self._rows.append((ts_ms, self.broker, user, client_id, quota_type, float(value), int(throttle_time_ms),
+                               shadow_throttle_time_ms,
+                               None if shadow_delayed_bytes is None else int(shadow_delayed_bytes)))
             self._pending += 1
             if len(self._rows) >= self.rotate_rows or time.monotonic() - self._last_flush >= self.rotate_seconds:
                 self._hand_over()

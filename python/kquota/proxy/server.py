@@ -28,6 +28,7 @@ from kquota.proxy.bridge import BridgeConnection
 from kquota.proxy.dispatch import _DISPATCH, handler_for
 from kquota.kafka.protocol.frames import RequestHeader
 from kquota.proxy.request import Pending
+from kquota.proxy.shadow import ShadowPrediction, predictions, shadow_metrics
 from kquota.kafka.protocol.schemas import FLEXIBLE_FIRST, THROTTLE_FIRST
 from kquota.proxy.settings import ProxySettings
 
@@ -91,6 +92,10 @@ class ProxyServer(ProxySettings):
     properties of the proxy's TLS connections to the brokers (``upstream_security``). ``None``:
     that side is plaintext. ``max_tls_handshakes``: client handshakes under way at most (they
     take no ``max_client_sockets`` place; default the larger of 1024 and ``max_client_sockets``).
+    ``shadow``: a second ``QuotaManager`` (``--shadow-store``'s) evaluated on the same traffic
+    and never enforced (:mod:`kquota.proxy.shadow`; :meth:`shadow_predictions`); ``shadow_store``:
+    the store it follows, whose topics a ``kafka://`` one closes to clients as ``store``'s (a
+    client writing them would write the configuration a promotion enforces).
 
     Port-per-broker (as kroxylicious): clients bootstrap from the ``listen`` address; each broker
     the cluster names gets a listener on the same host (port ``listen port + 1 + node id`` when
@@ -101,22 +106,27 @@ class ProxyServer(ProxySettings):
     def __init__(self, qm: Any, bootstrap: tuple[str, int], listen: tuple[str, int] = ("127.0.0.1", 9192),
                  *, threads: int = 1, listener_tls: Optional[dict[str, str]] = None,
                  upstream_tls: Optional[dict[str, str]] = None, max_tls_handshakes: Optional[int] = None,
-                 **options: Any) -> None:
+                 shadow: Any = None, shadow_store: Any = None, **options: Any) -> None:
         super().__init__(qm, bootstrap, listen, **options)
+        if shadow is not None and shadow is qm:
+            raise ValueError("the shadow QuotaManager must not be the enforced one")
+        self.shadow = shadow
         self.threads = threads
         self.listener_tls = listener_tls
         self.upstream_tls = upstream_tls
         self.max_tls_handshakes = max_tls_handshakes
         self.connections = _OpenConnections(self)
         #: The proxy's own topics (a kafka:// store's), closed to clients.
-        self.own_topics = OwnTopics(own_topic_names(options.get("store")))
+        self.own_topics = OwnTopics(own_topic_names(options.get("store")) | own_topic_names(shadow_store))
         self._store = options.get("store")
+        self._shadow_store = shadow_store
         self._plane: Any = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._bridged: dict[int, BridgeConnection] = {}
         self._tasks: set[asyncio.Task] = set()
         self._drainer: Optional[asyncio.Task] = None
         self._last_stats: dict = {}
+        self._last_shadow: list = []
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -127,6 +137,8 @@ class ProxyServer(ProxySettings):
         await self._protect_own_topics(self._plane)
         self._bootstrap_port = self._plane.start()
         self.qm.add_metrics_source(self.accept_metrics)
+        if self.shadow is not None:
+            self.qm.add_metrics_source(self._shadow_metrics)
         if self.listener_tls is not None or self.upstream_tls is not None:
             self.qm.add_metrics_source(self._tls_metrics)
         if self.request_log is not None:
@@ -158,7 +170,7 @@ class ProxyServer(ProxySettings):
             proxy_protocol_trusted_sources=self.proxy_protocol_trusted_sources, sasl_listener=self.sasl_listener,
             sasl_max_receive_size=self.sasl_max_receive_size,
             max_inspected_request_bytes=self.max_inspected_request_bytes,
-            connections_max_idle_ms=self.connections_max_idle_ms)
+            connections_max_idle_ms=self.connections_max_idle_ms, shadow=self.shadow)
 
     async def _protect_own_topics(self, plane: Any) -> None:
         """Closes the own topics on the native paths before any client connects: their names,
@@ -167,7 +179,11 @@ class ProxyServer(ProxySettings):
         if not own.names:
             return
         names = sorted(own.names)
-        ids = await asyncio.get_running_loop().run_in_executor(None, resolve_ids, self._store, names)
+        ids: list[bytes] = []
+        for store in (self._store, self._shadow_store):
+            if own_topic_names(store):
+                ids += await asyncio.get_running_loop().run_in_executor(
+                    None, resolve_ids, store, sorted(own_topic_names(store)))
         plane.protect_topics(names, ids)
         own.ids.update(ids)
         own.on_id = lambda topic_id: plane.protect_topics(names, [topic_id])
@@ -181,6 +197,7 @@ class ProxyServer(ProxySettings):
             self._drainer.cancel()
         plane = self._plane
         self.qm.remove_metrics_source(self.accept_metrics)
+        self.qm.remove_metrics_source(self._shadow_metrics)
         plane.stop_reading()
         # Answers owed to Python slots are settled by this loop meanwhile.
         deadline = time.monotonic() + self.drain_seconds
@@ -188,6 +205,7 @@ class ProxyServer(ProxySettings):
             await asyncio.sleep(0.02)
         self._take_request_log()  # before close: the plane's rows go with its runtime
         self._last_stats = plane.stats()
+        self._last_shadow = plane.shadow_totals()
         if self.listener_tls is not None or self.upstream_tls is not None:
             self.qm.remove_metrics_source(self._tls_metrics)
         await asyncio.get_running_loop().run_in_executor(None, plane.close, max(0.0, deadline - time.monotonic()))
@@ -286,13 +304,26 @@ class ProxyServer(ProxySettings):
         """The proxy address for broker ``node_id`` now at ``host:port`` (listener opened once)."""
         return self.advertised_host, self._plane.broker_port(node_id, host, port)
 
+    # ------------------------------------------------------------------ shadow quotas
+
+    def shadow_predictions(self) -> list[ShadowPrediction]:
+        """The shadow configuration's totals since the proxy started, per entity and quota type:
+        would-be throttle time (ms) and would-be delayed bytes (:mod:`kquota.proxy.shadow`);
+        empty without a shadow. Safe to call from any thread; after :meth:`close`, the last."""
+        plane = self._plane
+        return predictions(plane.shadow_totals() if plane is not None else self._last_shadow)
+
+    def _shadow_metrics(self) -> list[Metric]:
+        return shadow_metrics(self.shadow_predictions())
+
     # ------------------------------------------------------------------ request log
 
     def _take_request_log(self) -> None:
         if self.request_log is None or self._plane is None:
             return
-        for ts_ms, user, client_id, quota_type, value in self._plane.take_request_log():
-            self.request_log.add(ts_ms, user, client_id, ClientQuotaType(quota_type).name, value)
+        for ts_ms, user, client_id, quota_type, value, throttle, shadow_ms, shadow_bytes in self._plane.take_request_log():
+            self.request_log.add(ts_ms, user, client_id, ClientQuotaType(quota_type).name, value, throttle,
+                                 shadow_ms, shadow_bytes)
 
     async def _drain_request_log(self) -> None:
         while True:

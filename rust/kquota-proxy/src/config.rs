@@ -51,6 +51,9 @@ pub struct ProxyConfig {
     /// The proxy's own topics, closed to clients (named and given ids by Python, also while
     /// running: shared with the Python object).
     pub own_topics: Arc<OwnTopics>,
+    /// A shadow configuration stepped beside the enforced one and never enforced
+    /// (`--shadow-store`); `None`: none.
+    pub shadow: Option<Arc<quota_core::ShadowKernel>>,
 }
 
 impl ProxyConfig {

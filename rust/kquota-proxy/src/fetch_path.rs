@@ -110,12 +110,12 @@ pub async fn on_response(
         .fetch_response(size as f64, fs.cap, ns as f64, None)
         .map_err(|e| e.to_string())?;
     let throttle = step.throttle.mute_ms();
-    conn.log(&fs.handle, ClientQuotaType::Request, ns as f64);
+    conn.log(&fs.handle, ClientQuotaType::Request, ns as f64, throttle);
     let rest = size - head;
     let empty = match step.answer {
         FetchAnswer::Empty => v < 7 || read_i16(&buf, 4 + body + 4) == Some(0),
         FetchAnswer::Deliver | FetchAnswer::DeliverMuted => {
-            conn.log(&fs.handle, ClientQuotaType::Fetch, size as f64);
+            conn.log(&fs.handle, ClientQuotaType::Fetch, size as f64, 0);
             false
         }
     };

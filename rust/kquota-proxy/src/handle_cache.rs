@@ -1,6 +1,7 @@
 //! A connection's quota handle (`quota_core::ClientHandle`) for its latest (user, client id):
 //! a request of the same client, the common case, reuses it without a lookup, an allocation or
-//! a lock; only a new client id or principal makes a handle (and checks its names).
+//! a lock; only a new client id or principal makes a handle (and checks its names), with its
+//! shadow step when the proxy has a shadow configuration.
 
 use std::sync::Arc;
 
@@ -34,7 +35,11 @@ impl HandleCache {
             return Ok(Arc::clone(self.handle.as_ref().unwrap()));
         }
         quota_core::check_names(user, client).map_err(|e| e.to_string())?;
-        let h = Arc::new(ClientHandle::new(Arc::clone(&shared.kernel), user, client));
+        let mut h = ClientHandle::new(Arc::clone(&shared.kernel), user, client);
+        if let Some(shadow) = &shared.cfg.shadow {
+            h = h.with_shadow(shadow.step(user, client));
+        }
+        let h = Arc::new(h);
         self.user = Some(Arc::clone(user));
         self.client.clear();
         self.client.push_str(client);

@@ -72,7 +72,7 @@ pub async fn on_request(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource)
         let throttle = handle
             .produce_response(size as f64, ns, false, None)
             .map_or(0, |r| r.mute_ms());
-        conn.log(&handle, ClientQuotaType::Produce, size as f64);
+        conn.log(&handle, ClientQuotaType::Produce, size as f64, throttle);
         let mut st = conn.state();
         let slot = Conn::push_slot(&mut st);
         conn.settle_locked(&mut st, slot, None, throttle);
@@ -148,8 +148,8 @@ pub fn on_response(
     let throttle = handle
         .produce_response(req_size as f64, ns as f64, true, None)
         .map_or(0, |r| r.mute_ms());
-    conn.log(handle, ClientQuotaType::Produce, req_size as f64);
-    conn.log(handle, ClientQuotaType::Request, ns as f64);
+    conn.log(handle, ClientQuotaType::Produce, req_size as f64, throttle);
+    conn.log(handle, ClientQuotaType::Request, ns as f64, 0);
     let v = fwd.version;
     if v >= 10 || throttle > 0 {
         let tables = &conn.shared.cfg.tables;

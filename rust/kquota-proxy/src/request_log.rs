@@ -4,10 +4,14 @@
 
 use std::sync::{Arc, Mutex};
 
-/// The request-log row without the broker column: (ts_ms, user, client_id, quota_type, value),
-/// the other columns of Python's request-log schema in its order; `quota_type` is the
-/// `ClientQuotaType` value (Python writes its name).
-pub type LogRow = (i64, Arc<str>, String, u8, f64);
+/// The request-log row without the broker column: (ts_ms, user, client_id, quota_type, value,
+/// throttle_time_ms, shadow), the other columns of Python's request-log schema in its order;
+/// `quota_type` is the `ClientQuotaType` value (Python writes its name); `shadow` is
+/// (shadow_throttle_time_ms, shadow_delayed_bytes), `None` without a shadow configuration.
+pub type LogRow = (i64, Arc<str>, String, u8, f64, i32, Option<(i32, f64)>);
+
+/// A row's values besides its time and names: (quota_type, value, throttle_time_ms, shadow).
+pub type LogValues = (u8, f64, i32, Option<(i32, f64)>);
 
 /// Rows kept between two drains at most (beyond, rows are dropped and counted).
 const MAX_LOG_ROWS: usize = 1 << 20;
@@ -20,7 +24,7 @@ pub struct RequestLog {
 
 impl RequestLog {
     /// Adds a row stamped now; `false` if the log is full and the row dropped.
-    pub fn add(&self, user: &Arc<str>, client_id: &str, quota_type: u8, value: f64) -> bool {
+    pub fn add(&self, user: &Arc<str>, client_id: &str, values: LogValues) -> bool {
         let ts = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
@@ -29,7 +33,8 @@ impl RequestLog {
         if rows.len() >= MAX_LOG_ROWS {
             return false;
         }
-        rows.push((ts, Arc::clone(user), client_id.to_owned(), quota_type, value));
+        let (quota_type, value, throttle_ms, shadow) = values;
+        rows.push((ts, Arc::clone(user), client_id.to_owned(), quota_type, value, throttle_ms, shadow));
         true
     }
 

@@ -17,7 +17,7 @@ use crate::config::ProxyConfig;
 use crate::counters::Counters;
 use crate::preauth::Authentication;
 use crate::producer_gate::ProducerGates;
-use crate::request_log::{LogRow, RequestLog};
+use crate::request_log::{LogRow, LogValues, RequestLog};
 
 /// Opens a listener's accept loop on the runtime (`listen::spawn_accept`).
 pub type SpawnAccept = fn(&Arc<Shared>, StdListener, i32) -> std::io::Result<()>;
@@ -103,8 +103,8 @@ impl Shared {
     }
 
     /// Adds a row to the request log, if the proxy keeps one (a full log counts it dropped).
-    pub fn log_request(&self, user: &Arc<str>, client_id: &str, quota_type: u8, value: f64) {
-        if self.cfg.request_log && !self.log.add(user, client_id, quota_type, value) {
+    pub fn log_request(&self, user: &Arc<str>, client_id: &str, values: LogValues) {
+        if self.cfg.request_log && !self.log.add(user, client_id, values) {
             self.counters.log_dropped.fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -16,6 +16,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::{invalid_argument, PyQuotaResult};
 use crate::kernel::PyQuotaKernel;
+use crate::proxy_rows::{log_tuples, shadow_kernel, shadow_tuples, LogTuple, ShadowTuple};
 
 /// Client TLS handshakes under way at most, unless `max_client_sockets` is larger.
 const DEFAULT_MAX_HANDSHAKES: usize = 1024;
@@ -149,7 +150,7 @@ impl PyProxyDataPlane {
         quota_window_ms, request_log, threads=1, drain_seconds=5.0, proxy_protocol=false,
         proxy_protocol_timeout_ms=10000, listener_tls=None, upstream_tls=None, max_tls_handshakes=None,
         proxy_protocol_trusted_sources=None, sasl_listener=false, sasl_max_receive_size=524288,
-        max_inspected_request_bytes=1048576, connections_max_idle_ms=600000
+        max_inspected_request_bytes=1048576, connections_max_idle_ms=600000, shadow=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -181,6 +182,7 @@ impl PyProxyDataPlane {
         sasl_max_receive_size: i64,
         max_inspected_request_bytes: i64,
         connections_max_idle_ms: i64,
+        shadow: Option<&Bound<'_, PyQuotaKernel>>,
     ) -> PyQuotaResult<Self> {
         if !(drain_seconds.is_finite() && drain_seconds >= 0.0) {
             return Err(invalid_argument(format!(
@@ -246,6 +248,7 @@ impl PyProxyDataPlane {
                 "kquota.proxy.inspected.request.max.bytes",
             )?,
             max_idle: Duration::from_millis(positive(connections_max_idle_ms, "connections.max.idle.ms")? as u64),
+            shadow: shadow_kernel(&kernel.get().kernel, shadow.map(|s| &s.get().kernel))?,
         };
         Ok(PyProxyDataPlane {
             cfg,
@@ -464,17 +467,19 @@ impl PyProxyDataPlane {
         Ok(d)
     }
 
-    /// Request-log rows of the native paths since the last call:
-    /// ``(ts_ms, user, client_id, quota_type value, value)``.
-    fn take_request_log(&self) -> Vec<(i64, String, String, u8, f64)> {
-        match self.shared() {
-            None => Vec::new(),
-            Some(s) => s
-                .take_log()
-                .into_iter()
-                .map(|(ts, user, client, t, v)| (ts, user.to_string(), client, t, v))
-                .collect(),
-        }
+    /// Request-log rows of the native paths since the last call: ``(ts_ms, user, client_id,
+    /// quota_type value, value, throttle_time_ms, shadow_throttle_time_ms, shadow_delayed_bytes)``,
+    /// the shadow's ``None`` without a shadow configuration.
+    fn take_request_log(&self) -> Vec<LogTuple> {
+        self.shared().map_or_else(Vec::new, |s| log_tuples(s.take_log()))
+    }
+
+    /// The shadow configuration's totals since the plane was made, per entity (raw user, raw
+    /// client id; both ``None`` for the entities beyond the bound, summed) and quota type value:
+    /// ``(user, client_id, quota_type value, would-be throttle time ms, would-be delayed bytes)``.
+    /// Empty without a shadow configuration.
+    fn shadow_totals(&self) -> Vec<ShadowTuple> {
+        self.cfg.shadow.as_deref().map_or_else(Vec::new, shadow_tuples)
     }
 }
 

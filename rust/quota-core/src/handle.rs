@@ -30,6 +30,23 @@ pub struct ClientHandle {
     client_id: Arc<str>,
     slots: [HandleSlot; 4],
     keep: Mutex<Vec<Arc<QuotaSensor>>>,
+    /// A shadow configuration's step, run by the response step beside the enforced one
+    /// (`shadow`); `None`: no shadow, one branch.
+    pub(crate) shadow: Option<Arc<dyn ShadowStep>>,
+}
+
+/// A second configuration evaluated on the same traffic and never enforced: the response step
+/// calls it right after its enforced step with the same sizes and clock (`now` resolved).
+pub trait ShadowStep: Send + Sync {
+    /// A Produce response of `size` bytes (`answered` false for acks=0).
+    fn produce(&self, size: f64, request_nanos: f64, answered: bool, now: i64);
+    /// A Fetch response of `size` bytes delivered to the client.
+    fn fetch(&self, size: f64, request_nanos: f64, now: i64);
+    /// A response of a request quota'd by request time only.
+    fn request(&self, request_nanos: f64, now: i64);
+    /// The would-be throttle (ms) and delayed bytes of the latest response not yet taken (each
+    /// response's once: the request log puts them on its first row).
+    fn take_logged(&self) -> (i32, f64);
 }
 
 #[derive(Default)]
@@ -48,7 +65,19 @@ impl ClientHandle {
             client_id: Arc::from(client_id),
             slots: Default::default(),
             keep: Mutex::new(Vec::new()),
+            shadow: None,
         }
+    }
+
+    /// This handle with a shadow configuration's step run beside its response steps.
+    pub fn with_shadow(mut self, shadow: Arc<dyn ShadowStep>) -> Self {
+        self.shadow = Some(shadow);
+        self
+    }
+
+    /// The shadow step beside this handle's, if any.
+    pub fn shadow(&self) -> Option<&Arc<dyn ShadowStep>> {
+        self.shadow.as_ref()
     }
 
     pub fn user(&self) -> &str {

@@ -6,7 +6,8 @@
 //!   callbacks, close), [`resolution`] (names to tags to sensors), [`limits`] (the one limit
 //!   lookup), [`record`] (the per-request path), [`request_quota`] (KIP-124),
 //!   [`mutation_quota`] (KIP-599), [`response`] (Kafka's response step: the throttles
-//!   combined and enforced, Produce and Fetch answers), [`expiry`] (idle sensors and the thread), [`metrics`]
+//!   combined and enforced, Produce and Fetch answers), [`shadow`] (a second configuration stepped
+//!   beside the enforced one, never enforced), [`expiry`] (idle sensors and the thread), [`metrics`]
 //!   (lock-free snapshots), [`utilization`] (KIP-1373, bounded), [`handle`] (per-connection handles).
 //! * Connection quotas (KIP-612, Kafka's `ConnectionQuotas`), beside the client quotas:
 //!   [`connection_quotas`] (the accept path), [`connection_rate`] (`connection_creation_rate`
@@ -63,6 +64,7 @@ mod sample_ring;
 pub mod sanitize;
 pub mod sensor;
 pub mod settings;
+pub mod shadow;
 pub mod shares;
 pub mod snapshot;
 pub mod tag_cache;
@@ -85,7 +87,7 @@ pub use entity::{EntityName, QuotaEntity};
 pub use error::QuotaError;
 pub use expiry::{ExpiryReport, ExpiryTask};
 pub use fetch_answer::{fetch_answer, FetchAnswer, FetchAnswerRule, EMPTY_ANSWER_MAX_SHARE};
-pub use handle::ClientHandle;
+pub use handle::{ClientHandle, ShadowStep};
 pub use kernel::QuotaKernel;
 pub use measurement::Measurement;
 pub use metrics::{MetricsSnapshot, SensorRow, TypeRow};
@@ -95,6 +97,7 @@ pub use rate::RateSensor;
 pub use response::{combine_throttles, FetchStep, ResponseThrottle};
 pub use sensor::QuotaSensor;
 pub use settings::{KernelConfig, BROKER_DEFAULTS, DEFAULT_MAX_SENSORS, DEFAULT_SENSOR_EXPIRY_MS};
+pub use shadow::{ShadowHandle, ShadowKernel, ShadowRow};
 pub use shares::ShareMap;
 pub use snapshot::{ConfigSnapshot, QuotaChange};
 pub use throttle::{mutation_throttle_time_ms, throttle_time_ms, time_at_bound_ms};

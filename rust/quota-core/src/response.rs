@@ -90,6 +90,9 @@ impl ClientHandle {
         let now = Some(resolve_now(now)?);
         let r = combine_throttles(ClientQuotaType::Request, 0, self.record_request_time(nanos, now)?);
         self.throttle(r, now)?;
+        if let (Some(s), Some(now)) = (&self.shadow, now) {
+            s.request(nanos, now);
+        }
         Ok(r)
     }
 
@@ -137,6 +140,9 @@ impl ClientHandle {
         };
         let r = combine_throttles(ClientQuotaType::Produce, bytes, request);
         self.throttle(r, now)?;
+        if let (Some(s), Some(now)) = (&self.shadow, now) {
+            s.produce(size, request_nanos, answered, now);
+        }
         Ok(r)
     }
 
@@ -185,6 +191,10 @@ impl ClientHandle {
             FetchAnswer::Deliver => {}
         }
         self.throttle(r, now)?;
+        if let (Some(s), Some(now)) = (&self.shadow, now) {
+            // The bytes the client got: none when the enforced answer is empty.
+            s.fetch(if answer == FetchAnswer::Empty { 0.0 } else { size }, request_nanos, now);
+        }
         Ok(FetchStep { answer, throttle: r })
     }
 }

@@ -1,5 +1,5 @@
 //! The request quota of the APIs relayed unparsed (Kafka's response step for them, on the
-//! proxy's time), and the request log's row for a recorded value.
+//! proxy's time), and the request log's row for a recorded value (with the shadow's, if any).
 
 use std::sync::Arc;
 
@@ -17,7 +17,7 @@ impl Conn {
                 let r = h
                     .request_response(ns as f64, None)
                     .unwrap_or(ResponseThrottle::NONE);
-                self.log(h, ClientQuotaType::Request, ns as f64);
+                self.log(h, ClientQuotaType::Request, ns as f64, r.throttle_time_ms);
                 r.mute_ms()
             }
             _ => {
@@ -27,10 +27,15 @@ impl Conn {
         }
     }
 
-    pub fn log(&self, h: &ClientHandle, t: ClientQuotaType, value: f64) {
+    /// A request-log row of `h`'s response: `value` recorded as `t`, `throttle_ms` the throttle
+    /// the response carried (on one row of each response, 0 on its others), and the shadow's
+    /// would-be throttle and delayed bytes of the response (taken once: its first row).
+    pub fn log(&self, h: &ClientHandle, t: ClientQuotaType, value: f64, throttle_ms: i32) {
         if self.shared.cfg.request_log {
             let user: Arc<str> = Arc::from(h.user());
-            self.shared.log_request(&user, h.client_id(), t as u8, value);
+            let shadow = h.shadow().map(|s| s.take_logged());
+            self.shared
+                .log_request(&user, h.client_id(), (t as u8, value, throttle_ms, shadow));
         }
     }
 }

@@ -1,0 +1,213 @@
+//! Shadow quotas: a second configuration (its own [`QuotaKernel`]) evaluated on the same
+//! traffic by the same response step and never enforced. Its throttles are never written into a
+//! response nor used to mute; they give, per entity, the would-be throttle time and the
+//! would-be delayed bytes.
+//!
+//! The shadow follows the client it would have throttled: a shadow throttle of `t` ms at `now`
+//! would have muted the connection until `now + t` (KIP-219), so a response the shadow step sees
+//! before then belongs to a request that client could not have sent yet. Such a response is not
+//! recorded into the shadow kernel (the would-be client's rate is the one its quota allows,
+//! as it would be once enforced) and its bytes are the would-be *delayed bytes*. The would-be
+//! *throttle time* is the sum of the throttles the shadow step gives the responses it records:
+//! what Kafka's `throttle-time` sensor would sum for that entity. Without this the shadow would
+//! throttle every response of a client sending over its quota, a far larger sum than enforcing
+//! that quota gives.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::handle::{ClientHandle, ShadowStep};
+use crate::kernel::QuotaKernel;
+use crate::response::ResponseThrottle;
+use crate::types::ClientQuotaType;
+
+/// Entities with totals of their own at most; the others are summed in one row.
+pub const MAX_SHADOW_ENTITIES: usize = 10_000;
+
+/// One entity's (raw user, raw client id) shadow totals since the shadow started.
+#[derive(Default)]
+pub struct ShadowTotals {
+    /// Would-be throttle time (ms), by the quota type the shadow would have enforced.
+    throttle_ms: [AtomicU64; 4],
+    /// Would-be delayed bytes: Produce and Fetch.
+    delayed_bytes: [AtomicU64; 2],
+}
+
+/// A row of [`ShadowKernel::totals`]: `user` and `client_id` `None` for the entities beyond
+/// [`MAX_SHADOW_ENTITIES`], summed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShadowRow {
+    pub user: Option<Arc<str>>,
+    pub client_id: Option<Arc<str>>,
+    pub quota_type: ClientQuotaType,
+    pub throttle_time_ms: u64,
+    pub delayed_bytes: u64,
+}
+
+type EntityKey = (Arc<str>, Arc<str>);
+
+/// The shadow configuration's kernel and the totals of every entity it has seen.
+pub struct ShadowKernel {
+    kernel: Arc<QuotaKernel>,
+    entities: Mutex<HashMap<EntityKey, Arc<ShadowTotals>>>,
+    rest: Arc<ShadowTotals>,
+}
+
+impl std::fmt::Debug for ShadowKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShadowKernel")
+            .field("entities", &self.entities.lock().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ShadowKernel {
+    pub fn new(kernel: Arc<QuotaKernel>) -> Arc<ShadowKernel> {
+        Arc::new(ShadowKernel {
+            kernel,
+            entities: Mutex::default(),
+            rest: Arc::default(),
+        })
+    }
+
+    pub fn kernel(&self) -> &Arc<QuotaKernel> {
+        &self.kernel
+    }
+
+    /// The shadow step of a connection's `(user, client_id)`: made once per handle (one lock),
+    /// never on a record.
+    pub fn step(&self, user: &str, client_id: &str) -> Arc<ShadowHandle> {
+        let totals = {
+            let mut entities = self.entities.lock();
+            let key: EntityKey = (Arc::from(user), Arc::from(client_id));
+            match entities.get(&key) {
+                Some(t) => Arc::clone(t),
+                None if entities.len() >= MAX_SHADOW_ENTITIES => Arc::clone(&self.rest),
+                None => Arc::clone(entities.entry(key).or_default()),
+            }
+        };
+        Arc::new(ShadowHandle {
+            handle: ClientHandle::new(Arc::clone(&self.kernel), user, client_id),
+            totals,
+            muted_until_ms: AtomicI64::new(i64::MIN),
+            logged_throttle_ms: AtomicI32::new(0),
+            logged_delayed_bytes: AtomicU64::new(0),
+        })
+    }
+
+    /// Every entity's totals (a row per quota type with a non-zero total), the rest summed last.
+    pub fn totals(&self) -> Vec<ShadowRow> {
+        let mut rows = Vec::new();
+        let entities = self.entities.lock();
+        let mut keys: Vec<&EntityKey> = entities.keys().collect();
+        keys.sort();
+        let each = keys
+            .into_iter()
+            .map(|k| (Some(k), &entities[k]))
+            .chain(std::iter::once((None, &self.rest)));
+        for (key, t) in each {
+            for qt in ClientQuotaType::ALL {
+                let throttle = t.throttle_ms[qt.index()].load(Relaxed);
+                let delayed = t.delayed_bytes.get(qt.index()).map_or(0, |b| b.load(Relaxed));
+                if throttle > 0 || delayed > 0 {
+                    rows.push(ShadowRow {
+                        user: key.map(|k| Arc::clone(&k.0)),
+                        client_id: key.map(|k| Arc::clone(&k.1)),
+                        quota_type: qt,
+                        throttle_time_ms: throttle,
+                        delayed_bytes: delayed,
+                    });
+                }
+            }
+        }
+        rows
+    }
+}
+
+/// A connection's shadow step: its handle on the shadow kernel and its would-be mute.
+pub struct ShadowHandle {
+    handle: ClientHandle,
+    totals: Arc<ShadowTotals>,
+    /// Until when (ms) the would-be connection is muted.
+    muted_until_ms: AtomicI64,
+    logged_throttle_ms: AtomicI32,
+    logged_delayed_bytes: AtomicU64,
+}
+
+impl ShadowHandle {
+    /// Whether the would-be client is muted at `now`: then the response's `bytes` (of type `t`)
+    /// are delayed and it is not recorded.
+    #[inline]
+    fn muted(&self, now: i64, t: ClientQuotaType, bytes: f64) -> bool {
+        if now >= self.muted_until_ms.load(Relaxed) {
+            return false;
+        }
+        if bytes > 0.0 {
+            let b = bytes as u64;
+            if let Some(d) = self.totals.delayed_bytes.get(t.index()) {
+                d.fetch_add(b, Relaxed);
+            }
+            self.logged_delayed_bytes.fetch_add(b, Relaxed);
+        }
+        true
+    }
+
+    /// The would-be throttle `r` of a recorded response: totalled, and the would-be mute.
+    #[inline]
+    fn throttled(&self, r: ResponseThrottle, now: i64) {
+        let Some(t) = r.enforce else { return };
+        if r.throttle_time_ms <= 0 {
+            return;
+        }
+        self.totals.throttle_ms[t.index()].fetch_add(r.throttle_time_ms as u64, Relaxed);
+        self.logged_throttle_ms.fetch_add(r.throttle_time_ms, Relaxed);
+        self.muted_until_ms
+            .store(now.saturating_add(i64::from(r.mute_ms())), Relaxed);
+    }
+
+    /// The shadow kernel's handle (its sensors, for tests and metrics).
+    pub fn handle(&self) -> &ClientHandle {
+        &self.handle
+    }
+}
+
+impl ShadowStep for ShadowHandle {
+    fn produce(&self, size: f64, request_nanos: f64, answered: bool, now: i64) {
+        if self.muted(now, ClientQuotaType::Produce, size) {
+            return;
+        }
+        // Inputs were checked by the enforced step; a shadow error is never the client's.
+        if let Ok(r) = self.handle.produce_response(size, request_nanos, answered, Some(now)) {
+            self.throttled(r, now);
+        }
+    }
+
+    fn fetch(&self, size: f64, request_nanos: f64, now: i64) {
+        if self.muted(now, ClientQuotaType::Fetch, size) {
+            return;
+        }
+        let cap = self.handle.fetch_request_cap();
+        if let Ok(step) = self.handle.fetch_response(size, cap, request_nanos, Some(now)) {
+            self.throttled(step.throttle, now);
+        }
+    }
+
+    fn request(&self, request_nanos: f64, now: i64) {
+        if self.muted(now, ClientQuotaType::Request, 0.0) {
+            return;
+        }
+        if let Ok(r) = self.handle.request_response(request_nanos, Some(now)) {
+            self.throttled(r, now);
+        }
+    }
+
+    fn take_logged(&self) -> (i32, f64) {
+        (
+            self.logged_throttle_ms.swap(0, Relaxed),
+            self.logged_delayed_bytes.swap(0, Relaxed) as f64,
+        )
+    }
+}

@@ -1,0 +1,170 @@
+"""Shadow quotas on real clients (confluent-kafka / librdkafka) against Apache Kafka: a shadow
+configuration limiting one producer is evaluated on the proxy's traffic and never enforced (that
+producer's rate and throttles are unchanged), its would-be throttle shows in the metrics and the
+request log for that producer only; ``kquota configs --promote-shadow`` then makes it the
+enforced one, and the producer is throttled to it. And ``--shadow-store``'s bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import kquota
+from kquota.cli import main
+from kquota.entity import ClientQuotaEntity
+from kquota.proxy.request_log_writer import RequestLogWriter
+from kquota.proxy.shadow import SHADOW_DELAYED_BYTES, SHADOW_THROTTLE_TIME
+from kquota.quota_type import ClientQuotaType
+from kquota.stores.sqlite import SQLiteConfigStore
+from kquota.watcher import QuotaConfigWatcher
+from proxy_support import Meter, ProxyThread, make_topic, produce_loop
+from waiting import wait_until
+
+pytestmark = pytest.mark.timing
+pq = pytest.importorskip("pyarrow.parquet")
+
+#: The shadow's producer_byte_rate for client "shadow-a": far below what an unthrottled producer
+#: sends through the proxy (several MB/s here), so Kafka's rule would throttle it at once.
+QUOTA = 100_000
+
+
+def _a_throttle(proxy) -> int:
+    return sum(p.throttle_time_ms for p in proxy.proxy.shadow_predictions() if p.client_id == "shadow-a")
+
+
+def test_shadow_is_evaluated_never_enforced_then_promoted(broker, tmp_path):
+    enforced_store = SQLiteConfigStore(str(tmp_path / "enforced.db"), poll_interval=0.2)
+    shadow_store = SQLiteConfigStore(str(tmp_path / "shadow.db"), poll_interval=0.2)
+    shadow_store.alter([({"client-id": "shadow-a"}, {"producer_byte_rate": QUOTA})])
+    qm = kquota.QuotaManager(window_num=2, window_size_seconds=1)
+    shadow_qm = kquota.QuotaManager(window_num=2, window_size_seconds=1)
+    watchers = [QuotaConfigWatcher(enforced_store, qm).start(), QuotaConfigWatcher(shadow_store, shadow_qm).start()]
+    log_dir = tmp_path / "log"
+    request_log = RequestLogWriter(str(log_dir), rotate_seconds=600)
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, store=enforced_store, shadow=shadow_qm,
+                        request_log=request_log)
+    stop = threading.Event()
+    meters = {name: Meter() for name in ("shadow-a", "shadow-b")}
+    threads = []
+    try:
+        topic = make_topic(proxy.address)
+        threads = [threading.Thread(target=produce_loop, args=(proxy.address, topic, name, meter, stop))
+                   for name, meter in meters.items()]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        assert wait_until(lambda: _a_throttle(proxy) > 0, 15), proxy.proxy.shadow_predictions()
+        # Let the shadow run 3 s of the producers' steady state, then look.
+        wait_until(lambda: time.monotonic() >= t0 + 4, 10)
+        shadow_end = time.monotonic()
+        a_rate = meters["shadow-a"].rate(t0 + 1, shadow_end)
+        # Never enforced: no throttle reached A, and A sends far above what the shadow allows
+        # (enforced, Kafka's rule holds it within ~1.2x the quota after the burst window).
+        assert not meters["shadow-a"].throttles and not meters["shadow-b"].throttles
+        assert a_rate > 3 * QUOTA, a_rate
+        preds = proxy.proxy.shadow_predictions()
+        a = [p for p in preds if p.client_id == "shadow-a"]
+        assert [p.quota_type for p in a] == [ClientQuotaType.PRODUCE], preds
+        assert a[0].throttle_time_ms > 0 and a[0].delayed_bytes > 0, preds
+        # B has no shadow quota: nothing would have throttled it.
+        assert not [p for p in preds if p.client_id == "shadow-b"], preds
+        metrics = {(m.name, m.tags.get("client-id")): m.value for m in qm.metrics() if m.group == "Produce"}
+        assert metrics[(SHADOW_THROTTLE_TIME, "shadow-a")] > 0
+        assert metrics[(SHADOW_DELAYED_BYTES, "shadow-a")] > 0
+        assert (SHADOW_THROTTLE_TIME, "shadow-b") not in metrics
+
+        # Promote: the enforced store takes the shadow's configuration; A is throttled to it.
+        assert main(["configs", "--promote-shadow", "--shadow-store", f"sqlite:///{tmp_path}/shadow.db",
+                     "--store", f"sqlite:///{tmp_path}/enforced.db"]) == 0
+        promoted = time.monotonic()
+        assert wait_until(lambda: meters["shadow-a"].throttles, 10), "no throttle after the promotion"
+        wait_until(lambda: time.monotonic() >= promoted + 7, 10)
+        after = meters["shadow-a"].rate(promoted + 3, promoted + 7)
+        assert after <= 1.3 * QUOTA, (a_rate, after)
+        assert not meters["shadow-b"].throttles
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+        proxy.stop()
+        request_log.close()
+        for w in watchers:
+            w.stop()
+        enforced_store.close()
+        shadow_store.close()
+        qm.close()
+        shadow_qm.close()
+    rows = pq.read_table(str(log_dir)).to_pylist()
+    by_client: dict = {}
+    for r in rows:
+        if r["quota_type"] == "PRODUCE":
+            by_client.setdefault(r["client_id"], []).append(r)
+    # Every native row carries the shadow's columns (a shadow is configured): A's would-be
+    # throttles sum above 0, B's are all 0.
+    assert all(r["shadow_throttle_time_ms"] is not None for rs in by_client.values() for r in rs)
+    assert sum(r["shadow_throttle_time_ms"] for r in by_client["shadow-a"]) > 0
+    assert sum(r["shadow_throttle_time_ms"] + r["shadow_delayed_bytes"] for r in by_client["shadow-b"]) == 0
+    # After the promotion the enforced throttle shows in the log too.
+    assert sum(r["throttle_time_ms"] for r in by_client["shadow-a"]) > 0
+
+
+def _proxy(*extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", "127.0.0.1:1", *extra],
+                          capture_output=True, timeout=30, check=False)
+
+
+@pytest.mark.process
+def test_shadow_store_bad_input_fails_in_one_line(tmp_path):
+    store = f"sqlite:///{tmp_path}/q.db"
+    SQLiteConfigStore(str(tmp_path / "q.db")).close()
+    for extra, message in (
+        (["--shadow-store", "bogus://x"], "--shadow-store: "),
+        (["--shadow-store", " "], "--shadow-store: an empty URL"),
+        (["--shadow-store", store], "--shadow-store names the enforced --store"),
+        # The same store under another spelling: refused by its canonical URL once open.
+        (["--shadow-store", str(tmp_path / "q.db")], "--shadow-store names the enforced --store"),
+        (["--shadow-store", f"sqlite:///{tmp_path}/absent.db"], "--shadow-store: "),
+    ):
+        r = _proxy("--store", store, *extra)
+        err = r.stderr.decode().strip().splitlines()
+        assert r.returncode == 1, (extra, err)
+        assert len(err) == 1 and err[0].startswith(f"kquota: error: {message}"), (extra, err)
+
+
+def test_promote_shadow_bad_input_fails_in_one_line_and_changes_nothing(tmp_path, capsys):
+    enforced = SQLiteConfigStore(str(tmp_path / "enforced.db"))
+    enforced.alter([({"user": "keep"}, {"producer_byte_rate": 1000})])
+    enforced.close()
+    store = f"sqlite:///{tmp_path}/enforced.db"
+    for argv, message in (
+        (["--promote-shadow", "--store", store], "--promote-shadow needs --shadow-store"),
+        (["--promote-shadow", "--store", store, "--shadow-store", "bogus://x"], "--shadow-store: "),
+        (["--promote-shadow", "--store", store, "--shadow-store", store], "are the same store"),
+        (["--promote-shadow", "--store", store, "--shadow-store", f"sqlite:///{tmp_path}/nope.db"],
+         "--shadow-store: "),
+        (["--promote-shadow", "--store", store, "--shadow-store", store, "--user", "x"], "no entity"),
+        (["--describe", "--store", store, "--shadow-store", store], "--shadow-store needs --promote-shadow"),
+    ):
+        assert main(["configs", *argv]) == 1, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], (argv, err)
+    with SQLiteConfigStore(str(tmp_path / "enforced.db")) as s:
+        assert s.describe() == {ClientQuotaEntity({"user": "keep"}): {"producer_byte_rate": 1000.0}}
+
+
+def test_promote_shadow_replaces_the_whole_configuration(tmp_path, capsys):
+    with SQLiteConfigStore(str(tmp_path / "enforced.db")) as s:
+        s.alter([({"user": "gone"}, {"producer_byte_rate": 1000}),
+                 ({"user": "kept"}, {"producer_byte_rate": 1000, "consumer_byte_rate": 5})])
+    with SQLiteConfigStore(str(tmp_path / "shadow.db")) as s:
+        s.alter([({"user": "kept"}, {"producer_byte_rate": 2000}),
+                 ({"ip": "10.0.0.1"}, {"connection_creation_rate": 3})])
+    assert main(["configs", "--promote-shadow", "--shadow-store", f"sqlite:///{tmp_path}/shadow.db",
+                 "--store", f"sqlite:///{tmp_path}/enforced.db"]) == 0
+    assert "3 entities changed" in capsys.readouterr().out
+    with SQLiteConfigStore(str(tmp_path / "enforced.db")) as e, SQLiteConfigStore(str(tmp_path / "shadow.db")) as s:
+        assert e.describe() == s.describe()
