@@ -78,7 +78,7 @@ def test_pipeline_help_shows_meaning_and_defaults():
 @pytest.mark.parametrize("args, prog, needle", [
     (["demo", "--rows", "0"], "kquota demo", "must be >= 1"),
     (["configs"], "kquota configs", "--alter --describe is required"),
-    (["configs", "--describe", "--entity-type", "topics"], "kquota configs", "invalid choice: 'topics'"),
+    (["configs", "--describe", "--entity-type", "brokers"], "kquota configs", "invalid choice: 'brokers'"),
     (["pipeline"], "kquota pipeline", "required"),
     (["pipeline", "simulate", "--input", "x"], "kquota pipeline simulate", "--quotas"),
     (["nosuch"], "kquota", "invalid choice"),
