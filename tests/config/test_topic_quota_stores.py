@@ -187,12 +187,13 @@ def test_a_store_watch_reports_topic_entities_and_not_kafkas_topic_configs(store
             store._zk.create(store._p("changes/config_change_"), b'{"version":2,"entity_path":"topics/orders"}',
                              sequence=True)
         store.alter([({"topic": "orders"}, {P: 1}), ({"topic": None}, {C: 2})])
+        want = {E({"topic": "orders"}), E({"topic": None})}
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and set().union(*(x for x in seen if x)) != {E({"topic": "orders"}), E({"topic": None})}:
+        while time.monotonic() < deadline and set().union(*(x for x in seen if x)) != want:
             time.sleep(0.02)
     finally:
         w.stop()
-    assert set().union(*(x for x in seen if x)) == {E({"topic": "orders"}), E({"topic": None})}
+    assert set().union(*(x for x in seen if x)) == want
 
 
 # ---------------------------------------------------------------- kquota configs
