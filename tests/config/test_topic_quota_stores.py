@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
 from store_helpers import fresh_kafka_url, store_url
 from test_configs_cli import cli, state
+from waiting import wait_until
 
 from kquota import ClientQuotaEntity, QuotaConfigError
 from kquota.config_file import parse_quota_config
@@ -188,9 +188,7 @@ def test_a_store_watch_reports_topic_entities_and_not_kafkas_topic_configs(store
                              sequence=True)
         store.alter([({"topic": "orders"}, {P: 1}), ({"topic": None}, {C: 2})])
         want = {E({"topic": "orders"}), E({"topic": None})}
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and set().union(*(x for x in seen if x)) != want:
-            time.sleep(0.02)
+        wait_until(lambda: set().union(*(x for x in seen if x)) == want, timeout=20)
     finally:
         w.stop()
     assert set().union(*(x for x in seen if x)) == want
