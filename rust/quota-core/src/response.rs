@@ -173,7 +173,8 @@ impl ClientHandle {
         let request = if answered {
             self.record_request_time(request_nanos, Some(now))?
         } else {
-            self.kernel().record_exempt_request_time(request_nanos, Some(now))?;
+            self.kernel()
+                .record_exempt_request_time(request_nanos, Some(now))?;
             0
         };
         let (r, by_topic) = combine_with_topics(
@@ -196,7 +197,10 @@ impl ClientHandle {
         let mut worst: Option<TopicThrottle> = None;
         for &(name, bytes) in topics {
             if let Some(r) = k.topics.record(t, name, bytes, &k.settings.window, now) {
-                if worst.as_ref().is_none_or(|w| r.throttle_time_ms > w.throttle_time_ms) {
+                if worst
+                    .as_ref()
+                    .is_none_or(|w| r.throttle_time_ms > w.throttle_time_ms)
+                {
                     worst = Some(r);
                 }
             }
@@ -207,14 +211,23 @@ impl ClientHandle {
     /// `ClientQuotaManager.throttle` for a response whose throttle is `r`: a topic quota's
     /// (`topic`) is recorded into the type's and that topic's `throttle-time`, a client quota's
     /// as [`throttle`](Self::throttle) does. Returns the mute (ms).
-    fn enforce(&self, r: ResponseThrottle, topic: Option<&TopicThrottle>, now: i64) -> Result<i32, QuotaError> {
+    fn enforce(
+        &self,
+        r: ResponseThrottle,
+        topic: Option<&TopicThrottle>,
+        now: i64,
+    ) -> Result<i32, QuotaError> {
         let (Some(t), Some(topic)) = (r.enforce, topic) else {
             return self.throttle(r, Some(now));
         };
         let k = self.kernel();
         k.record_throttle_time(t, f64::from(r.throttle_time_ms), Some(now))?;
-        k.topics
-            .record_throttle_time(&topic.sensor, f64::from(r.throttle_time_ms), &k.settings.metrics_window, now);
+        k.topics.record_throttle_time(
+            &topic.sensor,
+            f64::from(r.throttle_time_ms),
+            &k.settings.metrics_window,
+            now,
+        );
         Ok(r.mute_ms())
     }
 

@@ -159,7 +159,9 @@ impl TopicQuotas {
             reason,
         };
         let Some(i) = slot(t) else {
-            return Err(bad("a topic quota is producer_byte_rate or consumer_byte_rate".into()));
+            return Err(bad(
+                "a topic quota is producer_byte_rate or consumer_byte_rate".into()
+            ));
         };
         if let Some(name) = topic {
             if !is_legal_topic_name(name) {
@@ -277,7 +279,8 @@ impl TopicQuotas {
             } else {
                 cfg.bound(&s.topic, i)
             };
-            s.bound.store(b.unwrap_or(f64::INFINITY).to_bits(), Ordering::Release);
+            s.bound
+                .store(b.unwrap_or(f64::INFINITY).to_bits(), Ordering::Release);
             if self.generation.load(Ordering::Acquire) == g {
                 break;
             }
@@ -398,7 +401,10 @@ impl TopicQuotas {
                     quota_type: TYPES[i],
                     topic: s.topic.clone(),
                     byte_rate: s.rate.peek(spec, now).rate(),
-                    throttle_time: s.throttle_time.get().map_or(f64::NAN, |a| a.average(metrics, now)),
+                    throttle_time: s
+                        .throttle_time
+                        .get()
+                        .map_or(f64::NAN, |a| a.average(metrics, now)),
                     limit: s.bound(),
                 });
             }

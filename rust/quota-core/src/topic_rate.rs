@@ -57,7 +57,9 @@ struct Meta {
 impl Meta {
     #[inline]
     fn pack(self) -> u128 {
-        let hi = ((self.start_rel as u64) << START_SHIFT) | if self.started { STARTED } else { 0 } | self.seq as u64;
+        let hi = ((self.start_rel as u64) << START_SHIFT)
+            | if self.started { STARTED } else { 0 }
+            | self.seq as u64;
         ((hi as u128) << 64) | self.generation as u128
     }
 
@@ -244,7 +246,12 @@ impl StripedRate {
                 let (v, g) = unpack_part(bits);
                 let base = if g == m.generation { v } else { 0.0 };
                 let next = base + value;
-                match cell.compare_exchange(bits, pack_part(next, m.generation), Ordering::SeqCst, Ordering::Acquire) {
+                match cell.compare_exchange(
+                    bits,
+                    pack_part(next, m.generation),
+                    Ordering::SeqCst,
+                    Ordering::Acquire,
+                ) {
                     Ok(_) => break next,
                     Err(actual) => bits = actual,
                 }
@@ -449,9 +456,10 @@ impl StripedRate {
         let oldest = if oldest == i64::MAX { t_rel } else { oldest };
         if let Some(others) = others {
             let cache = &self.caches[stripe];
-            cache
-                .aggregate
-                .store(pack_aggregate(others, oldest.min(MAX_REL_MS), version), Ordering::Release);
+            cache.aggregate.store(
+                pack_aggregate(others, oldest.min(MAX_REL_MS), version),
+                Ordering::Release,
+            );
             cache.at_ms.store(t, Ordering::Relaxed);
         }
         Measurement {
@@ -497,14 +505,22 @@ mod tests {
     /// One thread: every check and every measurement equals a client sensor's (Kafka's `Rate`).
     #[test]
     fn one_thread_equals_the_client_sensor() {
-        for spec in [WindowSpec::default(), WindowSpec::new(2, 1).unwrap(), WindowSpec::new(30, 1).unwrap()] {
+        for spec in [
+            WindowSpec::default(),
+            WindowSpec::new(2, 1).unwrap(),
+            WindowSpec::new(30, 1).unwrap(),
+        ] {
             let a = RateSensor::new(&spec, 100);
             let b = StripedRate::new(&spec, 100);
             let mut t = 100;
             for i in 0..5000i64 {
                 // Irregular gaps, some longer than the whole window (purges), some fractional values.
                 t += (i * 7919) % 997 + if i % 613 == 0 { 40_000 } else { 0 };
-                let v = if i % 11 == 0 { 0.25 * i as f64 } else { (i % 5000) as f64 };
+                let v = if i % 11 == 0 {
+                    0.25 * i as f64
+                } else {
+                    (i % 5000) as f64
+                };
                 let ma = a.record_and_measure(&spec, v, t);
                 let mb = b.record_and_measure(&spec, v, t);
                 assert_eq!(ma, mb, "i={i} t={t}");
