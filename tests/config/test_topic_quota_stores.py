@@ -14,12 +14,16 @@ from store_helpers import fresh_kafka_url, store_url
 from test_configs_cli import cli, state
 from waiting import wait_until
 
-from kquota import ClientQuotaEntity, QuotaConfigError
+from callback_fakes import Counting
+
+from kquota import ClientQuotaEntity, QuotaConfigError, QuotaManager
+from kquota import ClientQuotaType as Q
 from kquota.config_file import parse_quota_config
 from kquota.stores import ConfigStoreError, open_store
 from kquota.stores.kafka.codec import decode_key, encode_key
 from kquota.stores.layout import is_quota_entity_path, parse_entity_path
 from kquota.validation import validate_alter
+from kquota.watcher import QuotaConfigWatcher
 
 E = ClientQuotaEntity
 P, C = "producer_byte_rate", "consumer_byte_rate"
@@ -106,6 +110,73 @@ def test_kafka_store_records_are_client_quota_records_of_entity_type_topic():
     assert json.loads(encode_key(E({"topic": None}), C)) == {"entity": [{"entityType": "topic", "entityName": None}],
                                                             "key": C}
     assert decode_key(key) == (E({"topic": "orders"}), P)
+
+
+# ---------------------------------------------------------------- QuotaManager
+
+
+def test_the_manager_applies_topic_entities_with_the_others():
+    with QuotaManager(expiry_interval_seconds=None) as qm:
+        qm.alter_client_quotas([({"topic": "orders"}, {P: 12_000_000, C: 24_000_000}), ({"topic": None}, {P: 1000}),
+                                ({"user": "orders"}, {P: 5})])
+        assert qm.describe_client_quotas() == {E({"topic": "orders"}): {P: 12e6, C: 24e6},
+                                               E({"topic": None}): {P: 1000.0}, E({"user": "orders"}): {P: 5.0}}
+        # A topic quota is not a client quota: the user's bound is its own, the topic's untouched.
+        assert qm.quota_limit(Q.PRODUCE, "orders", "app") == 5.0
+        assert qm.quota_limit(Q.PRODUCE, "someone", "app") is None
+        qm.alter_client_quotas([({"topic": "orders"}, {P: None, C: None})])
+        assert qm.describe_client_quotas() == {E({"topic": None}): {P: 1000.0}, E({"user": "orders"}): {P: 5.0}}
+        assert "entities=2" in repr(qm)
+
+
+@pytest.mark.parametrize("bad", [
+    ({"topic": "a/b"}, {P: 1}),
+    ({"topic": "x"}, {"request_percentage": 1}),
+    ({"topic": "x"}, {P: 1.5}),
+    ({"user": "u"}, {"request_percentage": 10**9}),   # refused by the kernel, after the topics were checked
+    ({"user": "u", "topic": "x"}, {P: 1}),
+])
+def test_a_bad_entry_anywhere_applies_nothing(bad):
+    with QuotaManager(expiry_interval_seconds=None) as qm:
+        qm.alter_client_quotas([({"topic": "keep"}, {P: 1})])
+        before = qm.describe_client_quotas()
+        with pytest.raises(QuotaConfigError):
+            qm.alter_client_quotas([({"topic": "new"}, {P: 7}), ({"topic": "keep"}, {P: None}),
+                                    ({"user": "v"}, {P: 3}), bad])
+        assert qm.describe_client_quotas() == before
+
+
+def test_validate_only_and_callbacks_leave_topics_alone():
+    cb = Counting()
+    with QuotaManager(expiry_interval_seconds=None, callback=cb) as qm:
+        qm.alter_client_quotas([({"topic": "orders"}, {P: 5})], validate_only=True)
+        assert qm.describe_client_quotas() == {}
+        qm.alter_client_quotas([({"topic": "orders"}, {P: 5}), ({"user": "u"}, {C: 9})])
+        qm.alter_client_quotas([({"topic": "orders"}, {P: None})])
+        # Kafka's ClientQuotaCallback sees client quotas only.
+        assert [(t, dict(e.entries), v) for t, e, v in cb.updates] == [(Q.FETCH, {"user": "u"}, 9.0)]
+        assert cb.removes == []
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("kind", ["sqlite", "zookeeper"])
+def test_a_live_topic_alter_reaches_a_watching_manager(kind, tmp_path):
+    url = store_url(kind, tmp_path)
+    writer, reader = open_store(url), open_store(url)
+    qm = QuotaManager(expiry_interval_seconds=None)
+    try:
+        with QuotaConfigWatcher(reader, qm) as w:
+            writer.alter([({"topic": "orders"}, {P: 3}), ({"topic": None}, {C: 4})])
+            want = {E({"topic": "orders"}): {P: 3.0}, E({"topic": None}): {C: 4.0}}
+            assert wait_until(lambda: qm.describe_client_quotas() == want), qm.describe_client_quotas()
+            writer.alter([({"topic": "orders"}, {P: None})])
+            assert wait_until(lambda: qm.describe_client_quotas() == {E({"topic": None}): {C: 4.0}}), \
+                qm.describe_client_quotas()
+            assert not w.errors
+    finally:
+        reader.close()
+        writer.close()
+        qm.close()
 
 
 # ---------------------------------------------------------------- every store
