@@ -239,3 +239,14 @@ def test_apaches_admin_client_sets_and_describes_topic_quotas(kafka_broker, prox
     assert lines[0].startswith("bad refused: InvalidRequestException: ") and "Topic name is invalid" in lines[0]
     assert lines[1] == "described: {null={consumer_byte_rate=3000.0}, orders={producer_byte_rate=1.2E7}}"
     assert proxy.qm.describe_client_quotas() == {T({"topic": "orders"}): {P: 12e6}, T({"topic": None}): {C: 3000.0}}
+
+
+def test_apache_kafka_itself_refuses_the_entity_type_in_one_line(broker, capsys):
+    # docs/topic-quotas.md says so: topic quotas are kquota's, a Kafka broker has none.
+    base = ["configs", "--bootstrap-server", broker.address]
+    assert main([*base, "--describe", "--entity-type", "topics"]) == 1
+    assert capsys.readouterr().err.strip() == "kquota: error: UnsupportedVersionException: Unsupported entity type topic"
+    assert main([*base, "--alter", "--add-config", f"{P}=5", "--entity-type", "topics", "--entity-name", "tq-x"]) == 1
+    err = capsys.readouterr().err
+    assert 'Error while updating config for topic="tq-x": InvalidRequestException: Unhandled client quota entity ' \
+           "type: topic" in err
