@@ -6,11 +6,13 @@ One JSON document shared by ``kquota configs --describe --json``, ``kquota pipel
     {"quotas": [
       {"entity": {"user": "alice"}, "config": {"producer_byte_rate": 1024}},
       {"entity": {"user": null, "client-id": null}, "config": {"consumer_byte_rate": 2048}},
-      {"entity": {"ip": "10.1.2.3"}, "config": {"connection_creation_rate": 20}}
+      {"entity": {"ip": "10.1.2.3"}, "config": {"connection_creation_rate": 20}},
+      {"entity": {"topic": "orders"}, "config": {"producer_byte_rate": 12000000}}
     ]}
 
 ``null`` is the ``<default>`` entity; an ``ip`` entity (KIP-612) stands alone and takes
-``connection_creation_rate``. Loading validates every entry the way
+``connection_creation_rate``; a ``topic`` entity (a topic quota, ``docs/topic-quotas.md``) stands
+alone and takes ``producer_byte_rate`` and ``consumer_byte_rate``. Loading validates every entry the way
 ``QuotaManager.alter_client_quotas`` does (a bad file is one ``QuotaConfigError`` naming the
 entry), so a file that loads can be applied without a partial update.
 """
@@ -21,7 +23,7 @@ import json
 import os
 from typing import Any, Iterable, Mapping, Union
 
-from kquota.entity import ClientQuotaEntity
+from kquota.entity import ENTITY_TYPES, ClientQuotaEntity
 from kquota.exceptions import QuotaConfigError
 
 #: What a loaded file holds: (entity, {config key: value}) pairs, in file order.
@@ -48,11 +50,11 @@ def _json_type(value: Any) -> str:
 def _entry_entity(where: str, raw: Any) -> ClientQuotaEntity:
     if not isinstance(raw, Mapping):
         raise QuotaConfigError(f'{where}: "entity" must be an object with "user" and/or "client-id", or "ip", '
-                               f"got {_json_type(raw)}")
+                               f'or "topic", got {_json_type(raw)}')
     for key, name in raw.items():
-        if key not in ("user", "client-id", "ip"):
+        if key not in ENTITY_TYPES:
             raise QuotaConfigError(
-                f'{where}: unknown entity key "{key}" (expected "user" and/or "client-id", or "ip")'
+                f'{where}: unknown entity key "{key}" (expected "user" and/or "client-id", or "ip", or "topic")'
             )
         if name is not None and not isinstance(name, str):
             raise QuotaConfigError(f'{where}: entity "{key}" must be a string (or null for <default>), '
@@ -60,10 +62,10 @@ def _entry_entity(where: str, raw: Any) -> ClientQuotaEntity:
         if name == "":
             raise QuotaConfigError(f'{where}: entity "{key}" is empty (use null for the <default> entity)')
     if not raw:
-        raise QuotaConfigError(f'{where}: "entity" needs "user", "client-id" or both, or "ip"')
+        raise QuotaConfigError(f'{where}: "entity" needs "user", "client-id" or both, or "ip", or "topic"')
     try:
         return ClientQuotaEntity(raw)
-    except QuotaConfigError as e:  # an ip that is no address, or an ip mixed with a user / client-id
+    except QuotaConfigError as e:  # an ip that is no address, a topic name Kafka refuses, or a mix
         raise QuotaConfigError(f"{where}: {e}") from None
 
 

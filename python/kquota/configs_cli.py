@@ -6,6 +6,8 @@
     kquota configs --describe [--entity-type users [--entity-name alice]] [--json]
     kquota configs --alter --add-config connection_creation_rate=20 --entity-type ips --entity-name 10.1.2.3
     kquota configs --alter --add-config connection_creation_rate=50 --ip-defaults
+    kquota configs --alter --add-config producer_byte_rate=12000000 --entity-type topics --entity-name orders
+    kquota configs --alter --add-config consumer_byte_rate=50000000 --entity-type topics --entity-default
     kquota configs --bootstrap-server 127.0.0.1:9092 [--command-config client.properties] --describe
     kquota configs --promote-shadow --shadow-store sqlite:///shadow.db --store sqlite:///q.db
 
@@ -28,10 +30,12 @@ import sys
 from typing import Any, Optional
 
 from kquota.configs_format import DEFAULT_MARK, print_altered, print_described
-from kquota.entity import CLIENT_ID, IP, USER, ClientQuotaEntity
+from kquota.entity import CLIENT_ID, IP, TOPIC, USER, ClientQuotaEntity
 from kquota.exceptions import KQuotaError, QuotaConfigError
 
-_TYPES = {"users": USER, "clients": CLIENT_ID, "ips": IP}
+_TYPES = {"users": USER, "clients": CLIENT_ID, "ips": IP, "topics": TOPIC}
+#: The entity types that stand alone (kafka-configs' words for them).
+_SOLE_TYPES = ("ips", "topics")
 
 
 class ConfigCommandError(KQuotaError):
@@ -75,7 +79,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="with --bootstrap-server --alter: the cluster validates "
                    "the alter (ValidateOnly) and changes nothing")
     p.add_argument("--entity-type", action="append", choices=sorted(_TYPES), default=[],
-                   help="users, clients or ips; repeat for <user, client-id> (ips stand alone)")
+                   help="users, clients, ips or topics (a topic quota: the topic's total rate over all its "
+                   "partitions, clients and brokers; docs/topic-quotas.md); repeat for <user, client-id> "
+                   "(ips and topics stand alone)")
     p.add_argument("--entity-name", action=_EntityName, help="the name for the matching --entity-type")
     p.add_argument("--entity-default", action=_EntityName, nargs=0, help="the <default> entity of the matching type")
     p.add_argument("--user", help="short for --entity-type users --entity-name USER")
@@ -122,7 +128,7 @@ def _entity_spec(args: argparse.Namespace) -> list[tuple[str, Optional[str]]]:
             names.append(DEFAULT_MARK if args.ip_defaults else args.ip)
     if len(types) > 2 or len(set(types)) != len(types):
         raise ConfigCommandError("--entity-type may be given at most twice: once users, once clients")
-    if "ips" in types and len(types) > 1:
+    if any(t in _SOLE_TYPES for t in types) and len(types) > 1:
         # Kafka's ConfigCommand, word for word.
         raise ConfigCommandError("Only 'users' and 'clients' entity types may be specified together")
     if len(names) > len(types):
@@ -143,6 +149,9 @@ def _entity_spec(args: argparse.Namespace) -> list[tuple[str, Optional[str]]]:
                 name = ClientQuotaEntity({IP: name})[IP]
             except QuotaConfigError as e:
                 raise QuotaConfigError(f"The entity name for ips must be a valid IP: {e}") from None
+        if t == "topics" and name not in (None, DEFAULT_MARK):
+            # Checked before any store is opened: nothing is written.
+            ClientQuotaEntity({TOPIC: name})
         spec.append((_TYPES[t], name))
     return spec
 

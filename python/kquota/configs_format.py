@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
-from kquota.entity import CLIENT_ID, IP, USER, ClientQuotaEntity
+from kquota.entity import CLIENT_ID, IP, TOPIC, USER, ClientQuotaEntity
 
 #: Stands for ``--entity-default`` in the list of names (Kafka uses an empty name; kquota
 #: rejects an empty ``--entity-name`` as it rejects empty names everywhere).
@@ -36,13 +36,17 @@ def _ordered(config: dict[str, float]) -> dict[str, float]:
 
 def format_table(state: dict[ClientQuotaEntity, dict[str, float]]) -> str:
     """Human table: USER, CLIENT-ID, CONFIGS (``-`` where the entity has no such part); ``ip``
-    entities in a table of their own (IP, CONFIGS) below."""
+    entities in a table of their own (IP, CONFIGS) below, then ``topic`` entities (TOPIC, CONFIGS)."""
     rows = [("USER", "CLIENT-ID", "CONFIGS")]
     ip_rows = [("IP", "CONFIGS")]
+    topic_rows = [("TOPIC", "CONFIGS")]
     for entity, config in state.items():
         configs = ",".join(f"{k}={_fmt(v)}" for k, v in _ordered(config).items())
         if entity.is_ip:
             ip_rows.append((_show(entity[IP]), configs))
+            continue
+        if entity.is_topic:
+            topic_rows.append((_show(entity[TOPIC]), configs))
             continue
         rows.append((
             _show(entity[USER]) if USER in entity else "-",
@@ -54,9 +58,10 @@ def format_table(state: dict[ClientQuotaEntity, dict[str, float]]) -> str:
         w0 = max(len(r[0]) for r in rows)
         w1 = max(len(r[1]) for r in rows)
         tables.append("\n".join(f"{a:<{w0}}  {b:<{w1}}  {c}".rstrip() for a, b, c in rows))
-    if len(ip_rows) > 1:
-        w = max(len(r[0]) for r in ip_rows)
-        tables.append("\n".join(f"{a:<{w}}  {c}".rstrip() for a, c in ip_rows))
+    for two in (ip_rows, topic_rows):
+        if len(two) > 1:
+            w = max(len(r[0]) for r in two)
+            tables.append("\n".join(f"{a:<{w}}  {c}".rstrip() for a, c in two))
     return "\n\n".join(tables)
 
 
@@ -68,7 +73,8 @@ def _sort_key(item: tuple[ClientQuotaEntity, Any]) -> tuple:
             return (0, "")
         return (1, "") if e[key] is None else (2, e[key])
 
-    return (part(IP) != (0, ""), part(USER) == (0, ""), part(USER), part(CLIENT_ID), part(IP))
+    return (part(TOPIC) != (0, ""), part(IP) != (0, ""), part(USER) == (0, ""), part(USER), part(CLIENT_ID),
+            part(IP), part(TOPIC))
 
 
 def _matches(entity: ClientQuotaEntity, spec: list[tuple[str, Optional[str]]]) -> bool:
@@ -80,8 +86,9 @@ def _matches(entity: ClientQuotaEntity, spec: list[tuple[str, Optional[str]]]) -
 
 
 def _spec_path(spec: list[tuple[str, Optional[str]]]) -> str:
-    """``clients/nobody``, ``users/<default>/clients/app``, ``users/*`` (any name), ``ips/*``."""
-    words = {USER: "users", CLIENT_ID: "clients", IP: "ips"}
+    """``clients/nobody``, ``users/<default>/clients/app``, ``users/*`` (any name), ``ips/*``,
+    ``topics/orders``."""
+    words = {USER: "users", CLIENT_ID: "clients", IP: "ips", TOPIC: "topics"}
     return "/".join(f"{words[key]}/{'*' if name is None else '<default>' if name == DEFAULT_MARK else name}"
                     for key, name in spec)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Optional
 
@@ -14,7 +15,41 @@ USER = "user"
 CLIENT_ID = "client-id"
 #: KIP-612's connection-rate entity: an IP address (``connection_creation_rate``).
 IP = "ip"
-ENTITY_TYPES = (USER, CLIENT_ID, IP)
+#: A topic quota's entity (KIP-1010 style, a kquota extension): a topic's total produce or fetch
+#: rate over all its partitions, clients and brokers (``producer_byte_rate``, ``consumer_byte_rate``).
+TOPIC = "topic"
+ENTITY_TYPES = (USER, CLIENT_ID, IP, TOPIC)
+#: The entity types that stand alone (never combined with another type).
+SOLE_ENTITY_TYPES = (IP, TOPIC)
+
+#: Kafka's ``Topic.MAX_NAME_LENGTH``.
+MAX_TOPIC_NAME_LENGTH = 249
+_TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]*")
+
+
+def topic_name_error(name: str) -> Optional[str]:
+    """Why Kafka would refuse ``name`` as a topic name (``Topic.validate``'s reason, prefixed
+    ``Topic name is invalid: ``), or ``None`` if it is valid: not empty, not ``.`` or ``..``, at
+    most 249 characters, only ASCII alphanumerics, ``.``, ``_`` and ``-``."""
+    if name == "":
+        reason = "the empty string is not allowed"
+    elif name in (".", ".."):
+        reason = f"'{name}' is not allowed"
+    elif len(name) > MAX_TOPIC_NAME_LENGTH:
+        # Kafka quotes the whole name; a hostile one may be megabytes or hold line breaks, so the
+        # line shows its start, escaped.
+        reason = (f"the length of {name[:40] + '...'!r} ({len(name)} characters) is longer than the max "
+                  f"allowed length {MAX_TOPIC_NAME_LENGTH}")
+    elif not _TOPIC_CHARS.fullmatch(name):
+        reason = f"{name[:80]!r} contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    else:
+        return None
+    return f"Topic name is invalid: {reason}"
+
+
+def _short(entries: Mapping[str, Any]) -> str:
+    """An entity mapping for an error line, each name cut to 80 characters."""
+    return repr({k: v[:80] + "..." if isinstance(v, str) and len(v) > 80 else v for k, v in entries.items()})
 
 
 def _quote(name: str) -> str:
@@ -30,7 +65,9 @@ class ClientQuotaEntity(Mapping[str, Optional[str]]):
     ``users/alice/clients/<default>``. A user literally named ``"<default>"`` is an ordinary user.
     An ``ip`` name must be an IPv4 or IPv6 literal and is kept in canonical form
     (``{"ip": "0:0::1"}`` is ``ips/::1``); an ``ip`` never goes with a user or client-id (Kafka
-    refuses the combination).
+    refuses the combination). A ``topic`` entity (``{"topic": "orders"}``, ``topics/orders``; a
+    kquota extension, see ``docs/topic-quotas.md``) also stands alone; its name must be one Kafka
+    accepts as a topic name (:func:`topic_name_error`).
     """
 
     __slots__ = ("_entries", "_hash")
@@ -42,7 +79,7 @@ class ClientQuotaEntity(Mapping[str, Optional[str]]):
             return
         if not isinstance(entries, Mapping):
             raise QuotaConfigError(
-                f"a quota entity must be a mapping with keys 'user' and/or 'client-id', or 'ip', "
+                f"a quota entity must be a mapping with keys 'user' and/or 'client-id', or 'ip', or 'topic', "
                 f"got {type(entries).__name__}"
             )
         out: dict[str, Optional[str]] = {}
@@ -50,7 +87,7 @@ class ClientQuotaEntity(Mapping[str, Optional[str]]):
             if key not in ENTITY_TYPES:
                 raise QuotaConfigError(
                     f"invalid quota entity {dict(entries)!r}: unknown entity type {key!r} "
-                    f"(expected 'user' and/or 'client-id', or 'ip')"
+                    f"(expected 'user' and/or 'client-id', or 'ip', or 'topic')"
                 )
             if value is not None and not isinstance(value, str):
                 raise QuotaConfigError(
@@ -67,17 +104,34 @@ class ClientQuotaEntity(Mapping[str, Optional[str]]):
                     value = canonical_ip(value)
                 except QuotaConfigError as e:
                     raise QuotaConfigError(f"invalid quota entity {dict(entries)!r}: {e}") from None
+            if key == TOPIC and value is not None:
+                error = topic_name_error(value)
+                if error is not None:
+                    raise QuotaConfigError(f"invalid quota entity: {error}")
             out[key] = value
         if not out:
-            raise QuotaConfigError("invalid quota entity {}: it needs a 'user', a 'client-id' or both, or an 'ip'")
+            raise QuotaConfigError(
+                "invalid quota entity {}: it needs a 'user', a 'client-id' or both, or an 'ip', or a 'topic'"
+            )
         if IP in out and len(out) > 1:
             # Kafka's ClientQuotaControlManager.configKeysForEntityType, word for word.
             raise QuotaConfigError(
-                f"invalid quota entity {dict(entries)!r}: Invalid quota entity combination, IP entity "
+                f"invalid quota entity {_short(entries)}: Invalid quota entity combination, IP entity "
+                f"should not be combined with User or ClientId"
+            )
+        if TOPIC in out and len(out) > 1:
+            # The same rule, in the same words, for the topic entity.
+            raise QuotaConfigError(
+                f"invalid quota entity {_short(entries)}: Invalid quota entity combination, Topic entity "
                 f"should not be combined with User or ClientId"
             )
         self._entries = {k: out[k] for k in ENTITY_TYPES if k in out}
         self._hash = hash(tuple(self._entries.items()))
+
+    @property
+    def is_topic(self) -> bool:
+        """Whether this is a ``topic`` entity (a topic quota: its total produce / fetch rate)."""
+        return TOPIC in self._entries
 
     @property
     def is_ip(self) -> bool:
@@ -121,7 +175,8 @@ class ClientQuotaEntity(Mapping[str, Optional[str]]):
 
     def config_entities(self) -> list["ConfigEntity"]:
         """KIP-257's view of the entity: its parts, user first (``ClientQuotaEntity.configEntities``).
-        An ``ip`` entity has none: a quota callback never sees connection quotas, as in Kafka.
+        An ``ip`` entity has none: a quota callback never sees connection quotas, as in Kafka;
+        nor has a ``topic`` entity (a topic quota is not a client quota).
 
         >>> ClientQuotaEntity({"user": "alice", "client-id": None}).config_entities()
         [ConfigEntity(entity_type=<ConfigEntityType.USER: 'USER'>, name='alice'), \
@@ -140,9 +195,11 @@ ConfigEntity(entity_type=<ConfigEntityType.DEFAULT_CLIENT_ID: 'DEFAULT_CLIENT_ID
     @property
     def path(self) -> str:
         """The ZooKeeper-style path, e.g. ``users/alice/clients/<default>`` or ``ips/10.1.2.3``
-        (names raw)."""
+        or ``topics/orders`` (names raw)."""
         if IP in self._entries:
             return "ips/" + (self._entries[IP] or "<default>")
+        if TOPIC in self._entries:
+            return "topics/" + (self._entries[TOPIC] or "<default>")
         parts = []
         if USER in self._entries:
             parts.append("users/" + (self._entries[USER] or "<default>"))

@@ -10,7 +10,7 @@ from kquota._kquota import BROKER_DEFAULTS, QuotaKernel
 from kquota.callback import ClusterMetadata, _CallbackAdapter, decode_tags, load_callback
 from kquota.connections import ConnectionQuotasMixin
 from kquota.delay_queue import DelayQueue
-from kquota.entity import IP, ClientQuotaEntity
+from kquota.entity import IP, TOPIC, ClientQuotaEntity
 from kquota.exceptions import KQuotaError, QuotaConfigError, QuotaValueError
 from kquota.metrics import Metric, collect
 from kquota.quota_type import ClientQuotaType, QuotaTypeLike, coerce_quota_type
@@ -219,7 +219,10 @@ class QuotaManager(ConnectionQuotasMixin, QuotaKernel):
         ``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage`` or
         ``controller_mutation_rate`` to a number, or to ``None`` to remove that key. An ``ip``
         entity (``{"ip": "10.1.2.3"}``, ``{"ip": None}`` for ``<default>``) takes
-        ``connection_creation_rate`` (KIP-612), a whole number of connections per second.
+        ``connection_creation_rate`` (KIP-612), a whole number of connections per second. A
+        ``topic`` entity (``{"topic": "orders"}``, ``{"topic": None}`` for ``<default>``) takes
+        ``producer_byte_rate`` and ``consumer_byte_rate``: the topic's total rate over all its
+        partitions, clients and brokers (``docs/topic-quotas.md``).
 
         Raises :class:`QuotaConfigError` (a ``ValueError``) naming the entity and key of the first
         bad entry; nothing is applied then. With ``validate_only=True`` nothing is applied either.
@@ -233,11 +236,15 @@ class QuotaManager(ConnectionQuotasMixin, QuotaKernel):
         if not validate_only:
             for ip, number in normalized.ip_changes:
                 self._conn.set_ip_rate(ip, number)
+            # Topic changes were fully checked too (names, keys, values): they follow the same way.
+            for topic, key, number in normalized.topic_changes:
+                self._set_topic_quota(topic, key, number)
         if self._adapter is not None and not validate_only:
             touched = set()
             for entity, values in normalized.entries:
-                if entity.is_ip:
-                    # Kafka's ClientQuotaCallback never sees connection quotas.
+                if entity.is_ip or entity.is_topic:
+                    # Kafka's ClientQuotaCallback never sees connection quotas; topic quotas are
+                    # not client quotas either.
                     continue
                 for key, number in values.items():
                     quota_type = _KEY_TYPES[key]
@@ -255,6 +262,8 @@ class QuotaManager(ConnectionQuotasMixin, QuotaKernel):
         out = {entity_from_sides(uk, u, ck, c): dict(values) for uk, u, ck, c, values in self._describe()}
         for ip, value in self._conn.ip_rates():
             out[ClientQuotaEntity({IP: ip})] = {CONNECTION_CREATION_RATE: value}
+        for topic, key, value in self._topic_quotas():
+            out.setdefault(ClientQuotaEntity({TOPIC: topic}), {})[key] = value
         return out
 
     # ------------------------------------------------------------------ observability
@@ -399,5 +408,5 @@ class QuotaManager(ConnectionQuotasMixin, QuotaKernel):
     def __repr__(self) -> str:
         return (
             f"QuotaManager(window_num={self.window_num}, window_size_seconds={self.window_size_seconds}, "
-            f"entities={len(self._describe()) + len(self._conn.ip_rates())})"
+            f"entities={len(self.describe_client_quotas())})"
         )

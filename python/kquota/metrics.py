@@ -13,6 +13,8 @@ group                       name                    tags / value
                             ``sensor-count``        none: live sensors
                             ``sensors-expired-total``  none: sensors removed by expiry
                             ``sensor-overflow-total``  none: resolutions sent to an overflow sensor
+                            ``byte-rate``, ``quota-limit``, ``throttle-time``  ``topic``: a topic quota's
+                                                    sensor (KIP-1010; only topics with a quota)
 ``KQuota``                  ``name-bytes``          none: bytes of names held (sensor tags, cache keys)
                             ``name-bytes-limit``    none: their budget (``max_name_bytes``)
                             ``name-bytes-refused-total``  none: sensors or cache entries past it
@@ -112,5 +114,8 @@ def collect(snapshot: "_kquota.MetricsSnapshot", extra_rows: Iterable[Metric] = 
         else:
             tags = {"user": user, "client-id": client_id}
         append(Metric(group, name, tags, value))
+    # Topic quotas' sensors: the same groups and names, tagged by topic.
+    for group, name, topic, value in snapshot.topic_rows():
+        append(Metric(group, name, {"topic": topic}, value))
     out.extend(extra_rows)
     return out

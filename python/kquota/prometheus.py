@@ -138,6 +138,11 @@ class QuotaCollector(Collector):
                 # exposition writes it.
                 user = user[len(ENCODED_TAGS_PREFIX):] if user.startswith(ENCODED_TAGS_PREFIX) else user
                 family(group, name, True).add_metric([user, client_id], value)
+        for group, name, topic, value in snapshot.topic_rows():
+            # Topic quotas' sensors: the group's family, labelled by topic (as the native
+            # exposition writes them).
+            fam = family(group, name, False)
+            fam.samples.append(Sample(fam.name, {"topic": topic}, value))
         tagged: dict[Tuple[str, str], PromMetric] = {}
         for m in self._qm.extra_metrics() + utilization_metrics(self._qm.utilization(self._max_entities, now)):
             fam = family(m.group, m.name, False)

@@ -14,7 +14,7 @@ import numbers
 from typing import Any, Iterable, Mapping, NamedTuple, Optional, Tuple, Union
 
 from kquota import _kquota
-from kquota.entity import CLIENT_ID, IP, USER, ClientQuotaEntity
+from kquota.entity import CLIENT_ID, IP, TOPIC, USER, ClientQuotaEntity
 from kquota.exceptions import QuotaConfigError, QuotaValueError
 
 #: Dynamic config keys of client quotas (KIP-546 names), in ``ClientQuotaType`` order.
@@ -24,6 +24,8 @@ CONFIG_KEYS: Tuple[str, ...] = _kquota.CONFIG_KEYS
 CONNECTION_CREATION_RATE: str = _kquota.CONNECTION_CREATION_RATE
 #: The config keys each kind of entity takes (Kafka's ``configKeysForEntityType``).
 IP_CONFIG_KEYS: Tuple[str, ...] = (CONNECTION_CREATION_RATE,)
+#: The config keys of ``topic`` entities: a topic's total produce and fetch byte rates.
+TOPIC_CONFIG_KEYS: Tuple[str, ...] = ("producer_byte_rate", "consumer_byte_rate")
 
 #: Entity-side codes of a change tuple: absent, ``<default>``, named.
 ENTITY_ABSENT: int = _kquota.ENTITY_ABSENT
@@ -39,6 +41,8 @@ Ops = Mapping[str, Union[int, float, None]]
 ChangeTuple = Tuple[int, str, int, str, str, Optional[float]]
 #: ``(ip or None for <default>, connection_creation_rate or None to remove)``.
 IpChange = Tuple[Optional[str], Optional[float]]
+#: ``(topic or None for <default>, config key, value or None to remove)``.
+TopicChange = Tuple[Optional[str], str, Optional[float]]
 
 
 class NormalizedAlter(NamedTuple):
@@ -50,6 +54,8 @@ class NormalizedAlter(NamedTuple):
     entries: list[tuple[ClientQuotaEntity, dict[str, Optional[float]]]]
     #: The ``ip`` entities' changes, already checked (they never reach the client kernel).
     ip_changes: list[IpChange]
+    #: The ``topic`` entities' changes, already checked (they never reach the client kernel).
+    topic_changes: list[TopicChange]
 
 
 def entity_side(entity: ClientQuotaEntity, key: str) -> Tuple[int, str]:
@@ -110,7 +116,7 @@ def normalize_alter(entries: Iterable[Tuple[EntityLike, Ops]]) -> NormalizedAlte
         items = list(entries)
     except TypeError as e:
         raise QuotaConfigError(f"entries must be an iterable of (entity, ops) pairs: {e}") from None
-    out = NormalizedAlter([], [], [])
+    out = NormalizedAlter([], [], [], [])
     seen: set[ClientQuotaEntity] = set()
     for item in items:
         try:
@@ -131,6 +137,9 @@ def normalize_alter(entries: Iterable[Tuple[EntityLike, Ops]]) -> NormalizedAlte
         seen.add(entity)
         if entity.is_ip:
             out.entries.append((entity, _ip_ops(entity, ops, out.ip_changes)))
+            continue
+        if entity.is_topic:
+            out.entries.append((entity, _topic_ops(entity, ops, out.topic_changes)))
             continue
         uk, u = entity_side(entity, USER)
         ck, c = entity_side(entity, CLIENT_ID)
@@ -165,6 +174,28 @@ def _ip_ops(entity: ClientQuotaEntity, ops: Mapping[str, Any], changes: list[IpC
         if number is not None:
             _kquota.validate_connection_rate(str(entity), number)
     changes.extend((entity[IP], number) for number in values.values())
+    return values
+
+
+#: The entity a topic's byte rate is checked against: the rule is the kernel's (one place), and
+#: an error names the topic instead.
+_STAND_IN = ClientQuotaEntity({USER: None})
+
+
+def _topic_ops(entity: ClientQuotaEntity, ops: Mapping[str, Any], changes: list[TopicChange]) -> dict[str, Optional[float]]:
+    """Checks the ops of a ``topic`` entity (``producer_byte_rate`` / ``consumer_byte_rate``
+    only, each a whole number of bytes per second above 0, as a client's) and appends its changes."""
+    values = {}
+    for key in ops:
+        values.update(_checked_ops(entity, {key: ops[key]}, TOPIC_CONFIG_KEYS,
+                                   f"Invalid configuration key {key} (a topic entity takes "
+                                   f"{' and '.join(TOPIC_CONFIG_KEYS)} only)"))
+    uk, u = entity_side(_STAND_IN, USER)
+    try:
+        _kquota.validate_quota_changes([(uk, u, ENTITY_ABSENT, "", key, v) for key, v in values.items()])
+    except QuotaConfigError as e:
+        raise QuotaConfigError(str(e).replace(f"entity {_STAND_IN},", f"entity {entity},", 1)) from None
+    changes.extend((entity[TOPIC], key, number) for key, number in values.items())
     return values
 
 

@@ -206,5 +206,5 @@ def test_unreachable_store_is_one_line_with_url(store):
 def test_usage_errors_exit_2():
     p = run_cli("--describe", "--alter")
     assert p.returncode == 2
-    p = run_cli("--describe", "--entity-type", "topics")
+    p = run_cli("--describe", "--entity-type", "brokers")
     assert p.returncode == 2

@@ -453,7 +453,7 @@ def test_unreadable_records_are_reported_and_skipped(broker):
         produce_batch(broker, topic, [
             (b"not json", b"{}", {}),
             (bad_key, b'{"value":1.5}', {}),  # a byte rate must be whole
-            (json.dumps({"entity": [{"entityType": "topic", "entityName": "t"}], "key": "k"}).encode(), b"{}", {}),
+            (json.dumps({"entity": [{"entityType": "group", "entityName": "t"}], "key": "k"}).encode(), b"{}", {}),
         ])
         errors = []
         state = store.describe(on_error=lambda message, entity: errors.append((message, entity)))

@@ -9,7 +9,10 @@ quotas name every user, client id and address that has one). The principal is th
 connection authenticated (ANONYMOUS before, or without SASL). ``ip`` entities (KIP-612's
 ``connection_creation_rate``) are answered as Kafka's controller answers them: filters and
 entities that mix ``ip`` with ``user`` / ``client-id`` are refused, a name that is not an IP
-address is an error of that entry.
+address is an error of that entry. ``topic`` entities (topic quotas, a kquota extension:
+``docs/topic-quotas.md``) are answered the same way: entity type ``topic``, never combined with
+another type in a filter or an entity, a name Kafka would refuse as a topic name is an error of
+that entry.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any, Optional
 
-from kquota.entity import ENTITY_TYPES, IP, ClientQuotaEntity
+from kquota.entity import ENTITY_TYPES, IP, TOPIC, ClientQuotaEntity
 from kquota.exceptions import KQuotaError, QuotaConfigError
 from kquota.kafka.client_quotas import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT, entity_of, ops_of, wire_entity, wire_values
 from kquota.kafka.protocol import apis
@@ -64,6 +67,10 @@ def _check_filter(comps: list) -> None:
     if IP in seen and len(seen) > 1:
         raise _FilterError(apis.INVALID_REQUEST, "Invalid entity filter component combination. IP filter component "
                            "should not be used with user or clientId filter component.")
+    if TOPIC in seen and len(seen) > 1:
+        # The IP rule, in the same words, for the topic entity.
+        raise _FilterError(apis.INVALID_REQUEST, "Invalid entity filter component combination. Topic filter "
+                           "component should not be used with user or clientId filter component.")
 
 
 def principal_names(specs: Iterable[str], option: str = "--admin-principals") -> frozenset[str]:

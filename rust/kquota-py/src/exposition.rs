@@ -260,9 +260,20 @@ pub fn stream(
     help: HashMap<String, String>,
 ) -> PyQuotaResult<PyPrometheusStream> {
     let stream = py.detach(move || {
-        kernel
-            .metrics_snapshot(now_ms)
-            .map(|s| Stream::new(PyMetricsSnapshot::compact(s), extra, &help))
+        kernel.metrics_snapshot(now_ms).map(|s| {
+            let snap = PyMetricsSnapshot::compact(s);
+            // Topic sensors carry a `topic` label in their groups' families.
+            let mut extra = extra;
+            extra.extend(snap.topics.iter().map(|(g, n, t, v)| {
+                (
+                    (*g).to_owned(),
+                    (*n).to_owned(),
+                    vec![("topic".to_owned(), t.to_string())],
+                    *v,
+                )
+            }));
+            Stream::new(snap, extra, &help)
+        })
     })?;
     Ok(PyPrometheusStream {
         inner: Mutex::new(stream),

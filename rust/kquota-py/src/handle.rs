@@ -23,6 +23,11 @@ fn step_tuple(py: Python<'_>, r: ResponseThrottle) -> PyResult<StepTuple<'_>> {
     Ok((r.throttle_time_ms, r.enforce.map(|t| member(py, t)).transpose()?))
 }
 
+/// `[(topic, bytes), ...]` borrowed for the kernel.
+fn topic_pairs(topics: &[(String, Real)]) -> Vec<(&str, f64)> {
+    topics.iter().map(|(t, b)| (t.as_str(), b.0)).collect()
+}
+
 /// A throttle argument: an int from 0 to 2^31 - 1 ms (Kafka's int32 `throttle_time_ms`).
 pub fn throttle_ms_arg(name: &str, v: i64) -> PyQuotaResult<i32> {
     i32::try_from(v)
@@ -158,8 +163,11 @@ impl PyClientHandle {
     /// A Produce response's step: ``size`` bytes (header + body) recorded, then the request's
     /// thread time ``request_nanos`` (KIP-124; exempt when the request gets no answer,
     /// ``answered=False`` for acks=0), the throttles combined and the enforced one recorded.
+    /// ``topics``: ``[(topic, bytes), ...]`` the request wrote (the sum of each topic's record
+    /// batches), recorded into the topics' quotas (KIP-1010) in the same step; the throttle is
+    /// then the largest of the client's, the topics' and the request quota's.
     /// Returns ``(throttle_time_ms, enforced type or None)``.
-    #[pyo3(signature = (size, request_nanos, answered=true, now_ms=None))]
+    #[pyo3(signature = (size, request_nanos, answered=true, now_ms=None, topics=None))]
     fn produce_response<'py>(
         &self,
         py: Python<'py>,
@@ -167,25 +175,38 @@ impl PyClientHandle {
         request_nanos: Real,
         answered: bool,
         now_ms: Option<Int>,
+        topics: Option<Vec<(String, Real)>>,
     ) -> PyQuotaResult<StepTuple<'py>> {
-        let r = self
-            .inner
-            .produce_response(size.0, request_nanos.0, answered, ms(now_ms))?;
+        let topics = topics.unwrap_or_default();
+        let named = topic_pairs(&topics);
+        let r =
+            self.inner
+                .produce_response_with_topics(size.0, request_nanos.0, answered, &named, ms(now_ms))?;
         Ok(step_tuple(py, r)?)
     }
 
     /// The most a Fetch request may ask for (``MaxBytes``): the bytes the quota window allows;
-    /// ``math.inf`` without a fetch quota.
-    fn fetch_request_cap(&self) -> f64 {
-        self.inner.fetch_request_cap()
+    /// ``math.inf`` without a fetch quota. With ``topics`` (the topics the request asks for),
+    /// also at most the bytes each topic's quota window allows.
+    #[pyo3(signature = (topics=None))]
+    fn fetch_request_cap(&self, topics: Option<Vec<String>>) -> f64 {
+        match topics {
+            None => self.inner.fetch_request_cap(),
+            Some(t) => {
+                let names: Vec<&str> = t.iter().map(String::as_str).collect();
+                self.inner.fetch_request_cap_for_topics(&names)
+            }
+        }
     }
 
     /// A Fetch response's step: ``size`` bytes and ``request_nanos`` recorded and combined;
     /// over quota the answer is ``"empty"`` (Kafka's: an empty response with the throttle, the
     /// size taken back) or ``"deliver_muted"`` (delivered, kept recorded, muted at least ``size /
     /// quota``), else ``"deliver"``. ``cap`` is :meth:`fetch_request_cap` when the request was
-    /// read. Returns ``(answer, throttle_time_ms, enforced type or None)``.
-    #[pyo3(signature = (size, cap, request_nanos, now_ms=None))]
+    /// read. ``topics``: ``[(topic, bytes), ...]`` the response carries, recorded into the
+    /// topics' quotas (taken back with an empty answer). Returns ``(answer, throttle_time_ms,
+    /// enforced type or None)``.
+    #[pyo3(signature = (size, cap, request_nanos, now_ms=None, topics=None))]
     fn fetch_response<'py>(
         &self,
         py: Python<'py>,
@@ -193,10 +214,13 @@ impl PyClientHandle {
         cap: f64,
         request_nanos: Real,
         now_ms: Option<Int>,
+        topics: Option<Vec<(String, Real)>>,
     ) -> PyQuotaResult<(&'static str, i32, Option<Bound<'py, PyAny>>)> {
+        let topics = topics.unwrap_or_default();
+        let named = topic_pairs(&topics);
         let step = self
             .inner
-            .fetch_response(size.0, cap, request_nanos.0, ms(now_ms))?;
+            .fetch_response_with_topics(size.0, cap, request_nanos.0, &named, ms(now_ms))?;
         let (throttle, enforce) = step_tuple(py, step.throttle)?;
         Ok((fetch_answer_name(step.answer), throttle, enforce))
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyDict};
 use quota_core::types as d;
-use quota_core::{ClientQuotaType as CoreType, QuotaKernel as CoreKernel};
+use quota_core::{ClientQuotaType as CoreType, QuotaError, QuotaKernel as CoreKernel};
 
 use crate::connections::PyConnectionQuotas;
 use crate::entity::{entity_parts, quota_changes, ChangeTuple};
@@ -195,6 +195,45 @@ impl PyQuotaKernel {
                 Ok((uk, u.to_owned(), ck, c.to_owned(), d))
             })
             .collect()
+    }
+
+    /// Sets (``value``) or removes (``None``) the topic quota ``key`` (``producer_byte_rate`` or
+    /// ``consumer_byte_rate``) of ``topic`` (``None``: ``<default>``). The public entry point is
+    /// ``QuotaManager.alter_client_quotas`` with a ``topic`` entity.
+    #[pyo3(signature = (topic, key, value))]
+    fn _set_topic_quota(&self, topic: Option<&str>, key: &str, value: Option<f64>) -> PyQuotaResult<()> {
+        let t = match key {
+            "producer_byte_rate" => CoreType::Produce,
+            "consumer_byte_rate" => CoreType::Fetch,
+            other => {
+                return Err(QuotaError::InvalidConfig {
+                    entity: format!("topic={}", topic.unwrap_or("<default>")),
+                    key: other.to_owned(),
+                    reason: "a topic quota is producer_byte_rate or consumer_byte_rate".into(),
+                }
+                .into())
+            }
+        };
+        if self.kernel.is_closed() {
+            return Err(QuotaError::Closed.into());
+        }
+        Ok(self.kernel.topics.set(topic, t, value)?)
+    }
+
+    /// Every configured topic quota as ``(topic or None for <default>, key, value)``.
+    fn _topic_quotas(&self) -> Vec<(Option<String>, &'static str, f64)> {
+        self.kernel
+            .topics
+            .describe()
+            .into_iter()
+            .map(|(topic, t, v)| (topic, t.config_key(), v))
+            .collect()
+    }
+
+    /// ``(live sensors, topics sent to the overflow sensor)`` of the topic quotas of a type.
+    fn _topic_sensor_stats(&self, quota_type: QuotaTypeArg) -> (usize, u64) {
+        let t = &self.kernel.topics;
+        (t.sensor_count(quota_type.0), t.overflowed(quota_type.0))
     }
 
     /// Records ``value`` without checking the quota.
@@ -416,7 +455,12 @@ impl PyQuotaKernel {
     /// ``(now_ms, rows, rest)``: every throttled entity's utilization plus the ``max_entities``
     /// highest others, the rest summed per quota type (see ``QuotaManager.utilization``).
     #[pyo3(signature = (now_ms, max_entities))]
-    fn _utilization(&self, py: Python<'_>, now_ms: Option<Int>, max_entities: usize) -> PyQuotaResult<Utilization> {
+    fn _utilization(
+        &self,
+        py: Python<'_>,
+        now_ms: Option<Int>,
+        max_entities: usize,
+    ) -> PyQuotaResult<Utilization> {
         crate::utilization::utilization(py, Arc::clone(&self.kernel), ms(now_ms), max_entities)
     }
 

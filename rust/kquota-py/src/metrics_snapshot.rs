@@ -27,6 +27,8 @@ pub struct PyMetricsSnapshot {
     /// Per sensor: start of its user tag in `text`, user tag length, client-id tag length.
     tags: Vec<(usize, u32, u32)>,
     pub(crate) flat: Vec<Flat>,
+    /// Topic sensors' values: `(group, name, topic, value)`.
+    pub(crate) topics: Vec<(&'static str, &'static str, Box<str>, f64)>,
 }
 
 impl PyMetricsSnapshot {
@@ -63,11 +65,29 @@ impl PyMetricsSnapshot {
                 });
             }
         }
+        let mut topics = Vec::with_capacity(snap.topics.len() * 2);
+        for row in snap.topics {
+            let group = row.quota_type.metric_group();
+            topics.push((group, "byte-rate", row.topic.clone(), row.byte_rate));
+            if row.limit != f64::INFINITY {
+                topics.push((
+                    group,
+                    quota_core::metrics::LIMIT_METRIC,
+                    row.topic.clone(),
+                    row.limit,
+                ));
+            }
+            // As for client sensors: only once a throttle was enforced for the topic.
+            if !row.throttle_time.is_nan() {
+                topics.push((group, "throttle-time", row.topic, row.throttle_time));
+            }
+        }
         PyMetricsSnapshot {
             now_ms: snap.now_ms,
             text,
             tags,
             flat,
+            topics,
         }
     }
 
@@ -93,6 +113,14 @@ impl PyMetricsSnapshot {
     #[getter]
     fn sensor_rows(&self) -> usize {
         self.tags.len()
+    }
+
+    /// Topic sensors' values (topic quotas) as ``(group, name, topic, value)`` tuples.
+    fn topic_rows(&self) -> Vec<(&'static str, &'static str, &str, f64)> {
+        self.topics
+            .iter()
+            .map(|(g, n, t, v)| (*g, *n, &**t, *v))
+            .collect()
     }
 
     fn __len__(&self) -> usize {

@@ -52,6 +52,10 @@ impl QuotaKernel {
                 .prune(&gone.iter().map(|s| Arc::as_ptr(s) as usize).collect());
             removed += gone.len();
         }
+        removed += self.topics.expire(|s| match explicit {
+            Some(now) => now.saturating_sub(s.rate.last_seen_ms()) > expiry,
+            None => s.idle.idle_ms(s.rate.last_seen_ms(), mono) > expiry,
+        });
         // Address sensors are timed on the callers' clock only (their newest time without one).
         removed += self.connections.expire(explicit);
         Ok(ExpiryReport {

@@ -27,6 +27,7 @@ use crate::settings::KernelConfig;
 use crate::shares::FleetShares;
 use crate::snapshot::ConfigSnapshot;
 use crate::throttle_time_avg::{EntityThrottleTimes, ThrottleAvg};
+use crate::topic_quotas::{TopicQuotas, MAX_TOPIC_SENSORS};
 use crate::type_runtime::TypeRuntime;
 use crate::types::{ClientQuotaType, WindowSpec};
 
@@ -62,6 +63,8 @@ pub struct QuotaKernel {
     pub connections: ConnectionQuotas,
     /// This kernel's fraction of each limit when it is one proxy of a fleet (see `shares`).
     pub(crate) shares: FleetShares,
+    /// Topic quotas (KIP-1010), beside the client quotas: every embedder shares one set.
+    pub topics: TopicQuotas,
 }
 
 impl QuotaKernel {
@@ -90,6 +93,7 @@ impl QuotaKernel {
                 settings.max_sensors,
             ),
             shares: FleetShares::default(),
+            topics: TopicQuotas::with_cap(settings.max_sensors.min(MAX_TOPIC_SENSORS)),
         })
     }
 

@@ -25,6 +25,8 @@
 //!   (`Rate.windowSize`), [`throttle`] (`QuotaUtils.throttleTime`, mutation throttle),
 //!   [`token_bucket`] (KIP-599's `TokenBucket`), [`fetch_answer`] (a proxy's answer to a
 //!   recorded Fetch response).
+//! * Topic quotas (KIP-1010): [`topic_quotas`] (configuration, sensors, bounds), [`topic_rate`]
+//!   (the sampled `Rate` striped over threads).
 //! * Leaves: [`types`], [`error`], [`clock`], [`name_budget`], [`idle`], [`keys`],
 //!   [`record_mode`].
 
@@ -71,6 +73,8 @@ pub mod tag_cache;
 pub mod throttle;
 pub mod throttle_time_avg;
 pub mod token_bucket;
+pub mod topic_quotas;
+pub mod topic_rate;
 pub mod type_runtime;
 pub mod types;
 pub mod utilization;
@@ -94,7 +98,7 @@ pub use metrics::{MetricsSnapshot, SensorRow, TypeRow};
 pub use precedence::QuotaLevel;
 pub use name_budget::{check_name, check_names, MAX_NAME_BYTES};
 pub use rate::RateSensor;
-pub use response::{combine_throttles, FetchStep, ResponseThrottle};
+pub use response::{combine_throttles, combine_with_topics, FetchStep, ResponseThrottle};
 pub use sensor::QuotaSensor;
 pub use settings::{KernelConfig, BROKER_DEFAULTS, DEFAULT_MAX_SENSORS, DEFAULT_SENSOR_EXPIRY_MS};
 pub use shadow::{ShadowHandle, ShadowKernel, ShadowRow};
@@ -102,6 +106,8 @@ pub use shares::ShareMap;
 pub use snapshot::{ConfigSnapshot, QuotaChange};
 pub use throttle::{mutation_throttle_time_ms, throttle_time_ms, time_at_bound_ms};
 pub use token_bucket::{StrictTake, TokenBucket};
+pub use topic_quotas::{TopicQuotas, TopicRow, TopicThrottle, MAX_TOPIC_SENSORS};
+pub use topic_rate::StripedRate;
 pub use types::{ClientQuotaType, WindowSpec};
 pub use utilization::{utilization_percent, UtilizationRest, UtilizationRow, UtilizationSnapshot};
 pub use validate::{

@@ -36,6 +36,8 @@ pub struct MetricsSnapshot {
     pub now_ms: i64,
     pub sensors: Vec<SensorRow>,
     pub types: Vec<TypeRow>,
+    /// Topic sensors (topic quotas), tagged `topic`.
+    pub topics: Vec<crate::topic_quotas::TopicRow>,
 }
 
 impl MetricsSnapshot {
@@ -89,6 +91,9 @@ impl QuotaKernel {
             now_ms: now,
             sensors: Vec::with_capacity(ClientQuotaType::ALL.iter().map(|t| self.sensor_count(*t)).sum()),
             types: Vec::with_capacity(4),
+            topics: self
+                .topics
+                .rows(&self.settings.window, &self.settings.metrics_window, now),
         };
         for t in ClientQuotaType::ALL {
             let spec = self.rate_spec(t);

@@ -9,6 +9,7 @@ use crate::clock::resolve_now;
 use crate::error::QuotaError;
 use crate::fetch_answer::{fetch_answer, FetchAnswer};
 use crate::handle::ClientHandle;
+use crate::topic_quotas::TopicThrottle;
 use crate::types::ClientQuotaType;
 use crate::validate::check_record_value;
 
@@ -55,6 +56,29 @@ pub fn combine_throttles(byte_type: ClientQuotaType, byte_ms: i32, request_ms: i
         throttle_time_ms: throttle,
         enforce: Some(enforce),
     }
+}
+
+/// [`combine_throttles`] with the largest throttle of the topics a response touched (topic
+/// quotas): the largest of the three goes in the response. The topic quota is enforced (as a
+/// byte quota of `byte_type`) only when its throttle is strictly the largest; a tie is the
+/// client's quotas', so without a topic throttle this is exactly [`combine_throttles`]. Returns
+/// the throttle and whether the topic quota is the one enforced.
+#[inline]
+pub fn combine_with_topics(
+    byte_type: ClientQuotaType,
+    byte_ms: i32,
+    topic_ms: i32,
+    request_ms: i32,
+) -> (ResponseThrottle, bool) {
+    let client = combine_throttles(byte_type, byte_ms, request_ms);
+    if topic_ms > client.throttle_time_ms {
+        let r = ResponseThrottle {
+            throttle_time_ms: topic_ms,
+            enforce: Some(byte_type),
+        };
+        return (r, true);
+    }
+    (client, false)
 }
 
 /// A Fetch response's step: how it is answered, and its throttle.
@@ -129,21 +153,88 @@ impl ClientHandle {
         answered: bool,
         now: Option<i64>,
     ) -> Result<ResponseThrottle, QuotaError> {
+        self.produce_response_with_topics(size, request_nanos, answered, &[], now)
+    }
+
+    /// [`produce_response`](Self::produce_response) of a request that wrote `topics` (each
+    /// topic's bytes, the sum of its record batches): each quoted topic's bytes recorded into
+    /// its sensor in the same step, and the response's throttle the largest of the client's,
+    /// the topics' and the request quota's (see [`combine_with_topics`]).
+    pub fn produce_response_with_topics(
+        &self,
+        size: f64,
+        request_nanos: f64,
+        answered: bool,
+        topics: &[(&str, f64)],
+        now: Option<i64>,
+    ) -> Result<ResponseThrottle, QuotaError> {
         check_record_value(size)?;
-        let now = Some(resolve_now(now)?);
-        let bytes = self.record_and_get_throttle_time_ms(ClientQuotaType::Produce, size, now)?;
+        check_topic_bytes(topics)?;
+        let now = resolve_now(now)?;
+        let bytes = self.record_and_get_throttle_time_ms(ClientQuotaType::Produce, size, Some(now))?;
+        let topic = self.record_topics(ClientQuotaType::Produce, topics, now);
         let request = if answered {
-            self.record_request_time(request_nanos, now)?
+            self.record_request_time(request_nanos, Some(now))?
         } else {
-            self.kernel().record_exempt_request_time(request_nanos, now)?;
+            self.kernel()
+                .record_exempt_request_time(request_nanos, Some(now))?;
             0
         };
-        let r = combine_throttles(ClientQuotaType::Produce, bytes, request);
-        self.throttle(r, now)?;
-        if let (Some(s), Some(now)) = (&self.shadow, now) {
+        let (r, by_topic) = combine_with_topics(
+            ClientQuotaType::Produce,
+            bytes,
+            topic.as_ref().map_or(0, |t| t.throttle_time_ms),
+            request,
+        );
+        self.enforce(r, topic.as_ref().filter(|_| by_topic), now)?;
+        if let Some(s) = &self.shadow {
             s.produce(size, request_nanos, answered, now);
         }
         Ok(r)
+    }
+
+    /// Records each topic's bytes into its sensor (topics without a quota record nothing) and
+    /// returns the one with the largest throttle (the first of equals).
+    fn record_topics(&self, t: ClientQuotaType, topics: &[(&str, f64)], now: i64) -> Option<TopicThrottle> {
+        let k = self.kernel();
+        if topics.is_empty() || !k.topics.enabled(t) {
+            return None;
+        }
+        let mut worst: Option<TopicThrottle> = None;
+        for &(name, bytes) in topics {
+            if let Some(r) = k.topics.record(t, name, bytes, &k.settings.window, now) {
+                if worst
+                    .as_ref()
+                    .is_none_or(|w| r.throttle_time_ms > w.throttle_time_ms)
+                {
+                    worst = Some(r);
+                }
+            }
+        }
+        worst
+    }
+
+    /// `ClientQuotaManager.throttle` for a response whose throttle is `r`: a topic quota's
+    /// (`topic`) is recorded into the type's and that topic's `throttle-time`, a client quota's
+    /// as [`throttle`](Self::throttle) does. Returns the mute (ms).
+    fn enforce(
+        &self,
+        r: ResponseThrottle,
+        topic: Option<&TopicThrottle>,
+        now: i64,
+    ) -> Result<i32, QuotaError> {
+        let (Some(t), Some(topic)) = (r.enforce, topic) else {
+            return self.throttle(r, Some(now));
+        };
+        let k = self.kernel();
+        k.record_throttle_time(t, f64::from(r.throttle_time_ms), Some(now))?;
+        k.topics.record_throttle_time(
+            &topic.sensor,
+            f64::from(r.throttle_time_ms),
+            &k.settings.metrics_window,
+            now,
+        );
+        Ok(r.mute_ms())
     }
 
     /// The most a Fetch may ask for: Kafka caps a consumer's `MaxBytes` (and `MinBytes`) to the
@@ -151,6 +242,23 @@ impl ClientHandle {
     pub fn fetch_request_cap(&self) -> f64 {
         self.kernel()
             .max_value_in_quota_window(ClientQuotaType::Fetch, self.user(), self.client_id())
+    }
+
+    /// [`fetch_request_cap`](Self::fetch_request_cap) of a Fetch asking for `topics`: also at
+    /// most the bytes each topic's quota window allows (the smallest of them).
+    pub fn fetch_request_cap_for_topics(&self, topics: &[&str]) -> f64 {
+        let k = self.kernel();
+        let mut cap = self.fetch_request_cap();
+        if k.topics.enabled(ClientQuotaType::Fetch) {
+            for name in topics {
+                cap = cap.min(k.topics.max_value_in_quota_window(
+                    ClientQuotaType::Fetch,
+                    name,
+                    &k.settings.window,
+                ));
+            }
+        }
+        cap
     }
 
     /// `handleFetchRequest`'s response step for a response of `size` bytes to a request capped
@@ -166,37 +274,91 @@ impl ClientHandle {
         request_nanos: f64,
         now: Option<i64>,
     ) -> Result<FetchStep, QuotaError> {
+        self.fetch_response_with_topics(size, cap, request_nanos, &[], now)
+    }
+
+    /// [`fetch_response`](Self::fetch_response) of a response carrying `topics` (each topic's
+    /// bytes): each quoted topic's bytes recorded into its sensor, the throttle the largest of
+    /// the client's, the topics' and the request quota's. An empty answer takes the topics'
+    /// bytes back too; a muted delivery is muted at least as long as each topic's quota takes to
+    /// allow that topic's bytes.
+    pub fn fetch_response_with_topics(
+        &self,
+        size: f64,
+        cap: f64,
+        request_nanos: f64,
+        topics: &[(&str, f64)],
+        now: Option<i64>,
+    ) -> Result<FetchStep, QuotaError> {
         check_record_value(size)?;
-        let now = Some(resolve_now(now)?);
-        let bytes = self.record_and_get_throttle_time_ms(ClientQuotaType::Fetch, size, now)?;
-        let request = self.record_request_time(request_nanos, now)?;
-        let mut r = combine_throttles(ClientQuotaType::Fetch, bytes, request);
+        check_topic_bytes(topics)?;
+        let now = resolve_now(now)?;
+        let bytes = self.record_and_get_throttle_time_ms(ClientQuotaType::Fetch, size, Some(now))?;
+        let mut topic = self.record_topics(ClientQuotaType::Fetch, topics, now);
+        let request = self.record_request_time(request_nanos, Some(now))?;
+        let (mut r, mut by_topic) = combine_with_topics(
+            ClientQuotaType::Fetch,
+            bytes,
+            topic.as_ref().map_or(0, |t| t.throttle_time_ms),
+            request,
+        );
         let answer = fetch_answer(size, cap, r.throttle_time_ms, self.kernel().settings().fetch_answer);
         match answer {
             FetchAnswer::DeliverMuted => {
-                let paid = self.kernel().time_at_quota_ms(
-                    ClientQuotaType::Fetch,
-                    self.user(),
-                    self.client_id(),
-                    size,
-                );
+                let k = self.kernel();
+                let paid = k.time_at_quota_ms(ClientQuotaType::Fetch, self.user(), self.client_id(), size);
                 if paid > r.throttle_time_ms {
                     r = ResponseThrottle {
                         throttle_time_ms: paid,
                         enforce: Some(ClientQuotaType::Fetch),
                     };
+                    by_topic = false;
+                }
+                if topic.is_some() {
+                    for &(name, b) in topics {
+                        let Some(s) = k.topics.record_sensor(ClientQuotaType::Fetch, name) else {
+                            continue;
+                        };
+                        let paid = crate::throttle::time_at_bound_ms(b, s.bound());
+                        if s.bound() != f64::INFINITY && paid > r.throttle_time_ms {
+                            r = ResponseThrottle {
+                                throttle_time_ms: paid,
+                                enforce: Some(ClientQuotaType::Fetch),
+                            };
+                            by_topic = true;
+                            topic = Some(TopicThrottle {
+                                sensor: s,
+                                throttle_time_ms: paid,
+                            });
+                        }
+                    }
                 }
             }
-            FetchAnswer::Empty => self.unrecord(ClientQuotaType::Fetch, size, now)?,
+            FetchAnswer::Empty => {
+                self.unrecord(ClientQuotaType::Fetch, size, Some(now))?;
+                let k = self.kernel();
+                for &(name, b) in topics {
+                    k.topics
+                        .unrecord(ClientQuotaType::Fetch, name, b, &k.settings.window, now);
+                }
+            }
             FetchAnswer::Deliver => {}
         }
-        self.throttle(r, now)?;
-        if let (Some(s), Some(now)) = (&self.shadow, now) {
+        self.enforce(r, topic.as_ref().filter(|_| by_topic), now)?;
+        if let Some(s) = &self.shadow {
             // The bytes the client got: none when the enforced answer is empty.
             s.fetch(if answer == FetchAnswer::Empty { 0.0 } else { size }, request_nanos, now);
         }
         Ok(FetchStep { answer, throttle: r })
     }
+}
+
+/// Each topic's bytes must be a valid recorded value, like a response's size.
+fn check_topic_bytes(topics: &[(&str, f64)]) -> Result<(), QuotaError> {
+    for &(_, b) in topics {
+        check_record_value(b)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

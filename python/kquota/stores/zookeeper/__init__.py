@@ -5,7 +5,13 @@ Nodes (names sanitized with Kafka's ``Sanitizer``; ``<default>`` for defaults)::
     /config/users/<user>                   {"version":1,"config":{"producer_byte_rate":"1024"}}
     /config/users/<user>/clients/<client>  same shape
     /config/clients/<client>               same shape
+    /config/ips/<ip>                       {"version":1,"config":{"connection_creation_rate":"20"}}
+    /config/topic-quotas/<topic>           {"version":1,"config":{"producer_byte_rate":"12000000"}}
     /config/changes/config_change_NNNNNNNNNN   {"version":2,"entity_path":"users/user1"}
+
+Topic quotas (a kquota extension) live under ``/config/topic-quotas``, never in Kafka's own
+``/config/topics/<topic>`` (topic configs a Kafka broker reads and validates); their notifications
+name ``topic-quotas/<topic>``, which a Kafka broker ignores.
 
 Values are strings, as Kafka's tools write them. Keys kquota does not know (e.g. SCRAM
 credentials in a user node) are kept as they are. A removal deletes the key; a node left with an

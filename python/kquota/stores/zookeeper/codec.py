@@ -8,7 +8,7 @@ from typing import Optional
 
 from kquota.entity import ClientQuotaEntity
 from kquota.exceptions import QuotaConfigError
-from kquota.validation import CONFIG_KEYS, IP_CONFIG_KEYS, validate_alter
+from kquota.validation import CONFIG_KEYS, IP_CONFIG_KEYS, TOPIC_CONFIG_KEYS, validate_alter
 
 
 class CorruptNode(Exception):
@@ -51,7 +51,8 @@ def quota_values(entity: ClientQuotaEntity, config: dict[str, str]) -> dict[str,
     """The quota keys of a node's config as numbers, validated like an alter (other keys, such
     as SCRAM credentials, are not ours and are ignored); ``CorruptNode`` if one is invalid."""
     out: dict[str, float] = {}
-    for key in IP_CONFIG_KEYS if entity.is_ip else CONFIG_KEYS:
+    keys = IP_CONFIG_KEYS if entity.is_ip else TOPIC_CONFIG_KEYS if entity.is_topic else CONFIG_KEYS
+    for key in keys:
         if key in config:
             text = config[key].strip()
             try:

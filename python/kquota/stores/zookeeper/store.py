@@ -17,7 +17,7 @@ from kquota.stores.base import (
     StoreWatch,
     log_error,
 )
-from kquota.stores.layout import CLIENTS, IPS, USERS, entity_path, parse_entity_path
+from kquota.stores.layout import CLIENTS, IPS, TOPIC_QUOTAS, USERS, entity_path, parse_entity_path
 from kquota.stores.zookeeper.codec import CorruptNode, decode_config, quota_values
 from kquota.stores.zookeeper.notifications import CHANGE_PREFIX, purge_notifications
 from kquota.stores.zookeeper.plan import NodeState, Op, paths_to_read, plan
@@ -162,7 +162,7 @@ class ZooKeeperConfigStore(ConfigStore):
         return out
 
     def _all_entity_paths(self) -> list[str]:
-        top = self._children_many([self._p(USERS), self._p(CLIENTS), self._p(IPS)])
+        top = self._children_many([self._p(USERS), self._p(CLIENTS), self._p(IPS), self._p(TOPIC_QUOTAS)])
         users = sorted(top[self._p(USERS)])
         clients = sorted(top[self._p(CLIENTS)])
         user_clients = self._children_many([self._p(f"{USERS}/{u}/{CLIENTS}") for u in users])
@@ -172,6 +172,7 @@ class ZooKeeperConfigStore(ConfigStore):
             paths += [f"{USERS}/{u}/{CLIENTS}/{c}" for c in sorted(user_clients[self._p(f"{USERS}/{u}/{CLIENTS}")])]
         paths += [f"{CLIENTS}/{c}" for c in clients]
         paths += [f"{IPS}/{ip}" for ip in sorted(top[self._p(IPS)])]
+        paths += [f"{TOPIC_QUOTAS}/{t}" for t in sorted(top[self._p(TOPIC_QUOTAS)])]
         return paths
 
     # ------------------------------------------------------------------ writes
@@ -202,7 +203,7 @@ class ZooKeeperConfigStore(ConfigStore):
             try:
                 for _attempt in range(_RETRIES):
                     if not self._ensured:
-                        for rel in ("", USERS, CLIENTS, IPS, "changes"):
+                        for rel in ("", USERS, CLIENTS, IPS, TOPIC_QUOTAS, "changes"):
                             self._zk.ensure_path(self._p(rel))
                         self._ensured = True
                     ops = self._plan(validated)

@@ -1,0 +1,513 @@
+//! Topic quotas (KIP-1010): a `topics` entity, a named topic or `<default>`, with
+//! `producer_byte_rate` / `consumer_byte_rate`, the total rate into (Produce) or out of (Fetch)
+//! the topic over all its partitions and clients. Each quoted topic has a sensor per type, a
+//! [`StripedRate`] over the quota window (the same sampled `Rate` and throttle formula as a
+//! client sensor, recorded by every thread without contention), and its own `throttle-time`.
+//!
+//! Bounded: a topic with no quota (neither its own nor `<default>`) never gets a sensor, names
+//! that are not legal Kafka topic names (which the broker refuses) get none either, and at
+//! [`MAX_TOPIC_SENSORS`] live sensors of a type further topics share one overflow sensor (held
+//! to the default's bound, so the cap can only throttle more, never less). Idle topic sensors
+//! expire like client sensors.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use arc_swap::ArcSwap;
+use foldhash::fast::FixedState;
+use parking_lot::Mutex;
+
+use crate::clock::monotonic_ms;
+use crate::error::QuotaError;
+use crate::idle::IdleMark;
+use crate::throttle::throttle_time_ms;
+use crate::throttle_time_avg::ThrottleAvg;
+use crate::topic_rate::StripedRate;
+use crate::types::{ClientQuotaType, WindowSpec};
+use crate::validate::validate_value;
+
+/// Most live topic sensors per type; past it new topics share the overflow sensor.
+pub const MAX_TOPIC_SENSORS: usize = 100_000;
+
+/// The topic name of the shared overflow sensor (not a legal topic name, so no topic has it).
+pub const TOPIC_OVERFLOW: &str = "<overflow>";
+
+/// Kafka's `Topic.MAX_NAME_LENGTH`.
+const MAX_TOPIC_NAME_LENGTH: usize = 249;
+
+/// Kafka's legal topic names (`Topic.validate`): 1 to 249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn is_legal_topic_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_TOPIC_NAME_LENGTH
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+}
+
+/// The two types a topic quota has.
+#[inline]
+fn slot(t: ClientQuotaType) -> Option<usize> {
+    match t {
+        ClientQuotaType::Produce => Some(0),
+        ClientQuotaType::Fetch => Some(1),
+        _ => None,
+    }
+}
+
+const TYPES: [ClientQuotaType; 2] = [ClientQuotaType::Produce, ClientQuotaType::Fetch];
+
+/// The configured topic quotas: per named topic and for `<default>`, a bound per type.
+#[derive(Default, Clone)]
+pub struct TopicConfig {
+    named: BTreeMap<Box<str>, [Option<f64>; 2]>,
+    default: [Option<f64>; 2],
+}
+
+impl TopicConfig {
+    /// The bound for `topic` of type index `i`: its own, else `<default>`'s.
+    #[inline]
+    fn bound(&self, topic: &str, i: usize) -> Option<f64> {
+        match self.named.get(topic) {
+            Some(b) if b[i].is_some() => b[i],
+            _ => self.default[i],
+        }
+    }
+
+    fn any(&self, i: usize) -> bool {
+        self.default[i].is_some() || self.named.values().any(|b| b[i].is_some())
+    }
+}
+
+/// One topic's sensor of one type.
+pub struct TopicSensor {
+    pub topic: Box<str>,
+    pub rate: StripedRate,
+    /// The bound (f64 bits; infinity without a quota), kept current by configuration changes.
+    bound: AtomicU64,
+    pub(crate) idle: IdleMark,
+    /// Made by the first throttle this topic's quota enforces.
+    throttle_time: OnceLock<ThrottleAvg>,
+}
+
+impl TopicSensor {
+    #[inline]
+    pub fn bound(&self) -> f64 {
+        f64::from_bits(self.bound.load(Ordering::Acquire))
+    }
+}
+
+type SensorMap = papaya::HashMap<Box<str>, Arc<TopicSensor>, FixedState>;
+
+/// The kernel's topic quotas: configuration and sensors.
+pub struct TopicQuotas {
+    config: ArcSwap<TopicConfig>,
+    /// Bumped after every configuration change (see `sensor`).
+    generation: AtomicU64,
+    writer: Mutex<()>,
+    /// Whether any topic quota of the type exists (the record path's first check).
+    enabled: [AtomicBool; 2],
+    sensors: [SensorMap; 2],
+    overflowed: [AtomicU64; 2],
+    expired: AtomicU64,
+    /// Most live sensors per type of topics quoted by `<default>` only.
+    cap: usize,
+}
+
+impl Default for TopicQuotas {
+    fn default() -> Self {
+        Self::with_cap(MAX_TOPIC_SENSORS)
+    }
+}
+
+impl TopicQuotas {
+    /// Topic quotas whose `<default>`-quoted topics hold at most `cap` sensors per type.
+    pub fn with_cap(cap: usize) -> Self {
+        TopicQuotas {
+            config: ArcSwap::from_pointee(TopicConfig::default()),
+            generation: AtomicU64::new(0),
+            writer: Mutex::new(()),
+            enabled: Default::default(),
+            sensors: std::array::from_fn(|_| SensorMap::with_hasher(FixedState::default())),
+            overflowed: Default::default(),
+            expired: AtomicU64::new(0),
+            cap: cap.max(1),
+        }
+    }
+}
+
+/// What recording one topic gave.
+#[derive(Clone)]
+pub struct TopicThrottle {
+    pub sensor: Arc<TopicSensor>,
+    pub throttle_time_ms: i32,
+}
+
+impl TopicQuotas {
+    /// Sets (`Some`) or removes (`None`) the quota `t` of `topic` (`None` = `<default>`).
+    /// Checked like a client byte-rate quota; a named topic must be a legal Kafka topic name.
+    pub fn set(&self, topic: Option<&str>, t: ClientQuotaType, value: Option<f64>) -> Result<(), QuotaError> {
+        let entity = match topic {
+            Some(name) => format!("topic={name}"),
+            None => "topic=<default>".to_owned(),
+        };
+        let bad = |reason: String| QuotaError::InvalidConfig {
+            entity: entity.clone(),
+            key: t.config_key().to_owned(),
+            reason,
+        };
+        let Some(i) = slot(t) else {
+            return Err(bad(
+                "a topic quota is producer_byte_rate or consumer_byte_rate".into()
+            ));
+        };
+        if let Some(name) = topic {
+            if !is_legal_topic_name(name) {
+                return Err(bad(
+                    "not a legal topic name (1 to 249 of [a-zA-Z0-9._-], not '.' or '..')".into(),
+                ));
+            }
+        }
+        if let Some(v) = value {
+            let broker = crate::entity::QuotaEntity {
+                user: None,
+                client_id: None,
+            };
+            validate_value(&broker, t, v, f64::INFINITY).map_err(|e| match e {
+                QuotaError::InvalidConfig { reason, .. } => bad(reason),
+                other => other,
+            })?;
+        }
+        let _w = self.writer.lock();
+        let mut next = (**self.config.load()).clone();
+        match topic {
+            None => next.default[i] = value,
+            Some(name) => {
+                let entry = next.named.entry(name.into()).or_default();
+                entry[i] = value;
+                if entry.iter().all(Option::is_none) {
+                    next.named.remove(name);
+                }
+            }
+        }
+        let next = Arc::new(next);
+        for (j, e) in self.enabled.iter().enumerate() {
+            e.store(next.any(j), Ordering::Release);
+        }
+        self.config.store(Arc::clone(&next));
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        // Every live sensor takes its new bound (the overflow sensor takes the default's).
+        for (j, map) in self.sensors.iter().enumerate() {
+            for (_, s) in map.pin().iter() {
+                let b = next.bound(&s.topic, j).unwrap_or(f64::INFINITY);
+                s.bound.store(b.to_bits(), Ordering::Release);
+            }
+        }
+        Ok(())
+    }
+
+    /// Every configured topic quota: `(topic, type, value)`, `None` for `<default>`.
+    pub fn describe(&self) -> Vec<(Option<String>, ClientQuotaType, f64)> {
+        let cfg = self.config.load();
+        let mut out = Vec::new();
+        for (i, t) in TYPES.iter().enumerate() {
+            if let Some(v) = cfg.default[i] {
+                out.push((None, *t, v));
+            }
+        }
+        for (name, b) in cfg.named.iter() {
+            for (i, t) in TYPES.iter().enumerate() {
+                if let Some(v) = b[i] {
+                    out.push((Some(name.to_string()), *t, v));
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether any topic quota of type `t` exists.
+    #[inline]
+    pub fn enabled(&self, t: ClientQuotaType) -> bool {
+        slot(t).is_some_and(|i| self.enabled[i].load(Ordering::Acquire))
+    }
+
+    /// The live sensor of `topic`, or a new one if the topic has a quota; `None` without one.
+    fn sensor(&self, i: usize, topic: &str, spec: &WindowSpec, now: i64) -> Option<Arc<TopicSensor>> {
+        let map = self.sensors[i].pin();
+        if let Some(s) = map.get(topic) {
+            return Some(Arc::clone(s));
+        }
+        let cfg = self.config.load();
+        cfg.bound(topic, i)?;
+        if !is_legal_topic_name(topic) {
+            // The broker refuses the name: nothing reaches a partition, nothing to meter.
+            return None;
+        }
+        // Named topics are bounded by the configuration; those quoted by `<default>` only by
+        // the cap.
+        let named = cfg.named.get(topic).is_some_and(|b| b[i].is_some());
+        drop(cfg);
+        let name = if named || map.len() < self.cap {
+            topic
+        } else {
+            self.overflowed[i].fetch_add(1, Ordering::Relaxed);
+            if let Some(s) = map.get(TOPIC_OVERFLOW) {
+                return Some(Arc::clone(s));
+            }
+            TOPIC_OVERFLOW
+        };
+        let fresh = Arc::new(TopicSensor {
+            topic: name.into(),
+            rate: StripedRate::new(spec, now),
+            bound: AtomicU64::new(f64::INFINITY.to_bits()),
+            idle: IdleMark::new(now, monotonic_ms()),
+            throttle_time: OnceLock::new(),
+        });
+        let s = match map.try_insert(name.into(), Arc::clone(&fresh)) {
+            Ok(s) => Arc::clone(s),
+            Err(e) => Arc::clone(e.current),
+        };
+        // A change published while this sensor was made may have missed it: its bound is read
+        // until no change happened in between.
+        loop {
+            let g = self.generation.load(Ordering::Acquire);
+            let cfg = self.config.load();
+            let b = if &*s.topic == TOPIC_OVERFLOW {
+                cfg.default[i]
+            } else {
+                cfg.bound(&s.topic, i)
+            };
+            s.bound
+                .store(b.unwrap_or(f64::INFINITY).to_bits(), Ordering::Release);
+            if self.generation.load(Ordering::Acquire) == g {
+                break;
+            }
+        }
+        Some(s)
+    }
+
+    /// Records `bytes` of `topic` for type `t` at `now` (resolved) and returns its throttle, or
+    /// `None` when the topic has no quota of the type.
+    #[inline]
+    pub fn record(
+        &self,
+        t: ClientQuotaType,
+        topic: &str,
+        bytes: f64,
+        spec: &WindowSpec,
+        now: i64,
+    ) -> Option<TopicThrottle> {
+        let i = slot(t)?;
+        if !self.enabled[i].load(Ordering::Acquire) {
+            return None;
+        }
+        let sensor = self.sensor(i, topic, spec, now)?;
+        let m = sensor.rate.record_and_measure(spec, bytes, now);
+        let bound = sensor.bound();
+        let throttle_time_ms = if bound == f64::INFINITY {
+            0
+        } else {
+            throttle_time_ms(&m, bound)
+        };
+        Some(TopicThrottle {
+            sensor,
+            throttle_time_ms,
+        })
+    }
+
+    /// The live sensor of `topic` of type `t`, if it has one.
+    pub fn record_sensor(&self, t: ClientQuotaType, topic: &str) -> Option<Arc<TopicSensor>> {
+        slot(t).and_then(|i| self.sensors[i].pin().get(topic).cloned())
+    }
+
+    /// Takes back `bytes` recorded into `topic` (an empty Fetch answer delivers nothing).
+    pub fn unrecord(&self, t: ClientQuotaType, topic: &str, bytes: f64, spec: &WindowSpec, now: i64) {
+        if let Some(i) = slot(t) {
+            if let Some(s) = self.sensors[i].pin().get(topic) {
+                s.rate.record(spec, -bytes, now);
+            }
+        }
+    }
+
+    /// Kafka's `getMaxValueInQuotaWindow` for a topic: the most bytes of the topic the quota
+    /// window allows; infinite without a quota.
+    pub fn max_value_in_quota_window(&self, t: ClientQuotaType, topic: &str, spec: &WindowSpec) -> f64 {
+        let Some(i) = slot(t) else {
+            return f64::INFINITY;
+        };
+        if !self.enabled[i].load(Ordering::Acquire) {
+            return f64::INFINITY;
+        }
+        match self.config.load().bound(topic, i) {
+            Some(b) => b * spec.max_value_factor(),
+            None => f64::INFINITY,
+        }
+    }
+
+    /// Records a throttle enforced because of `sensor`'s quota into its `throttle-time`.
+    pub fn record_throttle_time(&self, sensor: &TopicSensor, throttle_ms: f64, spec: &WindowSpec, now: i64) {
+        if throttle_ms > 0.0 {
+            sensor
+                .throttle_time
+                .get_or_init(|| ThrottleAvg::new(spec, now))
+                .record(spec, throttle_ms, now);
+        }
+    }
+
+    /// Live topic sensors of type `t`.
+    pub fn sensor_count(&self, t: ClientQuotaType) -> usize {
+        slot(t).map_or(0, |i| self.sensors[i].len())
+    }
+
+    /// Topics sent to the overflow sensor because the type was at its cap.
+    pub fn overflowed(&self, t: ClientQuotaType) -> u64 {
+        slot(t).map_or(0, |i| self.overflowed[i].load(Ordering::Relaxed))
+    }
+
+    /// Topic sensors removed by expiry since start.
+    pub fn expired(&self) -> u64 {
+        self.expired.load(Ordering::Relaxed)
+    }
+
+    /// Removes sensors `expired` says are idle; returns how many.
+    pub(crate) fn expire(&self, expired: impl Fn(&TopicSensor) -> bool) -> usize {
+        let mut removed = 0;
+        for map in &self.sensors {
+            let m = map.pin();
+            let gone: Vec<Box<str>> = m
+                .iter()
+                .filter(|(_, s)| expired(s))
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in gone {
+                if m.remove(&k).is_some() {
+                    removed += 1;
+                }
+            }
+        }
+        self.expired.fetch_add(removed as u64, Ordering::Relaxed);
+        removed
+    }
+
+    /// `(type, topic, byte-rate, throttle-time, quota-limit)` of every live sensor at `now`,
+    /// changing nothing.
+    pub fn rows(&self, spec: &WindowSpec, metrics: &WindowSpec, now: i64) -> Vec<TopicRow> {
+        let mut out = Vec::new();
+        for (i, map) in self.sensors.iter().enumerate() {
+            for (_, s) in map.pin().iter() {
+                out.push(TopicRow {
+                    quota_type: TYPES[i],
+                    topic: s.topic.clone(),
+                    byte_rate: s.rate.peek(spec, now).rate(),
+                    throttle_time: s
+                        .throttle_time
+                        .get()
+                        .map_or(f64::NAN, |a| a.average(metrics, now)),
+                    limit: s.bound(),
+                });
+            }
+        }
+        out
+    }
+}
+
+/// One topic sensor's metric values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopicRow {
+    pub quota_type: ClientQuotaType,
+    pub topic: Box<str>,
+    pub byte_rate: f64,
+    pub throttle_time: f64,
+    pub limit: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: ClientQuotaType = ClientQuotaType::Produce;
+    const F: ClientQuotaType = ClientQuotaType::Fetch;
+
+    #[test]
+    fn unquoted_topics_get_no_sensor() {
+        let q = TopicQuotas::default();
+        let sp = WindowSpec::default();
+        assert!(q.record(P, "t", 100.0, &sp, 0).is_none());
+        q.set(Some("quoted"), P, Some(1000.0)).unwrap();
+        for i in 0..10_000 {
+            assert!(q.record(P, &format!("other-{i}"), 100.0, &sp, 0).is_none());
+        }
+        assert_eq!(q.sensor_count(P), 0);
+        assert!(q.record(P, "quoted", 100.0, &sp, 0).is_some());
+        assert_eq!(q.sensor_count(P), 1);
+        assert!(q.record(F, "quoted", 100.0, &sp, 0).is_none());
+        // Names the broker refuses get none even under a default quota.
+        q.set(None, P, Some(1000.0)).unwrap();
+        assert!(q.record(P, &"x".repeat(250), 1.0, &sp, 0).is_none());
+        assert!(q.record(P, "a/b", 1.0, &sp, 0).is_none());
+        assert_eq!(q.sensor_count(P), 1);
+    }
+
+    #[test]
+    fn throttle_is_kafkas_formula_and_bounds_follow_changes() {
+        let q = TopicQuotas::default();
+        let sp = WindowSpec::default();
+        q.set(None, P, Some(1000.0)).unwrap();
+        // The fresh-sensor example: 5000, 5000 at 200 ms, 1000 at 1 s -> 0, 0, 1000.
+        let got: Vec<i32> = [(5000.0, 0), (5000.0, 200), (1000.0, 1000)]
+            .iter()
+            .map(|&(v, t)| q.record(P, "t", v, &sp, t).unwrap().throttle_time_ms)
+            .collect();
+        assert_eq!(got, vec![0, 0, 1000]);
+        // A named quota overrides the default for live sensors too.
+        q.set(Some("t"), P, Some(2000.0)).unwrap();
+        // rate 11000 / 10 s = 1100 < 2000
+        assert_eq!(q.record(P, "t", 0.0, &sp, 1000).unwrap().throttle_time_ms, 0);
+        q.set(Some("t"), P, None).unwrap();
+        assert_eq!(q.record(P, "t", 0.0, &sp, 1000).unwrap().throttle_time_ms, 1000);
+        assert_eq!(q.describe(), vec![(None, P, 1000.0)]);
+        assert_eq!(q.max_value_in_quota_window(P, "t", &sp), 10_000.0);
+        assert_eq!(q.max_value_in_quota_window(F, "t", &sp), f64::INFINITY);
+    }
+
+    #[test]
+    fn bad_quotas_are_refused_with_one_line() {
+        let q = TopicQuotas::default();
+        for (topic, t, v) in [
+            (Some("t"), P, Some(1.5)),
+            (Some("t"), P, Some(-1.0)),
+            (Some("a b"), P, Some(1.0)),
+            (Some(".."), F, Some(1.0)),
+            (None, ClientQuotaType::Request, Some(1.0)),
+        ] {
+            let e = q.set(topic, t, v).unwrap_err().to_string();
+            assert!(!e.contains('\n') && e.contains("topic="), "{e}");
+        }
+        assert!(q.describe().is_empty());
+    }
+
+    #[test]
+    fn at_the_cap_new_topics_share_the_overflow_sensor() {
+        const CAP: usize = 1000;
+        let q = TopicQuotas::with_cap(CAP);
+        let sp = WindowSpec::new(1, 1).unwrap();
+        q.set(None, P, Some(1000.0)).unwrap();
+        q.set(Some("named"), P, Some(5.0)).unwrap();
+        for i in 0..CAP {
+            q.record(P, &format!("t{i}"), 1.0, &sp, 0).unwrap();
+        }
+        let o = q.record(P, "one-more", 1.0, &sp, 0).unwrap();
+        assert_eq!(&*o.sensor.topic, TOPIC_OVERFLOW);
+        assert_eq!(o.sensor.bound(), 1000.0);
+        let again = q.record(P, "and-another", 1.0, &sp, 0).unwrap();
+        assert!(Arc::ptr_eq(&o.sensor, &again.sensor));
+        // A named topic keeps its own sensor past the cap.
+        assert_eq!(&*q.record(P, "named", 1.0, &sp, 0).unwrap().sensor.topic, "named");
+        assert_eq!(q.sensor_count(P), CAP + 2);
+        assert_eq!(q.overflowed(P), 2);
+        assert_eq!(q.expire(|_| true), CAP + 2);
+        assert_eq!(q.sensor_count(P), 0);
+    }
+}
