@@ -9,7 +9,6 @@ use crate::clock::resolve_now;
 use crate::error::QuotaError;
 use crate::fetch_answer::{fetch_answer, FetchAnswer};
 use crate::handle::ClientHandle;
-use crate::topic_quotas::TopicThrottle;
 use crate::types::ClientQuotaType;
 use crate::validate::check_record_value;
 
@@ -180,28 +179,26 @@ impl ClientHandle {
         let (r, by_topic) = combine_with_topics(
             ClientQuotaType::Produce,
             bytes,
-            topic.as_ref().map_or(0, |t| t.throttle_time_ms),
+            topic.map_or(0, |(_, ms)| ms),
             request,
         );
-        self.enforce(r, topic.as_ref().filter(|_| by_topic), now)?;
+        self.enforce(r, topic.filter(|_| by_topic).map(|(i, _)| topics[i].0), now)?;
         Ok(r)
     }
 
     /// Records each topic's bytes into its sensor (topics without a quota record nothing) and
-    /// returns the one with the largest throttle (the first of equals).
-    fn record_topics(&self, t: ClientQuotaType, topics: &[(&str, f64)], now: i64) -> Option<TopicThrottle> {
+    /// returns the index in `topics` and the throttle of the one with the largest throttle (the
+    /// first of equals).
+    fn record_topics(&self, t: ClientQuotaType, topics: &[(&str, f64)], now: i64) -> Option<(usize, i32)> {
         let k = self.kernel();
         if topics.is_empty() || !k.topics.enabled(t) {
             return None;
         }
-        let mut worst: Option<TopicThrottle> = None;
-        for &(name, bytes) in topics {
-            if let Some(r) = k.topics.record(t, name, bytes, &k.settings.window, now) {
-                if worst
-                    .as_ref()
-                    .is_none_or(|w| r.throttle_time_ms > w.throttle_time_ms)
-                {
-                    worst = Some(r);
+        let mut worst: Option<(usize, i32)> = None;
+        for (i, &(name, bytes)) in topics.iter().enumerate() {
+            if let Some(ms) = k.topics.record(t, name, bytes, &k.settings.window, now) {
+                if worst.is_none_or(|(_, w)| ms > w) {
+                    worst = Some((i, ms));
                 }
             }
         }
@@ -209,21 +206,18 @@ impl ClientHandle {
     }
 
     /// `ClientQuotaManager.throttle` for a response whose throttle is `r`: a topic quota's
-    /// (`topic`) is recorded into the type's and that topic's `throttle-time`, a client quota's
-    /// as [`throttle`](Self::throttle) does. Returns the mute (ms).
-    fn enforce(
-        &self,
-        r: ResponseThrottle,
-        topic: Option<&TopicThrottle>,
-        now: i64,
-    ) -> Result<i32, QuotaError> {
+    /// (`topic`, when it is the one enforced) is recorded into the type's and that topic's
+    /// `throttle-time`, a client quota's as [`throttle`](Self::throttle) does. Returns the mute
+    /// (ms).
+    fn enforce(&self, r: ResponseThrottle, topic: Option<&str>, now: i64) -> Result<i32, QuotaError> {
         let (Some(t), Some(topic)) = (r.enforce, topic) else {
             return self.throttle(r, Some(now));
         };
         let k = self.kernel();
         k.record_throttle_time(t, f64::from(r.throttle_time_ms), Some(now))?;
         k.topics.record_throttle_time(
-            &topic.sensor,
+            t,
+            topic,
             f64::from(r.throttle_time_ms),
             &k.settings.metrics_window,
             now,
@@ -293,7 +287,7 @@ impl ClientHandle {
         let (mut r, mut by_topic) = combine_with_topics(
             ClientQuotaType::Fetch,
             bytes,
-            topic.as_ref().map_or(0, |t| t.throttle_time_ms),
+            topic.map_or(0, |(_, ms)| ms),
             request,
         );
         let answer = fetch_answer(size, cap, r.throttle_time_ms);
@@ -309,7 +303,7 @@ impl ClientHandle {
                     by_topic = false;
                 }
                 if topic.is_some() {
-                    for &(name, b) in topics {
+                    for (i, &(name, b)) in topics.iter().enumerate() {
                         let Some(s) = k.topics.record_sensor(ClientQuotaType::Fetch, name) else {
                             continue;
                         };
@@ -320,10 +314,7 @@ impl ClientHandle {
                                 enforce: Some(ClientQuotaType::Fetch),
                             };
                             by_topic = true;
-                            topic = Some(TopicThrottle {
-                                sensor: s,
-                                throttle_time_ms: paid,
-                            });
+                            topic = Some((i, paid));
                         }
                     }
                 }
@@ -338,7 +329,7 @@ impl ClientHandle {
             }
             FetchAnswer::Deliver => {}
         }
-        self.enforce(r, topic.as_ref().filter(|_| by_topic), now)?;
+        self.enforce(r, topic.filter(|_| by_topic).map(|(i, _)| topics[i].0), now)?;
         Ok(FetchStep { answer, throttle: r })
     }
 }
