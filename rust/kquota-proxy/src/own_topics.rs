@@ -296,6 +296,9 @@ fn walk_produce<'a>(
     Ok(())
 }
 
+/// Each topic of a request with its bytes.
+pub type TopicBytes = Vec<(Box<str>, f64)>;
+
 /// A Produce request's (v3+, whole) topics and the bytes of each (the sum of its partitions'
 /// record batches), for the topic quotas, in one walk; whether it names one of `own`'s topics
 /// is read from the same walk. Names that are not UTF-8 are left out (no topic has one).
@@ -304,7 +307,7 @@ pub fn produce_topic_bytes(
     frame: &[u8],
     body: usize,
     version: i16,
-) -> Proto<(Vec<(Box<str>, f64)>, bool)> {
+) -> Proto<(TopicBytes, bool)> {
     let mut topics: Vec<(&[u8], usize)> = Vec::new();
     let mut owned = false;
     walk_produce(frame, body, version, |name, _, n| {
