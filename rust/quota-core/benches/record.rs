@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion};
 use quota_core::{
     ClientHandle, ClientQuotaType, EntityName, KernelConfig, QuotaChange, QuotaEntity, QuotaKernel,
-    RateSensor, WindowSpec,
+    RateSensor, StripedRate, WindowSpec,
 };
 
 const P: ClientQuotaType = ClientQuotaType::Produce;
@@ -171,18 +171,9 @@ fn run_topic(k: &QuotaKernel, offset: i64, iters: u64) -> i64 {
     sum
 }
 
-/// A topic sensor is recorded by every producer from every proxy thread: two threads on one
-/// topic sensor, sharing one clock (as the threads of one proxy do), against one thread.
-fn topic_benches(c: &mut Criterion) {
-    let k = kernel_with_topic_quota();
-    c.bench_function("topic_record_one_thread", |b| {
-        b.iter_custom(|iters| {
-            let offset = fresh_offset();
-            let start = Instant::now();
-            black_box(run_topic(&k, offset, iters));
-            start.elapsed()
-        })
-    });
+/// Runs `f(offset, iters)` on two long-lived threads released together with a shared clock
+/// offset; the wall time of both.
+fn two_threads_shared_clock(c: &mut Criterion, name: &str, f: &(dyn Fn(i64, u64) + Sync)) {
     let ctl = Pair {
         barrier: Barrier::new(3),
         iters: AtomicU64::new(0),
@@ -191,17 +182,17 @@ fn topic_benches(c: &mut Criterion) {
     let offset = AtomicI64::new(0);
     std::thread::scope(|s| {
         for _ in 0..2 {
-            let (ctl, k, offset) = (&ctl, &k, &offset);
+            let (ctl, offset) = (&ctl, &offset);
             s.spawn(move || loop {
                 ctl.barrier.wait();
                 if ctl.stop.load(Ordering::SeqCst) {
                     break;
                 }
-                black_box(run_topic(k, offset.load(Ordering::SeqCst), ctl.iters.load(Ordering::SeqCst)));
+                f(offset.load(Ordering::SeqCst), ctl.iters.load(Ordering::SeqCst));
                 ctl.barrier.wait();
             });
         }
-        c.bench_function("topic_record_two_threads_same_topic", |b| {
+        c.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 ctl.iters.store(iters, Ordering::SeqCst);
                 offset.store(fresh_offset(), Ordering::SeqCst);
@@ -213,6 +204,49 @@ fn topic_benches(c: &mut Criterion) {
         });
         ctl.stop.store(true, Ordering::SeqCst);
         ctl.barrier.wait();
+    });
+}
+
+/// A topic sensor is recorded by every producer from every proxy thread: two threads on one
+/// topic sensor, sharing one clock (as the threads of one proxy do), against one thread; the
+/// striped rate alone, then through the kernel's topic quotas (name lookup and bound).
+fn topic_benches(c: &mut Criterion) {
+    let spec = WindowSpec::default();
+    let rate = StripedRate::new(&spec, 0);
+    let run_rate = |offset: i64, iters: u64| {
+        for i in 0..iters {
+            black_box(rate.record_and_measure(&spec, black_box(100.0), offset + (i >> 6) as i64));
+        }
+    };
+    c.bench_function("topic_rate_one_thread", |b| {
+        b.iter_custom(|iters| {
+            let offset = fresh_offset();
+            let start = Instant::now();
+            run_rate(offset, iters);
+            start.elapsed()
+        })
+    });
+    two_threads_shared_clock(c, "topic_rate_two_threads_same_sensor", &run_rate);
+    // The control: each thread on a sensor of its own (what perfect striping would give).
+    let rates = [StripedRate::new(&spec, 0), StripedRate::new(&spec, 0)];
+    let next = AtomicU64::new(0);
+    two_threads_shared_clock(c, "topic_rate_two_threads_distinct_sensors", &|offset, iters| {
+        let r = &rates[(next.fetch_add(1, Ordering::Relaxed) % 2) as usize];
+        for i in 0..iters {
+            black_box(r.record_and_measure(&spec, black_box(100.0), offset + (i >> 6) as i64));
+        }
+    });
+    let k = kernel_with_topic_quota();
+    c.bench_function("topic_record_one_thread", |b| {
+        b.iter_custom(|iters| {
+            let offset = fresh_offset();
+            let start = Instant::now();
+            black_box(run_topic(&k, offset, iters));
+            start.elapsed()
+        })
+    });
+    two_threads_shared_clock(c, "topic_record_two_threads_same_topic", &|offset, iters| {
+        black_box(run_topic(&k, offset, iters));
     });
     // The client record path on a kernel with topic quotas configured: it must cost what it
     // costs without them (compare with handle_record_one_thread).
