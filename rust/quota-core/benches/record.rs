@@ -164,7 +164,13 @@ fn run_topic(k: &QuotaKernel, offset: i64, iters: u64) -> i64 {
     for i in 0..iters {
         let ms = k
             .topics
-            .record(P, black_box("orders"), black_box(100.0), &spec, offset + (i >> 6) as i64)
+            .record(
+                P,
+                black_box("orders"),
+                black_box(100.0),
+                &spec,
+                offset + (i >> 6) as i64,
+            )
             .unwrap();
         sum += ms as i64;
     }
@@ -264,7 +270,10 @@ fn topic_benches(c: &mut Criterion) {
             let offset = fresh_offset();
             let start = Instant::now();
             for i in 0..iters {
-                black_box(h.produce_response(black_box(100.0), 0.0, true, Some(offset + (i >> 6) as i64)).unwrap());
+                black_box(
+                    h.produce_response(black_box(100.0), 0.0, true, Some(offset + (i >> 6) as i64))
+                        .unwrap(),
+                );
             }
             start.elapsed()
         })

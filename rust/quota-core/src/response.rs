@@ -348,6 +348,27 @@ mod tests {
     use ClientQuotaType::*;
 
     #[test]
+    fn a_topic_throttle_is_enforced_only_when_strictly_the_largest() {
+        // No topic throttle: exactly Kafka's rule.
+        for (b, r) in [(300, 120), (50, 50), (10, 70), (0, 0)] {
+            assert_eq!(combine_with_topics(Produce, b, 0, r), (combine_throttles(Produce, b, r), false));
+        }
+        assert_eq!(
+            combine_with_topics(Produce, 300, 400, 120),
+            (
+                ResponseThrottle {
+                    throttle_time_ms: 400,
+                    enforce: Some(Produce)
+                },
+                true
+            )
+        );
+        // Ties go to the client's quotas (the byte quota, or the request quota on its own tie).
+        assert_eq!(combine_with_topics(Fetch, 400, 400, 120), (combine_throttles(Fetch, 400, 120), false));
+        assert_eq!(combine_with_topics(Fetch, 10, 70, 70), (combine_throttles(Fetch, 10, 70), false));
+    }
+
+    #[test]
     fn the_larger_throttle_goes_out_and_a_tie_is_the_request_quotas() {
         assert_eq!(
             combine_throttles(Produce, 300, 120),

@@ -286,7 +286,14 @@ impl TopicQuotas {
     // The live sensor is used under the map's guard, without touching its reference count: a
     // count every recording thread raised and dropped would be one cache line they all write.
     #[inline]
-    pub fn record(&self, t: ClientQuotaType, topic: &str, bytes: f64, spec: &WindowSpec, now: i64) -> Option<i32> {
+    pub fn record(
+        &self,
+        t: ClientQuotaType,
+        topic: &str,
+        bytes: f64,
+        spec: &WindowSpec,
+        now: i64,
+    ) -> Option<i32> {
         let i = slot(t)?;
         if !self.enabled[i].load(Ordering::Acquire) {
             return None;
@@ -343,7 +350,14 @@ impl TopicQuotas {
 
     /// Records a throttle enforced because of `topic`'s quota of type `t` into its
     /// `throttle-time` (the overflow sensor's for a topic sent there).
-    pub fn record_throttle_time(&self, t: ClientQuotaType, topic: &str, throttle_ms: f64, spec: &WindowSpec, now: i64) {
+    pub fn record_throttle_time(
+        &self,
+        t: ClientQuotaType,
+        topic: &str,
+        throttle_ms: f64,
+        spec: &WindowSpec,
+        now: i64,
+    ) {
         let Some(i) = slot(t) else {
             return;
         };
