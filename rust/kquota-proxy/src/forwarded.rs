@@ -15,6 +15,8 @@ pub enum Kind {
     Produce {
         handle: Arc<ClientHandle>,
         size: usize,
+        /// Each topic's bytes, for the topic quotas (empty while none is configured).
+        topics: Vec<(Box<str>, f64)>,
     },
     Fetch(FetchState),
 }

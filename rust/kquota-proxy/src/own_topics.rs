@@ -109,7 +109,7 @@ impl OwnTopics {
     /// Whether a Produce request (v3+, whole) names an own topic.
     pub fn in_produce(&self, frame: &[u8], body: usize, version: i16) -> Proto<bool> {
         let mut found = false;
-        walk_produce(frame, body, version, |name, _| {
+        walk_produce(frame, body, version, |name, _, _| {
             found |= self.is_own_name(name);
         })?;
         Ok(found)
@@ -120,7 +120,7 @@ impl OwnTopics {
     pub fn refused_produce(&self, frame: &[u8], body: usize, version: i16) -> Proto<Vec<u8>> {
         let flexible = version >= PRODUCE_FLEXIBLE;
         let mut topics: Vec<(&[u8], Vec<i32>)> = Vec::new();
-        walk_produce(frame, body, version, |name, partition| match topics.last_mut() {
+        walk_produce(frame, body, version, |name, partition, _| match topics.last_mut() {
             Some((n, parts)) if partition.is_some() && std::ptr::eq(*n, name) => {
                 parts.extend(partition);
             }
@@ -263,13 +263,13 @@ fn string<'a>(c: &mut Cursor<'a>, compact: bool) -> Proto<&'a [u8]> {
     c.take(n)
 }
 
-/// Calls `each(topic name, partition)` for every partition of a Produce request (and once with
-/// `None` for a topic without partitions).
+/// Calls `each(topic name, partition, records bytes)` for every partition of a Produce request
+/// (and once with `(None, 0)` for a topic without partitions).
 fn walk_produce<'a>(
     frame: &'a [u8],
     body: usize,
     version: i16,
-    mut each: impl FnMut(&'a [u8], Option<i32>),
+    mut each: impl FnMut(&'a [u8], Option<i32>, usize),
 ) -> Proto<()> {
     if version < 3 {
         return malformed("Produce below v3");
@@ -282,17 +282,48 @@ fn walk_produce<'a>(
         let name = string(&mut c, flexible)?;
         let partitions = c.array_len(flexible)?;
         if partitions == 0 {
-            each(name, None);
+            each(name, None, 0);
         }
         for _ in 0..partitions {
-            each(name, Some(c.i32()?));
+            let partition = c.i32()?;
             let n = c.length(flexible, 4)?.unwrap_or(0); // Records
             c.skip(n)?;
+            each(name, Some(partition), n);
             c.skip_tags(flexible)?;
         }
         c.skip_tags(flexible)?;
     }
     Ok(())
+}
+
+/// Each topic of a request with its bytes.
+pub type TopicBytes = Vec<(Box<str>, f64)>;
+
+/// A Produce request's (v3+, whole) topics and the bytes of each (the sum of its partitions'
+/// record batches), for the topic quotas, in one walk; whether it names one of `own`'s topics
+/// is read from the same walk. Names that are not UTF-8 are left out (no topic has one).
+pub fn produce_topic_bytes(
+    own: &OwnTopics,
+    frame: &[u8],
+    body: usize,
+    version: i16,
+) -> Proto<(TopicBytes, bool)> {
+    let mut topics: Vec<(&[u8], usize)> = Vec::new();
+    let mut owned = false;
+    walk_produce(frame, body, version, |name, _, n| {
+        match topics.last_mut() {
+            Some((t, bytes)) if std::ptr::eq(*t, name) => *bytes += n,
+            _ => {
+                owned |= own.is_own_name(name);
+                topics.push((name, n));
+            }
+        }
+    })?;
+    let named = topics
+        .into_iter()
+        .filter_map(|(t, n)| std::str::from_utf8(t).ok().map(|t| (Box::from(t), n as f64)))
+        .collect();
+    Ok((named, owned))
 }
 
 /// Where a Fetch request's topics start, from where its MaxWaitMs is (`FetchRequest::fixed_at`).
@@ -420,6 +451,24 @@ mod tests {
         assert_eq!(c.pos, body.len());
         assert_eq!(seen, [(b"a".to_vec(), 0), (b"q".to_vec(), 0), (b"q".to_vec(), 2)]);
         assert!(o.in_produce(&mixed[..mixed.len() - 1], 0, 8).is_err());
+    }
+
+    #[test]
+    fn a_produces_topic_bytes_and_own_topics_come_from_one_walk() {
+        let o = own();
+        // Each partition's records are 3 bytes: "a" has 2 partitions, "b" 1, then "a" again.
+        let f = produce_v8(&[("a", &[0, 1]), ("b", &[4]), ("a", &[2])]);
+        let (topics, owned) = produce_topic_bytes(&o, &f, 0, 8).unwrap();
+        assert!(!owned);
+        assert_eq!(topics, [("a".into(), 6.0), ("b".into(), 3.0), ("a".into(), 3.0)]);
+        let (_, owned) = produce_topic_bytes(&o, &produce_v8(&[("a", &[0]), ("q", &[])]), 0, 8).unwrap();
+        assert!(owned);
+        // A truncated or lying request is an error, not a guess.
+        assert!(produce_topic_bytes(&o, &f[..f.len() - 1], 0, 8).is_err());
+        let mut lying = produce_v8(&[("a", &[0])]);
+        let at = lying.len() - 7;
+        lying[at..at + 4].copy_from_slice(&i32::MAX.to_be_bytes());
+        assert!(produce_topic_bytes(&o, &lying, 0, 8).is_err());
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::endpoints::rewrite_section;
 use crate::forwarded::{Fwd, Kind};
 use crate::header::{response_body_offset, response_frame, RequestHeader};
 use crate::io::read_rest;
+use crate::own_topics::produce_topic_bytes;
 use crate::produce_layout::{produce_acks, produce_layout};
 use crate::tables::PRODUCE;
 use crate::wire::{patch_throttle, ProtoError};
@@ -56,21 +57,27 @@ pub async fn on_request(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource)
         Err(e) => return Err(e.to_string()),
     };
     let handle = handles.get(shared, user, h.client_id(&buf[4..]))?;
-    if shared.cfg.own_topics.any() {
-        // The proxy's own topics: the request is read whole to see every topic it names.
+    let own = &shared.cfg.own_topics;
+    let mut topics = Vec::new();
+    if own.any() || handle.kernel().topics.enabled(ClientQuotaType::Produce) {
+        // The proxy's own topics and the topic quotas: the request is read whole to see every
+        // topic it names and each one's bytes, in one walk.
         if rest > 0 {
             read_rest(rd, &mut buf, &mut rest).await?;
         }
-        if refuse_own_topics(conn, h, &buf, acks, size, t0, &handle)? {
+        let (named, owned) =
+            produce_topic_bytes(own, &buf[4..], h.body_offset, h.api_version).map_err(|e| e.to_string())?;
+        if owned && refuse_own_topics(conn, h, &buf, acks, size, t0, &handle)? {
             return Ok(false);
         }
+        topics = named;
     }
     let mut pending = None;
     if acks == 0 {
         // No answer, but recorded and muted in order; exempt from the request quota.
         let ns = t0.elapsed().as_nanos() as f64;
         let throttle = handle
-            .produce_response(size as f64, ns, false, None)
+            .produce_response_with_topics(size as f64, ns, false, &topic_refs(&topics), None)
             .map_or(0, |r| r.mute_ms());
         conn.log(&handle, ClientQuotaType::Produce, size as f64, throttle);
         let mut st = conn.state();
@@ -80,7 +87,11 @@ pub async fn on_request(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource)
         conn.to_broker.send(buf);
     } else {
         pending = Some(Arc::clone(&handle));
-        let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, Kind::Produce { handle, size });
+        let fwd = Fwd::new(
+            h,
+            t0.elapsed().as_nanos() as u64,
+            Kind::Produce { handle, size, topics },
+        );
         conn.forward_new(fwd, buf);
     }
     if rest > 0 {
@@ -96,7 +107,7 @@ pub async fn on_request(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource)
     }))
 }
 
-/// A Produce naming one of the proxy's own topics (`own_topics`) is answered here, every
+/// A Produce naming one of the proxy's own topics (`own_topics`, as the caller found) is answered here, every
 /// partition `TOPIC_AUTHORIZATION_FAILED`, and recorded as Kafka records a refused Produce (its
 /// size, in the response step); with acks=0 the connection is closed, as Kafka closes one whose
 /// acks=0 Produce failed. Returns whether it was.
@@ -111,12 +122,6 @@ fn refuse_own_topics(
 ) -> Result<bool, String> {
     let own = &conn.shared.cfg.own_topics;
     let (frame, v) = (&buf[4..], h.api_version);
-    if !own
-        .in_produce(frame, h.body_offset, v)
-        .map_err(|e| e.to_string())?
-    {
-        return Ok(false);
-    }
     if acks == 0 {
         return Err("an acks=0 Produce to a topic of the proxy's own (TOPIC_AUTHORIZATION_FAILED)".into());
     }
@@ -124,29 +129,38 @@ fn refuse_own_topics(
         .refused_produce(frame, h.body_offset, v)
         .map_err(|e| e.to_string())?;
     let answer = response_frame(&conn.shared.cfg.tables, h.correlation_id, PRODUCE, v, &body);
+    // Refused: nothing reaches a topic, so no topic quota is charged.
     let kind = Kind::Produce {
         handle: Arc::clone(handle),
         size,
+        topics: Vec::new(),
     };
     let mut fwd = Fwd::new(h, 0, kind);
     fwd.slot = Conn::push_slot(&mut conn.state());
-    let (answer, throttle) = on_response(conn, &fwd, handle, size, answer, t0)?;
+    let (answer, throttle) = on_response(conn, &fwd, handle, size, &[], answer, t0)?;
     conn.settle(fwd.slot, Some(answer), throttle);
     Ok(true)
 }
 
-/// The answer (prefixed frame) and its throttle.
+/// `(topic, bytes)` borrowed for the kernel's response step.
+fn topic_refs(topics: &[(Box<str>, f64)]) -> Vec<(&str, f64)> {
+    topics.iter().map(|(t, b)| (&**t, *b)).collect()
+}
+
+/// The answer (prefixed frame) and its throttle: the largest of the client's, the topics'
+/// (`topics`: each topic's bytes in the request) and the request quota's.
 pub fn on_response(
     conn: &Arc<Conn>,
     fwd: &Fwd,
     handle: &Arc<ClientHandle>,
     req_size: usize,
+    topics: &[(Box<str>, f64)],
     mut buf: Vec<u8>,
     t0: Instant,
 ) -> Result<(Vec<u8>, i32), String> {
     let ns = fwd.ns + t0.elapsed().as_nanos() as u64;
     let throttle = handle
-        .produce_response(req_size as f64, ns as f64, true, None)
+        .produce_response_with_topics(req_size as f64, ns as f64, true, &topic_refs(topics), None)
         .map_or(0, |r| r.mute_ms());
     conn.log(handle, ClientQuotaType::Produce, req_size as f64, throttle);
     conn.log(handle, ClientQuotaType::Request, ns as f64, 0);

@@ -99,9 +99,10 @@ pub async fn read_responses(
             Kind::Produce {
                 handle,
                 size: req_size,
+                topics,
             } => {
                 let (handle, req_size) = (Arc::clone(handle), *req_size);
-                let buf = crate::produce_path::on_response(conn, &fwd, &handle, req_size, buf, t0)?;
+                let buf = crate::produce_path::on_response(conn, &fwd, &handle, req_size, topics, buf, t0)?;
                 let (buf, throttle) = buf;
                 conn.settle(fwd.slot, Some(buf), throttle);
             }

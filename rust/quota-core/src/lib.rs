@@ -106,7 +106,7 @@ pub use shares::ShareMap;
 pub use snapshot::{ConfigSnapshot, QuotaChange};
 pub use throttle::{mutation_throttle_time_ms, throttle_time_ms, time_at_bound_ms};
 pub use token_bucket::{StrictTake, TokenBucket};
-pub use topic_quotas::{TopicQuotas, TopicRow, TopicThrottle, MAX_TOPIC_SENSORS};
+pub use topic_quotas::{TopicQuotas, TopicRow, MAX_TOPIC_SENSORS};
 pub use topic_rate::StripedRate;
 pub use types::{ClientQuotaType, WindowSpec};
 pub use utilization::{utilization_percent, UtilizationRest, UtilizationRow, UtilizationSnapshot};

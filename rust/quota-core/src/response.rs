@@ -9,7 +9,6 @@ use crate::clock::resolve_now;
 use crate::error::QuotaError;
 use crate::fetch_answer::{fetch_answer, FetchAnswer};
 use crate::handle::ClientHandle;
-use crate::topic_quotas::TopicThrottle;
 use crate::types::ClientQuotaType;
 use crate::validate::check_record_value;
 
@@ -183,10 +182,10 @@ impl ClientHandle {
         let (r, by_topic) = combine_with_topics(
             ClientQuotaType::Produce,
             bytes,
-            topic.as_ref().map_or(0, |t| t.throttle_time_ms),
+            topic.map_or(0, |(_, ms)| ms),
             request,
         );
-        self.enforce(r, topic.as_ref().filter(|_| by_topic), now)?;
+        self.enforce(r, topic.filter(|_| by_topic).map(|(i, _)| topics[i].0), now)?;
         if let Some(s) = &self.shadow {
             s.produce(size, request_nanos, answered, now);
         }
@@ -194,20 +193,18 @@ impl ClientHandle {
     }
 
     /// Records each topic's bytes into its sensor (topics without a quota record nothing) and
-    /// returns the one with the largest throttle (the first of equals).
-    fn record_topics(&self, t: ClientQuotaType, topics: &[(&str, f64)], now: i64) -> Option<TopicThrottle> {
+    /// returns the index in `topics` and the throttle of the one with the largest throttle (the
+    /// first of equals).
+    fn record_topics(&self, t: ClientQuotaType, topics: &[(&str, f64)], now: i64) -> Option<(usize, i32)> {
         let k = self.kernel();
         if topics.is_empty() || !k.topics.enabled(t) {
             return None;
         }
-        let mut worst: Option<TopicThrottle> = None;
-        for &(name, bytes) in topics {
-            if let Some(r) = k.topics.record(t, name, bytes, &k.settings.window, now) {
-                if worst
-                    .as_ref()
-                    .is_none_or(|w| r.throttle_time_ms > w.throttle_time_ms)
-                {
-                    worst = Some(r);
+        let mut worst: Option<(usize, i32)> = None;
+        for (i, &(name, bytes)) in topics.iter().enumerate() {
+            if let Some(ms) = k.topics.record(t, name, bytes, &k.settings.window, now) {
+                if worst.is_none_or(|(_, w)| ms > w) {
+                    worst = Some((i, ms));
                 }
             }
         }
@@ -215,21 +212,18 @@ impl ClientHandle {
     }
 
     /// `ClientQuotaManager.throttle` for a response whose throttle is `r`: a topic quota's
-    /// (`topic`) is recorded into the type's and that topic's `throttle-time`, a client quota's
-    /// as [`throttle`](Self::throttle) does. Returns the mute (ms).
-    fn enforce(
-        &self,
-        r: ResponseThrottle,
-        topic: Option<&TopicThrottle>,
-        now: i64,
-    ) -> Result<i32, QuotaError> {
+    /// (`topic`, when it is the one enforced) is recorded into the type's and that topic's
+    /// `throttle-time`, a client quota's as [`throttle`](Self::throttle) does. Returns the mute
+    /// (ms).
+    fn enforce(&self, r: ResponseThrottle, topic: Option<&str>, now: i64) -> Result<i32, QuotaError> {
         let (Some(t), Some(topic)) = (r.enforce, topic) else {
             return self.throttle(r, Some(now));
         };
         let k = self.kernel();
         k.record_throttle_time(t, f64::from(r.throttle_time_ms), Some(now))?;
         k.topics.record_throttle_time(
-            &topic.sensor,
+            t,
+            topic,
             f64::from(r.throttle_time_ms),
             &k.settings.metrics_window,
             now,
@@ -299,7 +293,7 @@ impl ClientHandle {
         let (mut r, mut by_topic) = combine_with_topics(
             ClientQuotaType::Fetch,
             bytes,
-            topic.as_ref().map_or(0, |t| t.throttle_time_ms),
+            topic.map_or(0, |(_, ms)| ms),
             request,
         );
         let answer = fetch_answer(size, cap, r.throttle_time_ms, self.kernel().settings().fetch_answer);
@@ -315,7 +309,7 @@ impl ClientHandle {
                     by_topic = false;
                 }
                 if topic.is_some() {
-                    for &(name, b) in topics {
+                    for (i, &(name, b)) in topics.iter().enumerate() {
                         let Some(s) = k.topics.record_sensor(ClientQuotaType::Fetch, name) else {
                             continue;
                         };
@@ -326,10 +320,7 @@ impl ClientHandle {
                                 enforce: Some(ClientQuotaType::Fetch),
                             };
                             by_topic = true;
-                            topic = Some(TopicThrottle {
-                                sensor: s,
-                                throttle_time_ms: paid,
-                            });
+                            topic = Some((i, paid));
                         }
                     }
                 }
@@ -344,7 +335,7 @@ impl ClientHandle {
             }
             FetchAnswer::Deliver => {}
         }
-        self.enforce(r, topic.as_ref().filter(|_| by_topic), now)?;
+        self.enforce(r, topic.filter(|_| by_topic).map(|(i, _)| topics[i].0), now)?;
         if let Some(s) = &self.shadow {
             // The bytes the client got: none when the enforced answer is empty.
             s.fetch(if answer == FetchAnswer::Empty { 0.0 } else { size }, request_nanos, now);
@@ -365,6 +356,27 @@ fn check_topic_bytes(topics: &[(&str, f64)]) -> Result<(), QuotaError> {
 mod tests {
     use super::*;
     use ClientQuotaType::*;
+
+    #[test]
+    fn a_topic_throttle_is_enforced_only_when_strictly_the_largest() {
+        // No topic throttle: exactly Kafka's rule.
+        for (b, r) in [(300, 120), (50, 50), (10, 70), (0, 0)] {
+            assert_eq!(combine_with_topics(Produce, b, 0, r), (combine_throttles(Produce, b, r), false));
+        }
+        assert_eq!(
+            combine_with_topics(Produce, 300, 400, 120),
+            (
+                ResponseThrottle {
+                    throttle_time_ms: 400,
+                    enforce: Some(Produce)
+                },
+                true
+            )
+        );
+        // Ties go to the client's quotas (the byte quota, or the request quota on its own tie).
+        assert_eq!(combine_with_topics(Fetch, 400, 400, 120), (combine_throttles(Fetch, 400, 120), false));
+        assert_eq!(combine_with_topics(Fetch, 10, 70, 70), (combine_throttles(Fetch, 10, 70), false));
+    }
 
     #[test]
     fn the_larger_throttle_goes_out_and_a_tie_is_the_request_quotas() {

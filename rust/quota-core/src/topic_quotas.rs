@@ -138,13 +138,6 @@ impl TopicQuotas {
     }
 }
 
-/// What recording one topic gave.
-#[derive(Clone)]
-pub struct TopicThrottle {
-    pub sensor: Arc<TopicSensor>,
-    pub throttle_time_ms: i32,
-}
-
 impl TopicQuotas {
     /// Sets (`Some`) or removes (`None`) the quota `t` of `topic` (`None` = `<default>`).
     /// Checked like a client byte-rate quota; a named topic must be a legal Kafka topic name.
@@ -290,6 +283,8 @@ impl TopicQuotas {
 
     /// Records `bytes` of `topic` for type `t` at `now` (resolved) and returns its throttle, or
     /// `None` when the topic has no quota of the type.
+    // The live sensor is used under the map's guard, without touching its reference count: a
+    // count every recording thread raised and dropped would be one cache line they all write.
     #[inline]
     pub fn record(
         &self,
@@ -298,23 +293,30 @@ impl TopicQuotas {
         bytes: f64,
         spec: &WindowSpec,
         now: i64,
-    ) -> Option<TopicThrottle> {
+    ) -> Option<i32> {
         let i = slot(t)?;
         if !self.enabled[i].load(Ordering::Acquire) {
             return None;
         }
-        let sensor = self.sensor(i, topic, spec, now)?;
+        {
+            let map = self.sensors[i].pin();
+            if let Some(s) = map.get(topic) {
+                return Some(Self::record_into(s, bytes, spec, now));
+            }
+        }
+        let s = self.sensor(i, topic, spec, now)?;
+        Some(Self::record_into(&s, bytes, spec, now))
+    }
+
+    #[inline]
+    fn record_into(sensor: &TopicSensor, bytes: f64, spec: &WindowSpec, now: i64) -> i32 {
         let m = sensor.rate.record_and_measure(spec, bytes, now);
         let bound = sensor.bound();
-        let throttle_time_ms = if bound == f64::INFINITY {
+        if bound == f64::INFINITY {
             0
         } else {
             throttle_time_ms(&m, bound)
-        };
-        Some(TopicThrottle {
-            sensor,
-            throttle_time_ms,
-        })
+        }
     }
 
     /// The live sensor of `topic` of type `t`, if it has one.
@@ -346,11 +348,25 @@ impl TopicQuotas {
         }
     }
 
-    /// Records a throttle enforced because of `sensor`'s quota into its `throttle-time`.
-    pub fn record_throttle_time(&self, sensor: &TopicSensor, throttle_ms: f64, spec: &WindowSpec, now: i64) {
-        if throttle_ms > 0.0 {
-            sensor
-                .throttle_time
+    /// Records a throttle enforced because of `topic`'s quota of type `t` into its
+    /// `throttle-time` (the overflow sensor's for a topic sent there).
+    pub fn record_throttle_time(
+        &self,
+        t: ClientQuotaType,
+        topic: &str,
+        throttle_ms: f64,
+        spec: &WindowSpec,
+        now: i64,
+    ) {
+        let Some(i) = slot(t) else {
+            return;
+        };
+        if throttle_ms <= 0.0 {
+            return;
+        }
+        let map = self.sensors[i].pin();
+        if let Some(s) = map.get(topic).or_else(|| map.get(TOPIC_OVERFLOW)) {
+            s.throttle_time
                 .get_or_init(|| ThrottleAvg::new(spec, now))
                 .record(spec, throttle_ms, now);
         }
@@ -458,15 +474,15 @@ mod tests {
         // The fresh-sensor example: 5000, 5000 at 200 ms, 1000 at 1 s -> 0, 0, 1000.
         let got: Vec<i32> = [(5000.0, 0), (5000.0, 200), (1000.0, 1000)]
             .iter()
-            .map(|&(v, t)| q.record(P, "t", v, &sp, t).unwrap().throttle_time_ms)
+            .map(|&(v, t)| q.record(P, "t", v, &sp, t).unwrap())
             .collect();
         assert_eq!(got, vec![0, 0, 1000]);
         // A named quota overrides the default for live sensors too.
         q.set(Some("t"), P, Some(2000.0)).unwrap();
         // rate 11000 / 10 s = 1100 < 2000
-        assert_eq!(q.record(P, "t", 0.0, &sp, 1000).unwrap().throttle_time_ms, 0);
+        assert_eq!(q.record(P, "t", 0.0, &sp, 1000).unwrap(), 0);
         q.set(Some("t"), P, None).unwrap();
-        assert_eq!(q.record(P, "t", 0.0, &sp, 1000).unwrap().throttle_time_ms, 1000);
+        assert_eq!(q.record(P, "t", 0.0, &sp, 1000).unwrap(), 1000);
         assert_eq!(q.describe(), vec![(None, P, 1000.0)]);
         assert_eq!(q.max_value_in_quota_window(P, "t", &sp), 10_000.0);
         assert_eq!(q.max_value_in_quota_window(F, "t", &sp), f64::INFINITY);
@@ -498,13 +514,15 @@ mod tests {
         for i in 0..CAP {
             q.record(P, &format!("t{i}"), 1.0, &sp, 0).unwrap();
         }
-        let o = q.record(P, "one-more", 1.0, &sp, 0).unwrap();
-        assert_eq!(&*o.sensor.topic, TOPIC_OVERFLOW);
-        assert_eq!(o.sensor.bound(), 1000.0);
-        let again = q.record(P, "and-another", 1.0, &sp, 0).unwrap();
-        assert!(Arc::ptr_eq(&o.sensor, &again.sensor));
+        q.record(P, "one-more", 1.0, &sp, 0).unwrap();
+        let o = q.record_sensor(P, TOPIC_OVERFLOW).unwrap();
+        assert_eq!(o.bound(), 1000.0);
+        assert!(q.record_sensor(P, "one-more").is_none());
+        q.record(P, "and-another", 1.0, &sp, 0).unwrap();
+        assert_eq!(o.rate.measure(&sp, 0).sum, 2.0);
         // A named topic keeps its own sensor past the cap.
-        assert_eq!(&*q.record(P, "named", 1.0, &sp, 0).unwrap().sensor.topic, "named");
+        q.record(P, "named", 1.0, &sp, 0).unwrap();
+        assert_eq!(q.record_sensor(P, "named").unwrap().bound(), 5.0);
         assert_eq!(q.sensor_count(P), CAP + 2);
         assert_eq!(q.overflowed(P), 2);
         assert_eq!(q.expire(|_| true), CAP + 2);

@@ -127,15 +127,25 @@ fn my_stripe() -> usize {
     STRIPE.with(|s| *s)
 }
 
+/// A word on a line (pair) of its own: written about once per ms, it must not make the words
+/// every record reads miss.
+#[repr(C, align(128))]
+struct Alone<T>(T);
+
+/// Padding on each side of the last-event times, so that they share no line with other data.
+const EVENT_PAD: usize = 16;
+
 /// A striped sampled rate (see the module comment).
 pub struct StripedRate {
-    // Shared, read on every record, written once per sample or per ms.
-    latest: AtomicI64,
+    /// Latest time this sensor has been told about (written once per ms).
+    latest: Alone<AtomicI64>,
+    // Read on every record, written once per sample.
     head: AtomicU64,
     purge_floor: AtomicI64,
     version: AtomicU64,
     generations: AtomicU64,
     meta: Box<[AtomicU128]>,
+    /// Each slot's last-event time at `EVENT_PAD + slot` (written once per ms).
     last_event: Box<[AtomicI64]>,
     /// `STRIPES * lines_per_stripe` lines of parts.
     parts: Box<[Line]>,
@@ -166,13 +176,13 @@ impl StripedRate {
         let lines_per_stripe = ring.div_ceil(8);
         let stripes = stripes();
         StripedRate {
-            latest: AtomicI64::new(now),
+            latest: Alone(AtomicI64::new(now)),
             head: AtomicU64::new(0),
             purge_floor: AtomicI64::new(now),
             version: AtomicU64::new(1),
             generations: AtomicU64::new(1),
             meta,
-            last_event: (0..ring).map(|_| AtomicI64::new(now)).collect(),
+            last_event: (0..ring + 2 * EVENT_PAD).map(|_| AtomicI64::new(now)).collect(),
             parts: (0..stripes * lines_per_stripe)
                 .map(|_| Line(std::array::from_fn(|_| AtomicU128::new(0))))
                 .collect(),
@@ -195,21 +205,21 @@ impl StripedRate {
 
     /// Latest time this rate was recorded into or measured at.
     pub fn last_seen_ms(&self) -> i64 {
-        self.latest.load(Ordering::Acquire)
+        self.latest.0.load(Ordering::Acquire)
     }
 
     #[inline]
     fn effective_time(&self, t: i64) -> i64 {
-        let seen = self.latest.load(Ordering::Relaxed);
+        let seen = self.latest.0.load(Ordering::Relaxed);
         if t <= seen {
             return seen;
         }
-        self.latest.fetch_max(t, Ordering::AcqRel).max(t)
+        self.latest.0.fetch_max(t, Ordering::AcqRel).max(t)
     }
 
     #[inline]
     fn raise_last_event(&self, slot: usize, t: i64) {
-        let cell = &self.last_event[slot];
+        let cell = &self.last_event[EVENT_PAD + slot];
         if cell.load(Ordering::Relaxed) < t {
             cell.fetch_max(t, Ordering::AcqRel);
         }
@@ -222,10 +232,9 @@ impl StripedRate {
     /// Adds `value` at `t` into this thread's stripe; returns the time recorded at, the slot, the
     /// sample it went into and this stripe's part of that sample right after the add.
     #[inline]
-    fn add(&self, spec: &WindowSpec, value: f64, t: i64) -> (i64, usize, Meta, f64) {
+    fn add(&self, spec: &WindowSpec, value: f64, t: i64, stripe: usize) -> (i64, usize, Meta, f64) {
         let t = self.effective_time(t);
         let t_rel = rel_ms(t);
-        let stripe = my_stripe();
         loop {
             let h = self.head.load(Ordering::SeqCst);
             let slot = (h % self.ring as u64) as usize;
@@ -319,7 +328,7 @@ impl StripedRate {
                 if !c.started {
                     break;
                 }
-                let last = self.last_event[slot].load(Ordering::Acquire);
+                let last = self.last_event[EVENT_PAD + slot].load(Ordering::Acquire);
                 if now.saturating_sub(last) < expire {
                     floor = floor.min(last);
                     break;
@@ -416,15 +425,15 @@ impl StripedRate {
     /// Adds `value` at `t` (Kafka's `SampledStat.record`).
     #[inline]
     pub fn record(&self, spec: &WindowSpec, value: f64, t: i64) {
-        self.add(spec, value, t);
+        self.add(spec, value, t, my_stripe());
     }
 
     /// Records `value` at `t` and measures at the same instant (record-then-check): this
     /// thread's stripe exactly, the other stripes as of its cache (see the module comment).
     #[inline]
     pub fn record_and_measure(&self, spec: &WindowSpec, value: f64, t: i64) -> Measurement {
-        let (t, slot, m, part) = self.add(spec, value, t);
         let stripe = my_stripe();
+        let (t, slot, m, part) = self.add(spec, value, t, stripe);
         let cache = &self.caches[stripe];
         let version = self.version.load(Ordering::SeqCst);
         let part_int = part as i64;
@@ -481,7 +490,7 @@ impl StripedRate {
             if !m.started {
                 continue;
             }
-            if now.saturating_sub(self.last_event[slot].load(Ordering::Acquire)) >= expire {
+            if now.saturating_sub(self.last_event[EVENT_PAD + slot].load(Ordering::Acquire)) >= expire {
                 oldest = oldest.min(now_rel);
             } else {
                 sum += self.sample_value(slot, m.generation);

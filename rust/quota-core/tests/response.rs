@@ -180,3 +180,38 @@ fn a_mutation_throttle_larger_than_the_request_throttle_is_enforced_as_controlle
         ResponseThrottle::NONE
     );
 }
+
+/// The Produce step with a topic quota: the topic's throttle (Kafka's formula on the topic's
+/// sensor, fed by two clients) goes out when it is the largest, and the old call form records no
+/// topic.
+#[test]
+fn produce_step_takes_the_largest_of_client_and_topic_throttles() {
+    let k = Arc::new(QuotaKernel::new(KernelConfig::default()).unwrap());
+    k.topics
+        .set(Some("orders"), ClientQuotaType::Produce, Some(1000.0))
+        .unwrap();
+    let a = ClientHandle::new(Arc::clone(&k), "alice", "a");
+    let b = ClientHandle::new(Arc::clone(&k), "bob", "b");
+    let r = a
+        .produce_response_with_topics(5000.0, 0.0, true, &[("orders", 5000.0)], Some(0))
+        .unwrap();
+    assert_eq!(r, ResponseThrottle::NONE);
+    let r = b
+        .produce_response_with_topics(5000.0, 0.0, true, &[("orders", 5000.0), ("free", 1.0)], Some(200))
+        .unwrap();
+    assert_eq!(r, ResponseThrottle::NONE);
+    // (11000 B / 10 s - 1000) / 1000 * 10 s = 1000 ms, whoever sends the third request.
+    let r = a
+        .produce_response_with_topics(1000.0, 0.0, true, &[("orders", 1000.0)], Some(1000))
+        .unwrap();
+    assert_eq!(r.throttle_time_ms, 1000);
+    assert_eq!(r.enforce, Some(ClientQuotaType::Produce));
+    assert_eq!(
+        a.produce_response(1000.0, 0.0, true, Some(1000)).unwrap(),
+        ResponseThrottle::NONE
+    );
+    assert_eq!(k.topics.sensor_count(ClientQuotaType::Produce), 1);
+    assert!(a
+        .produce_response_with_topics(1.0, 0.0, true, &[("orders", f64::NAN)], Some(1000))
+        .is_err());
+}

@@ -1,0 +1,103 @@
+"""Topic quotas (KIP-1010) in the proxy against Apache Kafka's broker: a topic's quota holds the
+total rate of every producer of the topic, whatever their client ids, and a Produce naming many
+topics without a quota keeps nothing."""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+
+import pytest
+from proxy_support import Meter, ProxyThread, make_topic, produce_loop
+from proxy_wire import Wire
+
+import kquota
+from kquota import ClientQuotaType as Q
+
+pytest.importorskip("confluent_kafka")
+
+WINDOW_NUM = 2  # quota.window.num: a 1 s burst allowance keeps the test short and steady
+
+
+@pytest.mark.timing
+def test_a_topic_quota_holds_two_producers_together(broker):
+    """Two producers with different client ids (no client quota) write one topic quoted at
+    200 KB/s. Kafka's rule keeps the topic sensor's rate over its window (at most
+    ``WINDOW_NUM`` samples of 1 s) at the quota once throttled: over 8 s after the first
+    window's burst the bytes are the quota's 8 s give or take one sample's worth (1/8). The
+    meters count values (1000 B), a little less than the record batches the sensor counts."""
+    quota = 200_000
+    qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm)
+    try:
+        topic = make_topic(proxy.address, prefix="topicq-")
+        qm._set_topic_quota(topic, "producer_byte_rate", quota)
+        meters = {name: Meter() for name in ("topic-a", "topic-b")}
+        stop = threading.Event()
+        threads = [
+            threading.Thread(target=produce_loop, args=(proxy.address, topic, name, meters[name], stop))
+            for name in meters
+        ]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        time.sleep(11)
+        stop.set()
+        for t in threads:
+            t.join(30)
+        start, end = t0 + 3, t0 + 11
+        total = sum(m.rate(start, end) for m in meters.values())
+        print(f"topic quota {quota} B/s: two producers together {total / quota:.3f}x")
+        assert 0.8 * quota <= total <= (1 + 1 / 8) * quota, {n: m.rate(start, end) for n, m in meters.items()}
+        # Both were throttled by the topic's quota; neither has a quota of its own.
+        for name, m in meters.items():
+            assert m.throttles and max(m.throttles) > 0, name
+            assert qm.quota_limit(Q.PRODUCE, "", name) is None
+        rows = {(m.group, m.name, tuple(m.tags.items())): m.value for m in qm.metrics()}
+        assert rows[("Produce", "quota-limit", (("topic", topic),))] == quota
+        assert rows[("Produce", "throttle-time", (("topic", topic),))] > 0
+    finally:
+        proxy.stop()
+        qm.close()
+
+
+def produce_v8(topics: list[str]) -> bytes:
+    """A Produce v8 body (acks=1) naming ``topics``, one partition each with empty records."""
+    body = struct.pack(">hhi", -1, 1, 5000) + struct.pack(">i", len(topics))
+    for name in topics:
+        raw = name.encode()
+        body += struct.pack(">h", len(raw)) + raw + struct.pack(">i", 1) + struct.pack(">ii", 0, 0)
+    return body
+
+
+def test_a_produce_naming_many_unquoted_topics_keeps_nothing(broker):
+    """An attack: Produce requests naming thousands of distinct topics. Topics without a quota
+    (neither their own nor ``<default>``) get no sensor; under a ``<default>`` quota names the
+    broker refuses get none, and legal names at most ``max_sensors`` plus one shared overflow
+    sensor."""
+    qm = kquota.QuotaManager(max_sensors=50)
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm)
+    try:
+        qm._set_topic_quota("only-this-one", "producer_byte_rate", 1000)
+        host, port = proxy.proxy.bootstrap_address
+        w = Wire((host, port), client_id="mallory")
+        try:
+            def produce(names: list[str]) -> None:
+                w.send_raw(w.frame(0, 8, produce_v8(names)))
+                frame = w.read_frame()
+                assert struct.unpack_from(">i", frame)[0] == w.corr
+
+            produce([f"junk-{i}" for i in range(5000)])
+            assert qm._topic_sensor_stats(Q.PRODUCE) == (0, 0)
+            qm._set_topic_quota(None, "producer_byte_rate", 1000)
+            produce([f"bad/name-{i}" for i in range(2000)] + ["x" * 300])
+            assert qm._topic_sensor_stats(Q.PRODUCE) == (0, 0)
+            produce([f"junk-{i}" for i in range(500)])
+            live, overflowed = qm._topic_sensor_stats(Q.PRODUCE)
+            assert live == 51 and overflowed == 450, (live, overflowed)
+        finally:
+            w.close()
+    finally:
+        proxy.stop()
+        qm.close()
