@@ -44,6 +44,7 @@ __all__ = [
     "combine_throttles",
     "fetch_answer",
     "ProxyDataPlane",
+    "parsed_versions",
     "check_listener_tls",
     "check_upstream_tls",
     "client_tls_pem",
@@ -376,6 +377,10 @@ class QuotaConfig:
     def metric_tags(self, quota_type: QuotaTypeLike, user: str, client_id: str) -> tuple[str, str]: ...
     def limit(self, quota_type: QuotaTypeLike, user_tag: str, client_tag: str) -> Optional[float]: ...
 
+def parsed_versions() -> dict[int, tuple[int, int]]:
+    """The versions the proxy parses, api key -> (min, max) (the data plane's table, which
+    refuses a request of any other version); a new dict at each call."""
+
 @final
 class ProxyDataPlane:
     """The proxy's native (tokio) data plane: sockets, frames, ordering, mutes, Produce, Fetch
@@ -393,7 +398,6 @@ class ProxyDataPlane:
         advertised_host: str,
         flexible_from: list[int],
         throttle_first: list[int],
-        parsed_versions: list[tuple[int, int, int]],
         python_keys: list[int],
         exempt_keys: list[int],
         max_frame_bytes: int,

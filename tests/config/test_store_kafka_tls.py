@@ -145,7 +145,10 @@ def test_configs_cli_and_the_proxy_use_the_store_over_tls(kafka_broker, tmp_path
     try:
         wait_port(port, 30)
         producer.start()
-        time.sleep(8)
+        # The proxy reads the quota from the store: its first throttle says it is applied.
+        assert wait_until(lambda: meter.throttles, 30), "no throttle: the stored quota was not applied"
+        start = time.monotonic()
+        time.sleep(5)  # the measured window
         end = time.monotonic()
     finally:
         stop.set()
@@ -153,7 +156,7 @@ def test_configs_cli_and_the_proxy_use_the_store_over_tls(kafka_broker, tmp_path
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err.decode()
-    rate = meter.rate(end - 5, end)
+    rate = meter.rate(start, end)
     assert 0.3 * 40_000 <= rate <= 1.3 * 40_000, rate
     assert max(meter.throttles, default=0) > 0
 

@@ -160,9 +160,9 @@ def test_an_idle_watch_sleeps_until_a_commit_wakes_it(tmp_path, monkeypatch):
     got = threading.Event()
     w = s.watch(lambda ents: got.set())
     try:
-        time.sleep(sqlite_store.SETTLE_S + 0.5)
+        time.sleep(sqlite_store.SETTLE_S + 0.5)  # the span under test: past it the watch goes idle
         checks.clear()
-        time.sleep(1.0)
+        time.sleep(1.0)  # the measured span: a quiet second
         assert checks == []  # polling every 10 ms would have checked about 100 times
         subprocess.run([sys.executable, "-c", WRITER, s.url, "1"], input="\n", text=True, capture_output=True, check=True,
                        timeout=60)

@@ -12,6 +12,7 @@ import time
 
 import pytest
 from store_helpers import fresh_zk_url
+from waiting import wait_until
 
 from kquota import ClientQuotaEntity, QuotaManager
 from kquota.stores import ConfigStoreError, open_store, sanitize
@@ -184,10 +185,7 @@ def test_topic_and_broker_notifications_are_ignored(zk):
                     {"version": 1, "entity_type": "topics", "entity_name": "t1"},
                     {"version": 1, "entity_type": "clients", "entity_name": "old-style"}):
             zk._zk.create(zk.root + "/config/changes/config_change_", json.dumps(doc).encode(), sequence=True)
-        for _ in range(WAIT * 50):
-            if seen:
-                break
-            time.sleep(0.02)
+        wait_until(lambda: seen, WAIT, 0.02)
     finally:
         w.stop()
     assert seen and set().union(*seen) == {E({"client-id": "old-style"})}
@@ -217,10 +215,7 @@ def test_corrupt_nodes_are_reported_and_skipped_without_stopping_the_watcher(zk)
                       b'{"version":2,"entity_path":"users/bad-json"}', sequence=True)
         zk.alter([({"user": "good"}, {"producer_byte_rate": 2})])
         assert w.wait_applied(n + 1, WAIT)
-        for _ in range(WAIT * 50):
-            if qm.describe_client_quotas() == {E({"user": "good"}): {"producer_byte_rate": 2.0}}:
-                break
-            time.sleep(0.02)
+        wait_until(lambda: qm.describe_client_quotas() == {E({"user": "good"}): {"producer_byte_rate": 2.0}}, WAIT, 0.02)
         assert qm.describe_client_quotas() == {E({"user": "good"}): {"producer_byte_rate": 2.0}}
         assert any("config_change_" in m and "not valid JSON" in m for m in watcher_errors), watcher_errors
         assert any(zk.root + "/config/users/bad-json" in m for m in watcher_errors[4:]), watcher_errors

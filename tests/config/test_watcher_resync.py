@@ -159,7 +159,7 @@ def test_every_watcher_converges_after_a_zookeeper_restart(zookeeper, downtime_s
     try:
         for _ in range(outages):
             pause.clear()
-            time.sleep(1.0)
+            time.sleep(1.0)  # the span under test: a second of alters before each outage
             # The server dies right after the last alters, while the watchers are still
             # re-reading them; nothing is altered after the last restart, so a dropped re-read
             # would stay dropped.

@@ -9,6 +9,7 @@ import pytest
 import kquota
 from kquota import ClientQuotaType as Q
 from kquota.aio import DelayQueue, ThrottledConnection, loop_now_ms
+from waiting import wait_until_async
 
 
 def run(coro):
@@ -21,7 +22,7 @@ async def pair(qm, user="u", client_id="c"):
 
     async def on_connect(reader, writer):
         accepted.set_result((reader, writer))
-        await asyncio.sleep(3600)
+        await asyncio.Event().wait()  # the connection stays open until the server is closed
 
     server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
@@ -122,8 +123,12 @@ def test_cancelling_a_muted_reader_is_safe():
                 await conn.readexactly(4)
 
         task = asyncio.ensure_future(handler())
-        await asyncio.sleep(0.05)
-        assert qm.delay_queue(Q.PRODUCE).queue_size == 1
+
+        async def queued() -> bool:
+            await asyncio.sleep(0)  # the handler runs up to its mute
+            return qm.delay_queue(Q.PRODUCE).queue_size == 1
+
+        assert await wait_until_async(queued, 5)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -14,6 +14,7 @@ from kquota.pipeline.schema import read_requests
 from kquota.pipeline.simulate import simulate, simulate_spark
 from kquota.pipeline.summary import spark_percentile
 from test_pipeline_simulate import CONFIG, in_process, request_log
+from waiting import wait_until
 
 
 def split_log(df, path):
@@ -123,14 +124,15 @@ def test_watch_reports_a_running_stage(spark):
 
     def slow(batches):
         for b in batches:
-            time.sleep(2.5)
+            time.sleep(2.5)  # the span under test: a stage long enough to report on
             yield b
 
     lines = []
     with Watch(spark, "slow", 4000, lines.append, first_s=0.5, every_s=0.5):
         # One stage of four tasks (the noop sink adds no stage of its own).
         spark.range(0, 4000, 1, 4).mapInArrow(slow, "id long").write.format("noop").mode("overwrite").save()
-        time.sleep(1.5)  # the watcher polls again after the job
+        # The watcher's next poll after the job reports it done.
+        wait_until(lambda: lines and lines[-1].startswith("[slow] 4,000/4,000 rows (4/4 tasks)"), 10)
     assert lines, "no progress line during a 5 s stage"
     pattern = r"\[slow\] ([\d,]+/4,000 rows \(\d/4 tasks\), \d+ s, ETA (\d+ s|unknown)|starting, \d+ s)"
     assert all(re.fullmatch(pattern, s) for s in lines), lines

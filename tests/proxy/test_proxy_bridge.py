@@ -5,7 +5,6 @@ computed natively must reach the broker."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 
@@ -60,8 +59,12 @@ def test_sasl_principal_reaches_the_produce_quota(kafka_broker, tmp_path):
         assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "alice", "sasl-client") > 0
         assert qm.measured_rate(kquota.ClientQuotaType.PRODUCE, "ANONYMOUS", "sasl-client") == 0
         assert throttles and max(throttles) > 0  # 200 KB against 20 KB/s
-        time.sleep(0.5)  # the native plane's rows reach the log within ~0.2 s
-        produce = [r for r in logged_rows(log, tmp_path) if r["quota_type"] == "PRODUCE"]
+        def produce_rows() -> list[dict]:
+            return [r for r in logged_rows(log, tmp_path) if r["quota_type"] == "PRODUCE"]
+
+        # The native plane's rows reach the log as they are drained (every ~0.2 s).
+        wait_until(lambda: sum(r["value"] for r in produce_rows()) >= 200 * 1000, 10)
+        produce = produce_rows()
         assert produce and {(r["user"], r["client_id"]) for r in produce} == {("alice", "sasl-client")}
         assert sum(r["value"] for r in produce) >= 200 * 1000
     finally:

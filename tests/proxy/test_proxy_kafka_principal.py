@@ -149,7 +149,7 @@ def test_reauthentication_keeps_the_principal_and_refuses_another(proxy, kafka_b
     assert wait_until(lambda: proxy.qm.measured_rate(REQUEST, "alice", "reauth") > 0, 10)
     # Kafka starts at most one re-authentication a second (KafkaChannel: a SaslHandshake sooner
     # is KafkaApis', answered ILLEGAL_SASL_STATE).
-    time.sleep(1.2)
+    time.sleep(1.2)  # the span under test: past that second
     assert handshake(w, "PLAIN") == 0
     refusal = authenticate(w, plain("admin", kafka_broker.users["admin"]))
     assert (refusal["ErrorCode"], refusal["ErrorMessage"]) == (

@@ -70,13 +70,15 @@ def test_a_quota_altered_with_kquota_configs_is_enforced_live(broker):
     producer = threading.Thread(target=produce_loop, args=(f"127.0.0.1:{port}", data, "paced", meter, halt))
     try:
         producer.start()
-        time.sleep(2)
-        unlimited = meter.rate(time.monotonic() - 1, time.monotonic())
+        assert wait_until(meter.total), "nothing delivered through the proxy"
+        started = time.monotonic()
+        time.sleep(1)  # the measured window of the unlimited rate
+        unlimited = meter.rate(started, started + 1)
         r = run_cli("--store", f"kafka://{broker.address}/{topic}", "--alter", "--add-config",
                     f"producer_byte_rate={quota}", "--entity-type", "clients", "--entity-name", "paced")
         assert r.returncode == 0, r.stderr
         applied = time.monotonic()
-        time.sleep(9)
+        time.sleep(9)  # the measured window: the enforced rate is over its last 6 s
         age = sync_age(metrics_port)
     finally:
         halt.set()

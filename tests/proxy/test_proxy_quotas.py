@@ -14,6 +14,7 @@ import kquota
 from kquota.stores.sqlite import SQLiteConfigStore
 from kquota.watcher import QuotaConfigWatcher
 from proxy_support import VALUE, Meter, ProxyThread, make_topic, produce_all, produce_loop
+from waiting import wait_until
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -78,7 +79,7 @@ def test_produce_and_fetch_quotas_track_their_rate_and_spare_others(broker):
         t0 = time.monotonic()
         for t in threads:
             t.start()
-        time.sleep(11)
+        time.sleep(11)  # the measured window: the rates below are over its last 8 s
         stop.set()
         for t in threads:
             t.join(30)
@@ -106,19 +107,18 @@ def test_quota_altered_in_the_store_applies_within_seconds(broker, tmp_path):
         meter = Meter()
         stop = threading.Event()
         t = threading.Thread(target=produce_loop, args=(proxy.address, topic, "late", meter, stop))
-        t0 = time.monotonic()
         t.start()
-        time.sleep(2)
-        before = meter.rate(t0 + 0.5, t0 + 2)
+        assert wait_until(meter.total), "nothing delivered before the alter"
+        t0 = time.monotonic()
+        time.sleep(1.5)  # the measured window of the unlimited rate
+        before = meter.rate(t0, t0 + 1.5)
         assert not meter.throttles
         quota = 100_000
         store.alter([({"client-id": "late"}, {"producer_byte_rate": quota})])
         altered = time.monotonic()
-        deadline = altered + 5
-        while not meter.throttles and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: meter.throttles, 5)
         first_throttle = time.monotonic() - altered
-        time.sleep(max(0.0, altered + 8 - time.monotonic()))
+        time.sleep(max(0.0, altered + 8 - time.monotonic()))  # the measured window: altered + 3 to + 8
         stop.set()
         t.join(30)
         assert meter.throttles, "no throttle within 5 s of the alter"
@@ -151,15 +151,19 @@ def test_acks0_producer_is_muted_without_responses(broker):
         elapsed = time.monotonic() - t0
         p.purge()  # what is still queued never reaches the broker
         p.flush(1)
-        # Count what reached the broker (read directly).
+        # Count what reached the broker (read directly): every byte its log holds by now.
+        probe = Consumer({"bootstrap.servers": broker.address, "group.id": "count-probe"})
+        _, end = probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        probe.close()
         meter, stop = Meter(), threading.Event()
         t = threading.Thread(target=consume_loop, args=(broker.address, topic, "count", meter, stop))
         t.start()
-        time.sleep(3)
+        read_all = wait_until(lambda: meter.total() >= end * len(VALUE))
         stop.set()
         t.join(30)
         span = time.monotonic() - t0  # requests the client had buffered may still pass meanwhile
-        received = sum(n for _, n in meter.events)
+        received = meter.total()
+        assert read_all, (received, end * len(VALUE))
         # Bounded by the quota over the whole span plus one window's burst.
         assert received <= 1.3 * quota * (span + (WINDOW_NUM - 1)), received
         assert received >= 0.5 * quota * elapsed, received
@@ -195,7 +199,7 @@ def test_responses_larger_than_the_quota_window_track_the_quota(broker):
         # librdkafka's default fetch sizes: each response is one ~1 MB batch.
         t = threading.Thread(target=consume_loop, args=(proxy.address, topic, "big-batches", meter, stop, {}))
         t.start()
-        time.sleep(14)
+        time.sleep(14)  # the measured window: the bursts below are what it delivered in it
         stop.set()
         t.join(30)
         runs = bursts(meter.events)
@@ -228,7 +232,7 @@ def test_responses_a_large_share_of_the_quota_window_track_the_quota(broker):
         fetches = {"fetch.max.bytes": 150_000, "max.partition.fetch.bytes": 150_000, "message.max.bytes": 150_000}
         t = threading.Thread(target=consume_loop, args=(proxy.address, topic, "big-share", meter, stop, fetches))
         t.start()
-        time.sleep(20)
+        time.sleep(20)  # the measured window: the bursts below are what it delivered in it
         stop.set()
         t.join(30)
         runs = bursts(meter.events, gap=0.3)

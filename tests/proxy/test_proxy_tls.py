@@ -51,8 +51,11 @@ def test_confluent_kafka_over_ssl_both_sides_byte_for_byte(pki, kafka_broker, tm
     try:
         roundtrip(proxy.address, ssl_client_config(pki, pki.alice))
         roundtrip(proxy.address, ssl_client_config(pki))  # no client certificate: ANONYMOUS
-        time.sleep(0.5)  # the native rows are drained every 0.2 s
-        users = {row["user"] for row in logged_rows(log, tmp_path)}
+        def logged_users() -> set[str]:
+            return {row["user"] for row in logged_rows(log, tmp_path)}
+
+        wait_until(lambda: logged_users() >= {"alice", "ANONYMOUS"}, 10)  # the native rows are drained every 0.2 s
+        users = logged_users()
         assert users == {"alice", "ANONYMOUS"}, users  # RULES map alice's certificate to "alice"
         assert proxy.proxy.broker_ports, "the cluster's brokers are reached through the proxy's TLS ports"
         failures = proxy.proxy.tls_failures
@@ -82,7 +85,7 @@ def test_user_quota_on_the_client_certificates_principal(pki, kafka_broker):
         t0 = time.monotonic()
         for t in threads:
             t.start()
-        time.sleep(8)
+        time.sleep(8)  # the measured window: the rates below are over its last 5 s
         stop.set()
         for t in threads:
             t.join(30)

@@ -72,18 +72,63 @@ def _proxy_python() -> dict[str, str]:
 def test_the_version_refusal_is_the_data_planes_alone():
     """A request of a version the proxy does not parse is refused by the data plane
     (``ApiTables::check_version``) before any API is handed to Python; no Python module
-    restates the check. Python reads ``PARSED_VERSIONS`` only to hand the table to the data
-    plane (``server.py``) and to answer ApiVersions (``api_versions.py``, ``handlers.py``: the
-    clamp and KIP-511's answer, which Rust leaves to it)."""
+    restates the check. The proxy's Python reads ``PARSED_VERSIONS`` (the data plane's table,
+    through the binding) only to answer ApiVersions (``api_versions.py``, ``handlers.py``: the
+    clamp and KIP-511's answer, which Rust leaves to it); the data plane is not handed it."""
     dispatch = (PROXY_RS / "requests.rs").read_text(encoding="utf-8")
     body = dispatch[dispatch.index("async fn dispatch("):]
     assert body.index("check_version(") < body.index("is_python("), "the version is checked after the Python hand-off"
     tables = (PROXY_RS / "tables.rs").read_text(encoding="utf-8")
     assert "not a version the proxy offers" in tables
     readers = {name for name, text in _proxy_python().items() if "PARSED_VERSIONS" in text}
-    assert readers <= {"server.py", "api_versions.py", "handlers.py"}, readers
+    assert readers <= {"api_versions.py", "handlers.py"}, readers
     for name, text in _proxy_python().items():
         assert "not a version the proxy" not in text, f"{name} restates the version refusal"
+
+
+def _version_tables(tree: ast.AST) -> list[int]:
+    """Lines of a dict literal whose values are all ``(int, int)`` literals: a table of version
+    ranges by api key, written out."""
+    def version_range(node: ast.expr) -> bool:
+        return (isinstance(node, ast.Tuple) and len(node.elts) == 2
+                and all(isinstance(e, ast.Constant) and type(e.value) is int for e in node.elts))
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Dict) and len(node.values) >= 2 and all(version_range(v) for v in node.values)]
+
+
+def test_the_parsed_versions_are_defined_in_rust_alone():
+    """The versions the proxy parses are one table, the data plane's
+    (``kquota_proxy::tables::PARSED_VERSIONS``, which ``check_version`` reads); Python reads it
+    through ``kquota._kquota.parsed_versions`` (``apis.PARSED_VERSIONS``, a read-only view) and
+    defines no version table of its own."""
+    found = {}
+    for path in sorted(PYTHON.rglob("*.py")):
+        lines = _version_tables(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+        if lines:
+            found[str(path.relative_to(PYTHON))] = lines
+    assert not found, f"version tables defined in Python (read kquota._kquota.parsed_versions): {found}"
+    assigned = {}
+    for path in sorted(PYTHON.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                if isinstance(node, ast.AnnAssign) else []
+            if any(isinstance(t, ast.Name) and t.id == "PARSED_VERSIONS" for t in targets):
+                assigned[str(path.relative_to(PYTHON))] = ast.unparse(node.value)
+    assert assigned == {"kafka/protocol/apis.py": "MappingProxyType(_kquota.parsed_versions())"}, assigned
+    tables = (PROXY_RS / "tables.rs").read_text(encoding="utf-8")
+    assert "pub const PARSED_VERSIONS: &[(i16, i16, i16)]" in tables
+    binding = (ROOT / "rust" / "kquota-py" / "src" / "proxy_tables.rs").read_text(encoding="utf-8")
+    assert "ApiTables::parsed_versions()" in binding and "parsed_versions" not in \
+        (ROOT / "rust" / "kquota-py" / "src" / "proxy.rs").read_text(encoding="utf-8")
+
+
+def test_the_version_table_scan_finds_a_table():
+    """The scan above can fail: a table written as the old ``apis.py`` wrote it is found; a dict
+    of other pairs (names, strings) is not."""
+    written = "PARSED_VERSIONS = {\n    PRODUCE: (3, 11),\n    FETCH: (4, 17),\n}\n"
+    assert _version_tables(ast.parse(written)) == [1]
+    for other in ("X = {0: ('a', 1), 1: ('b', 2)}", "X = {0: (lo, hi), 1: (lo, hi)}", "X = {0: (1, 2)}"):
+        assert _version_tables(ast.parse(other)) == [], other
 
 
 def _max_over_throttle_field(tree: ast.AST) -> list[int]:

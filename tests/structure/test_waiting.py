@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TESTS = os.path.join(ROOT, "tests")
@@ -55,6 +56,73 @@ def test_no_test_module_waits_its_own_way():
                 continue
             with open(path, encoding="utf-8") as f:
                 found = offences(f.read())
+            if found:
+                bad[os.path.relpath(path, ROOT)] = found
+    assert not bad, bad
+
+
+#: What a fixed sleep of a second or more says on its line: that the time is what the test is
+#: about (the window a rate is measured over, a span a rule needs to pass), not a stand-in for
+#: waiting on something, which ``wait_until`` and its kin wait for instead.
+SAID = re.compile(r"#.*\b(?:measured (?:window|span)|span under test)\b")
+
+
+def long_sleeps(source: str) -> list[str]:
+    """The fixed sleeps of a second or more in ``source`` that do not say why: ``time.sleep(x)``
+    or ``asyncio.sleep(x)`` (or ``sleep`` imported from either) with a literal ``x >= 1``, each as
+    ``line: call``. Only the modules' ``sleep``: a ``time`` of the test's own (the ported tests'
+    MockTime, whose sleep moves a clock) is not the module."""
+    tree = ast.parse(source)
+    modules, bare = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {a.asname or a.name for a in node.names if a.name in ("time", "asyncio")}
+        elif isinstance(node, ast.ImportFrom) and node.module in ("time", "asyncio"):
+            bare |= {a.asname or a.name for a in node.names if a.name == "sleep"}
+    lines = source.splitlines()
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        f = node.func
+        if not ((isinstance(f, ast.Attribute) and f.attr == "sleep" and isinstance(f.value, ast.Name)
+                 and f.value.id in modules) or (isinstance(f, ast.Name) and f.id in bare)):
+            continue
+        try:
+            seconds = ast.literal_eval(node.args[0])
+        except ValueError:
+            continue  # computed: a pacing schedule, a deadline's remainder
+        if isinstance(seconds, (int, float)) and seconds >= 1 and not SAID.search(lines[node.lineno - 1]):
+            found.append((node.lineno, f"{node.lineno}: {ast.unparse(node)}"))
+    return [what for _, what in sorted(found)]
+
+
+def test_the_check_finds_a_long_sleep_that_does_not_say_why():
+    source = ("import time\nimport asyncio as aio\nfrom time import sleep as nap\n"
+              "time.sleep(3)\n"
+              "time.sleep(8)  # the measured window: the rate below is over it\n"
+              "time.sleep(1.2)  # the span under test: Kafka allows one a second\n"
+              "time.sleep(0.2)\n"
+              "time.sleep(end - time.monotonic())\n"
+              "async def f():\n    await aio.sleep(2.5)\n"
+              "nap(1)  # wait for the proxy\n")
+    assert long_sleeps(source) == ["4: time.sleep(3)", "10: aio.sleep(2.5)", "11: nap(1)"]
+    # A clock of the test's own (Kafka's MockTime, ported): not the time module.
+    assert long_sleeps("def t():\n    time = Clock()\n    time.sleep(1000)\n") == []
+
+
+def test_no_test_sleeps_a_second_or_more_without_saying_why():
+    """A sleep that waits for something waits for that thing (``wait_until``, ``wait_port``,
+    ...); a fixed sleep of a second or more is left only where the time is the point, and its
+    line says so (``# the measured window``, ``# the span under test``)."""
+    bad = {}
+    for directory, _, files in os.walk(TESTS):
+        for name in files:
+            path = os.path.join(directory, name)
+            if not name.endswith(".py") or path == HOME:
+                continue
+            with open(path, encoding="utf-8") as f:
+                found = long_sleeps(f.read())
             if found:
                 bad[os.path.relpath(path, ROOT)] = found
     assert not bad, bad

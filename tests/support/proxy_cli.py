@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from proxy_support import VALUE, Meter, make_topic, produce_loop
-from waiting import free_port, wait_port
+from waiting import free_port, wait_port, wait_until
 
 
 def start_proxy(broker: Any, tmp_path, *extra: str, protocol: str = "PLAINTEXT") -> tuple[subprocess.Popen, int]:
@@ -86,11 +86,13 @@ def assert_enforced_once_applied(broker, tmp_path, topic: str, quota: float, app
     producer = threading.Thread(target=produce_loop, args=(f"127.0.0.1:{port}", topic, "paced", meter, stop))
     try:
         producer.start()
-        time.sleep(2)
-        unlimited = meter.rate(time.monotonic() - 1, time.monotonic())
+        assert wait_until(meter.total), "nothing delivered through the proxy"
+        started = time.monotonic()
+        time.sleep(1)  # the measured window of the unlimited rate
+        unlimited = meter.rate(started, started + 1)
         apply(f"127.0.0.1:{port}")
         applied = time.monotonic()
-        time.sleep(9)
+        time.sleep(9)  # the measured window: the enforced rate is over its last 6 s
     finally:
         stop.set()
         producer.join(30)

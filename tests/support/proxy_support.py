@@ -167,6 +167,11 @@ class Meter:
         with self.lock:
             return sum(n for t, n in self.events if start <= t < end) / (end - start)
 
+    def total(self) -> int:
+        """Bytes counted so far."""
+        with self.lock:
+            return sum(n for _, n in self.events)
+
 
 def produce_loop(address: str, topic: str, client_id: str, meter: Meter, stop: threading.Event,
                  conf: Optional[dict] = None) -> None:

@@ -149,7 +149,7 @@ class ProxyServer(ProxySettings):
 
     def data_plane(self, bridge: Any) -> Any:
         """A ``kquota._kquota.ProxyDataPlane`` of these settings, not started, calling ``bridge``
-        (what :meth:`start` starts; its protocol tables are the codec's)."""
+        (what :meth:`start` starts; its protocol tables are the codec's, the versions it parses its own)."""
         from kquota._kquota import ProxyDataPlane
 
         return ProxyDataPlane(
@@ -158,7 +158,6 @@ class ProxyServer(ProxySettings):
             listen_host=self.listen[0], listen_port=int(self.listen[1]),
             advertised_host=self.advertised_host,
             flexible_from=version_table(FLEXIBLE_FIRST), throttle_first=version_table(THROTTLE_FIRST),
-            parsed_versions=[(key, lo, hi) for key, (lo, hi) in sorted(apis.PARSED_VERSIONS.items())],
             python_keys=[k for k in python_keys() if self.own_topics.names or k not in ONLY_FOR_OWN_TOPICS],
             exempt_keys=sorted(apis.REQUEST_QUOTA_EXEMPT),
             max_frame_bytes=self.max_frame_bytes, max_client_sockets=self.max_client_sockets,

@@ -50,6 +50,7 @@ fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
     rules::register(m)?;
     connections::register(m)?;
     tls::register(m)?;
+    proxy_tables::register(m)?;
     fast::install(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(

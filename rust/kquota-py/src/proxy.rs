@@ -146,7 +146,7 @@ impl PyProxyDataPlane {
     #[new]
     #[pyo3(signature = (
         kernel, bridge, *, bootstrap, listen_host, listen_port, advertised_host, flexible_from,
-        throttle_first, parsed_versions, python_keys, exempt_keys, max_frame_bytes, max_client_sockets, max_inflight,
+        throttle_first, python_keys, exempt_keys, max_frame_bytes, max_client_sockets, max_inflight,
         quota_window_ms, request_log, threads=1, drain_seconds=5.0, proxy_protocol=false,
         proxy_protocol_timeout_ms=10000, listener_tls=None, upstream_tls=None, max_tls_handshakes=None,
         proxy_protocol_trusted_sources=None, sasl_listener=false, sasl_max_receive_size=524288,
@@ -162,7 +162,6 @@ impl PyProxyDataPlane {
         advertised_host: String,
         flexible_from: Vec<i64>,
         throttle_first: Vec<i64>,
-        parsed_versions: Vec<(i64, i64, i64)>,
         python_keys: Vec<i64>,
         exempt_keys: Vec<i64>,
         max_frame_bytes: i64,
@@ -198,7 +197,6 @@ impl PyProxyDataPlane {
         let tables = crate::proxy_tables::api_tables(
             &flexible_from,
             &throttle_first,
-            &parsed_versions,
             &python_keys,
             &exempt_keys,
         )?;

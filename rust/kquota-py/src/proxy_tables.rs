@@ -1,22 +1,27 @@
-//! The protocol tables Python hands the data plane (`ApiTables`), checked: api keys and
-//! versions are int16, a version range is not upside down.
+//! The protocol tables of the data plane (`ApiTables`): the versions the proxy parses are
+//! `kquota_proxy::tables::PARSED_VERSIONS`, which Python reads (`parsed_versions`); the others
+//! come from Python's arguments, checked: api keys and versions are int16.
 
+use std::collections::BTreeMap;
+
+use kquota_proxy::tables::PARSED_VERSIONS;
 use kquota_proxy::ApiTables;
+use pyo3::prelude::*;
 
 use crate::errors::{invalid_argument, PyQuotaResult};
 
-/// `ApiTables` from `ProxyDataPlane`'s arguments (see its stub for their meaning).
+/// `ApiTables` from `ProxyDataPlane`'s arguments (see its stub for their meaning) and the
+/// versions the proxy parses.
 pub fn api_tables(
     flexible_from: &[i64],
     throttle_first: &[i64],
-    parsed_versions: &[(i64, i64, i64)],
     python_keys: &[i64],
     exempt_keys: &[i64],
 ) -> PyQuotaResult<ApiTables> {
     Ok(ApiTables {
         flexible_from: keys(flexible_from, "flexible_from")?,
         throttle_first: keys(throttle_first, "throttle_first")?,
-        parsed: ApiTables::version_ranges(&version_rows(parsed_versions)?),
+        parsed: ApiTables::parsed_versions(),
         python: ApiTables::key_set(&keys(python_keys, "python_keys")?),
         exempt: ApiTables::key_set(&keys(exempt_keys, "exempt_keys")?),
     })
@@ -32,16 +37,13 @@ fn keys(values: &[i64], what: &str) -> PyQuotaResult<Vec<i16>> {
         .collect()
 }
 
-fn version_rows(rows: &[(i64, i64, i64)]) -> PyQuotaResult<Vec<(i16, i16, i16)>> {
-    rows.iter()
-        .map(|&(k, lo, hi)| {
-            let v = keys(&[k, lo, hi], "parsed_versions")?;
-            if v[1] > v[2] {
-                return Err(invalid_argument(format!(
-                    "parsed_versions: api key {k} has min version {lo} above max {hi}"
-                )));
-            }
-            Ok((v[0], v[1], v[2]))
-        })
-        .collect()
+/// The versions the proxy parses, api key -> (min, max): a new dict at each call, so that no
+/// Python code can change the table the data plane checks requests against.
+#[pyfunction]
+pub fn parsed_versions() -> BTreeMap<i16, (i16, i16)> {
+    PARSED_VERSIONS.iter().map(|&(key, lo, hi)| (key, (lo, hi))).collect()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(parsed_versions, m)?)
 }

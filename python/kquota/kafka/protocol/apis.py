@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from kquota import _kquota
+
 PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
@@ -21,30 +26,11 @@ ALTER_CLIENT_QUOTAS = 49
 DESCRIBE_CLUSTER = 60
 DESCRIBE_TOPIC_PARTITIONS = 75
 
-#: api key -> (min, max) version the proxy parses; a client is never offered more.
-#: SaslHandshake is capped at v1 so that tokens travel in SaslAuthenticate (KIP-152), where the
-#: proxy can read the username; v0's raw tokens would bypass the Kafka framing.
-PARSED_VERSIONS = {
-    PRODUCE: (3, 11),
-    FETCH: (4, 17),
-    METADATA: (0, 12),
-    FIND_COORDINATOR: (0, 6),
-    SASL_HANDSHAKE: (1, 1),
-    API_VERSIONS: (0, 4),
-    CREATE_TOPICS: (0, 7),
-    DELETE_TOPICS: (0, 6),
-    SASL_AUTHENTICATE: (0, 2),
-    CREATE_PARTITIONS: (0, 3),
-    DESCRIBE_CLIENT_QUOTAS: (0, 1),
-    ALTER_CLIENT_QUOTAS: (0, 1),
-    DESCRIBE_CLUSTER: (0, 1),
-    # Read for the proxy's own topics (kquota.proxy.own_topics).
-    LIST_OFFSETS: (0, 10),
-    DELETE_RECORDS: (0, 2),
-    ALTER_CONFIGS: (0, 2),
-    INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    DESCRIBE_TOPIC_PARTITIONS: (0, 0),
-}
+#: api key -> (min, max) version the proxy parses; a client is never offered more. The table is
+#: the data plane's (``kquota_proxy::tables::PARSED_VERSIONS``, which refuses any other version),
+#: read here so that the ApiVersions clamp and the admin client offer what it accepts; a
+#: read-only view, since changing it here would change nothing the data plane checks.
+PARSED_VERSIONS: Mapping[int, tuple[int, int]] = MappingProxyType(_kquota.parsed_versions())
 
 #: APIs the proxy answers itself (offered even when the broker lacks them).
 ANSWERED_BY_PROXY = (DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS)

@@ -28,9 +28,9 @@ fn tables() -> &'static ApiTables {
     static TABLES: OnceLock<ApiTables> = OnceLock::new();
     TABLES.get_or_init(|| ApiTables {
         flexible_from: FLEXIBLE_FROM.to_vec(),
-        // The versions the proxy parses of the two APIs it walks itself (Python's
-        // `apis.PARSED_VERSIONS`): any other is refused before a walk.
-        parsed: ApiTables::version_ranges(&[(PRODUCE, 3, 11), (FETCH, 4, 17)]),
+        // The versions the proxy parses (`tables::PARSED_VERSIONS`): a Produce or Fetch of any
+        // other is refused before a walk.
+        parsed: ApiTables::parsed_versions(),
         ..Default::default()
     })
 }
