@@ -45,7 +45,8 @@ class RequestRows:
         self.rows: list[tuple[int, str, str, float]] = []
         self.lock = threading.Lock()
 
-    def add(self, ts_ms: int, user: str, client_id: str, quota_type: str, value: float) -> None:
+    def add(self, ts_ms: int, user: str, client_id: str, quota_type: str, value: float, *columns: object) -> None:
+        # The log's further columns (the throttle, the shadow's) are not kept: the rates need none.
         with self.lock:
             self.rows.append((ts_ms, client_id, quota_type, value))
 
