@@ -39,6 +39,14 @@ CRITERION = {
     "handle_record_two_threads_same_sensor": ("handle record, two threads on one sensor (contention)",
                                               "handle_record_one_thread"),
     "named_record_one_thread": ("named record, one thread", "handle_record_one_thread"),
+    "topic_rate_one_thread": ("topic rate (striped) record+measure, one thread", "sensor_record_and_measure"),
+    "topic_rate_two_threads_same_sensor": ("topic rate, two threads on one topic sensor (contention)",
+                                           "topic_rate_one_thread"),
+    "topic_record_one_thread": ("topic record through the kernel, one thread", "topic_rate_one_thread"),
+    "topic_record_two_threads_same_topic": ("topic record, two threads on one topic (contention)",
+                                            "topic_record_one_thread"),
+    "handle_record_one_thread_topic_quotas_configured": ("handle record with topic quotas configured, one thread",
+                                                         "handle_record_one_thread"),
 }
 
 
@@ -263,6 +271,9 @@ HEADLINE = [
     ("pipeline", "simulate_floor_10M", "`simulate` 10M requests / Spark floor (same run)"),
     ("criterion", "handle_record_two_threads_distinct_sensors", "2 threads, distinct sensors / 1 thread (1.0 = perfect scaling)"),
     ("criterion", "handle_record_two_threads_same_sensor", "2 threads, one sensor / 1 thread (2.0 = serialized)"),
+    ("criterion", "topic_record_two_threads_same_topic", "2 threads, one topic sensor / 1 thread (target <= 2.0)"),
+    ("criterion", "handle_record_one_thread_topic_quotas_configured",
+     "client record with topic quotas configured / without (target <= 1.1)"),
 ]
 
 
