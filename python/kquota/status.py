@@ -62,7 +62,9 @@ class ShadowRow(NamedTuple):
     """One entity as a shadow configuration would treat it: its quota type (Kafka's metric group:
     ``Produce``, ``Fetch``, ...), ``user`` and ``client_id``, measured ``rate``, the ``quota`` in
     force (``None``: unlimited), the ``shadow_quota`` the shadow configuration would give it
-    (``None``: unlimited there) and whether that bound would throttle it now."""
+    (``None``: unlimited there), whether that bound would throttle it now, and the shadow's
+    totals so far: the would-be throttle time (``throttle_time_ms``) and would-be delayed bytes
+    (``delayed_bytes``; :mod:`kquota.proxy.shadow`)."""
 
     quota_type: str
     user: str
@@ -71,6 +73,8 @@ class ShadowRow(NamedTuple):
     quota: Optional[float]
     shadow_quota: Optional[float]
     would_throttle: bool
+    throttle_time_ms: int = 0
+    delayed_bytes: int = 0
 
 
 class ShadowReport(NamedTuple):
@@ -135,6 +139,15 @@ def _row(r: UtilizationRow) -> dict[str, Any]:
             "utilization": _number(r.utilization), "throttled": bool(r.throttled)}
 
 
+def _total(value: object) -> int:
+    """A total (ms, bytes) as an int >= 0: anything else (negative, NaN, not a number) is 0."""
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0
+    return int(min(v, 2.0 ** 63 - 1)) if math.isfinite(v) and v > 0 else 0
+
+
 def _shadow(report: Optional[ShadowReport], k: int) -> Optional[dict[str, Any]]:
     if report is None:
         return None
@@ -144,8 +157,11 @@ def _shadow(report: Optional[ShadowReport], k: int) -> Optional[dict[str, Any]]:
         rows.append({"quota_type": shown_name(s.quota_type), "user": shown_name(s.user),
                      "client_id": shown_name(s.client_id), "rate": _number(s.rate), "quota": _number(s.quota),
                      "shadow_quota": _number(s.shadow_quota), "shadow_utilization": _number(util),
-                     "would_throttle": bool(s.would_throttle)})
-    rows.sort(key=lambda r: (r["shadow_utilization"] is None, -(r["shadow_utilization"] or 0.0)))
+                     "would_throttle": bool(s.would_throttle), "throttle_time_ms": _total(s.throttle_time_ms),
+                     "delayed_bytes": _total(s.delayed_bytes)})
+    # Those it would throttle now first, then by would-be throttle time, then by shadow utilization.
+    rows.sort(key=lambda r: (not r["would_throttle"], -r["throttle_time_ms"], r["shadow_utilization"] is None,
+                             -(r["shadow_utilization"] or 0.0)))
     return {"label": shown_name(report.label), "rows": rows,
             "more": max(0, int(report.rest)) + max(0, len(report.rows) - k)}
 

@@ -23,9 +23,10 @@ CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:0 16px;color:#1b1b1f;background:#fafafc}
 h1{font-size:20px;margin:16px 0 4px}h2{font-size:16px;margin:20px 0 6px;border-bottom:1px solid #ccd}
 table{border-collapse:collapse;width:100%}th,td{padding:3px 8px;text-align:left;border-bottom:1px solid #e4e4ec}
-th{background:#eef;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums}
-td.name{font-family:ui-monospace,monospace;word-break:break-all;max-width:380px}
-tr.throttled td{background:#fde8e8}.badge{background:#c62828;color:#fff;border-radius:3px;padding:0 5px;font-size:12px}
+th{background:#eef;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.name{font-family:ui-monospace,monospace;overflow-wrap:anywhere;min-width:10em;max-width:380px}
+tr.throttled td{background:#fde8e8}
+.badge{background:#c62828;color:#fff;border-radius:3px;padding:0 5px;font-size:12px;white-space:nowrap}
 .muted{color:#667}.more{color:#667;font-style:italic}meter{width:90px}dl{display:grid;grid-template-columns:max-content auto;
 gap:2px 14px;margin:0}dt{color:#556}dd{margin:0}.err{color:#b71c1c}#live.stale{color:#b71c1c;font-weight:600}
 """.strip()
@@ -153,12 +154,32 @@ def _shadow(part: Any) -> str:
                     f'<td class="n">{e(rate(r["rate"], r["quota_type"]))}</td>'
                     f'<td class="n">{e(rate(r["quota"], r["quota_type"]))}</td>'
                     f'<td class="n">{e(rate(r["shadow_quota"], r["quota_type"]))}</td>'
-                    f'{_util(r["shadow_utilization"])}<td>{mark}</td></tr>')
-    head = f'<p>From {e(part["label"])}.</p>'
+                    f'{_util(r["shadow_utilization"])}'
+                    f'<td class="n">{e(_duration(r.get("throttle_time_ms", 0)))}</td>'
+                    f'<td class="n">{e(_bytes(r.get("delayed_bytes", 0), r["quota_type"]))}</td><td>{mark}</td></tr>')
+    head = (f'<p>From {e(part["label"])}: evaluated on this proxy\'s traffic, never enforced; would-be '
+            "throttle time and delayed bytes since the proxy started.</p>")
     if not rows:
         return head + "<p class=muted>No prediction yet.</p>" + _more(part["more"], "predictions")
     return head + _table(["Quota type", "User", "Client id", "Rate", "Quota now", "Shadow quota",
-                          "Shadow utilization", ""], rows) + _more(part["more"], "predictions")
+                          "Shadow utilization", "Would-be throttle", "Would-be delayed", ""],
+                         rows) + _more(part["more"], "predictions")
+
+
+def _duration(ms: int) -> str:
+    """A would-be throttle time total: ``0``, ``850 ms``, ``12.4 s``, ``3.2 min``."""
+    if ms <= 0:
+        return "0"
+    if ms < 1000:
+        return f"{ms} ms"
+    return f"{ms / 1000:.1f} s" if ms < 120_000 else f"{ms / 60_000:.1f} min"
+
+
+def _bytes(n: int, quota_type: str) -> str:
+    """Would-be delayed bytes with binary prefixes; ``—`` for a type without bytes (Request)."""
+    if UNITS.get(quota_type) != "B/s":
+        return "—"
+    return rate(float(n), quota_type).removesuffix("/s")
 
 
 def _fleet(part: Any) -> str:

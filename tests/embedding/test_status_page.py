@@ -150,8 +150,11 @@ def test_shadow_rows_come_from_the_provider_sorted_and_a_broken_source_says_so()
     qm = kquota.QuotaManager(expiry_interval_seconds=None)
     try:
         rows = [ShadowRow("Produce", "", "a", 100.0, None, 1000.0, False),
-                ShadowRow("Produce", "", "b", 5000.0, 10_000.0, 1000.0, True)]
+                ShadowRow("Produce", "", "b", 5000.0, 10_000.0, 1000.0, True),
+                ShadowRow("Fetch", "", "c", 1.0, None, None, False, -5, float("nan")),  # hostile totals
+                ShadowRow("Fetch", "", "d", 1.0, None, None, False, 2500, 3 * 1024 * 1024)]
         snap = StatusPage(qm, shadow=lambda k: ShadowReport("sqlite:///shadow.db", rows, rest=4)).snapshot()
+        shown = StatusPage(qm, shadow=lambda k: ShadowReport("s", rows)).html().decode()
 
         def broken(k):
             raise RuntimeError("<b>shadow store down</b>")
@@ -161,13 +164,66 @@ def test_shadow_rows_come_from_the_provider_sorted_and_a_broken_source_says_so()
     finally:
         qm.close()
     shadow = snap["shadow"]
-    assert [r["client_id"] for r in shadow["rows"]] == ["b", "a"]
+    # Would throttle first, then by would-be throttle time; a total that is not a count >= 0 is 0.
+    assert [r["client_id"] for r in shadow["rows"]] == ["b", "d", "a", "c"]
+    assert [(r["throttle_time_ms"], r["delayed_bytes"]) for r in shadow["rows"]][1:] == [(2500, 3145728), (0, 0), (0, 0)]
+    assert ">2.5 s<" in shown and ">3.0 MiB<" in shown
     assert shadow["rows"][0]["shadow_utilization"] == pytest.approx(500.0) and shadow["rows"][0]["would_throttle"]
     assert shadow["more"] == 4 and shadow["label"] == "sqlite:///shadow.db"
     assert page.count("Cannot read this section: RuntimeError: &lt;b&gt;shadow store down&lt;/b&gt;") == 2
     assert "No shadow configuration." in none
     with pytest.raises(kquota.QuotaValueError):
         StatusPage(qm, refresh_seconds=0)
+
+
+def test_the_proxys_shadow_source_sums_predictions_under_the_shadows_tags_and_is_bounded():
+    """``ShadowStatus`` (the proxy's shadow section) on real kernels: raw entities summed under
+    the shadow's metric tags, the quota in force beside the shadow's, the rest row of the
+    predictions left out; *would throttle* while the throttle total grows within the shadow's
+    quota window (or the shadow rate is over its quota), not after; the rows bounded."""
+    from kquota.proxy.shadow import ShadowPrediction, ShadowStatus
+    from kquota.quota_type import ClientQuotaType
+
+    produce = ClientQuotaType.PRODUCE
+    qm = kquota.QuotaManager(expiry_interval_seconds=None)
+    shadow_qm = kquota.QuotaManager(expiry_interval_seconds=None)
+    try:
+        qm.alter_client_quotas([({"client-id": None}, {"producer_byte_rate": 1000})])
+        shadow_qm.alter_client_quotas([({"user": "alice"}, {"producer_byte_rate": 500}),
+                                       ({"client-id": HOSTILE[0]}, {"producer_byte_rate": 100}),
+                                       ({"client-id": "quiet"}, {"producer_byte_rate": 1e6})])
+        shadow_qm.record_no_throttle("produce", "alice", "app1", 50_000)
+        shadow_qm.record_no_throttle("produce", "carol", "quiet", 10)
+        preds = [ShadowPrediction("alice", "app1", produce, 100, 1000), ShadowPrediction("alice", "app2", produce, 50, 500),
+                 ShadowPrediction("bob", HOSTILE[0], produce, 30, 0), ShadowPrediction(None, None, produce, 7, 7)]
+        clock = [0.0]
+        source = ShadowStatus("sqlite:///shadow.db", qm, shadow_qm, lambda: list(preds), clock=lambda: clock[0])
+        first = source(50)
+        clock[0] = 100.0  # past the shadow's 11 s quota window: bob's total has not grown since
+        later = source(50)
+        preds[2] = ShadowPrediction("bob", HOSTILE[0], produce, 40, 0)
+        clock[0] = 101.0
+        grown = source(50)
+        small = source(1)
+        page = StatusPage(qm, shadow=source).html().decode()
+    finally:
+        qm.close()
+        shadow_qm.close()
+    rows = {(r.user, r.client_id): r for r in first.rows}
+    assert set(rows) == {("alice", ""), ("", HOSTILE[0]), ("", "quiet")}  # by tags; the rest row left out
+    alice = rows[("alice", "")]
+    assert (alice.throttle_time_ms, alice.delayed_bytes, alice.quota, alice.shadow_quota) == (150, 1500, 1000.0, 500.0)
+    assert alice.would_throttle and alice.rate > 500
+    quiet = rows[("", "quiet")]  # a limited shadow entity without a prediction, from its utilization
+    assert not quiet.would_throttle and quiet.throttle_time_ms == 0 and quiet.shadow_quota == 1e6
+    bob = {r.client_id: r for r in later.rows}[HOSTILE[0]]
+    assert rows[("", HOSTILE[0])].would_throttle and not bob.would_throttle  # its rate is 0: only its growth counted
+    assert {r.client_id: r for r in grown.rows}[HOSTILE[0]].would_throttle
+    assert [r.client_id for r in first.rows] == ["", HOSTILE[0], "quiet"]  # would throttle, by throttle time
+    assert len(small.rows) == 1 and small.rest >= 2
+    shadow = page.split('<section id="shadow">')[1].split("</section>")[0]
+    assert HOSTILE[0] not in shadow and "&lt;script&gt;" in shadow
+    assert "150 ms" in shadow and "1.5 KiB" in shadow and "would throttle" in shadow
 
 
 @pytest.mark.process  # the SQLite store's driver looks for its library with ldconfig

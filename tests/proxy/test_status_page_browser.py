@@ -110,20 +110,50 @@ def read_loop(address: str, topic: str, client_id: str, stop: threading.Event) -
     c.close()
 
 
-def test_a_proxy_with_real_clients_shows_its_throttled_client_and_store(broker, tmp_path):
-    from proxy_cli import start_proxy, stop_proxy
-    from proxy_support import Meter, make_topic, produce_loop
+def test_a_proxy_with_real_clients_shows_its_throttled_client_store_and_shadow(broker, tmp_path):
+    """A real ``kquota proxy --shadow-store`` with four clients: the shadow configuration halves
+    ``audit-log``'s quota (it sends ~100 KB/s, under its enforced default) and raises
+    ``search-indexer``'s. The page shows the throttled producers, the store, and in the shadow
+    section ``audit-log`` as would-throttle with a would-be throttle time, ``search-indexer``
+    not. The stores live in a clearly named directory (the screenshot shows their URLs)."""
+    import tempfile
 
     from kquota.stores.sqlite import SQLiteConfigStore
 
-    with SQLiteConfigStore(str(tmp_path / "q.db")) as store:
-        store.alter([({"client-id": "billing-ingest"}, {"producer_byte_rate": 200_000}),
-                     ({"client-id": "search-indexer"}, {"producer_byte_rate": 50_000}),
-                     ({"client-id": "dashboards"}, {"consumer_byte_rate": 400_000}),
-                     ({"client-id": None}, {"producer_byte_rate": 1_000_000})])
-        store_url = store.url
+    # start_proxy's store is <dir>/q.db; not a pytest temp dir, whose name would fill the screenshot.
+    stores = tempfile.mkdtemp(prefix="kquota-status-page-")
+    try:
+        with SQLiteConfigStore(os.path.join(stores, "q.db")) as store:
+            store.alter([({"client-id": "billing-ingest"}, {"producer_byte_rate": 200_000}),
+                         ({"client-id": "search-indexer"}, {"producer_byte_rate": 50_000}),
+                         ({"client-id": "dashboards"}, {"consumer_byte_rate": 400_000}),
+                         ({"client-id": None}, {"producer_byte_rate": 1_000_000})])
+            store_url = store.url
+        with SQLiteConfigStore(os.path.join(stores, "shadow.db")) as shadow:
+            shadow.alter([({"client-id": "billing-ingest"}, {"producer_byte_rate": 200_000}),
+                          ({"client-id": "search-indexer"}, {"producer_byte_rate": 4_000_000}),
+                          ({"client-id": "audit-log"}, {"producer_byte_rate": 50_000}),
+                          ({"client-id": "dashboards"}, {"consumer_byte_rate": 400_000})])
+            shadow_url = shadow.url
+        _proxy_page(broker, tmp_path, stores, store_url, shadow_url)
+    finally:
+        shutil.rmtree(stores, ignore_errors=True)
+
+
+def _section(page: str, name: str) -> str:
+    return page.split(f'<section id="{name}">')[1].split("</section>")[0]
+
+
+def _row(part: str, client: str) -> str:
+    return part.split(f">{client}<")[1].split("</tr>")[0]
+
+
+def _proxy_page(broker, tmp_path, stores: str, store_url: str, shadow_url: str) -> None:
+    from proxy_cli import start_proxy, stop_proxy
+    from proxy_support import Meter, make_topic, produce_loop
+
     metrics_port = free_port()
-    proc, port = start_proxy(broker, tmp_path, "--metrics-port", str(metrics_port))
+    proc, port = start_proxy(broker, stores, "--metrics-port", str(metrics_port), "--shadow-store", shadow_url)
     stop = threading.Event()
     threads = []
     try:
@@ -137,24 +167,36 @@ def test_a_proxy_with_real_clients_shows_its_throttled_client_and_store(broker, 
             threads.append(t)
         url = f"http://127.0.0.1:{metrics_port}/"
 
-        def throttled_shown() -> bool:
+        def shown() -> bool:
             page = urllib.request.urlopen(url, timeout=10).read().decode()
-            throttled = page.split('<section id="throttled">')[1].split("</section>")[0]
-            return ">search-indexer<" in throttled and ">audit-log<" in page and ">dashboards<" in page
+            throttled, shadow = _section(page, "throttled"), _section(page, "shadow")
+            return (">search-indexer<" in throttled and ">audit-log<" in page and ">dashboards<" in page
+                    and ">audit-log<" in shadow and 'class="badge">would throttle<' in _row(shadow, "audit-log"))
 
-        assert wait_until(throttled_shown, 30, 0.5)
+        assert wait_until(shown, 40, 0.5)
         dom = dump_dom(url, virtual_ms=6000)
         for section in SECTIONS:
             assert section in dom
-        store_part = dom.split('<section id="store">')[1].split("</section>")[0]
+        store_part = _section(dom, "store")
         assert store_url in store_part and "(4 entities)" in store_part
-        assert "Not in a fleet" in dom and "No shadow configuration." in dom
-        utilization = dom.split('<section id="utilization">')[1].split("</section>")[0]
+        assert "Not in a fleet" in dom
+        utilization = _section(dom, "utilization")
         assert utilization.index(">search-indexer<") < utilization.index(">audit-log<")
-        assert ">audit-log<" not in dom.split('<section id="throttled">')[1].split("</section>")[0]
+        assert ">audit-log<" not in _section(dom, "throttled")  # the shadow never enforces
+        shadow = _section(dom, "shadow")
+        assert f"From {shadow_url}:" in shadow
+        audit = _row(shadow, "audit-log")
+        cells = audit.split("<td")
+        assert "48.8 KiB/s" in audit and 'class="badge">would throttle<' in audit  # its shadow quota: 50,000 B/s
+        assert "976.6 KiB/s" in audit  # the quota in force: the client-id default
+        throttle_cell, delayed_cell = cells[-3], cells[-2]
+        assert throttle_cell.split(">")[1].split("<")[0] not in ("0", ""), audit
+        assert "B" in delayed_cell, audit
+        # The shadow's raised quota: no would-be throttle for search-indexer, though it is throttled.
+        assert ">search-indexer<" not in shadow or "would throttle" not in _row(shadow, "search-indexer")
         assert 'data-refreshes="' in dom
         png = tmp_path / "status-page.png"
-        screenshot(url, str(png))
+        screenshot(url, str(png), height=1000)
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
         if os.environ.get("KQUOTA_STATUS_PAGE_PNG"):
             shutil.copyfile(png, os.environ["KQUOTA_STATUS_PAGE_PNG"])

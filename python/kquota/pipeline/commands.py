@@ -101,6 +101,11 @@ def _cmd_usage(args: argparse.Namespace, out: TextIO) -> int:
     progress = Progress(out)
     paths = progress.stage("usage", lambda: usage(spark, log.requests, args.out),
                            lambda p: f"tables in {args.out}")
+    if log.observed is not None:
+        from kquota.pipeline.observed import write_observed
+
+        progress.stage("observed", lambda: write_observed(log.observed, args.out),
+                       lambda p: "enforced and shadow throttles per entity in " + p)
     print(_bad_rows_note(log.write_bad_rows(os.path.join(args.out, "bad_rows"))), file=out)
     print_usage_table(read_entities(paths["entities"]), args.top, out)
     return 0
@@ -185,6 +190,7 @@ def make_report(spark: Any, usage_dir: str, simulation_dir: str, recommendation_
                 level: str, top: int = 4, notes: tuple = ()) -> str:
     import pandas as pd
 
+    from kquota.pipeline.observed import read_observed
     from kquota.pipeline.report import build_report, rate_series, throttle_histogram
     from kquota.pipeline.usage import read_entities
 
@@ -207,7 +213,7 @@ def make_report(spark: Any, usage_dir: str, simulation_dir: str, recommendation_
     histogram = throttle_histogram(requests)
     summary = pd.read_parquet(os.path.join(simulation_dir, "summary"))
     return build_report(out_path, entities, series, chosen, level, histogram, summary, rec, quotas_for,
-                        notes=notes)
+                        notes=notes, observed=read_observed(usage_dir))
 
 
 def cmd_report(args: argparse.Namespace, out: Optional[TextIO] = None) -> int:

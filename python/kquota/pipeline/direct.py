@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 
 from kquota.pipeline.replay import TYPE_CODES
-from kquota.request_log_schema import MAX_ABS_TS_MS, QUOTA_TYPES, REQUIRED
+from kquota.request_log_schema import MAX_ABS_TS_MS, OBSERVED_COLUMNS, QUOTA_TYPES, REQUIRED
 
 SPLIT_SCHEMA = "file int, broker long, rows long, problem string"
 BATCH_ROWS = 1 << 20
@@ -103,14 +103,17 @@ def split_file(p: Plan, file_ix: int) -> list:
         names = set(pf.schema_arrow.names)
         if not set(cols) <= names:
             return [(-1, 0, "a file lacks a column")]
+        # The proxy's observed columns feed no replay, but a bad one makes its row bad (schema.py):
+        # checked here so both paths skip the same rows.
+        observed = [c for c in OBSERVED_COLUMNS if c in names]
         schema = pa.schema([("ts_ms", pa.int64()), ("user", pa.dictionary(pa.int32(), pa.string())),
                             ("client_id", pa.dictionary(pa.int32(), pa.string())), ("qt", pa.int8()),
                             ("value", pa.float64())])
         writers: dict = {}
         counts: dict = {}
         try:
-            for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols, use_threads=False):
-                problem = _check(batch, cols)
+            for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols + observed, use_threads=False):
+                problem = _check(batch, cols) or _check_observed(batch, observed)
                 if problem:
                     return [(-1, 0, problem)]
                 n = batch.num_rows
@@ -154,6 +157,22 @@ def _check(batch: Any, cols: list) -> Optional[str]:
     for c in cols:
         if batch.column(c).null_count:
             return f"null in {c}"
+    return None
+
+
+def _check_observed(batch: Any, observed: list) -> Optional[str]:
+    """A problem with an observed column (nulls are fine: not observed): not an integer type, or
+    a negative value."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for c in observed:
+        col = batch.column(c)
+        if not pa.types.is_integer(col.type):
+            return f"{c} is not an integer column"
+        low = pc.min(col).as_py() if batch.num_rows else None
+        if low is not None and low < 0:
+            return f"negative {c}"
     return None
 
 

@@ -8,7 +8,10 @@ table also written in full as a CSV file next to it (``<report>-simulation.csv``
   rest (the caption says so);
 * throttle distributions per quota type, from the simulation;
 * the simulation summary, the recommendation and the top usage (top rows; legend of every
-  column; the full table as CSV).
+  column; the full table as CSV);
+* when the log is a ``kquota proxy`` one with its observed columns (``usage``'s ``observed/``,
+  :mod:`kquota.pipeline.observed`): per entity, the throttle the proxy enforced against the
+  shadow configuration's would-be throttle and delayed bytes.
 """
 
 from __future__ import annotations
@@ -231,6 +234,61 @@ def _recommendation_columns() -> list[Column]:
     ]
 
 
+def _observed_columns() -> list[Column]:
+    from kquota.pipeline.usage import entity_label
+
+    def total(field: str) -> Callable[[Any], Any]:
+        return lambda r: None if _blank(getattr(r, field)) else int(getattr(r, field))
+
+    def ms(field: str) -> Callable[[Any], str]:
+        return lambda r: "" if _blank(getattr(r, field)) else units.ms(float(getattr(r, field)))
+
+    def count(field: str) -> Callable[[Any], str]:
+        return lambda r: "" if _blank(getattr(r, field)) else units.count(int(getattr(r, field)))
+
+    return [
+        Column("entity", "the request's raw user and client id", lambda r: entity_label(r.user, r.client_id),
+               lambda r: entity_label(r.user, r.client_id)),
+        Column("quota type", "what the throttle was for", lambda r: r.quota_type, lambda r: r.quota_type),
+        Column("requests", "rows of the log", lambda r: units.count(int(r.requests)), lambda r: int(r.requests)),
+        Column("enforced throttle", "sum of the throttle times the proxy's responses carried",
+               ms("throttle_time_ms"), total("throttle_time_ms"), "ms"),
+        Column("throttled", "responses with an enforced throttle > 0", count("throttled"), total("throttled")),
+        Column("shadow throttle", "sum of the shadow configuration's would-be throttle times (--shadow-store)",
+               ms("shadow_throttle_time_ms"), total("shadow_throttle_time_ms"), "ms"),
+        Column("shadow throttled", "responses the shadow would have throttled", count("shadow_throttled"),
+               total("shadow_throttled")),
+        Column("shadow delayed", "bytes of the responses the shadow's would-be mute would have delayed",
+               lambda r: "" if _blank(r.shadow_delayed_bytes) else units.rate(float(r.shadow_delayed_bytes), "B/s")
+               .replace("/s", ""), total("shadow_delayed_bytes"), "bytes"),
+    ]
+
+
+def _observed_section(out_path: str, observed: Any) -> str:
+    """The "Enforced vs shadow" section: the entities with any throttle, enforced or shadow,
+    largest first; a note when the log carried no shadow values."""
+    def zero(column: str) -> Any:
+        return observed[column].fillna(0) if column in observed else 0
+
+    size = zero("throttle_time_ms") + zero("shadow_throttle_time_ms") + zero("shadow_delayed_bytes")
+    busy = observed[size > 0].assign(_key=[max(a, b) for a, b in zip(zero("throttle_time_ms")[size > 0],
+                                                                      zero("shadow_throttle_time_ms")[size > 0])])
+    busy = busy.sort_values(["_key", "shadow_delayed_bytes", "requests"], ascending=False)
+    shadowed = int(observed["shadow_rows"].sum())
+    note = ("<p class=tablenote>What the proxy observed while it ran: the throttle it enforced, and what the shadow "
+            "configuration (<code>--shadow-store</code>) would have given the same traffic, never enforced.</p>")
+    if not shadowed:
+        note += ("<p class=tablenote>The log carries no shadow value: the proxy ran without "
+                 "<code>--shadow-store</code>; only the enforced throttle is shown.</p>")
+    if not len(busy):
+        return note + "<p>No entity was throttled, enforced or shadow.</p>"
+    left = len(observed) - len(busy)
+    order = "entities with a throttle either way, sorted by the larger of the two throttle times"
+    if left:
+        order += f" ({left:,} entit{'y' if left == 1 else 'ies'} without any left out)"
+    return note + _table_section(out_path, "shadow", _observed_columns(), list(busy.itertuples()), order)
+
+
 def _usage_columns() -> list[Column]:
     from kquota.pipeline.usage import entity_label
 
@@ -286,12 +344,15 @@ def build_report(
     quotas_for: Optional[dict] = None,
     title: str = "kquota traffic report",
     notes: Sequence[str] = (),
+    observed: Any = None,
 ) -> str:
     """Writes the HTML report (and its CSV tables beside it) and returns its path.
     ``entities``: usage entities table; ``series``: :func:`rate_series`; ``histogram``:
     :func:`throttle_histogram`; ``summary``: the simulation summary; ``recommendation``: the
     recommendation table (all pandas); ``quotas_for``: {(user, client_id, quota_type): quota}
-    drawn as reference lines."""
+    drawn as reference lines; ``observed``: ``usage``'s ``observed/`` table (pandas,
+    :mod:`kquota.pipeline.observed`), ``None`` for a log without the proxy's observed columns
+    (no "Enforced vs shadow" section then)."""
     from kquota import __version__
     from kquota.pipeline.usage import entity_label
 
@@ -302,7 +363,8 @@ def build_report(
              + " ".join(escape(n) for n in notes) + "</p>", _cards(summary, recommendation),
              '<nav><a href="#rates">Rate vs quota</a><a href="#throttles">Throttles</a>'
              '<a href="#simulation">Simulation summary</a><a href="#recommendation">Recommended quotas</a>'
-             '<a href="#usage">Top usage</a></nav>']
+             '<a href="#usage">Top usage</a>'
+             + ('<a href="#shadow">Enforced vs shadow</a>' if observed is not None else "") + "</nav>"]
 
     parts.append('<h2 id="rates">Rate vs quota over time</h2>')
     parts.append("<p class=tablenote>The busiest entities. A quota holds on each broker, so each chart "
@@ -354,6 +416,9 @@ def build_report(
                                     f"entities at level {level}, sorted by total (largest first)"))
     else:
         parts.append("<p>No usage.</p>")
+    if observed is not None:
+        parts.append('<h2 id="shadow">Enforced vs shadow</h2>')
+        parts.append(_observed_section(out_path, observed))
 
     doc = (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
            f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{escape(title)}</title>'

@@ -9,6 +9,12 @@ string) are parsed; a value that does not parse, a null, an unknown quota type, 
 non-finite value or a time beyond ±2^46 ms makes its row *bad*: bad rows are counted by reason,
 kept with their reason (``bad_rows``) and never silently dropped.
 
+The proxy's observed columns (:data:`~kquota.request_log_schema.OBSERVED_COLUMNS`: the enforced
+throttle, the shadow's would-be throttle and delayed bytes) are optional: a log without them
+(an older one, another source's) reads as before. When present, each is null (not observed, e.g.
+no shadow configuration) or a non-negative integer; anything else (negative, NaN, a fraction,
+text) makes its row bad. They are kept apart from the requests, in ``observed``.
+
 Every row gets ``_file`` (its file's path) and ``_row`` (increasing in file order: the row index
 for Parquet), so that requests with equal ``ts_ms`` are applied in *input order*: files in
 path-name order, rows in file order — explicit, whatever Spark's split settings.
@@ -21,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from kquota.exceptions import KQuotaError
-from kquota.request_log_schema import COLUMNS, MAX_ABS_TS_MS, QUOTA_TYPES, REQUIRED
+from kquota.request_log_schema import COLUMNS, MAX_ABS_TS_MS, OBSERVED_COLUMNS, QUOTA_TYPES, REQUIRED
 
 FORMATS = ("parquet", "csv", "json")
 _EXTENSIONS = {
@@ -37,14 +43,17 @@ class RequestLogError(KQuotaError, ValueError):
 @dataclass
 class RequestLogReader:
     """A request log as :func:`read_requests` reads and validates it: ``requests`` (valid rows, normalized columns plus ``_row``),
-    ``bad_rows`` (the raw row as text plus ``reason``), ``source``, ``fmt`` and ``raw`` (the
-    file as read, before validation)."""
+    ``bad_rows`` (the raw row as text plus ``reason``), ``source``, ``fmt``, ``raw`` (the
+    file as read, before validation) and ``observed``: the valid rows' ``broker``, ``user``,
+    ``client_id``, ``quota_type`` and the observed columns the log has (integers, null where not
+    observed), ``None`` when it has none of them."""
 
     requests: Any
     bad_rows: Any
     source: str
     fmt: str
     raw: Any = None
+    observed: Any = None
     _bad_counts: Optional[dict[str, int]] = field(default=None, repr=False)
 
     def bad_counts(self) -> dict[str, int]:
@@ -127,6 +136,8 @@ def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLo
         "quota_type": ((T.StringType,), "a string"),
         "value": (numeric + (T.StringType,), "a number"),
     }
+    for name in OBSERVED_COLUMNS:
+        expect[name] = (numeric + (T.StringType,), "an integer")
     for name, (types, what) in expect.items():
         if name in fields and not isinstance(fields[name], types):
             raise RequestLogError(
@@ -153,6 +164,7 @@ def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLo
     broker = integer("broker") if "broker" in fields else F.lit(0).cast("bigint")
     qt = F.upper(F.trim(F.col("quota_type")))
     value = number("value")
+    observed = [c for c in OBSERVED_COLUMNS if c in fields]
     reason = (
         F.when(ts.isNull(), F.lit("ts_ms is missing or not an integer"))
         .when(F.abs(ts) >= MAX_ABS_TS_MS, F.lit("ts_ms is beyond ±2^46 ms"))
@@ -162,6 +174,15 @@ def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLo
         .when(value.isNull() | F.isnan(value) | (value < 0) | (F.abs(value) == float("inf")),
               F.lit("value is missing, negative or not a finite number"))
     )
+    for name in observed:
+        # Null (an empty CSV cell) is "not observed"; a value must be a whole number >= 0 (NaN,
+        # ±inf, -1, 1.5, "x" are not).
+        v = number(name)
+        present = F.col(name).isNotNull()
+        if isinstance(fields[name], T.StringType):
+            present = present & (F.trim(F.col(name)) != "")
+        reason = reason.when(present & (v.isNull() | F.isnan(v) | (v < 0) | (v >= 2.0 ** 63) | (v != F.floor(v))),
+                             F.lit(f"{name} is negative or not an integer"))
     checked = df.select(
         F.col("_file"),
         F.col("_row"),
@@ -171,11 +192,16 @@ def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLo
         F.coalesce(F.col("client_id"), F.lit("")).alias("client_id"),
         qt.alias("quota_type"),
         value.alias("value"),
+        *[(F.col(c).cast("bigint") if isinstance(fields[c], integral) else number(c).cast("bigint")).alias(c)
+          for c in observed],
         reason.alias("_reason"),
-        *[F.col(c).cast("string").alias(f"_raw_{c}") for c in COLUMNS if c in fields],
+        *[F.col(c).cast("string").alias(f"_raw_{c}") for c in COLUMNS + OBSERVED_COLUMNS if c in fields],
     )
-    requests = checked.where(F.col("_reason").isNull()).select("_file", "_row", *COLUMNS)
+    valid = checked.where(F.col("_reason").isNull())
+    requests = valid.select("_file", "_row", *COLUMNS)
+    kept = valid.select("broker", "user", "client_id", "quota_type", *observed) if observed else None
     bad = checked.where(F.col("_reason").isNotNull()).select(
-        "_row", *[F.col(f"_raw_{c}").alias(c) for c in COLUMNS if c in fields], F.col("_reason").alias("reason")
+        "_row", *[F.col(f"_raw_{c}").alias(c) for c in COLUMNS + OBSERVED_COLUMNS if c in fields],
+        F.col("_reason").alias("reason")
     )
-    return RequestLogReader(requests=requests, bad_rows=bad, source=path, fmt=fmt, raw=raw)
+    return RequestLogReader(requests=requests, bad_rows=bad, source=path, fmt=fmt, raw=raw, observed=kept)

@@ -32,7 +32,7 @@ import numpy as np
 
 from kquota.pipeline.replay import MODELS
 from kquota.pipeline.schema import RequestLogReader
-from kquota.request_log_schema import COLUMNS, SIMULATED_COLUMNS
+from kquota.request_log_schema import COLUMNS, OBSERVED_COLUMNS, SIMULATED_COLUMNS
 
 OUTPUT_SCHEMA = (
     "ts_ms long, broker long, user string, client_id string, quota_type string, value double, "
@@ -100,7 +100,7 @@ def simulate(
         raise ValueError(f"model must be 'open' or 'closed', not {model!r}")
     p = direct.plan(log, out_dir)
     if p is not None:
-        bad_columns = [c for c in COLUMNS if c in log.raw.columns]
+        bad_columns = [c for c in COLUMNS + OBSERVED_COLUMNS if c in log.raw.columns]
         done = direct.run(spark, p, quotas_doc, model, bad_columns, progress)
         if done is not None:
             return SimulateResult(done["requests"], done["summary"], done["bad_rows"], {}, model)

@@ -395,6 +395,12 @@ def run(args: argparse.Namespace) -> int:
             connections_max_idle_ms=_int_prop(props, "connections.max.idle.ms", DEFAULT_CONNECTIONS_MAX_IDLE_MS),
             shadow=shadow_qm, shadow_store=shadow_store,
         )
+        if metrics_server is not None and shadow_store is not None:
+            from kquota.proxy.shadow import ShadowStatus
+
+            # Set once the proxy exists (its predictions feed the section); until then the
+            # page says there is no shadow.
+            page.shadow = ShadowStatus(shadow_store.url, qm, shadow_qm, proxy.shadow_predictions)
         _run(_main(proxy), args.event_loop)
         log.info("kquota proxy stopped")
         return 0
