@@ -286,12 +286,13 @@ def build_report(
     quotas_for: Optional[dict] = None,
     title: str = "kquota traffic report",
     notes: Sequence[str] = (),
+    extra_sections: Sequence[str] = (),
 ) -> str:
     """Writes the HTML report (and its CSV tables beside it) and returns its path.
     ``entities``: usage entities table; ``series``: :func:`rate_series`; ``histogram``:
     :func:`throttle_histogram`; ``summary``: the simulation summary; ``recommendation``: the
     recommendation table (all pandas); ``quotas_for``: {(user, client_id, quota_type): quota}
-    drawn as reference lines."""
+    drawn as reference lines; ``extra_sections``: HTML sections appended (the topic quotas')."""
     from kquota import __version__
     from kquota.pipeline.usage import entity_label
 
@@ -354,6 +355,7 @@ def build_report(
                                     f"entities at level {level}, sorted by total (largest first)"))
     else:
         parts.append("<p>No usage.</p>")
+    parts.extend(extra_sections)
 
     doc = (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
            f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{escape(title)}</title>'

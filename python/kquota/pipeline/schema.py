@@ -9,6 +9,11 @@ string) are parsed; a value that does not parse, a null, an unknown quota type, 
 non-finite value or a time beyond ±2^46 ms makes its row *bad*: bad rows are counted by reason,
 kept with their reason (``bad_rows``) and never silently dropped.
 
+An optional ``topic`` column splits the log: rows with a null topic are the requests
+(``requests``, what client usage, recommendation and replay read); rows with a topic are topic
+rows (``topic_requests``, the requests' per-topic bytes). A topic row whose topic is empty or not
+a legal Kafka topic name (a 1 MB name included), or whose type is ``REQUEST``, is bad.
+
 Every row gets ``_file`` (its file's path) and ``_row`` (increasing in file order: the row index
 for Parquet), so that requests with equal ``ts_ms`` are applied in *input order*: files in
 path-name order, rows in file order — explicit, whatever Spark's split settings.
@@ -21,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from kquota.exceptions import KQuotaError
-from kquota.request_log_schema import COLUMNS, MAX_ABS_TS_MS, QUOTA_TYPES, REQUIRED
+from kquota.request_log_schema import COLUMNS, MAX_ABS_TS_MS, MAX_TOPIC_LENGTH, QUOTA_TYPES, REQUIRED, TOPIC, \
+    TOPIC_QUOTA_TYPES
 
 FORMATS = ("parquet", "csv", "json")
 _EXTENSIONS = {
@@ -36,15 +42,19 @@ class RequestLogError(KQuotaError, ValueError):
 
 @dataclass
 class RequestLogReader:
-    """A request log as :func:`read_requests` reads and validates it: ``requests`` (valid rows, normalized columns plus ``_row``),
-    ``bad_rows`` (the raw row as text plus ``reason``), ``source``, ``fmt`` and ``raw`` (the
-    file as read, before validation)."""
+    """A request log as :func:`read_requests` reads and validates it: ``requests`` (valid rows
+    with a null topic, normalized columns plus ``_file`` and ``_row``), ``topic_requests`` (valid
+    topic rows: the same plus ``topic``), ``bad_rows`` (the raw row as text plus ``reason``),
+    ``source``, ``fmt``, ``raw`` (the file as read, before validation) and ``has_topics``
+    (whether the log has a ``topic`` column)."""
 
     requests: Any
     bad_rows: Any
     source: str
     fmt: str
     raw: Any = None
+    topic_requests: Any = None
+    has_topics: bool = False
     _bad_counts: Optional[dict[str, int]] = field(default=None, repr=False)
 
     def bad_counts(self) -> dict[str, int]:
@@ -126,6 +136,7 @@ def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLo
         "client_id": ((T.StringType,), "a string"),
         "quota_type": ((T.StringType,), "a string"),
         "value": (numeric + (T.StringType,), "a number"),
+        TOPIC: ((T.StringType,), "a string"),
     }
     for name, (types, what) in expect.items():
         if name in fields and not isinstance(fields[name], types):
@@ -153,6 +164,11 @@ def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLo
     broker = integer("broker") if "broker" in fields else F.lit(0).cast("bigint")
     qt = F.upper(F.trim(F.col("quota_type")))
     value = number("value")
+    topic = F.col(TOPIC) if TOPIC in fields else F.lit(None).cast("string")
+    if fmt == "csv" and TOPIC in fields:
+        # CSV has no null: an empty cell is a request's own row.
+        topic = F.when(topic != "", topic)
+    legal = topic.rlike(f"^[A-Za-z0-9._-]{{1,{MAX_TOPIC_LENGTH}}}$") & ~topic.isin(".", "..")
     reason = (
         F.when(ts.isNull(), F.lit("ts_ms is missing or not an integer"))
         .when(F.abs(ts) >= MAX_ABS_TS_MS, F.lit("ts_ms is beyond ±2^46 ms"))
@@ -161,7 +177,12 @@ def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLo
         .when(qt.isNull() | ~qt.isin(*QUOTA_TYPES), F.lit("quota_type is not PRODUCE, FETCH or REQUEST"))
         .when(value.isNull() | F.isnan(value) | (value < 0) | (F.abs(value) == float("inf")),
               F.lit("value is missing, negative or not a finite number"))
+        # Length first: a huge name is refused without running the pattern over it.
+        .when(topic.isNotNull() & ((F.length(topic) > MAX_TOPIC_LENGTH) | ~legal),
+              F.lit("topic is empty or not a legal topic name"))
+        .when(topic.isNotNull() & ~qt.isin(*TOPIC_QUOTA_TYPES), F.lit("a topic row's quota_type is not PRODUCE or FETCH"))
     )
+    raw_columns = [c for c in COLUMNS + (TOPIC,) if c in fields]
     checked = df.select(
         F.col("_file"),
         F.col("_row"),
@@ -171,11 +192,15 @@ def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLo
         F.coalesce(F.col("client_id"), F.lit("")).alias("client_id"),
         qt.alias("quota_type"),
         value.alias("value"),
+        topic.alias(TOPIC),
         reason.alias("_reason"),
-        *[F.col(c).cast("string").alias(f"_raw_{c}") for c in COLUMNS if c in fields],
+        *[F.col(c).cast("string").alias(f"_raw_{c}") for c in raw_columns],
     )
-    requests = checked.where(F.col("_reason").isNull()).select("_file", "_row", *COLUMNS)
+    valid = checked.where(F.col("_reason").isNull())
+    requests = valid.where(F.col(TOPIC).isNull()).select("_file", "_row", *COLUMNS)
+    topic_requests = valid.where(F.col(TOPIC).isNotNull()).select("_file", "_row", *COLUMNS, TOPIC)
     bad = checked.where(F.col("_reason").isNotNull()).select(
-        "_row", *[F.col(f"_raw_{c}").alias(c) for c in COLUMNS if c in fields], F.col("_reason").alias("reason")
+        "_row", *[F.col(f"_raw_{c}").alias(c) for c in raw_columns], F.col("_reason").alias("reason")
     )
-    return RequestLogReader(requests=requests, bad_rows=bad, source=path, fmt=fmt, raw=raw)
+    return RequestLogReader(requests=requests, bad_rows=bad, source=path, fmt=fmt, raw=raw,
+                            topic_requests=topic_requests, has_topics=TOPIC in fields)
