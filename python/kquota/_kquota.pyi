@@ -451,10 +451,11 @@ class ProxyDataPlane:
         broker_tls_failures (cause -> count), refused_tls_handshakes."""
     def take_request_log(
         self,
-    ) -> list[tuple[int, str, str, int, float, int, Optional[int], Optional[float]]]:
+    ) -> list[tuple[int, str, str, int, float, int, Optional[int], Optional[float], Optional[str]]]:
         """Rows ``(ts_ms, user, client_id, quota type value, value, throttle_time_ms,
-        shadow_throttle_time_ms, shadow_delayed_bytes)`` since the last call (the shadow's
-        ``None`` without a shadow configuration)."""
+        shadow_throttle_time_ms, shadow_delayed_bytes, topic)`` since the last call (the shadow's
+        ``None`` without a shadow configuration; ``topic`` ``None`` on a request's own row, the
+        topic on its topic rows)."""
     def shadow_totals(self) -> list[tuple[Optional[str], Optional[str], int, int, int]]:
         """The shadow configuration's totals per entity and quota type value: ``(user,
         client_id, quota type value, would-be throttle ms, would-be delayed bytes)``; empty

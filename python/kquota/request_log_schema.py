@@ -11,6 +11,25 @@ column         type (Arrow, as written)     meaning
 ``value``      number (float64)             bytes, or thread-time nanoseconds for ``REQUEST``
 =============  ===========================  =================================================
 
+A log may also have a ``topic`` column (:data:`TOPIC`, string, optional: null when absent),
+written between those and the observed ones:
+
+=============  ===========================  =================================================
+``topic``      string, null (string)        null on a request's own row; on a *topic row*,
+                                            the topic: one row per topic the request named,
+                                            ``quota_type`` ``PRODUCE`` or ``FETCH``,
+                                            ``value`` that topic's bytes in the request
+=============  ===========================  =================================================
+
+A topic row follows its request's own row (same ``ts_ms``, ``broker``, ``user``, ``client_id``
+and ``quota_type``). Readers of client usage read only the rows whose ``topic`` is null, so a
+request's bytes are counted once whatever topic rows follow it; a log without the column has
+no topic rows. A topic row whose topic is empty or not a legal Kafka topic name (1 to
+:data:`MAX_TOPIC_LENGTH` of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``), or whose quota type is
+``REQUEST``, is a bad row. The proxy writes a Produce request's topic rows whenever it keeps a
+request log, after the request's ``PRODUCE`` row; their number is bounded by the request's size
+(each topic costs at least its name's bytes).
+
 The proxy also writes what it observed (:data:`OBSERVED_COLUMNS`, after those; readers of the
 log as input ignore them):
 
@@ -40,11 +59,17 @@ from typing import Any
 
 #: Every column, in the order the writer writes them.
 COLUMNS = ("ts_ms", "broker", "user", "client_id", "quota_type", "value")
+#: The optional topic column: null on a request's own row, the topic on a topic row.
+TOPIC = "topic"
+#: Kafka's ``Topic.MAX_NAME_LENGTH``: a topic row's topic is at most this long.
+MAX_TOPIC_LENGTH = 249
+#: The quota types a topic row may have.
+TOPIC_QUOTA_TYPES = ("PRODUCE", "FETCH")
 #: What the proxy observed, written after :data:`COLUMNS` (``docs/pipeline.md``): a reader of the
 #: log as input ignores them.
 OBSERVED_COLUMNS = ("throttle_time_ms", "shadow_throttle_time_ms", "shadow_delayed_bytes")
 #: Every column the proxy's writer writes, in order.
-WRITTEN_COLUMNS = COLUMNS + OBSERVED_COLUMNS
+WRITTEN_COLUMNS = COLUMNS + (TOPIC,) + OBSERVED_COLUMNS
 #: Optional columns and the value a reader gives rows without them.
 DEFAULTS = {"broker": 0}
 #: The columns a log must have.
@@ -64,10 +89,17 @@ def arrow_schema() -> Any:
     import pyarrow as pa  # type: ignore[import-untyped]
 
     types = {"ts_ms": pa.int64(), "broker": pa.int32(), "user": pa.string(), "client_id": pa.string(),
-             "quota_type": pa.string(), "value": pa.float64(), "throttle_time_ms": pa.int32(),
+             "quota_type": pa.string(), "value": pa.float64(), TOPIC: pa.string(), "throttle_time_ms": pa.int32(),
              "shadow_throttle_time_ms": pa.int32(), "shadow_delayed_bytes": pa.int64()}
     return pa.schema([(c, types[c]) for c in WRITTEN_COLUMNS])
 
 
-__all__ = ["COLUMNS", "DEFAULTS", "MAX_ABS_TS_MS", "OBSERVED_COLUMNS", "QUOTA_TYPES", "REQUIRED", "SIMULATED_COLUMNS",
-           "WRITTEN_COLUMNS", "arrow_schema"]
+__all__ = ["COLUMNS", "DEFAULTS", "MAX_ABS_TS_MS", "MAX_TOPIC_LENGTH", "OBSERVED_COLUMNS", "QUOTA_TYPES", "REQUIRED",
+           "SIMULATED_COLUMNS", "TOPIC", "TOPIC_QUOTA_TYPES", "WRITTEN_COLUMNS", "arrow_schema", "is_legal_topic"]
+
+
+def is_legal_topic(name: object) -> bool:
+    """Whether ``name`` is a topic name Kafka accepts (``Topic.validate``): what a topic row's
+    ``topic`` must be."""
+    return (isinstance(name, str) and 0 < len(name) <= MAX_TOPIC_LENGTH and name not in (".", "..")
+            and all(c.isascii() and (c.isalnum() or c in "._-") for c in name))

@@ -19,7 +19,7 @@ def test_the_schema_is_the_spec():
     assert request_log_schema.OBSERVED_COLUMNS == ("throttle_time_ms", "shadow_throttle_time_ms", "shadow_delayed_bytes")
     assert [(f.name, str(f.type)) for f in request_log_schema.arrow_schema()] == [
         ("ts_ms", "int64"), ("broker", "int32"), ("user", "string"), ("client_id", "string"),
-        ("quota_type", "string"), ("value", "double"), ("throttle_time_ms", "int32"),
+        ("quota_type", "string"), ("value", "double"), ("topic", "string"), ("throttle_time_ms", "int32"),
         ("shadow_throttle_time_ms", "int32"), ("shadow_delayed_bytes", "int64")]
     assert request_log_schema.SIMULATED_COLUMNS == request_log_schema.COLUMNS + ("throttle_ms",)
 
@@ -35,7 +35,7 @@ def test_writer_reader_and_simulate_share_it(tmp_path):
     table = pq.read_table(written)
     assert table.schema.equals(request_log_schema.arrow_schema())
     assert table.to_pylist()[0] == {"ts_ms": 1_700_000_000_000, "broker": 0, "user": "alice", "client_id": "app",
-                                    "quota_type": "PRODUCE", "value": 512.0, "throttle_time_ms": 0,
+                                    "quota_type": "PRODUCE", "value": 512.0, "topic": None, "throttle_time_ms": 0,
                                     "shadow_throttle_time_ms": None, "shadow_delayed_bytes": None}
     assert table.to_pylist()[1]["shadow_throttle_time_ms"] == 120 and table.to_pylist()[1]["shadow_delayed_bytes"] == 4096
     # The reader and simulate hold no copy: the same objects.

@@ -67,15 +67,19 @@ def test_cli_runs_logs_requests_and_exits_cleanly(broker, tmp_path, sig):
     files = sorted(log_dir.glob("*.parquet"))
     assert files, text
     table = pq.read_table([str(f) for f in files]) if len(files) > 1 else pq.read_table(str(files[0]))
-    assert table.schema.names == ["ts_ms", "broker", "user", "client_id", "quota_type", "value",
+    assert table.schema.names == ["ts_ms", "broker", "user", "client_id", "quota_type", "value", "topic",
                                   "throttle_time_ms", "shadow_throttle_time_ms", "shadow_delayed_bytes"]
     rows = table.to_pylist()
     # No quota and no --shadow-store: no throttle, the shadow's columns null.
     assert all(r["throttle_time_ms"] == 0 and r["shadow_throttle_time_ms"] is None
                and r["shadow_delayed_bytes"] is None for r in rows)
-    produce = [r for r in rows if r["client_id"] == "logged" and r["quota_type"] == "PRODUCE"]
-    fetch = [r for r in rows if r["client_id"] == "reader" and r["quota_type"] == "FETCH"]
+    produce = [r for r in rows if r["client_id"] == "logged" and r["quota_type"] == "PRODUCE" and r["topic"] is None]
+    fetch = [r for r in rows if r["client_id"] == "reader" and r["quota_type"] == "FETCH" and r["topic"] is None]
     assert produce and fetch
+    # Each Produce's topic row: the one topic, its bytes within the request's.
+    topic_rows = [r for r in rows if r["client_id"] == "logged" and r["topic"] is not None]
+    assert {r["topic"] for r in topic_rows} == {topic} and len(topic_rows) == len(produce)
+    assert all(0 < t["value"] < p["value"] for t, p in zip(topic_rows, produce))
     assert all(r["user"] == "ANONYMOUS" and r["broker"] == 0 and r["value"] > 0 for r in produce + fetch)
     assert any(r["quota_type"] == "REQUEST" for r in rows)
     assert abs(produce[0]["ts_ms"] - time.time() * 1000) < 120_000

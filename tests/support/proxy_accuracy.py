@@ -45,8 +45,11 @@ class RequestRows:
         self.rows: list[tuple[int, str, str, float]] = []
         self.lock = threading.Lock()
 
-    def add(self, ts_ms: int, user: str, client_id: str, quota_type: str, value: float, *columns: object) -> None:
-        # The log's further columns (the throttle, the shadow's) are not kept: the rates need none.
+    def add(self, ts_ms: int, user: str, client_id: str, quota_type: str, value: float, throttle_time_ms: int = 0,
+            shadow_throttle_time_ms: object = None, shadow_delayed_bytes: object = None,
+            topic: object = None) -> None:
+        if topic is not None:
+            return  # a request's topic row: the request's own row has its bytes
         with self.lock:
             self.rows.append((ts_ms, client_id, quota_type, value))
 

@@ -106,6 +106,11 @@ def _cmd_usage(args: argparse.Namespace, out: TextIO) -> int:
 
         progress.stage("observed", lambda: write_observed(log.observed, args.out),
                        lambda p: "enforced and shadow throttles per entity in " + p)
+    if log.has_topics:
+        from kquota.pipeline.topics import topic_usage
+
+        progress.stage("topic usage", lambda: topic_usage(log.topic_requests, args.out),
+                       lambda p: f"tables in {os.path.join(args.out, 'topics')}")
     print(_bad_rows_note(log.write_bad_rows(os.path.join(args.out, "bad_rows"))), file=out)
     print_usage_table(read_entities(paths["entities"]), args.top, out)
     return 0
@@ -156,13 +161,24 @@ def _cmd_recommend(args: argparse.Namespace, out: TextIO) -> int:
     from kquota.pipeline.schema import read_requests
     from kquota.pipeline.usage import per_second
 
+    from kquota.pipeline.topics import recommend_topics, topic_entries, topic_per_second
+
     spark = _spark(args)
+    topic_sec = None
     if args.usage:
         per_sec = spark.read.parquet(os.path.join(args.usage, "per_second"))
+        if os.path.isdir(os.path.join(args.usage, "topics", "per_second")):
+            topic_sec = spark.read.parquet(os.path.join(args.usage, "topics", "per_second"))
     else:
-        per_sec = per_second(read_requests(spark, args.input, args.format).requests)
+        log = read_requests(spark, args.input, args.format)
+        per_sec = per_second(log.requests)
+        topic_sec = topic_per_second(log.topic_requests) if log.has_topics else None
     rec = Progress(out).stage("recommend", lambda: recommend(per_sec, args.level, args.percentile, args.headroom),
                               lambda r: f"{len(r.entries)} entities")
+    if topic_sec is not None:
+        rec.topics = recommend_topics(topic_sec, args.percentile, args.headroom)
+        if getattr(args, "topics", False):
+            rec.entries = list(rec.entries) + topic_entries(rec.topics)
     paths = write_recommendation_dir(rec, args.out, args.bootstrap_server)
     print_recommendation(rec, out)
     print(f"quota configuration: {paths['quotas']}\nkafka-configs commands: {paths['commands']}", file=out)
@@ -177,6 +193,9 @@ def write_recommendation_dir(rec: Any, out_dir: str, bootstrap_server: str = "lo
              "table": os.path.join(out_dir, "table.csv")}
     write_recommendation(rec, paths["quotas"], paths["commands"], bootstrap_server)
     rec.table.to_csv(paths["table"], index=False)
+    if getattr(rec, "topics", None) is not None:
+        paths["topics"] = os.path.join(out_dir, "topics.csv")
+        rec.topics.to_csv(paths["topics"], index=False)
     return paths
 
 
@@ -212,8 +231,11 @@ def make_report(spark: Any, usage_dir: str, simulation_dir: str, recommendation_
     requests = spark.read.parquet(os.path.join(simulation_dir, "requests"))
     histogram = throttle_histogram(requests)
     summary = pd.read_parquet(os.path.join(simulation_dir, "summary"))
+    from kquota.pipeline.topics_report import topic_sections
+
+    extra = topic_sections(out_path, usage_dir, simulation_dir, recommendation_dir)
     return build_report(out_path, entities, series, chosen, level, histogram, summary, rec, quotas_for,
-                        notes=notes, observed=read_observed(usage_dir))
+                        notes=notes, observed=read_observed(usage_dir), extra_sections=extra)
 
 
 def cmd_report(args: argparse.Namespace, out: Optional[TextIO] = None) -> int:
@@ -303,6 +325,9 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--percentile", type=float, default=99.0,
                    help="percentile of each entity's per-second rates the quota starts from")
     r.add_argument("--headroom", type=float, default=1.2, help="factor applied to that percentile")
+    r.add_argument("--topics", action="store_true",
+                   help="also put the recommended topic quotas (from the log's topic rows) in quotas.json and the "
+                        "script; without it they are only in topics.csv and the report")
     r.add_argument("--bootstrap-server", default="localhost:9092", help="for the kafka-configs command lines")
     add_cluster_options(r)
     r.set_defaults(func=cmd_recommend)

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 
 from kquota.pipeline.replay import TYPE_CODES
-from kquota.request_log_schema import MAX_ABS_TS_MS, OBSERVED_COLUMNS, QUOTA_TYPES, REQUIRED
+from kquota.request_log_schema import MAX_ABS_TS_MS, OBSERVED_COLUMNS, QUOTA_TYPES, REQUIRED, TOPIC, is_legal_topic
 
 SPLIT_SCHEMA = "file int, broker long, rows long, problem string"
 BATCH_ROWS = 1 << 20
@@ -99,13 +99,15 @@ def split_file(p: Plan, file_ix: int) -> list:
     out_fs, _ = fs_path(p.out_dir)
     cols = list(REQUIRED) + (["broker"] if p.has_broker else [])
     with in_fs.open_input_file(in_path) as f:
-        pf = pq.ParquetFile(f, read_dictionary=["user", "client_id", "quota_type"])
-        names = set(pf.schema_arrow.names)
+        names = set(pq.read_schema(f).names)
+        pf = pq.ParquetFile(f, read_dictionary=[c for c in ("user", "client_id", "quota_type", TOPIC) if c in names])
         if not set(cols) <= names:
             return [(-1, 0, "a file lacks a column")]
         # The proxy's observed columns feed no replay, but a bad one makes its row bad (schema.py):
         # checked here so both paths skip the same rows.
         observed = [c for c in OBSERVED_COLUMNS if c in names]
+        if TOPIC in names:
+            cols.append(TOPIC)
         schema = pa.schema([("ts_ms", pa.int64()), ("user", pa.dictionary(pa.int32(), pa.string())),
                             ("client_id", pa.dictionary(pa.int32(), pa.string())), ("qt", pa.int8()),
                             ("value", pa.float64())])
@@ -113,7 +115,14 @@ def split_file(p: Plan, file_ix: int) -> list:
         counts: dict = {}
         try:
             for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols + observed, use_threads=False):
-                problem = _check(batch, cols) or _check_observed(batch, observed)
+                problem = _check_observed(batch, observed)
+                if problem:
+                    return [(-1, 0, problem)]
+                if TOPIC in cols:
+                    batch, problem = _own_rows(batch)
+                    if problem:
+                        return [(-1, 0, problem)]
+                problem = _check(batch, [c for c in cols if c != TOPIC])
                 if problem:
                     return [(-1, 0, problem)]
                 n = batch.num_rows
@@ -151,6 +160,24 @@ def split_file(p: Plan, file_ix: int) -> list:
         for b, (_w, _sink, tmp) in writers.items():
             out_fs.move(tmp, _piece(p.out_dir, file_ix, b))
     return sorted(counts.items())
+
+
+def _own_rows(batch: Any) -> tuple[Any, Optional[str]]:
+    """The batch's requests (rows with a null topic: topic rows are not replayed), or a problem
+    when a topic row is bad (the Spark path counts it)."""
+    import pyarrow.compute as pc
+
+    col = batch.column(TOPIC)
+    own = pc.is_null(col)
+    topics = _dict(col).dictionary.to_pylist() if len(col) else []
+    if not all(is_legal_topic(t) for t in topics):
+        return batch, "bad topic"
+    if len(col) and pc.all(own).as_py():
+        return batch, None
+    kinds = _type_codes(pc.filter(batch.column("quota_type"), pc.invert(own)))
+    if kinds is None or (kinds == TYPE_CODES["REQUEST"]).any():
+        return batch, "bad topic row"
+    return batch.filter(own), None
 
 
 def _check(batch: Any, cols: list) -> Optional[str]:

@@ -31,7 +31,10 @@ DEFAULT_CAPACITY_PERCENT = 1100.0
 @dataclass
 class Recommendation:
     """``table``: pandas rows (level, user, client_id, quota_type, config_key, observed, quota);
-    ``entries``: the validated quota configuration; ``skipped``: entities with an empty name."""
+    ``entries``: the validated quota configuration; ``skipped``: entities with an empty name;
+    ``topics``: the topic quotas' table when the log had topic rows
+    (:func:`kquota.pipeline.topics.recommend_topics`; their entries are in ``entries`` with
+    ``recommend --topics``)."""
 
     table: Any
     entries: QuotaEntries
@@ -39,6 +42,7 @@ class Recommendation:
     level: str
     percentile: float
     headroom: float
+    topics: Any = None
 
 
 def _quota(quota_type: str, observed: float, headroom: float, capacity: float) -> float:
@@ -91,12 +95,14 @@ def recommend(
 
 
 def kafka_configs_commands(entries: QuotaEntries, bootstrap_server: str = "localhost:9092") -> list[str]:
-    """One ``kafka-configs.sh --alter`` command line per entity."""
+    """One ``kafka-configs.sh --alter`` command line per entity; ``kquota configs`` for a topic
+    quota (Kafka's brokers refuse the entity type: it is enforced by kquota)."""
     lines = []
     for entity, config in entries:
         adds = ",".join(f"{k}={int(v) if float(v).is_integer() else v}" for k, v in sorted(config.items()))
-        cmd = ["kafka-configs.sh", "--bootstrap-server", bootstrap_server, "--alter", "--add-config", adds]
-        for side, etype in (("user", "users"), ("client-id", "clients")):
+        tool = ["kquota", "configs"] if "topic" in entity.entries else ["kafka-configs.sh"]
+        cmd = tool + ["--bootstrap-server", bootstrap_server, "--alter", "--add-config", adds]
+        for side, etype in (("user", "users"), ("client-id", "clients"), ("topic", "topics")):
             if side in entity.entries:
                 name = entity.entries[side]
                 cmd += ["--entity-type", etype] + (["--entity-default"] if name is None else ["--entity-name", name])

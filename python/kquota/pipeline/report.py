@@ -345,6 +345,7 @@ def build_report(
     title: str = "kquota traffic report",
     notes: Sequence[str] = (),
     observed: Any = None,
+    extra_sections: Sequence[str] = (),
 ) -> str:
     """Writes the HTML report (and its CSV tables beside it) and returns its path.
     ``entities``: usage entities table; ``series``: :func:`rate_series`; ``histogram``:
@@ -352,7 +353,8 @@ def build_report(
     recommendation table (all pandas); ``quotas_for``: {(user, client_id, quota_type): quota}
     drawn as reference lines; ``observed``: ``usage``'s ``observed/`` table (pandas,
     :mod:`kquota.pipeline.observed`), ``None`` for a log without the proxy's observed columns
-    (no "Enforced vs shadow" section then)."""
+    (no "Enforced vs shadow" section then); ``extra_sections``: HTML sections appended (the
+    topic quotas')."""
     from kquota import __version__
     from kquota.pipeline.usage import entity_label
 
@@ -419,6 +421,7 @@ def build_report(
     if observed is not None:
         parts.append('<h2 id="shadow">Enforced vs shadow</h2>')
         parts.append(_observed_section(out_path, observed))
+    parts.extend(extra_sections)
 
     doc = (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
            f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{escape(title)}</title>'

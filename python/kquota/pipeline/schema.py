@@ -9,6 +9,11 @@ string) are parsed; a value that does not parse, a null, an unknown quota type, 
 non-finite value or a time beyond ±2^46 ms makes its row *bad*: bad rows are counted by reason,
 kept with their reason (``bad_rows``) and never silently dropped.
 
+An optional ``topic`` column splits the log: rows with a null topic are the requests
+(``requests``, what client usage, recommendation and replay read); rows with a topic are topic
+rows (``topic_requests``, the requests' per-topic bytes). A topic row whose topic is empty or not
+a legal Kafka topic name (a 1 MB name included), or whose type is ``REQUEST``, is bad.
+
 The proxy's observed columns (:data:`~kquota.request_log_schema.OBSERVED_COLUMNS`: the enforced
 throttle, the shadow's would-be throttle and delayed bytes) are optional: a log without them
 (an older one, another source's) reads as before. When present, each is null (not observed, e.g.
@@ -27,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from kquota.exceptions import KQuotaError
-from kquota.request_log_schema import COLUMNS, MAX_ABS_TS_MS, OBSERVED_COLUMNS, QUOTA_TYPES, REQUIRED
+from kquota.request_log_schema import COLUMNS, MAX_ABS_TS_MS, MAX_TOPIC_LENGTH, OBSERVED_COLUMNS, QUOTA_TYPES, \
+    REQUIRED, TOPIC, TOPIC_QUOTA_TYPES
 
 FORMATS = ("parquet", "csv", "json")
 _EXTENSIONS = {
@@ -42,9 +48,11 @@ class RequestLogError(KQuotaError, ValueError):
 
 @dataclass
 class RequestLogReader:
-    """A request log as :func:`read_requests` reads and validates it: ``requests`` (valid rows, normalized columns plus ``_row``),
-    ``bad_rows`` (the raw row as text plus ``reason``), ``source``, ``fmt``, ``raw`` (the
-    file as read, before validation) and ``observed``: the valid rows' ``broker``, ``user``,
+    """A request log as :func:`read_requests` reads and validates it: ``requests`` (valid rows
+    with a null topic, normalized columns plus ``_file`` and ``_row``), ``topic_requests`` (valid
+    topic rows: the same plus ``topic``), ``bad_rows`` (the raw row as text plus ``reason``),
+    ``source``, ``fmt``, ``raw`` (the file as read, before validation), ``has_topics`` (whether
+    the log has a ``topic`` column) and ``observed``: the valid requests' ``broker``, ``user``,
     ``client_id``, ``quota_type`` and the observed columns the log has (integers, null where not
     observed), ``None`` when it has none of them."""
 
@@ -54,6 +62,8 @@ class RequestLogReader:
     fmt: str
     raw: Any = None
     observed: Any = None
+    topic_requests: Any = None
+    has_topics: bool = False
     _bad_counts: Optional[dict[str, int]] = field(default=None, repr=False)
 
     def bad_counts(self) -> dict[str, int]:
@@ -135,6 +145,7 @@ def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLo
         "client_id": ((T.StringType,), "a string"),
         "quota_type": ((T.StringType,), "a string"),
         "value": (numeric + (T.StringType,), "a number"),
+        TOPIC: ((T.StringType,), "a string"),
     }
     for name in OBSERVED_COLUMNS:
         expect[name] = (numeric + (T.StringType,), "an integer")
@@ -165,6 +176,11 @@ def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLo
     qt = F.upper(F.trim(F.col("quota_type")))
     value = number("value")
     observed = [c for c in OBSERVED_COLUMNS if c in fields]
+    topic = F.col(TOPIC) if TOPIC in fields else F.lit(None).cast("string")
+    if fmt == "csv" and TOPIC in fields:
+        # CSV has no null: an empty cell is a request's own row.
+        topic = F.when(topic != "", topic)
+    legal = topic.rlike(f"^[A-Za-z0-9._-]{{1,{MAX_TOPIC_LENGTH}}}$") & ~topic.isin(".", "..")
     reason = (
         F.when(ts.isNull(), F.lit("ts_ms is missing or not an integer"))
         .when(F.abs(ts) >= MAX_ABS_TS_MS, F.lit("ts_ms is beyond ±2^46 ms"))
@@ -173,6 +189,10 @@ def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLo
         .when(qt.isNull() | ~qt.isin(*QUOTA_TYPES), F.lit("quota_type is not PRODUCE, FETCH or REQUEST"))
         .when(value.isNull() | F.isnan(value) | (value < 0) | (F.abs(value) == float("inf")),
               F.lit("value is missing, negative or not a finite number"))
+        # Length first: a huge name is refused without running the pattern over it.
+        .when(topic.isNotNull() & ((F.length(topic) > MAX_TOPIC_LENGTH) | ~legal),
+              F.lit("topic is empty or not a legal topic name"))
+        .when(topic.isNotNull() & ~qt.isin(*TOPIC_QUOTA_TYPES), F.lit("a topic row's quota_type is not PRODUCE or FETCH"))
     )
     for name in observed:
         # Null (an empty CSV cell) is "not observed"; a value must be a whole number >= 0 (NaN,
@@ -183,6 +203,7 @@ def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLo
             present = present & (F.trim(F.col(name)) != "")
         reason = reason.when(present & (v.isNull() | F.isnan(v) | (v < 0) | (v >= 2.0 ** 63) | (v != F.floor(v))),
                              F.lit(f"{name} is negative or not an integer"))
+    raw_columns = [c for c in COLUMNS + (TOPIC,) if c in fields]
     checked = df.select(
         F.col("_file"),
         F.col("_row"),
@@ -192,16 +213,20 @@ def read_requests(spark: Any, path: str, fmt: Optional[str] = None) -> RequestLo
         F.coalesce(F.col("client_id"), F.lit("")).alias("client_id"),
         qt.alias("quota_type"),
         value.alias("value"),
+        topic.alias(TOPIC),
         *[(F.col(c).cast("bigint") if isinstance(fields[c], integral) else number(c).cast("bigint")).alias(c)
           for c in observed],
         reason.alias("_reason"),
-        *[F.col(c).cast("string").alias(f"_raw_{c}") for c in COLUMNS + OBSERVED_COLUMNS if c in fields],
+        *[F.col(c).cast("string").alias(f"_raw_{c}") for c in raw_columns + observed],
     )
     valid = checked.where(F.col("_reason").isNull())
-    requests = valid.select("_file", "_row", *COLUMNS)
-    kept = valid.select("broker", "user", "client_id", "quota_type", *observed) if observed else None
+    own = valid.where(F.col(TOPIC).isNull())
+    requests = own.select("_file", "_row", *COLUMNS)
+    topic_requests = valid.where(F.col(TOPIC).isNotNull()).select("_file", "_row", *COLUMNS, TOPIC)
+    # What the proxy observed is on a request's own rows (its topic rows carry none).
+    kept = own.select("broker", "user", "client_id", "quota_type", *observed) if observed else None
     bad = checked.where(F.col("_reason").isNotNull()).select(
-        "_row", *[F.col(f"_raw_{c}").alias(c) for c in COLUMNS + OBSERVED_COLUMNS if c in fields],
-        F.col("_reason").alias("reason")
+        "_row", *[F.col(f"_raw_{c}").alias(c) for c in raw_columns + observed], F.col("_reason").alias("reason")
     )
-    return RequestLogReader(requests=requests, bad_rows=bad, source=path, fmt=fmt, raw=raw, observed=kept)
+    return RequestLogReader(requests=requests, bad_rows=bad, source=path, fmt=fmt, raw=raw, observed=kept,
+                            topic_requests=topic_requests, has_topics=TOPIC in fields)

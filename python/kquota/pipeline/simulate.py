@@ -19,7 +19,10 @@ Output (``docs/pipeline.md``):
   the intervals ``[sent, sent + throttle)`` of the sensor's throttled requests),
   ``total_pushback_ms`` and ``max_pushback_ms`` (closed model: how far throttles pushed
   requests back from their recorded time; 0 in the open model);
-* ``OUT/bad_rows/`` — rows of the input that could not be replayed, with their reason.
+* ``OUT/bad_rows/`` — rows of the input that could not be replayed, with their reason;
+* ``OUT/topics/`` — with ``topics/<t>`` entries in the configuration (a replay with topic
+  quotas, :mod:`kquota.pipeline.topics`), per topic and type: ``quota``, ``requests``,
+  ``total_bytes``, ``throttled_requests``, ``total_delay_ms``, ``orphan_rows``.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ import numpy as np
 
 from kquota.pipeline.replay import MODELS
 from kquota.pipeline.schema import RequestLogReader
-from kquota.request_log_schema import COLUMNS, OBSERVED_COLUMNS, SIMULATED_COLUMNS
+from kquota.pipeline.topics import has_topic_quotas
+from kquota.request_log_schema import COLUMNS, OBSERVED_COLUMNS, SIMULATED_COLUMNS, TOPIC
 
 OUTPUT_SCHEMA = (
     "ts_ms long, broker long, user string, client_id string, quota_type string, value double, "
@@ -79,6 +83,7 @@ class SimulateResult:
     bad_rows_path: str
     bad_counts: dict[str, int]
     model: str
+    topics_path: Optional[str] = None
 
 
 def simulate(
@@ -98,9 +103,11 @@ def simulate(
 
     if model not in MODELS:
         raise ValueError(f"model must be 'open' or 'closed', not {model!r}")
+    if has_topic_quotas(quotas_doc):
+        return simulate_topics(spark, log, quotas_doc, out_dir, model, progress)
     p = direct.plan(log, out_dir)
     if p is not None:
-        bad_columns = [c for c in COLUMNS + OBSERVED_COLUMNS if c in log.raw.columns]
+        bad_columns = [c for c in COLUMNS + (TOPIC,) + OBSERVED_COLUMNS if c in log.raw.columns]
         done = direct.run(spark, p, quotas_doc, model, bad_columns, progress)
         if done is not None:
             return SimulateResult(done["requests"], done["summary"], done["bad_rows"], {}, model)
@@ -138,6 +145,58 @@ def simulate_spark(
     bad_path = os.path.join(out_dir, "bad_rows")
     bad_counts = log.write_bad_rows(bad_path)
     return SimulateResult(requests_path, summary_path, bad_path, bad_counts, model)
+
+
+def simulate_topics(
+    spark: Any,
+    log: RequestLogReader,
+    quotas_doc: dict,
+    out_dir: str,
+    model: str = "open",
+    progress: Optional[Callable[[str], None]] = None,
+) -> SimulateResult:
+    """:func:`simulate` with topic quotas: every broker's requests and topic rows in one task
+    (a topic's budget is over all brokers; :mod:`kquota.pipeline.topics`)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from kquota.pipeline.topics import replay_with_topics, topic_summary
+
+    if model != "open":
+        raise ValueError("a replay with topic quotas has the open model only (requests at their recorded times)")
+
+    def one_domain(pdf: Any) -> Any:
+        import pandas as pd
+
+        own, topic_rows = pdf[pdf[TOPIC].isna()], pdf[pdf[TOPIC].notna()]
+        out, per_topic = replay_with_topics(own.drop(columns=[TOPIC, "_g"]), topic_rows.drop(columns=["_g"]),
+                                            quotas_doc, model)
+        per_topic = per_topic.drop(columns=["_file", "_row"]).assign(sent_ms=per_topic["ts_ms"], over_ms=0)
+        return pd.concat([out.drop(columns=["_file", "_row"]).assign(**{TOPIC: None}), per_topic],
+                         ignore_index=True)
+
+    rows = log.requests.withColumn(TOPIC, F.lit(None).cast("string"))
+    if log.topic_requests is not None:
+        rows = rows.unionByName(log.topic_requests)
+    replayed = rows.withColumn("_g", F.lit(0)).groupBy("_g").applyInPandas(
+        one_domain, schema=OUTPUT_SCHEMA + f", {TOPIC} string").persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        own = replayed.where(F.col(TOPIC).isNull())
+        requests_path = os.path.join(out_dir, "requests")
+        own.select(*SIMULATED_COLUMNS).write.mode("overwrite").parquet(requests_path)
+        if progress:
+            progress(f"replayed requests (with topic quotas) written to {requests_path}")
+        summary_path = os.path.join(out_dir, "summary")
+        summarize(own).coalesce(1).write.mode("overwrite").parquet(summary_path)
+        topics_path = os.path.join(out_dir, "topics")
+        os.makedirs(topics_path, exist_ok=True)
+        topic_summary(replayed.where(F.col(TOPIC).isNotNull()), quotas_doc).to_parquet(
+            os.path.join(topics_path, "part-00000.parquet"), index=False)
+    finally:
+        replayed.unpersist()
+    bad_path = os.path.join(out_dir, "bad_rows")
+    bad_counts = log.write_bad_rows(bad_path)
+    return SimulateResult(requests_path, summary_path, bad_path, bad_counts, model, topics_path)
 
 
 def summarize(replayed: Any) -> Any:

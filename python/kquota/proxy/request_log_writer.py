@@ -50,15 +50,17 @@ class RequestLogWriter:
         self._thread.start()
 
     def add(self, ts_ms: int, user: str, client_id: str, quota_type: str, value: float, throttle_time_ms: int = 0,
-            shadow_throttle_time_ms: Optional[int] = None, shadow_delayed_bytes: Optional[float] = None) -> None:
+            shadow_throttle_time_ms: Optional[int] = None, shadow_delayed_bytes: Optional[float] = None,
+            topic: Optional[str] = None) -> None:
         """Buffers one row (cheap; never blocks on I/O): the log's columns, then what the proxy
         observed (:data:`kquota.request_log_schema.OBSERVED_COLUMNS`; the shadow's ``None``
-        without a shadow configuration)."""
+        without a shadow configuration); ``topic`` ``None`` for a request's own row, the topic
+        for a topic row (:data:`kquota.request_log_schema.TOPIC`)."""
         with self._lock:
             if self._pending >= self.max_pending_rows:
                 self.dropped += 1
                 return
-            self._rows.append((ts_ms, self.broker, user, client_id, quota_type, float(value), int(throttle_time_ms),
+            self._rows.append((ts_ms, self.broker, user, client_id, quota_type, float(value), topic, int(throttle_time_ms),
                                shadow_throttle_time_ms,
                                None if shadow_delayed_bytes is None else int(shadow_delayed_bytes)))
             self._pending += 1

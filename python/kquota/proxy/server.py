@@ -320,9 +320,10 @@ class ProxyServer(ProxySettings):
     def _take_request_log(self) -> None:
         if self.request_log is None or self._plane is None:
             return
-        for ts_ms, user, client_id, quota_type, value, throttle, shadow_ms, shadow_bytes in self._plane.take_request_log():
+        for ts_ms, user, client_id, quota_type, value, throttle, shadow_ms, shadow_bytes, topic in \
+                self._plane.take_request_log():
             self.request_log.add(ts_ms, user, client_id, ClientQuotaType(quota_type).name, value, throttle,
-                                 shadow_ms, shadow_bytes)
+                                 shadow_ms, shadow_bytes, topic)
 
     async def _drain_request_log(self) -> None:
         while True:

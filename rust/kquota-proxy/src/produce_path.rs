@@ -59,9 +59,9 @@ pub async fn on_request(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource)
     let handle = handles.get(shared, user, h.client_id(&buf[4..]))?;
     let own = &shared.cfg.own_topics;
     let mut topics = Vec::new();
-    if own.any() || handle.kernel().topics.enabled(ClientQuotaType::Produce) {
-        // The proxy's own topics and the topic quotas: the request is read whole to see every
-        // topic it names and each one's bytes, in one walk.
+    if own.any() || handle.kernel().topics.enabled(ClientQuotaType::Produce) || shared.cfg.request_log {
+        // The proxy's own topics, the topic quotas and the request log's topic rows: the
+        // request is read whole to see every topic it names and each one's bytes, in one walk.
         if rest > 0 {
             read_rest(rd, &mut buf, &mut rest).await?;
         }
@@ -80,6 +80,7 @@ pub async fn on_request(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource)
             .produce_response_with_topics(size as f64, ns, false, &topic_refs(&topics), None)
             .map_or(0, |r| r.mute_ms());
         conn.log(&handle, ClientQuotaType::Produce, size as f64, throttle);
+        conn.log_topics(&handle, ClientQuotaType::Produce, &topics);
         let mut st = conn.state();
         let slot = Conn::push_slot(&mut st);
         conn.settle_locked(&mut st, slot, None, throttle);
@@ -163,6 +164,7 @@ pub fn on_response(
         .produce_response_with_topics(req_size as f64, ns as f64, true, &topic_refs(topics), None)
         .map_or(0, |r| r.mute_ms());
     conn.log(handle, ClientQuotaType::Produce, req_size as f64, throttle);
+    conn.log_topics(handle, ClientQuotaType::Produce, topics);
     conn.log(handle, ClientQuotaType::Request, ns as f64, 0);
     let v = fwd.version;
     if v >= 10 || throttle > 0 {

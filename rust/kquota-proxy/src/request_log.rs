@@ -5,10 +5,12 @@
 use std::sync::{Arc, Mutex};
 
 /// The request-log row without the broker column: (ts_ms, user, client_id, quota_type, value,
-/// throttle_time_ms, shadow), the other columns of Python's request-log schema in its order;
+/// throttle_time_ms, shadow, topic), the other columns of Python's request-log schema;
 /// `quota_type` is the `ClientQuotaType` value (Python writes its name); `shadow` is
-/// (shadow_throttle_time_ms, shadow_delayed_bytes), `None` without a shadow configuration.
-pub type LogRow = (i64, Arc<str>, String, u8, f64, i32, Option<(i32, f64)>);
+/// (shadow_throttle_time_ms, shadow_delayed_bytes), `None` without a shadow configuration;
+/// `topic` is `None` on a request's own row and names the topic on its topic rows (one per
+/// topic of the request, `value` that topic's bytes).
+pub type LogRow = (i64, Arc<str>, String, u8, f64, i32, Option<(i32, f64)>, Option<Box<str>>);
 
 /// A row's values besides its time and names: (quota_type, value, throttle_time_ms, shadow).
 pub type LogValues = (u8, f64, i32, Option<(i32, f64)>);
@@ -23,8 +25,9 @@ pub struct RequestLog {
 }
 
 impl RequestLog {
-    /// Adds a row stamped now; `false` if the log is full and the row dropped.
-    pub fn add(&self, user: &Arc<str>, client_id: &str, values: LogValues) -> bool {
+    /// Adds a row stamped now (`topic`: see [`LogRow`]); `false` if the log is full and the row
+    /// dropped.
+    pub fn add(&self, user: &Arc<str>, client_id: &str, values: LogValues, topic: Option<&str>) -> bool {
         let ts = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
@@ -34,7 +37,16 @@ impl RequestLog {
             return false;
         }
         let (quota_type, value, throttle_ms, shadow) = values;
-        rows.push((ts, Arc::clone(user), client_id.to_owned(), quota_type, value, throttle_ms, shadow));
+        rows.push((
+            ts,
+            Arc::clone(user),
+            client_id.to_owned(),
+            quota_type,
+            value,
+            throttle_ms,
+            shadow,
+            topic.map(Box::from),
+        ));
         true
     }
 

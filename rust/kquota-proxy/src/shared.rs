@@ -104,7 +104,13 @@ impl Shared {
 
     /// Adds a row to the request log, if the proxy keeps one (a full log counts it dropped).
     pub fn log_request(&self, user: &Arc<str>, client_id: &str, values: LogValues) {
-        if self.cfg.request_log && !self.log.add(user, client_id, values) {
+        self.log_row(user, client_id, values, None);
+    }
+
+    /// Adds a row (`topic`: `None` for a request's own row, else the topic of a topic row) to
+    /// the request log, if the proxy keeps one (a full log counts it dropped).
+    pub fn log_row(&self, user: &Arc<str>, client_id: &str, values: LogValues, topic: Option<&str>) {
+        if self.cfg.request_log && !self.log.add(user, client_id, values, topic) {
             self.counters.log_dropped.fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -466,8 +466,9 @@ impl PyProxyDataPlane {
     }
 
     /// Request-log rows of the native paths since the last call: ``(ts_ms, user, client_id,
-    /// quota_type value, value, throttle_time_ms, shadow_throttle_time_ms, shadow_delayed_bytes)``,
-    /// the shadow's ``None`` without a shadow configuration.
+    /// quota_type value, value, throttle_time_ms, shadow_throttle_time_ms, shadow_delayed_bytes,
+    /// topic)``, the shadow's ``None`` without a shadow configuration, ``topic`` ``None`` on a
+    /// request's own row.
     fn take_request_log(&self) -> Vec<LogTuple> {
         self.shared().map_or_else(Vec::new, |s| log_tuples(s.take_log()))
     }

@@ -9,15 +9,16 @@ use quota_core::{QuotaKernel, ShadowKernel};
 use crate::errors::{invalid_argument, PyQuotaResult};
 
 /// ``(ts_ms, user, client_id, quota type value, value, throttle_time_ms,
-/// shadow_throttle_time_ms, shadow_delayed_bytes)``.
-pub type LogTuple = (i64, String, String, u8, f64, i32, Option<i32>, Option<f64>);
+/// shadow_throttle_time_ms, shadow_delayed_bytes, topic)``.
+pub type LogTuple = (i64, String, String, u8, f64, i32, Option<i32>, Option<f64>, Option<String>);
 /// ``(user, client_id, quota type value, would-be throttle ms, would-be delayed bytes)``.
 pub type ShadowTuple = (Option<String>, Option<String>, u8, u64, u64);
 
 pub fn log_tuples(rows: Vec<LogRow>) -> Vec<LogTuple> {
     rows.into_iter()
-        .map(|(ts, user, client, t, v, throttle, shadow)| {
-            (ts, user.to_string(), client, t, v, throttle, shadow.map(|s| s.0), shadow.map(|s| s.1))
+        .map(|(ts, user, client, t, v, throttle, shadow, topic)| {
+            let (shadow_ms, shadow_bytes) = (shadow.map(|s| s.0), shadow.map(|s| s.1));
+            (ts, user.to_string(), client, t, v, throttle, shadow_ms, shadow_bytes, topic.map(String::from))
         })
         .collect()
 }

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use quota_core::topic_quotas::is_legal_topic_name;
 use quota_core::{ClientHandle, ClientQuotaType, ResponseThrottle};
 
 use super::Conn;
@@ -36,6 +37,21 @@ impl Conn {
             let shadow = h.shadow().map(|s| s.take_logged());
             self.shared
                 .log_request(&user, h.client_id(), (t as u8, value, throttle_ms, shadow));
+        }
+    }
+
+    /// The request log's topic rows of `h`'s request: one per topic it named, `value` that
+    /// topic's bytes, recorded as `t` (the throttle and the shadow stay on the request's own
+    /// row). Their number is bounded by the request's size: each topic costs its name's bytes.
+    /// A name Kafka refuses as a topic name (`Topic.validate`) gets no row: the broker refuses
+    /// its partitions, so no bytes land in a topic by that name.
+    pub fn log_topics(&self, h: &ClientHandle, t: ClientQuotaType, topics: &[(Box<str>, f64)]) {
+        if self.shared.cfg.request_log && !topics.is_empty() {
+            let user: Arc<str> = Arc::from(h.user());
+            for (topic, bytes) in topics.iter().filter(|(t, _)| is_legal_topic_name(t)) {
+                self.shared
+                    .log_row(&user, h.client_id(), (t as u8, *bytes, 0, None), Some(topic));
+            }
         }
     }
 }
