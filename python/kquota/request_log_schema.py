@@ -57,12 +57,14 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from kquota.entity import MAX_TOPIC_NAME_LENGTH, topic_name_error
+
 #: Every column, in the order the writer writes them.
 COLUMNS = ("ts_ms", "broker", "user", "client_id", "quota_type", "value")
 #: The optional topic column: null on a request's own row, the topic on a topic row.
 TOPIC = "topic"
 #: Kafka's ``Topic.MAX_NAME_LENGTH``: a topic row's topic is at most this long.
-MAX_TOPIC_LENGTH = 249
+MAX_TOPIC_LENGTH = MAX_TOPIC_NAME_LENGTH
 #: The quota types a topic row may have.
 TOPIC_QUOTA_TYPES = ("PRODUCE", "FETCH")
 #: What the proxy observed, written after :data:`COLUMNS` (``docs/pipeline.md``): a reader of the
@@ -99,7 +101,6 @@ __all__ = ["COLUMNS", "DEFAULTS", "MAX_ABS_TS_MS", "MAX_TOPIC_LENGTH", "OBSERVED
 
 
 def is_legal_topic(name: object) -> bool:
-    """Whether ``name`` is a topic name Kafka accepts (``Topic.validate``): what a topic row's
-    ``topic`` must be."""
-    return (isinstance(name, str) and 0 < len(name) <= MAX_TOPIC_LENGTH and name not in (".", "..")
-            and all(c.isascii() and (c.isalnum() or c in "._-") for c in name))
+    """Whether ``name`` is a topic name Kafka accepts (``Topic.validate``, the one rule of
+    :func:`kquota.entity.topic_name_error`): what a topic row's ``topic`` must be."""
+    return isinstance(name, str) and topic_name_error(name) is None

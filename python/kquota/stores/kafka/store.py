@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import uuid
 from typing import Any, Iterable, Mapping, Optional
 
-from kquota.entity import ClientQuotaEntity
+from kquota.entity import ClientQuotaEntity, topic_name_error
 from kquota.exceptions import KQuotaError
 from kquota.stores.base import ChangeCallback, ConfigStore, ConfigStoreError, ErrorCallback, QuotaState, StoreWatch, log_error
 from kquota.stores.kafka.codec import alter_headers, batch_bytes, encode_alter, new_alter_id
@@ -24,7 +23,6 @@ MAX_ALTER_BYTES = 900_000
 #: How long a describe waits for the follower to read the topic up to its end (seconds).
 CATCH_UP_TIMEOUT_S = 30.0
 _LINGER_MS = 60_000
-_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 #: librdkafka's own log lines go here; kquota reports the problems that matter itself (a lost
 #: cluster once, with the store's URL), so they are kept out of the logs unless asked for.
@@ -41,9 +39,10 @@ def parse_url(url: str) -> tuple[Optional[str], str]:
     hosts, slash, topic = rest.partition("/")
     if not slash or not topic:
         raise ConfigStoreError(f"invalid store URL {url!r}: no topic (kafka://[HOST:PORT]/TOPIC)")
-    if not _TOPIC.fullmatch(topic) or topic in (".", ".."):
-        raise ConfigStoreError(f"invalid store URL {url!r}: {topic!r} is not a valid Kafka topic name "
-                               "(letters, digits, '.', '_', '-'; at most 249)")
+    problem = topic_name_error(topic)
+    if problem:
+        raise ConfigStoreError(f"invalid store URL {url[:300]!r}: not a valid Kafka topic name: "
+                               f"{problem.removeprefix('Topic name is invalid: ')}")
     for host in filter(None, hosts.split(",")):
         name, colon, port = host.rpartition(":")
         if not colon or not name or not port.isdigit() or not 0 < int(port) < 65536:
