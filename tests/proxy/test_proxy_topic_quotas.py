@@ -32,7 +32,7 @@ def test_a_topic_quota_holds_two_producers_together(broker):
     proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm)
     try:
         topic = make_topic(proxy.address, prefix="topicq-")
-        qm._set_topic_quota(topic, "producer_byte_rate", quota)
+        qm._topics().set(topic, "producer_byte_rate", quota)
         meters = {name: Meter() for name in ("topic-a", "topic-b")}
         stop = threading.Event()
         threads = [
@@ -42,7 +42,7 @@ def test_a_topic_quota_holds_two_producers_together(broker):
         t0 = time.monotonic()
         for t in threads:
             t.start()
-        time.sleep(11)
+        time.sleep(11)  # the measured window: the producers run while the rate below is taken over it
         stop.set()
         for t in threads:
             t.join(30)
@@ -79,7 +79,7 @@ def test_a_produce_naming_many_unquoted_topics_keeps_nothing(broker):
     qm = kquota.QuotaManager(max_sensors=50)
     proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm)
     try:
-        qm._set_topic_quota("only-this-one", "producer_byte_rate", 1000)
+        qm._topics().set("only-this-one", "producer_byte_rate", 1000)
         host, port = proxy.proxy.bootstrap_address
         w = Wire((host, port), client_id="mallory")
         try:
@@ -89,12 +89,12 @@ def test_a_produce_naming_many_unquoted_topics_keeps_nothing(broker):
                 assert struct.unpack_from(">i", frame)[0] == w.corr
 
             produce([f"junk-{i}" for i in range(5000)])
-            assert qm._topic_sensor_stats(Q.PRODUCE) == (0, 0)
-            qm._set_topic_quota(None, "producer_byte_rate", 1000)
+            assert qm._topics().sensor_stats(Q.PRODUCE) == (0, 0)
+            qm._topics().set(None, "producer_byte_rate", 1000)
             produce([f"bad/name-{i}" for i in range(2000)] + ["x" * 300])
-            assert qm._topic_sensor_stats(Q.PRODUCE) == (0, 0)
+            assert qm._topics().sensor_stats(Q.PRODUCE) == (0, 0)
             produce([f"junk-{i}" for i in range(500)])
-            live, overflowed = qm._topic_sensor_stats(Q.PRODUCE)
+            live, overflowed = qm._topics().sensor_stats(Q.PRODUCE)
             assert live == 51 and overflowed == 450, (live, overflowed)
         finally:
             w.close()
