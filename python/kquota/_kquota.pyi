@@ -432,6 +432,7 @@ class ProxyDataPlane:
         """The proxy port standing for broker ``node_id`` now at ``host:port`` (opened once)."""
     def forward(self, conn_id: int, slot: int, frame: bytes) -> None:
         """Sends a Python slot's request to the broker (response via ``bridge.on_response``)."""
+    def learn_topic_ids(self, pairs: list[tuple[bytes, str]]) -> int: ...
     def protect_topics(self, names: list[str], ids: list[bytes] = ...) -> None:
         """Closes the proxy's own topics to clients (names once; ids added at any time)."""
     def raise_throttle(self, frame: bytes, api_key: int, api_version: int, throttle_ms: int) -> bytes:

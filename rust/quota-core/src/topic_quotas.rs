@@ -230,6 +230,28 @@ impl TopicQuotas {
         }
     }
 
+    /// The throttle recording `value` into `topic` at `now` would give, recording nothing and
+    /// making no sensor (a topic not recorded yet has none to throttle it: 0, as without a quota).
+    pub fn peek_throttle(&self, t: ClientQuotaType, topic: &str, value: f64, spec: &WindowSpec, now: i64) -> i32 {
+        let Some(i) = slot(t) else {
+            return 0;
+        };
+        if !self.enabled[i].load(Ordering::Acquire) {
+            return 0;
+        }
+        let map = self.sensors[i].pin();
+        let Some(s) = map.get(topic) else {
+            return 0;
+        };
+        let bound = s.bound();
+        if bound == f64::INFINITY {
+            return 0;
+        }
+        let mut m = s.rate.peek(spec, now);
+        m.sum += value;
+        throttle_time_ms(&m, bound)
+    }
+
     /// The live sensor of `topic` of type `t`, if it has one.
     pub fn record_sensor(&self, t: ClientQuotaType, topic: &str) -> Option<Arc<TopicSensor>> {
         slot(t).and_then(|i| self.sensors[i].pin().get(topic).cloned())

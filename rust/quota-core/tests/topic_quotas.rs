@@ -63,3 +63,20 @@ fn bad_quotas_are_refused_with_one_line() {
     }
     assert!(q.describe().is_empty());
 }
+
+#[test]
+fn a_peek_is_the_throttle_a_record_would_give_and_changes_nothing() {
+    let q = TopicQuotas::default();
+    let sp = WindowSpec::default();
+    q.set(None, P, Some(1000.0)).unwrap();
+    assert_eq!(q.peek_throttle(P, "t", 1e9, &sp, 0), 0); // no sensor yet: none made
+    assert_eq!(q.sensor_count(P), 0);
+    q.record(P, "t", 5000.0, &sp, 0).unwrap();
+    q.record(P, "t", 5000.0, &sp, 200).unwrap();
+    // The fresh-sensor example's third record (1000 B at 1 s) would be throttled 1000 ms.
+    assert_eq!(q.peek_throttle(P, "t", 1000.0, &sp, 1000), 1000);
+    assert_eq!(q.peek_throttle(P, "t", 1000.0, &sp, 1000), 1000);
+    assert_eq!(q.peek_throttle(F, "t", 1e9, &sp, 1000), 0);
+    assert_eq!(q.record_sensor(P, "t").unwrap().rate.measure(&sp, 1000).sum, 10_000.0);
+    assert_eq!(q.record(P, "t", 1000.0, &sp, 1000), Some(1000));
+}
