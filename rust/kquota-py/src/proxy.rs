@@ -318,7 +318,9 @@ impl PyProxyDataPlane {
     /// see kquota-proxy's topic_names.rs); returns how many ids are known now.
     fn learn_topic_ids(&self, pairs: Vec<(Vec<u8>, String)>) -> usize {
         let names = &self.cfg.topic_names;
-        pairs.iter().filter(|(id, name)| names.learn(id, name)).count();
+        pairs.iter().for_each(|(id, name)| {
+            names.learn(id, name);
+        });
         names.len()
     }
 
