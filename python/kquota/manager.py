@@ -237,8 +237,9 @@ class QuotaManager(ConnectionQuotasMixin, QuotaKernel):
             for ip, number in normalized.ip_changes:
                 self._conn.set_ip_rate(ip, number)
             # Topic changes were fully checked too (names, keys, values): they follow the same way.
+            topics = self._topics()
             for topic, key, number in normalized.topic_changes:
-                self._set_topic_quota(topic, key, number)
+                topics.set(topic, key, number)
         if self._adapter is not None and not validate_only:
             touched = set()
             for entity, values in normalized.entries:
@@ -262,7 +263,7 @@ class QuotaManager(ConnectionQuotasMixin, QuotaKernel):
         out = {entity_from_sides(uk, u, ck, c): dict(values) for uk, u, ck, c, values in self._describe()}
         for ip, value in self._conn.ip_rates():
             out[ClientQuotaEntity({IP: ip})] = {CONNECTION_CREATION_RATE: value}
-        for topic, key, value in self._topic_quotas():
+        for topic, key, value in self._topics().describe():
             out.setdefault(ClientQuotaEntity({TOPIC: topic}), {})[key] = value
         return out
 

@@ -1,4 +1,4 @@
-"""Topic quotas (KIP-1010) through the binding: ``_set_topic_quota`` / ``_topic_quotas``, the
+"""Topic quotas (KIP-1010) through the binding: ``QuotaKernel._topics()`` (``set`` / ``describe``), the
 handle's response steps with ``topics=[(topic, bytes), ...]``, Fetch caps, metrics rows tagged
 ``topic`` and the bound on topic sensors."""
 
@@ -25,13 +25,13 @@ def manager():
 
 def test_set_describe_and_remove_topic_quotas():
     qm = manager()
-    qm._set_topic_quota("orders", "producer_byte_rate", 2000)
-    qm._set_topic_quota(None, "consumer_byte_rate", 5000.0)
-    assert sorted(qm._topic_quotas(), key=repr) == sorted(
+    qm._topics().set("orders", "producer_byte_rate", 2000)
+    qm._topics().set(None, "consumer_byte_rate", 5000.0)
+    assert sorted(qm._topics().describe(), key=repr) == sorted(
         [("orders", "producer_byte_rate", 2000.0), (None, "consumer_byte_rate", 5000.0)], key=repr
     )
-    qm._set_topic_quota("orders", "producer_byte_rate", None)
-    assert qm._topic_quotas() == [(None, "consumer_byte_rate", 5000.0)]
+    qm._topics().set("orders", "producer_byte_rate", None)
+    assert qm._topics().describe() == [(None, "consumer_byte_rate", 5000.0)]
 
 
 @pytest.mark.parametrize(
@@ -49,9 +49,9 @@ def test_set_describe_and_remove_topic_quotas():
 def test_bad_topic_quotas_are_one_line_config_errors(topic, key, value):
     qm = manager()
     with pytest.raises(QuotaConfigError) as e:
-        qm._set_topic_quota(topic, key, value)
+        qm._topics().set(topic, key, value)
     assert "\n" not in str(e.value) and "topic=" in str(e.value)
-    assert qm._topic_quotas() == []
+    assert qm._topics().describe() == []
 
 
 def test_the_largest_of_client_and_topic_throttles_goes_out():
@@ -60,7 +60,7 @@ def test_the_largest_of_client_and_topic_throttles_goes_out():
     (10 MB/s) gives none, so the topic's throttle is the response's."""
     qm = manager()
     qm.alter_client_quotas([({"user": None}, {"producer_byte_rate": 10_000_000})])
-    qm._set_topic_quota("orders", "producer_byte_rate", 1000)
+    qm._topics().set("orders", "producer_byte_rate", 1000)
     a = qm.client("alice", "c1")
     b = qm.client("bob", "c2")
     assert a.produce_response(5000, 0, True, 0, topics=[("orders", 5000)]) == (0, None)
@@ -77,13 +77,13 @@ def test_the_largest_of_client_and_topic_throttles_goes_out():
     assert not any(k[1] == "throttle-time" and ("user", "alice") in k[2] for k in rows)
     # No sensor (and no row) for a topic without a quota.
     assert not any(("topic", "free") in k[2] for k in rows)
-    assert qm._topic_sensor_stats(Q.PRODUCE) == (1, 0)
+    assert qm._topics().sensor_stats(Q.PRODUCE) == (1, 0)
 
 
 def test_a_larger_client_throttle_wins_and_ties_are_the_clients():
     qm = manager()
     qm.alter_client_quotas([({"user": None}, {"producer_byte_rate": 1000})])
-    qm._set_topic_quota(None, "producer_byte_rate", 1000)
+    qm._topics().set(None, "producer_byte_rate", 1000)
     a = qm.client("alice", "c1")
     a.produce_response(5000, 0, True, 0, topics=[("t", 5000)])
     a.produce_response(5000, 0, True, 200, topics=[("t", 5000)])
@@ -96,7 +96,7 @@ def test_a_larger_client_throttle_wins_and_ties_are_the_clients():
 
 def test_fetch_caps_and_empty_answers_take_topic_bytes_back():
     qm = manager()
-    qm._set_topic_quota("logs", "consumer_byte_rate", 1000)
+    qm._topics().set("logs", "consumer_byte_rate", 1000)
     h = qm.client("alice", "c1")
     assert h.fetch_request_cap() == math.inf
     # getMaxValueInQuotaWindow: 1000 B/s * (11 - 1) * 1 s.
@@ -118,7 +118,7 @@ def test_fetch_caps_and_empty_answers_take_topic_bytes_back():
 
 def test_topic_bytes_are_checked_like_sizes():
     qm = manager()
-    qm._set_topic_quota(None, "producer_byte_rate", 1000)
+    qm._topics().set(None, "producer_byte_rate", 1000)
     h = qm.client("alice", "c1")
     with pytest.raises(ValueError):
         h.produce_response(10, 0, True, 0, topics=[("t", -1)])
@@ -130,28 +130,28 @@ def test_unquoted_and_illegal_topics_create_no_sensors():
     """An attack: Produce naming many distinct topics. Without a quota that covers them nothing
     is kept; under a <default> quota names the broker refuses are kept neither."""
     qm = manager()
-    qm._set_topic_quota("quoted", "producer_byte_rate", 1000)
+    qm._topics().set("quoted", "producer_byte_rate", 1000)
     h = qm.client("mallory", "m")
     topics = [(f"junk-{i}", 1) for i in range(20_000)]
     h.produce_response(20_000, 0, True, 0, topics=topics)
-    assert qm._topic_sensor_stats(Q.PRODUCE) == (0, 0)
-    qm._set_topic_quota(None, "producer_byte_rate", 1000)
+    assert qm._topics().sensor_stats(Q.PRODUCE) == (0, 0)
+    qm._topics().set(None, "producer_byte_rate", 1000)
     h.produce_response(10, 0, True, 0, topics=[("a/b", 1), ("x" * 300, 1), ("", 1), ("..", 1)])
-    assert qm._topic_sensor_stats(Q.PRODUCE) == (0, 0)
+    assert qm._topics().sensor_stats(Q.PRODUCE) == (0, 0)
 
 
 def test_topic_sensors_expire_like_client_sensors():
     qm = manager()
-    qm._set_topic_quota(None, "producer_byte_rate", 1000)
+    qm._topics().set(None, "producer_byte_rate", 1000)
     qm.client("alice", "c1").produce_response(10, 0, True, 0, topics=[("t", 10)])
-    assert qm._topic_sensor_stats(Q.PRODUCE)[0] == 1
+    assert qm._topics().sensor_stats(Q.PRODUCE)[0] == 1
     qm._expire_sensors(3_600_001)
-    assert qm._topic_sensor_stats(Q.PRODUCE)[0] == 0
+    assert qm._topics().sensor_stats(Q.PRODUCE)[0] == 0
 
 
 def test_prometheus_series_carry_a_topic_label():
     qm = manager()
-    qm._set_topic_quota("orders", "producer_byte_rate", 1000)
+    qm._topics().set("orders", "producer_byte_rate", 1000)
     qm.client("alice", "c1").produce_response(5000, 0, True, 0, topics=[("orders", 5000)])
     for text in (
         generate_latest(kprom.registry_for(qm, now_ms=lambda: 0)).decode(),

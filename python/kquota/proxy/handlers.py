@@ -63,10 +63,18 @@ def _authenticator_throttle(conn: BridgeConnection, p: Pending) -> int:
 
 
 def _remember_partitions(conn: BridgeConnection, body: dict) -> None:
+    """Each topic's partition count (KIP-599's partition mutations) and, from Metadata v10+, its
+    topic id, which the native Fetch path names topics by from v13 (its topic quotas): both
+    from the broker's answer, never from the request."""
+    ids = []
     for topic in body.get("Topics") or ():
         name = topic.get("Name")
         if name and topic.get("ErrorCode", 0) == 0:
             conn.server.topic_partitions[name] = len(topic.get("Partitions") or ())
+            if topic.get("TopicId"):
+                ids.append((topic["TopicId"], name))
+    if ids:
+        conn.learn_topic_ids(ids)
 
 
 async def _addressed_response(conn: BridgeConnection, p: Pending, frame: bytes,

@@ -53,6 +53,11 @@ class RequestPaths:
             self._handle_key = key
         return self._handle
 
+    def learn_topic_ids(self, pairs: list[tuple[bytes, str]]) -> None:
+        """Teaches the native plane ``(topic id, name)`` pairs of a Metadata response (bounded
+        there; the Fetch topic quotas name topics by id from Fetch v13)."""
+        self._plane.learn_topic_ids(pairs)
+
     def request_throttle(self, p: Pending) -> int:
         """The request quota's response step on the proxy time of a request (KIP-124 on proxy
         time: recorded, throttle enforced and recorded as the native relayed path does; no API is

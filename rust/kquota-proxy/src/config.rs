@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::own_topics::OwnTopics;
+use crate::topic_names::TopicNames;
 use crate::tls::Security;
 use crate::trusted_sources::TrustedSources;
 
@@ -51,6 +52,9 @@ pub struct ProxyConfig {
     /// The proxy's own topics, closed to clients (named and given ids by Python, also while
     /// running: shared with the Python object).
     pub own_topics: Arc<OwnTopics>,
+    /// Topic ids to names for the Fetch topic quotas (taught by Python from the Metadata
+    /// responses it relays, also while running: shared with the Python object).
+    pub topic_names: Arc<TopicNames>,
     /// A shadow configuration stepped beside the enforced one and never enforced
     /// (`--shadow-store`); `None`: none.
     pub shadow: Option<Arc<quota_core::ShadowKernel>>,

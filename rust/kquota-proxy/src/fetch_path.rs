@@ -4,6 +4,11 @@
 //! delivered and muted (a `replica_id` exempts nothing through the proxy). Large responses are relayed
 //! cut-through; v16+ responses are walked as they pass to rewrite NodeEndpoints in their
 //! top-level tagged fields, to the same length (the size prefix has gone out).
+//!
+//! Topic quotas (`consumer_byte_rate` of a topic): while one exists, the request is capped to
+//! each asked topic's window too, and the response is read whole (no longer cut-through) to
+//! count each topic's bytes (`fetch_topics`) for the kernel's response step. Without one
+//! neither the request's topics nor the response's are walked.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,9 +20,10 @@ use crate::endpoints::rewrite_section;
 use crate::fetch_layout::{
     cap_max_bytes, fetch_request, throttled_body, walk_to_top_tags, FetchRequest, SliceWalk, Walk,
 };
+use crate::fetch_topics::{request_topics, response_topic_bytes, topic_refs};
 use crate::forwarded::{FetchState, Fwd, Kind};
 use crate::header::{response_body_offset, response_frame, RequestHeader};
-use crate::io::{Reader, BACKLOG, CHUNK};
+use crate::io::{read_rest, Reader, BACKLOG, CHUNK};
 use crate::outbox::Outbox;
 use crate::own_topics::fetch_topics_at;
 use crate::relay::Relay;
@@ -41,7 +47,14 @@ pub fn on_request(
     if conn.shared.cfg.own_topics.any() && refuse_own_topics(conn, h, buf, &req, &handle, t0)? {
         return Ok(None);
     }
-    let cap = handle.fetch_request_cap();
+    let cap = if handle.kernel().topics.enabled(ClientQuotaType::Fetch) {
+        let at = fetch_topics_at(req.fixed_at, h.api_version);
+        let names = &conn.shared.cfg.topic_names;
+        let topics = request_topics(&buf[4..], at, h.api_version, names).map_err(|e| e.to_string())?;
+        handle.fetch_request_cap_for_topics(&topics.iter().map(|t| &**t).collect::<Vec<_>>())
+    } else {
+        handle.fetch_request_cap()
+    };
     if cap < f64::from(req.max_bytes) {
         cap_max_bytes(&mut buf[4..], &req, cap.max(0.0) as i32);
     }
@@ -104,10 +117,19 @@ pub async fn on_response(
     if body + if v >= 7 { 10 } else { 4 } > head {
         return Err(format!("Fetch v{v} response shorter than its fixed fields"));
     }
+    let mut topics = Vec::new();
+    if fs.handle.kernel().topics.enabled(ClientQuotaType::Fetch) {
+        // Each topic's bytes are counted before the answer is chosen: the response is read whole.
+        let mut rest = size - head;
+        read_rest(rd, &mut buf, &mut rest).await?;
+        let names = &shared.cfg.topic_names;
+        topics = response_topic_bytes(&buf[4..], body, v, names).map_err(|e| format!("Fetch v{v} response: {e}"))?;
+    }
+    let head = buf.len() - 4;
     let ns = fwd.ns + t0.elapsed().as_nanos() as u64;
     let step = fs
         .handle
-        .fetch_response(size as f64, fs.cap, ns as f64, None)
+        .fetch_response_with_topics(size as f64, fs.cap, ns as f64, &topic_refs(&topics), None)
         .map_err(|e| e.to_string())?;
     let throttle = step.throttle.mute_ms();
     conn.log(&fs.handle, ClientQuotaType::Request, ns as f64, throttle);

@@ -21,7 +21,8 @@
 //!   [`forwarded`] (what the response reader knows of each request);
 //! - the quota paths, each API's request and response halves: [`produce_path`], [`fetch_path`];
 //!   a producer's throttle over all its connections ([`producer_gate`]); the proxy's own topics
-//!   closed on them ([`own_topics`]);
+//!   closed on them ([`own_topics`]); a Fetch's topics for the topic quotas ([`fetch_topics`],
+//!   by id through [`topic_names`]);
 //! - bytes in and out: [`stream`] (plain or TLS sockets), [`io`] (reading frames), [`outbox`] (ordered writes with back-pressure),
 //!   [`relay`] (uninspected bytes spliced socket to socket).
 
@@ -34,6 +35,7 @@ pub mod counters;
 pub mod endpoints;
 pub mod fetch_layout;
 pub mod fetch_path;
+pub mod fetch_topics;
 pub mod forwarded;
 pub mod frame;
 pub mod handle_cache;
@@ -58,6 +60,7 @@ pub mod session;
 pub mod shared;
 pub mod stream;
 pub mod tables;
+pub mod topic_names;
 pub mod tls;
 pub mod trusted_sources;
 pub mod wire;

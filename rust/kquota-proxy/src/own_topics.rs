@@ -23,9 +23,9 @@ pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 /// again this many times: its old ids name no topic any more).
 const MAX_IDS: usize = 64;
 const PRODUCE_FLEXIBLE: i16 = 9;
-const FETCH_FLEXIBLE: i16 = 12;
+pub(crate) const FETCH_FLEXIBLE: i16 = 12;
 /// Fetch names topics by id from this version.
-const FETCH_BY_ID: i16 = 13;
+pub(crate) const FETCH_BY_ID: i16 = 13;
 
 #[derive(Debug)]
 pub struct OwnTopics {
@@ -334,7 +334,7 @@ pub fn fetch_topics_at(fixed_at: usize, version: i16) -> usize {
 
 /// Calls `each(topic name or id, partition)` for every partition of a Fetch request's topics
 /// (and once with `None` for a topic without partitions).
-fn walk_fetch<'a>(
+pub(crate) fn walk_fetch<'a>(
     frame: &'a [u8],
     at: usize,
     version: i16,

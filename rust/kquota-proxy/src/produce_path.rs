@@ -27,8 +27,8 @@ use crate::wire::{patch_throttle, ProtoError};
 
 /// Sends a Produce request (prefixed frame whose head is in `buf`, `rest` bytes of its `size`
 /// still unread) to the broker; returns whether the connection's unanswered Produce requests
-/// would throttle its client once recorded (Kafka's throttle is only known from the answer:
-/// the reader then waits for it instead of pipelining).
+/// would throttle its client, or one of their topics, once recorded (Kafka's throttle is only
+/// known from the answer: the reader then waits for it instead of pipelining).
 ///
 /// acks=0: no answer will come, so the request is recorded, logged and its slot settled (and
 /// muted, in order) here; it is exempt from the request quota, as in Kafka.
@@ -101,10 +101,18 @@ pub async fn on_request(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource)
     }
     Ok(pending.is_some_and(|handle| {
         let unanswered = conn.unanswered_produce_bytes() as f64;
-        handle
+        let client = handle
             .peek_throttle_time_ms(ClientQuotaType::Produce, unanswered, None)
-            .unwrap_or(0)
-            > 0
+            .unwrap_or(0);
+        // The topics' quotas too, while one exists: each topic's unanswered bytes peeked.
+        client > 0
+            || (handle.kernel().topics.enabled(ClientQuotaType::Produce) && {
+                let topics = conn.unanswered_produce_topic_bytes();
+                handle
+                    .peek_topic_throttle_ms(ClientQuotaType::Produce, &topic_refs(&topics), None)
+                    .unwrap_or(0)
+                    > 0
+            })
     }))
 }
 

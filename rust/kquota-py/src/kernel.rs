@@ -10,7 +10,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyDict};
 use quota_core::types as d;
-use quota_core::{ClientQuotaType as CoreType, QuotaError, QuotaKernel as CoreKernel};
+use quota_core::{ClientQuotaType as CoreType, QuotaKernel as CoreKernel};
 
 use crate::connections::PyConnectionQuotas;
 use crate::entity::{entity_parts, quota_changes, ChangeTuple};
@@ -24,6 +24,7 @@ use crate::names::Name;
 use crate::numeric_args::{ms, Int, Real};
 use crate::quota_type::QuotaTypeArg;
 use crate::settings::KernelArgs;
+use crate::topic_quotas::PyTopicQuotas;
 
 /// `(user_kind, user, client_kind, client, {key: value})` as `_describe` returns it.
 type DescribedEntity<'py> = (u8, String, u8, String, Bound<'py, PyDict>);
@@ -195,45 +196,6 @@ impl PyQuotaKernel {
                 Ok((uk, u.to_owned(), ck, c.to_owned(), d))
             })
             .collect()
-    }
-
-    /// Sets (``value``) or removes (``None``) the topic quota ``key`` (``producer_byte_rate`` or
-    /// ``consumer_byte_rate``) of ``topic`` (``None``: ``<default>``). The public entry point is
-    /// ``QuotaManager.alter_client_quotas`` with a ``topic`` entity.
-    #[pyo3(signature = (topic, key, value))]
-    fn _set_topic_quota(&self, topic: Option<&str>, key: &str, value: Option<f64>) -> PyQuotaResult<()> {
-        let t = match key {
-            "producer_byte_rate" => CoreType::Produce,
-            "consumer_byte_rate" => CoreType::Fetch,
-            other => {
-                return Err(QuotaError::InvalidConfig {
-                    entity: format!("topic={}", topic.unwrap_or("<default>")),
-                    key: other.to_owned(),
-                    reason: "a topic quota is producer_byte_rate or consumer_byte_rate".into(),
-                }
-                .into())
-            }
-        };
-        if self.kernel.is_closed() {
-            return Err(QuotaError::Closed.into());
-        }
-        Ok(self.kernel.topics.set(topic, t, value)?)
-    }
-
-    /// Every configured topic quota as ``(topic or None for <default>, key, value)``.
-    fn _topic_quotas(&self) -> Vec<(Option<String>, &'static str, f64)> {
-        self.kernel
-            .topics
-            .describe()
-            .into_iter()
-            .map(|(topic, t, v)| (topic, t.config_key(), v))
-            .collect()
-    }
-
-    /// ``(live sensors, topics sent to the overflow sensor)`` of the topic quotas of a type.
-    fn _topic_sensor_stats(&self, quota_type: QuotaTypeArg) -> (usize, u64) {
-        let t = &self.kernel.topics;
-        (t.sensor_count(quota_type.0), t.overflowed(quota_type.0))
     }
 
     /// Records ``value`` without checking the quota.
@@ -491,6 +453,13 @@ impl PyQuotaKernel {
     /// The kernel's connection quotas (KIP-612); every call returns a view of the same state.
     fn _connections(&self) -> PyConnectionQuotas {
         PyConnectionQuotas {
+            kernel: Arc::clone(&self.kernel),
+        }
+    }
+
+    /// The kernel's topic quotas; every call returns a view of the same state.
+    fn _topics(&self) -> PyTopicQuotas {
+        PyTopicQuotas {
             kernel: Arc::clone(&self.kernel),
         }
     }

@@ -29,6 +29,7 @@ mod quota_type;
 mod rules;
 mod settings;
 mod tls;
+mod topic_quotas;
 mod utilization;
 mod zeroed_array;
 
@@ -41,6 +42,7 @@ fn _kquota(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<metrics_snapshot::PyMetricsSnapshot>()?;
     m.add_class::<exposition::PyPrometheusStream>()?;
     m.add_class::<proxy::PyProxyDataPlane>()?;
+    m.add_class::<topic_quotas::PyTopicQuotas>()?;
     m.add_function(wrap_pyfunction!(quota_type::_quota_types, m)?)?;
     m.add_function(wrap_pyfunction!(quota_type::_quota_type_value, m)?)?;
     m.add_function(wrap_pyfunction!(quota_type::_register_quota_type, m)?)?;

@@ -238,6 +238,7 @@ impl PyProxyDataPlane {
             )? as u64),
             security,
             own_topics: Arc::default(),
+            topic_names: Arc::default(),
             proxy_protocol_trusted: trusted,
             sasl_listener,
             sasl_max_receive_bytes: positive(sasl_max_receive_size, "sasl.server.max.receive.size")?,
@@ -311,6 +312,16 @@ impl PyProxyDataPlane {
             own.add_id(id).map_err(invalid_argument)?;
         }
         Ok(())
+    }
+
+    /// Teaches the Fetch topic quotas each ``(topic id, name)`` of a Metadata response (bounded,
+    /// see kquota-proxy's topic_names.rs); returns how many ids are known now.
+    fn learn_topic_ids(&self, pairs: Vec<(Vec<u8>, String)>) -> usize {
+        let names = &self.cfg.topic_names;
+        pairs.iter().for_each(|(id, name)| {
+            names.learn(id, name);
+        });
+        names.len()
     }
 
     /// The response ``frame`` (size prefix included) with its ``ThrottleTimeMs`` raised to
@@ -458,10 +469,7 @@ impl PyProxyDataPlane {
         }
         d.set_item("client_tls_failures", client_failures)?;
         d.set_item("broker_tls_failures", broker_failures)?;
-        d.set_item(
-            "refused_tls_handshakes",
-            security.refused_handshakes.load(Relaxed),
-        )?;
+        d.set_item("refused_tls_handshakes", security.refused_handshakes.load(Relaxed))?;
         Ok(d)
     }
 

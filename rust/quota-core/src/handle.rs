@@ -233,6 +233,28 @@ impl ClientHandle {
         }
     }
 
+    /// [`peek_throttle_time_ms`](Self::peek_throttle_time_ms) of the topic quotas: the largest
+    /// throttle recording each topic's bytes of `topics` now would give, recording nothing; 0
+    /// while no topic quota of the type exists.
+    pub fn peek_topic_throttle_ms(
+        &self,
+        t: ClientQuotaType,
+        topics: &[(&str, f64)],
+        now: Option<i64>,
+    ) -> Result<i32, QuotaError> {
+        let now = resolve_now(now)?;
+        let k = &self.kernel;
+        if !k.topics.enabled(t) {
+            return Ok(0);
+        }
+        let mut worst = 0;
+        for &(name, bytes) in topics {
+            check_record_value(bytes)?;
+            worst = worst.max(k.topics.peek_throttle(t, name, bytes, &k.settings.window, now));
+        }
+        Ok(worst)
+    }
+
     /// [`QuotaKernel::record_request_time`] for this connection.
     #[inline]
     pub fn record_request_time(&self, nanos: f64, now: Option<i64>) -> Result<i32, QuotaError> {

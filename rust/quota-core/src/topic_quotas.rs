@@ -8,9 +8,8 @@
 //! that are not legal Kafka topic names (which the broker refuses) get none either, and at
 //! [`MAX_TOPIC_SENSORS`] live sensors of a type further topics share one overflow sensor (held
 //! to the default's bound, so the cap can only throttle more, never less). Idle topic sensors
-//! expire like client sensors.
+//! expire like client sensors. The configuration and its rules are `topic_config`'s.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -23,63 +22,15 @@ use crate::error::QuotaError;
 use crate::idle::IdleMark;
 use crate::throttle::throttle_time_ms;
 use crate::throttle_time_avg::ThrottleAvg;
+use crate::topic_config::{check, is_legal_topic_name, slot, TopicConfig, TYPES};
 use crate::topic_rate::StripedRate;
 use crate::types::{ClientQuotaType, WindowSpec};
-use crate::validate::validate_value;
 
 /// Most live topic sensors per type; past it new topics share the overflow sensor.
 pub const MAX_TOPIC_SENSORS: usize = 100_000;
 
 /// The topic name of the shared overflow sensor (not a legal topic name, so no topic has it).
 pub const TOPIC_OVERFLOW: &str = "<overflow>";
-
-/// Kafka's `Topic.MAX_NAME_LENGTH`.
-const MAX_TOPIC_NAME_LENGTH: usize = 249;
-
-/// Kafka's legal topic names (`Topic.validate`): 1 to 249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
-pub fn is_legal_topic_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_TOPIC_NAME_LENGTH
-        && name != "."
-        && name != ".."
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
-}
-
-/// The two types a topic quota has.
-#[inline]
-fn slot(t: ClientQuotaType) -> Option<usize> {
-    match t {
-        ClientQuotaType::Produce => Some(0),
-        ClientQuotaType::Fetch => Some(1),
-        _ => None,
-    }
-}
-
-const TYPES: [ClientQuotaType; 2] = [ClientQuotaType::Produce, ClientQuotaType::Fetch];
-
-/// The configured topic quotas: per named topic and for `<default>`, a bound per type.
-#[derive(Default, Clone)]
-pub struct TopicConfig {
-    named: BTreeMap<Box<str>, [Option<f64>; 2]>,
-    default: [Option<f64>; 2],
-}
-
-impl TopicConfig {
-    /// The bound for `topic` of type index `i`: its own, else `<default>`'s.
-    #[inline]
-    fn bound(&self, topic: &str, i: usize) -> Option<f64> {
-        match self.named.get(topic) {
-            Some(b) if b[i].is_some() => b[i],
-            _ => self.default[i],
-        }
-    }
-
-    fn any(&self, i: usize) -> bool {
-        self.default[i].is_some() || self.named.values().any(|b| b[i].is_some())
-    }
-}
 
 /// One topic's sensor of one type.
 pub struct TopicSensor {
@@ -142,49 +93,9 @@ impl TopicQuotas {
     /// Sets (`Some`) or removes (`None`) the quota `t` of `topic` (`None` = `<default>`).
     /// Checked like a client byte-rate quota; a named topic must be a legal Kafka topic name.
     pub fn set(&self, topic: Option<&str>, t: ClientQuotaType, value: Option<f64>) -> Result<(), QuotaError> {
-        let entity = match topic {
-            Some(name) => format!("topic={name}"),
-            None => "topic=<default>".to_owned(),
-        };
-        let bad = |reason: String| QuotaError::InvalidConfig {
-            entity: entity.clone(),
-            key: t.config_key().to_owned(),
-            reason,
-        };
-        let Some(i) = slot(t) else {
-            return Err(bad(
-                "a topic quota is producer_byte_rate or consumer_byte_rate".into()
-            ));
-        };
-        if let Some(name) = topic {
-            if !is_legal_topic_name(name) {
-                return Err(bad(
-                    "not a legal topic name (1 to 249 of [a-zA-Z0-9._-], not '.' or '..')".into(),
-                ));
-            }
-        }
-        if let Some(v) = value {
-            let broker = crate::entity::QuotaEntity {
-                user: None,
-                client_id: None,
-            };
-            validate_value(&broker, t, v, f64::INFINITY).map_err(|e| match e {
-                QuotaError::InvalidConfig { reason, .. } => bad(reason),
-                other => other,
-            })?;
-        }
+        let i = check(topic, t, value)?;
         let _w = self.writer.lock();
-        let mut next = (**self.config.load()).clone();
-        match topic {
-            None => next.default[i] = value,
-            Some(name) => {
-                let entry = next.named.entry(name.into()).or_default();
-                entry[i] = value;
-                if entry.iter().all(Option::is_none) {
-                    next.named.remove(name);
-                }
-            }
-        }
+        let next = self.config.load().with(topic, i, value);
         let next = Arc::new(next);
         for (j, e) in self.enabled.iter().enumerate() {
             e.store(next.any(j), Ordering::Release);
@@ -319,6 +230,28 @@ impl TopicQuotas {
         }
     }
 
+    /// The throttle recording `value` into `topic` at `now` would give, recording nothing and
+    /// making no sensor (a topic not recorded yet has none to throttle it: 0, as without a quota).
+    pub fn peek_throttle(&self, t: ClientQuotaType, topic: &str, value: f64, spec: &WindowSpec, now: i64) -> i32 {
+        let Some(i) = slot(t) else {
+            return 0;
+        };
+        if !self.enabled[i].load(Ordering::Acquire) {
+            return 0;
+        }
+        let map = self.sensors[i].pin();
+        let Some(s) = map.get(topic) else {
+            return 0;
+        };
+        let bound = s.bound();
+        if bound == f64::INFINITY {
+            return 0;
+        }
+        let mut m = s.rate.peek(spec, now);
+        m.sum += value;
+        throttle_time_ms(&m, bound)
+    }
+
     /// The live sensor of `topic` of type `t`, if it has one.
     pub fn record_sensor(&self, t: ClientQuotaType, topic: &str) -> Option<Arc<TopicSensor>> {
         slot(t).and_then(|i| self.sensors[i].pin().get(topic).cloned())
@@ -444,65 +377,6 @@ mod tests {
     use super::*;
 
     const P: ClientQuotaType = ClientQuotaType::Produce;
-    const F: ClientQuotaType = ClientQuotaType::Fetch;
-
-    #[test]
-    fn unquoted_topics_get_no_sensor() {
-        let q = TopicQuotas::default();
-        let sp = WindowSpec::default();
-        assert!(q.record(P, "t", 100.0, &sp, 0).is_none());
-        q.set(Some("quoted"), P, Some(1000.0)).unwrap();
-        for i in 0..10_000 {
-            assert!(q.record(P, &format!("other-{i}"), 100.0, &sp, 0).is_none());
-        }
-        assert_eq!(q.sensor_count(P), 0);
-        assert!(q.record(P, "quoted", 100.0, &sp, 0).is_some());
-        assert_eq!(q.sensor_count(P), 1);
-        assert!(q.record(F, "quoted", 100.0, &sp, 0).is_none());
-        // Names the broker refuses get none even under a default quota.
-        q.set(None, P, Some(1000.0)).unwrap();
-        assert!(q.record(P, &"x".repeat(250), 1.0, &sp, 0).is_none());
-        assert!(q.record(P, "a/b", 1.0, &sp, 0).is_none());
-        assert_eq!(q.sensor_count(P), 1);
-    }
-
-    #[test]
-    fn throttle_is_kafkas_formula_and_bounds_follow_changes() {
-        let q = TopicQuotas::default();
-        let sp = WindowSpec::default();
-        q.set(None, P, Some(1000.0)).unwrap();
-        // The fresh-sensor example: 5000, 5000 at 200 ms, 1000 at 1 s -> 0, 0, 1000.
-        let got: Vec<i32> = [(5000.0, 0), (5000.0, 200), (1000.0, 1000)]
-            .iter()
-            .map(|&(v, t)| q.record(P, "t", v, &sp, t).unwrap())
-            .collect();
-        assert_eq!(got, vec![0, 0, 1000]);
-        // A named quota overrides the default for live sensors too.
-        q.set(Some("t"), P, Some(2000.0)).unwrap();
-        // rate 11000 / 10 s = 1100 < 2000
-        assert_eq!(q.record(P, "t", 0.0, &sp, 1000).unwrap(), 0);
-        q.set(Some("t"), P, None).unwrap();
-        assert_eq!(q.record(P, "t", 0.0, &sp, 1000).unwrap(), 1000);
-        assert_eq!(q.describe(), vec![(None, P, 1000.0)]);
-        assert_eq!(q.max_value_in_quota_window(P, "t", &sp), 10_000.0);
-        assert_eq!(q.max_value_in_quota_window(F, "t", &sp), f64::INFINITY);
-    }
-
-    #[test]
-    fn bad_quotas_are_refused_with_one_line() {
-        let q = TopicQuotas::default();
-        for (topic, t, v) in [
-            (Some("t"), P, Some(1.5)),
-            (Some("t"), P, Some(-1.0)),
-            (Some("a b"), P, Some(1.0)),
-            (Some(".."), F, Some(1.0)),
-            (None, ClientQuotaType::Request, Some(1.0)),
-        ] {
-            let e = q.set(topic, t, v).unwrap_err().to_string();
-            assert!(!e.contains('\n') && e.contains("topic="), "{e}");
-        }
-        assert!(q.describe().is_empty());
-    }
 
     #[test]
     fn at_the_cap_new_topics_share_the_overflow_sensor() {

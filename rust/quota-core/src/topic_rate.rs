@@ -18,122 +18,15 @@
 //! other threads' records as of at most one millisecond earlier. With one thread (one stripe)
 //! every check equals Kafka's exactly.
 
-use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
-
 use portable_atomic::{AtomicI64, AtomicU128, AtomicU64, Ordering};
 
 use crate::measurement::{window_size_ms, Measurement};
 use crate::sample_ring::{rel_ms, MAX_REL_MS};
+use crate::topic_stripes::{
+    my_stripe, pack_aggregate, pack_part, stripes, unpack_aggregate, unpack_part, Alone, Line, Meta,
+    StripeCache, EVENT_PAD, SUM_LIMIT, TAG_MASK,
+};
 use crate::types::WindowSpec;
-
-const STARTED: u64 = 1 << 16;
-const START_SHIFT: u32 = 17;
-
-/// Most stripes per sensor.
-const MAX_STRIPES: usize = 8;
-
-/// Stripes per sensor: the machine's cores (as Java's `LongAdder` grows to), at most
-/// [`MAX_STRIPES`]; threads are spread over them in the order they first record into any topic
-/// sensor.
-fn stripes() -> usize {
-    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *N.get_or_init(|| {
-        std::thread::available_parallelism()
-            .map_or(MAX_STRIPES, |n| n.get())
-            .clamp(1, MAX_STRIPES)
-    })
-}
-
-/// A sample's shared description: its generation, start, whether it has started and its
-/// sequence number in the ring, in one 128-bit word.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Meta {
-    generation: u64,
-    start_rel: i64,
-    started: bool,
-    seq: u16,
-}
-
-impl Meta {
-    #[inline]
-    fn pack(self) -> u128 {
-        let hi = ((self.start_rel as u64) << START_SHIFT)
-            | if self.started { STARTED } else { 0 }
-            | self.seq as u64;
-        ((hi as u128) << 64) | self.generation as u128
-    }
-
-    #[inline]
-    fn unpack(bits: u128) -> Meta {
-        let hi = (bits >> 64) as u64;
-        Meta {
-            generation: bits as u64,
-            start_rel: (hi >> START_SHIFT) as i64,
-            started: hi & STARTED != 0,
-            seq: hi as u16,
-        }
-    }
-}
-
-/// One stripe's part of a sample: the value and the sample generation it belongs to.
-#[inline]
-fn pack_part(value: f64, generation: u64) -> u128 {
-    ((generation as u128) << 64) | value.to_bits() as u128
-}
-
-#[inline]
-fn unpack_part(bits: u128) -> (f64, u64) {
-    (f64::from_bits(bits as u64), (bits >> 64) as u64)
-}
-
-/// Eight cells: one or two cache lines of one stripe, never shared with another stripe.
-#[repr(C, align(128))]
-struct Line([AtomicU128; 8]);
-
-/// A stripe's cached sum of everything but its own current cell (see the module comment).
-#[repr(C, align(128))]
-struct StripeCache {
-    /// Sum (48-bit signed) and oldest start (47 bits) and the low 33 bits of the ring version.
-    aggregate: AtomicU128,
-    /// The caller time (ms) the aggregate was read at.
-    at_ms: AtomicI64,
-}
-
-const TAG_MASK: u64 = (1 << 33) - 1;
-const SUM_LIMIT: u64 = 1 << 43;
-
-fn pack_aggregate(sum: i64, oldest_rel: i64, version: u64) -> u128 {
-    let s = (sum as u64) & ((1 << 48) - 1);
-    let o = (oldest_rel as u64) & ((1 << 47) - 1);
-    (s as u128) | ((o as u128) << 48) | (((version & TAG_MASK) as u128) << 95)
-}
-
-fn unpack_aggregate(bits: u128) -> (i64, i64, u64) {
-    let s = (bits as u64) & ((1 << 48) - 1);
-    let sum = ((s << 16) as i64) >> 16;
-    let oldest = ((bits >> 48) as u64 & ((1 << 47) - 1)) as i64;
-    (sum, oldest, (bits >> 95) as u64 & TAG_MASK)
-}
-
-static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    static STRIPE: usize = NEXT_STRIPE.fetch_add(1, StdOrdering::Relaxed) % stripes();
-}
-
-/// This thread's stripe.
-#[inline]
-fn my_stripe() -> usize {
-    STRIPE.with(|s| *s)
-}
-
-/// A word on a line (pair) of its own: written about once per ms, it must not make the words
-/// every record reads miss.
-#[repr(C, align(128))]
-struct Alone<T>(T);
-
-/// Padding on each side of the last-event times, so that they share no line with other data.
-const EVENT_PAD: usize = 16;
 
 /// A striped sampled rate (see the module comment).
 pub struct StripedRate {
@@ -502,85 +395,5 @@ impl StripedRate {
             sum,
             window_ms: window_size_ms(spec, now_rel, oldest),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::rate::RateSensor;
-    use crate::throttle::throttle_time_ms;
-
-    /// One thread: every check and every measurement equals a client sensor's (Kafka's `Rate`).
-    #[test]
-    fn one_thread_equals_the_client_sensor() {
-        for spec in [
-            WindowSpec::default(),
-            WindowSpec::new(2, 1).unwrap(),
-            WindowSpec::new(30, 1).unwrap(),
-        ] {
-            let a = RateSensor::new(&spec, 100);
-            let b = StripedRate::new(&spec, 100);
-            let mut t = 100;
-            for i in 0..5000i64 {
-                // Irregular gaps, some longer than the whole window (purges), some fractional values.
-                t += (i * 7919) % 997 + if i % 613 == 0 { 40_000 } else { 0 };
-                let v = if i % 11 == 0 {
-                    0.25 * i as f64
-                } else {
-                    (i % 5000) as f64
-                };
-                let ma = a.record_and_measure(&spec, v, t);
-                let mb = b.record_and_measure(&spec, v, t);
-                assert_eq!(ma, mb, "i={i} t={t}");
-                assert_eq!(throttle_time_ms(&ma, 1000.0), throttle_time_ms(&mb, 1000.0));
-                if i % 97 == 0 {
-                    assert_eq!(a.peek(&spec, t + 500), b.peek(&spec, t + 500));
-                    assert_eq!(a.measure(&spec, t), b.measure(&spec, t));
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn the_fresh_sensor_example() {
-        // quota 1000 B/s: 5000 B at 0, 5000 B at 200 ms, 1000 B at 1 s, 0 B at 6 s -> 0, 0, 1000, 1000
-        let sp = WindowSpec::default();
-        let s = StripedRate::new(&sp, 0);
-        let got: Vec<i32> = [(5000.0, 0), (5000.0, 200), (1000.0, 1000), (0.0, 6000)]
-            .iter()
-            .map(|&(v, t)| throttle_time_ms(&s.record_and_measure(&sp, v, t), 1000.0))
-            .collect();
-        assert_eq!(got, vec![0, 0, 1000, 1000]);
-    }
-
-    /// Two threads (two stripes) record into one rate through several windows: at the window's
-    /// end the sum holds every value recorded, none lost and none counted twice.
-    #[test]
-    fn two_threads_lose_nothing_at_the_window_end() {
-        use std::sync::Arc;
-        let sp = WindowSpec::default();
-        let s = Arc::new(StripedRate::new(&sp, 0));
-        let threads: Vec<_> = (0..2)
-            .map(|k| {
-                let s = Arc::clone(&s);
-                std::thread::spawn(move || {
-                    for i in 0..200_000i64 {
-                        // 10 s of time: windows advance while both threads add.
-                        let t = i / 20_000 * 1000 + k;
-                        if i % 3 == 0 {
-                            s.record(&sp, 3.0, t);
-                        } else {
-                            s.record_and_measure(&sp, 3.0, t);
-                        }
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
-        assert_eq!(s.measure(&sp, 9001).sum, 2.0 * 200_000.0 * 3.0);
-        assert_eq!(s.peek(&sp, 9001).sum, 2.0 * 200_000.0 * 3.0);
     }
 }

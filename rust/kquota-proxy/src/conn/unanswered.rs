@@ -1,6 +1,7 @@
 //! Produce requests not answered yet: an acks=0 one's correlation id, remembered because the
 //! broker never answers it (an answer a broker sends anyway is dropped), and the bytes of those
-//! awaiting their answer, which decide whether the reader may pipeline the next request.
+//! awaiting their answer (and each topic's of them, for the produce topic quotas), which decide
+//! whether the reader may pipeline the next request.
 
 use super::{Conn, ConnState};
 use crate::forwarded::Kind;
@@ -30,5 +31,23 @@ impl Conn {
                 _ => 0,
             })
             .sum()
+    }
+
+    /// Each topic's bytes in those requests (for the produce topic quotas; empty while none
+    /// exists, the requests then carry no topics).
+    pub fn unanswered_produce_topic_bytes(&self) -> Vec<(Box<str>, f64)> {
+        let mut out: Vec<(Box<str>, f64)> = Vec::new();
+        for f in self.state().forwarded.iter() {
+            let Kind::Produce { topics, .. } = &f.kind else {
+                continue;
+            };
+            for (name, bytes) in topics {
+                match out.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, b)) => *b += bytes,
+                    None => out.push((name.clone(), *bytes)),
+                }
+            }
+        }
+        out
     }
 }
