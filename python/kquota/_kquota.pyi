@@ -44,6 +44,8 @@ __all__ = [
     "validate_quota_changes",
     "combine_throttles",
     "fetch_answer",
+    "is_legal_topic_name",
+    "MAX_TOPIC_NAME_LENGTH",
     "ProxyDataPlane",
     "parsed_versions",
     "check_listener_tls",
@@ -317,6 +319,11 @@ def fetch_answer(
     """The proxy's answer to a recorded Fetch response: ``"deliver"``, ``"empty"`` (Kafka's
     throttled answer, its size taken back) or ``"deliver_muted"`` (delivered, kept recorded,
     muted for at least ``size / quota``); ``window_bytes`` is ``math.inf`` without a quota."""
+
+def is_legal_topic_name(name: str) -> bool:
+    """Whether Kafka accepts ``name`` as a topic name (``Topic.validate``); the kernel's rule."""
+
+MAX_TOPIC_NAME_LENGTH: int
 
 def combine_throttles(
     byte_quota_type: QuotaTypeLike, byte_throttle_ms: int, request_throttle_ms: int

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Optional
 
-from kquota._kquota import canonical_ip
+from kquota._kquota import MAX_TOPIC_NAME_LENGTH, canonical_ip, is_legal_topic_name
 from kquota.exceptions import QuotaConfigError
 
 #: The entity types a quota entity may name, as in Kafka's Admin API.
@@ -22,15 +22,16 @@ ENTITY_TYPES = (USER, CLIENT_ID, IP, TOPIC)
 #: The entity types that stand alone (never combined with another type).
 SOLE_ENTITY_TYPES = (IP, TOPIC)
 
-#: Kafka's ``Topic.MAX_NAME_LENGTH``.
-MAX_TOPIC_NAME_LENGTH = 249
-_TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]*")
+_NOT_TOPIC_CHARS = re.compile(r"[^a-zA-Z0-9._-]")
 
 
 def topic_name_error(name: str) -> Optional[str]:
     """Why Kafka would refuse ``name`` as a topic name (``Topic.validate``'s reason, prefixed
     ``Topic name is invalid: ``), or ``None`` if it is valid: not empty, not ``.`` or ``..``, at
-    most 249 characters, only ASCII alphanumerics, ``.``, ``_`` and ``-``."""
+    most 249 characters, only ASCII alphanumerics, ``.``, ``_`` and ``-``. Whether it is valid is
+    the kernel's rule (:func:`kquota._kquota.is_legal_topic_name`); only the reason is found here."""
+    if is_legal_topic_name(name):
+        return None
     if name == "":
         reason = "the empty string is not allowed"
     elif name in (".", ".."):
@@ -40,10 +41,10 @@ def topic_name_error(name: str) -> Optional[str]:
         # line shows its start, escaped.
         reason = (f"the length of {name[:40] + '...'!r} ({len(name)} characters) is longer than the max "
                   f"allowed length {MAX_TOPIC_NAME_LENGTH}")
-    elif not _TOPIC_CHARS.fullmatch(name):
-        reason = f"{name[:80]!r} contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
     else:
-        return None
+        bad = _NOT_TOPIC_CHARS.search(name)
+        reason = (f"{name[:80]!r} contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+                  + (f" ({bad.group()!r})" if bad else ""))
     return f"Topic name is invalid: {reason}"
 
 

@@ -232,3 +232,44 @@ def test_no_path_function_of_the_data_plane_takes_ten_arguments():
     bound on arguments holds in the data plane without exceptions."""
     allowed = [f"{p.relative_to(ROOT)}" for p in _rust_sources() if "too_many_arguments" in p.read_text(encoding="utf-8")]
     assert not allowed, allowed
+
+
+def test_kafkas_topic_name_rule_is_the_kernels():
+    """Kafka's ``Topic.validate`` is quota-core's ``is_legal_topic_name``; Python asks it
+    (``kquota.entity.topic_name_error``, which only words the reason) and never restates the
+    character class, except the pipeline's Spark expression, a vectorised form of the same rule
+    that tests/pipeline/test_topic_log.py checks row by row."""
+    allowed = {"python/kquota/pipeline/schema.py", "python/kquota/entity.py"}
+    stray = []
+    for p in sorted((ROOT / "python" / "kquota").rglob("*.py")):
+        rel = str(p.relative_to(ROOT))
+        if rel in allowed:
+            continue
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for n in ast.walk(tree):
+            if not isinstance(n, ast.Constant) or id(n) in docstrings:
+                continue
+            restated = isinstance(n.value, str) and re.search(r"(a-zA-Z|A-Za-z)0-9\\?\.?_-", n.value)
+            if n.value == 249 or restated:
+                stray.append(f"{rel}:{n.lineno}")
+    assert not stray, stray
+
+
+def test_the_python_topic_name_check_agrees_with_the_kernel():
+    from kquota._kquota import MAX_TOPIC_NAME_LENGTH, is_legal_topic_name
+    from kquota.entity import topic_name_error
+    from kquota.request_log_schema import is_legal_topic
+
+    assert MAX_TOPIC_NAME_LENGTH == 249
+    names = ["a", "orders.v1_x-2", ".", "..", "...", "", "a/b", "é", "a b", "x" * 249, "x" * 250, "<script>",
+             "a\nb", "_", "-", "ü" * 100, "\x00"]
+    for name in names:
+        legal = is_legal_topic_name(name)
+        assert (topic_name_error(name) is None) == legal == is_legal_topic(name), name
+        if not legal:
+            error = topic_name_error(name)
+            assert error.startswith("Topic name is invalid: ") and "\n" not in error and len(error) < 400, error
+    assert is_legal_topic(None) is False and is_legal_topic(b"a") is False

@@ -23,6 +23,7 @@ mod name_table;
 mod names;
 mod numeric_args;
 mod proxy;
+mod proxy_bridge;
 mod proxy_rows;
 mod proxy_tables;
 mod quota_type;

@@ -68,6 +68,13 @@ fn fetch_answer(size: f64, window_bytes: f64, throttle_ms: i32, rule: &str) -> P
     Ok(fetch_answer_name(quota_core::fetch_answer(size, window_bytes, throttle_ms, rule)))
 }
 
+/// Whether Kafka accepts ``name`` as a topic name (``Topic.validate``: 1 to 249 of
+/// ``[a-zA-Z0-9._-]``, not ``.`` or ``..``): the kernel's one rule, which every Python check uses.
+#[pyfunction]
+fn is_legal_topic_name(name: &str) -> bool {
+    quota_core::is_legal_topic_name(name)
+}
+
 /// ``KafkaApis``' combination of a response's byte-rate throttle (``byte_quota_type``: PRODUCE
 /// or FETCH) and request-time throttle: ``(throttle_time_ms, enforced type or None)``, the
 /// byte-rate quota enforced only when its throttle is strictly larger. Records nothing.
@@ -150,6 +157,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sanitize, m)?)?;
     m.add_function(wrap_pyfunction!(validate_quota_changes, m)?)?;
     m.add_function(wrap_pyfunction!(fetch_answer, m)?)?;
+    m.add_function(wrap_pyfunction!(is_legal_topic_name, m)?)?;
+    m.add("MAX_TOPIC_NAME_LENGTH", quota_core::MAX_TOPIC_NAME_LENGTH)?;
     m.add_function(wrap_pyfunction!(combine_throttles, m)?)?;
     m.add_class::<PyQuotaConfig>()?;
     m.add_function(wrap_pyfunction!(desanitize, m)?)?;

@@ -108,7 +108,7 @@ pub use shares::ShareMap;
 pub use snapshot::{ConfigSnapshot, QuotaChange};
 pub use throttle::{mutation_throttle_time_ms, throttle_time_ms, time_at_bound_ms};
 pub use token_bucket::{StrictTake, TokenBucket};
-pub use topic_config::is_legal_topic_name;
+pub use topic_config::{is_legal_topic_name, MAX_TOPIC_NAME_LENGTH};
 pub use topic_quotas::{TopicQuotas, TopicRow, MAX_TOPIC_SENSORS, TOPIC_OVERFLOW};
 pub use topic_rate::StripedRate;
 pub use types::{ClientQuotaType, WindowSpec};

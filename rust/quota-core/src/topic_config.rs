@@ -8,7 +8,7 @@ use crate::types::ClientQuotaType;
 use crate::validate::validate_value;
 
 /// Kafka's `Topic.MAX_NAME_LENGTH`.
-const MAX_TOPIC_NAME_LENGTH: usize = 249;
+pub const MAX_TOPIC_NAME_LENGTH: usize = 249;
 
 /// Kafka's legal topic names (`Topic.validate`): 1 to 249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
 pub fn is_legal_topic_name(name: &str) -> bool {

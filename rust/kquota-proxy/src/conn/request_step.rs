@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use quota_core::topic_quotas::is_legal_topic_name;
+use quota_core::is_legal_topic_name;
 use quota_core::{ClientHandle, ClientQuotaType, ResponseThrottle};
 
 use super::Conn;
@@ -45,12 +45,12 @@ impl Conn {
     /// row). Their number is bounded by the request's size: each topic costs its name's bytes.
     /// A name Kafka refuses as a topic name (`Topic.validate`) gets no row: the broker refuses
     /// its partitions, so no bytes land in a topic by that name.
-    pub fn log_topics(&self, h: &ClientHandle, t: ClientQuotaType, topics: &[(Box<str>, f64)]) {
+    pub fn log_topics<S: AsRef<str>>(&self, h: &ClientHandle, t: ClientQuotaType, topics: &[(S, f64)]) {
         if self.shared.cfg.request_log && !topics.is_empty() {
             let user: Arc<str> = Arc::from(h.user());
-            for (topic, bytes) in topics.iter().filter(|(t, _)| is_legal_topic_name(t)) {
+            for (topic, bytes) in topics.iter().filter(|(t, _)| is_legal_topic_name(t.as_ref())) {
                 self.shared
-                    .log_row(&user, h.client_id(), (t as u8, *bytes, 0, None), Some(topic));
+                    .log_row(&user, h.client_id(), (t as u8, *bytes, 0, None), Some(topic.as_ref()));
             }
         }
     }
