@@ -7,13 +7,13 @@ request also names another topic, Kafka's answer for it comes back merged with t
 from __future__ import annotations
 
 import struct
-import time
 import uuid
 from types import SimpleNamespace
 
 import pytest
 from proxy_support import ProxyThread, make_topic
 from proxy_wire import Wire
+from record_batch import record_batch
 from waiting import wait_until
 
 import kquota
@@ -26,37 +26,9 @@ AUTH = 29  # TOPIC_AUTHORIZATION_FAILED
 LIST_OFFSETS, DELETE_RECORDS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 2, 21, 33, 44
 
 
-def _crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
-
-
-def _varint(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)  # zigzag
-    out = b""
-    while n >= 0x80:
-        out += bytes([(n & 0x7F) | 0x80])
-        n >>= 7
-    return out + bytes([n])
-
-
-def record_batch(value: bytes) -> bytes:
-    """One record in a v2 batch (what any producer sends)."""
-    body = b"\x00" + _varint(0) + _varint(0) + _varint(-1) + _varint(len(value)) + value + _varint(0)
-    record = _varint(len(body)) + body
-    now = int(time.time() * 1000)
-    after_crc = struct.pack(">hiqqqhii", 0, 0, now, now, -1, -1, -1, 1) + record
-    head = struct.pack(">ib", -1, 2) + struct.pack(">I", _crc32c(after_crc))
-    return struct.pack(">qi", 0, len(head) + len(after_crc)) + head + after_crc
-
-
 def produce(topics: list[str], value: bytes = b"forged", acks: int = -1) -> dict:
     return {"TransactionalId": None, "Acks": acks, "TimeoutMs": 5000,
-            "TopicData": [{"Name": t, "PartitionData": [{"Index": 0, "Records": record_batch(value)}]} for t in topics]}
+            "TopicData": [{"Name": t, "PartitionData": [{"Index": 0, "Records": record_batch([value])}]} for t in topics]}
 
 
 def fetch_v11(topics: list[str], replica_id: int = -1) -> dict:

@@ -5,11 +5,11 @@ bytes, and the pipeline reads them as topic usage without counting the request t
 from __future__ import annotations
 
 import struct
-import time
 
 import pytest
 from proxy_support import ProxyThread, make_topic
 from proxy_wire import Wire
+from record_batch import record_batch
 from test_proxy_bridge import logged_rows
 from waiting import wait_until
 
@@ -18,38 +18,6 @@ from kquota.proxy.request_log_writer import RequestLogWriter
 
 pytest.importorskip("confluent_kafka")  # make_topic
 pq = pytest.importorskip("pyarrow.parquet")
-
-
-def _crc32c(data: bytes) -> int:
-    """CRC-32C (Castagnoli), the record batch's checksum."""
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
-
-
-def _varint(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)  # zigzag
-    out = b""
-    while True:
-        if n < 0x80:
-            return out + bytes([n])
-        out += bytes([(n & 0x7F) | 0x80])
-        n >>= 7
-
-
-def _record_batch(values: list[bytes]) -> bytes:
-    """A v2 record batch (magic 2, no compression, no producer id) of ``values``."""
-    records = b""
-    for i, v in enumerate(values):
-        body = b"\0" + _varint(0) + _varint(i) + _varint(-1) + _varint(len(v)) + v + _varint(0)
-        records += _varint(len(body)) + body
-    now = int(time.time() * 1000)
-    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, now, now, -1, -1, -1, len(values)) + records
-    tail = struct.pack(">ib", -1, 2) + struct.pack(">I", _crc32c(after_crc)) + after_crc
-    return struct.pack(">qi", 0, len(tail)) + tail
 
 
 def _partition_errors(frame: bytes) -> dict[str, int]:
@@ -81,7 +49,7 @@ def test_a_multi_topic_produce_is_logged_per_topic(broker, tmp_path, spark):
     proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, request_log=log)
     try:
         small, large = make_topic(proxy.address, prefix="tlog-a-"), make_topic(proxy.address, prefix="tlog-b-")
-        batches = {small: _record_batch([b"s" * 1000] * 3), large: _record_batch([b"L" * 3000] * 5)}
+        batches = {small: record_batch([b"s" * 1000] * 3), large: record_batch([b"L" * 3000] * 5)}
         body = struct.pack(">hhi", -1, 1, 5000) + struct.pack(">i", 2)
         for name, batch in batches.items():
             body += struct.pack(">h", len(name)) + name.encode() + struct.pack(">i", 1)

@@ -23,6 +23,34 @@ pytest.importorskip("confluent_kafka")
 WINDOW_NUM = 2  # quota.window.num: a 1 s burst allowance keeps the test short and steady
 
 
+def _held_together(qm, proxy, topic: str, quota: float, loop, names: tuple[str, str], quota_type) -> None:
+    """Runs ``loop`` (``produce_loop`` or ``consume_loop``) as two clients through ``proxy`` for
+    11 s and checks that the topic's quota held them together over 3-11 s (the bound of the
+    tests' docstrings), that both were throttled with no quota of their own, and that the topic's
+    ``quota-limit`` and ``throttle-time`` rows carry its ``topic`` tag."""
+    meters = {name: Meter() for name in names}
+    stop = threading.Event()
+    threads = [threading.Thread(target=loop, args=(proxy.address, topic, name, meters[name], stop)) for name in meters]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    time.sleep(11)  # the measured window: the clients run while the rate below is taken over it
+    stop.set()
+    for t in threads:
+        t.join(30)
+    start, end = t0 + 3, t0 + 11
+    total = sum(m.rate(start, end) for m in meters.values())
+    print(f"topic quota {quota} B/s: {names} together {total / quota:.3f}x")
+    assert 0.8 * quota <= total <= (1 + 1 / 8) * quota, {n: m.rate(start, end) for n, m in meters.items()}
+    for name, m in meters.items():
+        assert m.throttles and max(m.throttles) > 0, name
+        assert qm.quota_limit(quota_type, "", name) is None
+    group = "Produce" if quota_type == Q.PRODUCE else "Fetch"
+    rows = {(m.group, m.name, tuple(m.tags.items())): m.value for m in qm.metrics()}
+    assert rows[(group, "quota-limit", (("topic", topic),))] == quota
+    assert rows[(group, "throttle-time", (("topic", topic),))] > 0
+
+
 @pytest.mark.timing
 def test_a_topic_quota_holds_two_producers_together(broker):
     """Two producers with different client ids (no client quota) write one topic quoted at
@@ -36,30 +64,7 @@ def test_a_topic_quota_holds_two_producers_together(broker):
     try:
         topic = make_topic(proxy.address, prefix="topicq-")
         qm._topics().set(topic, "producer_byte_rate", quota)
-        meters = {name: Meter() for name in ("topic-a", "topic-b")}
-        stop = threading.Event()
-        threads = [
-            threading.Thread(target=produce_loop, args=(proxy.address, topic, name, meters[name], stop))
-            for name in meters
-        ]
-        t0 = time.monotonic()
-        for t in threads:
-            t.start()
-        time.sleep(11)  # the measured window: the producers run while the rate below is taken over it
-        stop.set()
-        for t in threads:
-            t.join(30)
-        start, end = t0 + 3, t0 + 11
-        total = sum(m.rate(start, end) for m in meters.values())
-        print(f"topic quota {quota} B/s: two producers together {total / quota:.3f}x")
-        assert 0.8 * quota <= total <= (1 + 1 / 8) * quota, {n: m.rate(start, end) for n, m in meters.items()}
-        # Both were throttled by the topic's quota; neither has a quota of its own.
-        for name, m in meters.items():
-            assert m.throttles and max(m.throttles) > 0, name
-            assert qm.quota_limit(Q.PRODUCE, "", name) is None
-        rows = {(m.group, m.name, tuple(m.tags.items())): m.value for m in qm.metrics()}
-        assert rows[("Produce", "quota-limit", (("topic", topic),))] == quota
-        assert rows[("Produce", "throttle-time", (("topic", topic),))] > 0
+        _held_together(qm, proxy, topic, quota, produce_loop, ("topic-a", "topic-b"), Q.PRODUCE)
     finally:
         proxy.stop()
         qm.close()
@@ -143,29 +148,7 @@ def test_a_topic_quota_holds_two_consumers_together(broker):
         produce_all(p, topic, 6_000)  # 6 MB, written straight to the broker: more than both may read
         assert p.flush(30) == 0
         qm.alter_client_quotas([({"topic": topic}, {"consumer_byte_rate": quota})])
-        meters = {name: Meter() for name in ("reader-a", "reader-b")}
-        stop = threading.Event()
-        threads = [
-            threading.Thread(target=consume_loop, args=(proxy.address, topic, name, meters[name], stop))
-            for name in meters
-        ]
-        t0 = time.monotonic()
-        for t in threads:
-            t.start()
-        time.sleep(11)  # the measured window: the consumers run while the rate below is taken over it
-        stop.set()
-        for t in threads:
-            t.join(30)
-        start, end = t0 + 3, t0 + 11
-        total = sum(m.rate(start, end) for m in meters.values())
-        print(f"topic quota {quota} B/s: two consumers together {total / quota:.3f}x")
-        assert 0.8 * quota <= total <= (1 + 1 / 8) * quota, {n: m.rate(start, end) for n, m in meters.items()}
-        for name, m in meters.items():
-            assert m.throttles and max(m.throttles) > 0, name
-            assert qm.quota_limit(Q.FETCH, "", name) is None
-        rows = {(m.group, m.name, tuple(m.tags.items())): m.value for m in qm.metrics()}
-        assert rows[("Fetch", "quota-limit", (("topic", topic),))] == quota
-        assert rows[("Fetch", "throttle-time", (("topic", topic),))] > 0
+        _held_together(qm, proxy, topic, quota, consume_loop, ("reader-a", "reader-b"), Q.FETCH)
         assert proxy.proxy._plane.learn_topic_ids([]) >= 1
     finally:
         proxy.stop()

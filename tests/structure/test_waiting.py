@@ -47,7 +47,8 @@ def test_the_check_finds_a_deadline_loop_and_a_helper_of_its_own():
     assert offences("from waiting import wait_until\nend = time.monotonic() + 5\n") == []
 
 
-def test_no_test_module_waits_its_own_way():
+def _every_test_module(check) -> dict:
+    """``check(source)``'s findings in every test module but waiting.py, by path."""
     bad = {}
     for directory, _, files in os.walk(TESTS):
         for name in files:
@@ -55,9 +56,14 @@ def test_no_test_module_waits_its_own_way():
             if not name.endswith(".py") or path == HOME:
                 continue
             with open(path, encoding="utf-8") as f:
-                found = offences(f.read())
+                found = check(f.read())
             if found:
                 bad[os.path.relpath(path, ROOT)] = found
+    return bad
+
+
+def test_no_test_module_waits_its_own_way():
+    bad = _every_test_module(offences)
     assert not bad, bad
 
 
@@ -115,14 +121,5 @@ def test_no_test_sleeps_a_second_or_more_without_saying_why():
     """A sleep that waits for something waits for that thing (``wait_until``, ``wait_port``,
     ...); a fixed sleep of a second or more is left only where the time is the point, and its
     line says so (``# the measured window``, ``# the span under test``)."""
-    bad = {}
-    for directory, _, files in os.walk(TESTS):
-        for name in files:
-            path = os.path.join(directory, name)
-            if not name.endswith(".py") or path == HOME:
-                continue
-            with open(path, encoding="utf-8") as f:
-                found = long_sleeps(f.read())
-            if found:
-                bad[os.path.relpath(path, ROOT)] = found
+    bad = _every_test_module(long_sleeps)
     assert not bad, bad
