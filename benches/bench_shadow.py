@@ -91,6 +91,7 @@ def run(broker: str, window: float, warmup: float) -> dict:
     from waiting import wait_until
 
     tmp = tempfile.mkdtemp(prefix="kq-shadow-")
+    load_start = os.getloadavg()[0]
     enforced_store = SQLiteConfigStore(f"{tmp}/enforced.db", poll_interval=0.1)
     shadow_store = SQLiteConfigStore(f"{tmp}/shadow.db", poll_interval=0.1)
     qm, shadow_qm = kquota.QuotaManager(), kquota.QuotaManager()
@@ -168,7 +169,8 @@ def run(broker: str, window: float, warmup: float) -> dict:
             "predicted_delayed_bytes": predicted_bytes * scale, "measured_throttled_bytes": measured_bytes,
             "sent_request_bytes_per_s_after": sent / span,
         })
-    return {"window_seconds": window, "rows": out}
+    loadavg = f"{load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (1-minute)"
+    return {"window_seconds": window, "loadavg": loadavg, "rows": out}
 
 
 #: Each producer's demand in the cost rows (bytes/s).
@@ -322,14 +324,13 @@ def write(result: dict) -> None:
     demand, sent, quota = over["measured_demand_request_bytes_per_s"], over["sent_request_bytes_per_s_after"], over["quota_b"]
     lines += ["", f"`{over['client_id']}` after the promotion sent {sent:,.0f} request B/s (quota {quota:,}, demand "
                   f"{demand:,.0f}) and was muted {over['measured_muted_ms'] / (w * 10):.0f}% of the window; the shadow "
-                  f"predicted {over['predicted_throttle_ms'] / (w * 10):.0f}% (it assumes the client resumes at its "
-                  f"demand's pace after a mute: 1 - {sent / demand:.2f} of its rate let through). "
-                  "The throttled bytes are predicted within the target: what the quota holds back does not depend on "
-                  "how the client sends. The throttle time does: a client with a backlog (librdkafka here, its "
-                  "buffer holding what it could not send) sends it in bursts when unmuted, each burst throttled "
-                  "in turn, so it is muted longer than a client resuming at its pace; the shadow, seeing only the "
-                  "unthrottled client, cannot know how fast it would burst. Its throttle time is therefore the "
-                  "lower bound of what promotion gives such a client."]
+                  f"predicted {over['predicted_throttle_ms'] / (w * 10):.0f}% ({sent / demand:.2f} of its demand let "
+                  "through). The shadow follows the would-be client's backlog (librdkafka here, its buffer holding "
+                  "what it could not send): the bytes sent during the would-be mute are held, and at the mute's end "
+                  "the next response drains them request by request until one is throttled, as the queued requests "
+                  "of a muted connection are read when it is unmuted. The delayed bytes are what the backlog grows "
+                  "by (bytes held in place of drained ones are not: the client sent as many meanwhile). "
+                  f"Load average during the run (2 cores, shared): {result.get('loadavg', 'n/a')}."]
     with open(os.path.join(RESULTS_DIR, "shadow.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
 

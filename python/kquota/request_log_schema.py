@@ -41,8 +41,9 @@ column                       type (Arrow, as written)   meaning
 ``shadow_throttle_time_ms``  integer, null (int32)      the shadow configuration's would-be
                                                         throttle of the response (its first row);
                                                         null without a shadow (``--shadow-store``)
-``shadow_delayed_bytes``     integer, null (int64)      the response's bytes the shadow's would-be
-                                                        mute delays (its first row); null without
+``shadow_delayed_bytes``     integer, null (int64)      the bytes the response adds to the shadow's
+                                                        would-be backlog past its peak (its first
+                                                        row); null without a shadow
 ===========================  =========================  ===========================================
 
 Within one broker, requests are applied in ``ts_ms`` order, ties in input order. The proxy's

@@ -8,8 +8,10 @@ same sizes and clock, and never writes its throttle into a response nor mutes on
 * the *would-be throttle time*: the sum of the throttles the shadow gives the responses of the
   would-be client, the one it would have throttled. A shadow throttle of ``t`` ms mutes that
   client for ``t`` ms (KIP-219), so the responses the proxy sees meanwhile are of requests it
-  could not have sent then: they are not recorded into the shadow kernel, and
-* the *would-be delayed bytes*: the bytes of those responses (Produce and Fetch).
+  could not have sent then: they are held as that client's backlog (as a producer's buffer
+  holds them) and recorded after its mute, request by request until one is throttled, and
+* the *would-be delayed bytes* (Produce and Fetch): what that backlog grows by, the bytes the
+  quota holds back.
 
 So what the shadow predicts is what enforcing its configuration gives a client sending at the
 rate it sends now: after ``kquota configs --promote-shadow``, over a window of the same length,

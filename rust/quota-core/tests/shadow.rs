@@ -135,3 +135,96 @@ fn entities_beyond_the_bound_are_summed_in_one_row() {
     assert_eq!(rows[0].user, None);
     assert!(rows[0].throttle_time_ms > 0);
 }
+
+#[test]
+fn the_would_be_backlog_is_sent_request_by_request_until_throttled_and_delayed_once() {
+    let (shadow, a, step) = handles("A");
+    a.produce_response(50_000.0, 0.0, true, Some(5_000)).unwrap();
+    assert!(step.take_logged().0 > 10);
+    // Sent while the would-be client is muted: held, never more than what it sent.
+    for i in 0..10 {
+        a.produce_response(5_000.0, 0.0, true, Some(5_001 + i)).unwrap();
+    }
+    assert_eq!(step.backlog_bytes(Produce), 50_000);
+    assert_eq!(step.take_logged(), (0, 50_000.0));
+    // Long after the mute (its samples expired) the quota lets part of the backlog through
+    // with the next response, then throttles: the rest stays held.
+    let later = 200_000;
+    a.produce_response(1_000.0, 0.0, true, Some(later)).unwrap();
+    let (throttle, delayed) = step.take_logged();
+    assert!(throttle > 0);
+    assert_eq!(delayed, 0.0);
+    let held = step.backlog_bytes(Produce);
+    assert!(held > 0 && held < 45_000, "{held}");
+    let rate = step.handle().kernel().measured_rate(Produce, "A", "c", Some(later)).unwrap();
+    let alone = {
+        let (_, b, s) = handles("A");
+        b.produce_response(50_000.0, 0.0, true, Some(5_000)).unwrap();
+        b.produce_response(1_000.0, 0.0, true, Some(later)).unwrap();
+        s.handle().kernel().measured_rate(Produce, "A", "c", Some(later)).unwrap()
+    };
+    assert!(rate > 5.0 * alone, "{rate} vs {alone}");
+    // Held in place of the drained bytes: the backlog is not past its peak, nothing delayed anew.
+    a.produce_response(5_000.0, 0.0, true, Some(later + 1)).unwrap();
+    assert_eq!(step.backlog_bytes(Produce), held + 5_000);
+    assert_eq!(step.take_logged(), (0, 0.0));
+    let row = shadow.totals().into_iter().find(|r| r.user.as_deref() == Some("A")).unwrap();
+    assert_eq!(row.delayed_bytes, 50_000);
+}
+
+#[test]
+fn a_drained_backlog_is_delayed_anew_when_the_client_is_muted_again() {
+    let (shadow, a, step) = handles("A");
+    a.produce_response(50_000.0, 0.0, true, Some(5_000)).unwrap();
+    for i in 0..3 {
+        a.produce_response(700.0, 0.0, true, Some(5_001 + i)).unwrap();
+    }
+    // Within what the quota allows long after: all sent with the next response, unthrottled.
+    a.produce_response(100.0, 0.0, true, Some(200_000)).unwrap();
+    assert_eq!(step.backlog_bytes(Produce), 0);
+    step.take_logged();
+    a.produce_response(50_000.0, 0.0, true, Some(200_001)).unwrap();
+    assert!(step.take_logged().0 > 0);
+    a.produce_response(700.0, 0.0, true, Some(200_002)).unwrap();
+    assert_eq!(step.take_logged(), (0, 700.0));
+    let row = shadow.totals().into_iter().find(|r| r.user.as_deref() == Some("A")).unwrap();
+    assert_eq!(row.delayed_bytes, 2_800);
+}
+
+#[test]
+fn a_would_be_fetch_backlog_is_sent_at_most_what_a_fetch_may_ask_for() {
+    let shadow_kernel = kernel();
+    limit(&shadow_kernel, "A", Fetch, 1000.0);
+    let shadow = ShadowKernel::new(shadow_kernel);
+    let step = shadow.step("A", "c");
+    let h = ClientHandle::new(kernel(), "A", "c").with_shadow(step.clone());
+    h.fetch_response(50_000.0, 1e12, 0.0, Some(5_000)).unwrap();
+    let (t, _) = step.take_logged();
+    assert!(t > 0);
+    let cap = step.handle().fetch_request_cap();
+    assert!(cap.is_finite() && cap < 30_000.0, "{cap}");
+    for i in 0..3 {
+        h.fetch_response(10_000.0, 1e12, 0.0, Some(5_001 + i)).unwrap();
+    }
+    assert_eq!(step.backlog_bytes(Fetch), 30_000);
+    // At the mute's end the fetch returns at most its cap; the rest stays held.
+    h.fetch_response(1_000.0, 1e12, 0.0, Some(5_000 + i64::from(t)))
+        .unwrap();
+    assert_eq!(step.backlog_bytes(Fetch), (31_000.0 - cap) as u64);
+    let row = shadow
+        .totals()
+        .into_iter()
+        .find(|r| r.quota_type == Fetch)
+        .unwrap();
+    assert_eq!(row.delayed_bytes, 30_000);
+}
+
+#[test]
+fn the_would_be_backlog_goes_with_its_connection() {
+    let (shadow, a, step) = handles("A");
+    a.produce_response(50_000.0, 0.0, true, Some(5_000)).unwrap();
+    a.produce_response(700.0, 0.0, true, Some(5_001)).unwrap();
+    assert_eq!(step.backlog_bytes(Produce), 700);
+    // The entity's next connection starts without it.
+    assert_eq!(shadow.step("A", "c").backlog_bytes(Produce), 0);
+}
