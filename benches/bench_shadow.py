@@ -131,7 +131,8 @@ def run(broker: str, window: float, warmup: float) -> dict:
         shadow_store.close()
         qm.close()
         shadow_qm.close()
-    rows = pq.read_table(f"{tmp}/log").to_pylist()
+    # A request's own rows: its topic rows (the same bytes, per topic) would count it twice.
+    rows = [r for r in pq.read_table(f"{tmp}/log").to_pylist() if r.get("topic") is None]
 
     def window_sum(client: str, lo: float, hi: float, column: str, quota_type: str = "PRODUCE") -> float:
         return sum(r[column] or 0 for r in rows if r["client_id"] == client and r["quota_type"] == quota_type
