@@ -81,24 +81,16 @@ def per_client(preds: list) -> dict:
 
 
 def run(broker: str, window: float, warmup: float) -> dict:
-    import kquota
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
     from kquota.cli import main as kquota_main
-    from kquota.proxy.request_log_writer import RequestLogWriter
-    from kquota.stores.sqlite import SQLiteConfigStore
-    from kquota.watcher import QuotaConfigWatcher
-    from proxy_support import ProxyThread, make_topic
+    from proxy_support import make_topic
+    from shadow_rig import ShadowRig
     from waiting import wait_until
 
     tmp = tempfile.mkdtemp(prefix="kq-shadow-")
     load_start = os.getloadavg()[0]
-    enforced_store = SQLiteConfigStore(f"{tmp}/enforced.db", poll_interval=0.1)
-    shadow_store = SQLiteConfigStore(f"{tmp}/shadow.db", poll_interval=0.1)
-    qm, shadow_qm = kquota.QuotaManager(), kquota.QuotaManager()
-    watchers = [QuotaConfigWatcher(enforced_store, qm).start(), QuotaConfigWatcher(shadow_store, shadow_qm).start()]
-    log = RequestLogWriter(f"{tmp}/log", rotate_seconds=600)
     host, port = broker.rsplit(":", 1)
-    proxy = ProxyThread((host, int(port)), qm=qm, store=enforced_store, shadow=shadow_qm, request_log=log)
+    rig = ShadowRig((host, int(port)), tmp, poll=0.1)
+    proxy, qm, shadow_qm, shadow_store = rig.proxy, rig.qm, rig.shadow_qm, rig.shadow_store
     stop = threading.Event()
     topic = make_topic(proxy.address, prefix="shadow-bench-")
     threads = [threading.Thread(target=paced_producer, args=(proxy.address, topic, c, rate, stop))
@@ -113,8 +105,7 @@ def run(broker: str, window: float, warmup: float) -> dict:
         s0, s0_wall, before = time.monotonic(), time.time(), per_client(proxy.proxy.shadow_predictions())
         time.sleep(max(0.0, s0 + window - time.monotonic()))
         s1_wall, after = time.time(), per_client(proxy.proxy.shadow_predictions())
-        assert kquota_main(["configs", "--promote-shadow", "--shadow-store", f"sqlite:///{tmp}/shadow.db",
-                            "--store", f"sqlite:///{tmp}/enforced.db"]) == 0
+        assert kquota_main(rig.promote_args()) == 0
         assert wait_until(lambda: len(qm.describe_client_quotas()) == 2, 10)
         p0, p0_wall = time.monotonic(), time.time()
         time.sleep(max(0.0, p0 + window - time.monotonic()))
@@ -123,16 +114,8 @@ def run(broker: str, window: float, warmup: float) -> dict:
         stop.set()
         for t in threads:
             t.join(30)
-        proxy.stop()
-        log.close()
-        for w in watchers:
-            w.stop()
-        enforced_store.close()
-        shadow_store.close()
-        qm.close()
-        shadow_qm.close()
-    # A request's own rows: its topic rows (the same bytes, per topic) would count it twice.
-    rows = [r for r in pq.read_table(f"{tmp}/log").to_pylist() if r.get("topic") is None]
+        rig.close()
+    rows = rig.own_rows()
 
     def window_sum(client: str, lo: float, hi: float, column: str, quota_type: str = "PRODUCE") -> float:
         return sum(r[column] or 0 for r in rows if r["client_id"] == client and r["quota_type"] == quota_type

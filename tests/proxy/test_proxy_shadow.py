@@ -13,15 +13,13 @@ import time
 
 import pytest
 
-import kquota
 from kquota.cli import main
 from kquota.entity import ClientQuotaEntity
-from kquota.proxy.request_log_writer import RequestLogWriter
 from kquota.proxy.shadow import SHADOW_DELAYED_BYTES, SHADOW_THROTTLE_TIME
 from kquota.quota_type import ClientQuotaType
 from kquota.stores.sqlite import SQLiteConfigStore
-from kquota.watcher import QuotaConfigWatcher
-from proxy_support import Meter, ProxyThread, make_topic, produce_loop
+from proxy_support import Meter, make_topic, produce_loop
+from shadow_rig import ShadowRig
 from waiting import wait_until
 
 pytestmark = pytest.mark.timing
@@ -37,16 +35,9 @@ def _a_throttle(proxy) -> int:
 
 
 def test_shadow_is_evaluated_never_enforced_then_promoted(broker, tmp_path):
-    enforced_store = SQLiteConfigStore(str(tmp_path / "enforced.db"), poll_interval=0.2)
-    shadow_store = SQLiteConfigStore(str(tmp_path / "shadow.db"), poll_interval=0.2)
-    shadow_store.alter([({"client-id": "shadow-a"}, {"producer_byte_rate": QUOTA})])
-    qm = kquota.QuotaManager(window_num=2, window_size_seconds=1)
-    shadow_qm = kquota.QuotaManager(window_num=2, window_size_seconds=1)
-    watchers = [QuotaConfigWatcher(enforced_store, qm).start(), QuotaConfigWatcher(shadow_store, shadow_qm).start()]
-    log_dir = tmp_path / "log"
-    request_log = RequestLogWriter(str(log_dir), rotate_seconds=600)
-    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, store=enforced_store, shadow=shadow_qm,
-                        request_log=request_log)
+    rig = ShadowRig(("127.0.0.1", broker.port), str(tmp_path), window_num=2, window_size_seconds=1)
+    rig.shadow_store.alter([({"client-id": "shadow-a"}, {"producer_byte_rate": QUOTA})])
+    proxy, qm = rig.proxy, rig.qm
     stop = threading.Event()
     meters = {name: Meter() for name in ("shadow-a", "shadow-b")}
     threads = []
@@ -78,8 +69,7 @@ def test_shadow_is_evaluated_never_enforced_then_promoted(broker, tmp_path):
         assert (SHADOW_THROTTLE_TIME, "shadow-b") not in metrics
 
         # Promote: the enforced store takes the shadow's configuration; A is throttled to it.
-        assert main(["configs", "--promote-shadow", "--shadow-store", f"sqlite:///{tmp_path}/shadow.db",
-                     "--store", f"sqlite:///{tmp_path}/enforced.db"]) == 0
+        assert main(rig.promote_args()) == 0
         promoted = time.monotonic()
         assert wait_until(lambda: meters["shadow-a"].throttles, 10), "no throttle after the promotion"
         wait_until(lambda: time.monotonic() >= promoted + 7, 10)
@@ -90,18 +80,10 @@ def test_shadow_is_evaluated_never_enforced_then_promoted(broker, tmp_path):
         stop.set()
         for t in threads:
             t.join(30)
-        proxy.stop()
-        request_log.close()
-        for w in watchers:
-            w.stop()
-        enforced_store.close()
-        shadow_store.close()
-        qm.close()
-        shadow_qm.close()
-    rows = pq.read_table(str(log_dir)).to_pylist()
+        rig.close()
     by_client: dict = {}
-    for r in rows:
-        if r["quota_type"] == "PRODUCE" and r["topic"] is None:  # the requests' own rows
+    for r in rig.own_rows():
+        if r["quota_type"] == "PRODUCE":
             by_client.setdefault(r["client_id"], []).append(r)
     # Every native row carries the shadow's columns (a shadow is configured): A's would-be
     # throttles sum above 0, B's are all 0.
