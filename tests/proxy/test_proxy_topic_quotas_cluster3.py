@@ -10,9 +10,9 @@ import time
 import uuid
 
 import pytest
-from proxy_support import Meter, ProxyThread, produce_loop
-
-import kquota
+from kafka_proxy import KquotaProxy
+from proxy_support import Meter, produce_loop
+from store_helpers import run_cli
 
 pytestmark = pytest.mark.timing
 
@@ -22,7 +22,7 @@ WINDOW_NUM = 2  # quota.window.num: a 1 s burst allowance keeps the test short a
 QUOTA = 200_000  # bytes/s of the topic
 
 
-def test_a_topic_quota_holds_three_producers_across_leaders_on_three_brokers(kafka_cluster3):
+def test_a_topic_quota_holds_three_producers_across_leaders_on_three_brokers(kafka_cluster3, tmp_path):
     """Three producers with different client ids (no client quota) write a 6-partition topic
     whose leaders are on brokers 1, 2 and 3, through one proxy; the topic's quota is 200 KB/s.
     Each broker takes part of the topic (every partition's log grows), yet the total is held:
@@ -30,7 +30,8 @@ def test_a_topic_quota_holds_three_producers_across_leaders_on_three_brokers(kaf
     1 s) at the quota once throttled, so over 8 s after the first window's burst the bytes are the
     quota's 8 s give or take one sample's worth (1/8). The meters count values, a little less
     than the record batches the sensor counts. Per-broker client quotas of a third of the budget
-    each would let up to three times through (one per broker)."""
+    each would let up to three times through (one per broker). The proxy is a ``kquota proxy``
+    process whose store is a ``kafka://`` topic on the cluster."""
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
@@ -40,15 +41,18 @@ def test_a_topic_quota_holds_three_producers_across_leaders_on_three_brokers(kaf
     leaders = {p.id: p.leader for p in admin.list_topics(topic, timeout=30).topics[topic].partitions.values()}
     assert set(leaders.values()) == {1, 2, 3}, leaders
 
-    qm = kquota.QuotaManager(window_num=WINDOW_NUM, window_size_seconds=1)
-    first = kafka_cluster3.listeners["PLAINTEXT"].split(",")[0].rpartition(":")
-    proxy = ProxyThread((first[0], int(first[2])), qm)
+    hosts = kafka_cluster3.listeners["PLAINTEXT"]
+    store = f"kafka://{hosts}/quotas-{topic}"
+    r = run_cli("--store", store, "--alter", "--add-config", f"producer_byte_rate={QUOTA}", "--entity-type", "topics",
+                "--entity-name", topic)
+    assert r.returncode == 0, r.stderr
+    proxy = KquotaProxy(hosts.split(",")[0], tmp_path, "--store", store, brokers=3,
+                        config={"quota.window.num": str(WINDOW_NUM), "quota.window.size.seconds": "1"})
     meters = {f"producer-{i}": Meter() for i in range(3)}
     stop = threading.Event()
     threads = [threading.Thread(target=produce_loop, args=(proxy.address, topic, name, meter, stop), daemon=True)
                for name, meter in meters.items()]
     try:
-        qm._set_topic_quota(topic, "producer_byte_rate", QUOTA)
         t0 = time.monotonic()
         for t in threads:
             t.start()
@@ -62,7 +66,6 @@ def test_a_topic_quota_holds_three_producers_across_leaders_on_three_brokers(kaf
         assert 0.8 * QUOTA <= total <= (1 + 1 / 8) * QUOTA, {n: m.rate(start, end) for n, m in meters.items()}
         for name, m in meters.items():
             assert m.throttles and max(m.throttles) > 0, name
-            assert qm.quota_limit("PRODUCE", "", name) is None
         # Every broker led part of what was admitted.
         from confluent_kafka import Consumer
 
@@ -75,5 +78,5 @@ def test_a_topic_quota_holds_three_producers_across_leaders_on_three_brokers(kaf
         assert all(n > 0 for n in by_broker.values()), by_broker
     finally:
         stop.set()
-        proxy.stop()
-        qm.close()
+        code, err = proxy.stop()
+    assert code == 0, err
