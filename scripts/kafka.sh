@@ -16,6 +16,7 @@
 #                                           kafka-acls, kafka-console-producer,
 #                                           kafka-console-consumer, kafka-producer-perf-test,
 #                                           kafka-consumer-perf-test, kafka-broker-api-versions,
+#                                           kafka-reassign-partitions, kafka-leader-election,
 #                                           kafka-storage) through `java -cp`
 # Errors are one line on stderr; exit status 3 means the jars are not fetched (`fetch`). The
 # state directory also holds kafka.env (listeners, properties files, users, super users, the
@@ -99,7 +100,9 @@ tool_class() {
     kafka-producer-perf-test) echo org.apache.kafka.tools.ProducerPerformance ;;
     kafka-consumer-perf-test) echo org.apache.kafka.tools.ConsumerPerformance ;;
     kafka-broker-api-versions) echo org.apache.kafka.tools.BrokerApiVersionsCommand ;;
-    *) die "unknown tool '$1' (kafka-configs, kafka-topics, kafka-acls, kafka-console-producer, kafka-console-consumer, kafka-producer-perf-test, kafka-consumer-perf-test, kafka-broker-api-versions, kafka-storage)" ;;
+    kafka-reassign-partitions) echo org.apache.kafka.tools.reassign.ReassignPartitionsCommand ;;
+    kafka-leader-election) echo org.apache.kafka.tools.LeaderElectionCommand ;;
+    *) die "unknown tool '$1' (kafka-configs, kafka-topics, kafka-acls, kafka-console-producer, kafka-console-consumer, kafka-producer-perf-test, kafka-consumer-perf-test, kafka-broker-api-versions, kafka-reassign-partitions, kafka-leader-election, kafka-storage)" ;;
   esac
 }
 

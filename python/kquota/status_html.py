@@ -199,10 +199,11 @@ def _fleet(part: Any) -> str:
     out += "<h3>This proxy's shares</h3>"
     if not part["shares"]:
         return out + "<p class=muted>No active quota is shared: every limit is split by the default share.</p>"
-    shares = [f'<tr><td>{e(s["quota_type"])}</td><td class="name">{e(s["user"])}</td>'
-              f'<td class="name">{e(s["client_id"])}</td><td class="n">{s["share"] * 100:.1f}%</td></tr>'
-              for s in part["shares"]]
-    return out + _table(["Quota type", "User", "Client id", "Share"], shares) + _more(part["shares_more"], "shares")
+    # A client quota's row names its user and client id, a topic quota's row its topic.
+    shares = [f'<tr><td>{e(s["quota_type"])}</td><td class="name">{e(s.get("user", ""))}</td>'
+              f'<td class="name">{e(s.get("client_id", ""))}</td><td class="name">{e(s.get("topic", ""))}</td>'
+              f'<td class="n">{s["share"] * 100:.1f}%</td></tr>' for s in part["shares"]]
+    return out + _table(["Quota type", "User", "Client id", "Topic", "Share"], shares) + _more(part["shares_more"], "shares")
 
 
 def _store(part: Any) -> str:

@@ -243,8 +243,10 @@ def _read_env(path: Path) -> dict[str, str]:
 
 def session_broker(brokers: int = 1):
     """The broker for a test session: scripts/test.sh's (``KQUOTA_TEST_KAFKA_DIR``) for one broker,
-    or a new one. Skips (fails under ``CI=true``) when the jars are missing."""
-    existing = os.environ.get("KQUOTA_TEST_KAFKA_DIR") if brokers == 1 else None
+    a three-broker cluster already started by ``kafka.sh start --brokers 3`` in
+    ``KQUOTA_TEST_KAFKA3_DIR`` (a developer rerunning one test), or a new one. Skips (fails under
+    ``CI=true``) when the jars are missing."""
+    existing = os.environ.get("KQUOTA_TEST_KAFKA_DIR" if brokers == 1 else "KQUOTA_TEST_KAFKA3_DIR")
     if existing:
         return KafkaBroker(Path(existing))
     try:

@@ -4,15 +4,20 @@
 A coordinator thread per proxy, once per report interval (1 s):
 
 1. reads this proxy's measured rate of every limited Produce and Fetch sensor from the kernel's
-   metrics snapshot (no network, no lock on the data plane);
+   metrics snapshot (no network, no lock on the data plane): client sensors and topic quotas'
+   sensors (a topic's sensor is an entity of its own, keyed by the topic);
 2. publishes them to the usage topic ``<store topic>.usage`` (see
    :mod:`kquota.proxy.fleet_usage`: a few bytes per changed entity, signed with the fleet's key);
 3. reads every member's records (:mod:`kquota.proxy.fleet_members`: only signed ones, timed by
    this proxy's clock, members bounded in number and forgotten after silence), leaves out members
    silent for :data:`SILENT_INTERVALS` intervals, and computes each entity's split
    (:mod:`kquota.proxy.fleet_shares`) the same way every member does;
-4. sets its own fractions in the kernel (``QuotaKernel._set_shares``): each sensor re-reads its
-   limit once, on its next record, so the per-request path is the same as in ``proxy`` scope.
+4. sets its own fractions in the kernel (``QuotaKernel._set_shares``, ``TopicQuotas.set_shares``): each
+   sensor re-reads its limit once, on its next record, so the per-request path is the same as in
+   ``proxy`` scope.
+
+A topic quota is split by the same rule as a client quota: each proxy's share of the topic's
+budget follows its own producers' (or consumers') demand for the topic, whatever their client ids.
 
 When no usage record at all (this proxy's own included) arrives for :data:`SILENT_INTERVALS`
 intervals, the usage path is cut: the proxy falls back to the static share
@@ -46,6 +51,11 @@ FLEET_TYPES = {"Produce": "producer_byte_rate", "Fetch": "consumer_byte_rate"}
 #: A member stays saturated this many intervals after it last was (a throttled client is muted
 #: for the throttle time and measures low meanwhile, though it wants more).
 HOLD_INTERVALS = 5
+#: Topic quotas' sensors shared per type at most: the kernel's cap of topics quoted by
+#: ``<default>`` and its overflow sensor. Named topics keep sensors past the cap; those past this
+#: bound are left out of the usage and held to the default share (``1 / fleet size``), so a
+#: member's report stays within what a reader keeps (``fleet_members.MAX_MEMBER_ENTITIES``).
+MAX_TOPICS = 100_001
 #: Metric group of the coordinator's rows.
 FLEET_GROUP = "Fleet"
 #: Shares closer than this to the ones set are not set again (each set re-reads limits).
@@ -53,7 +63,9 @@ _EPSILON = 0.005
 #: A refused usage record is logged at most once a minute per reason (each is counted).
 _LOG_EVERY_S = 60.0
 
-Key = tuple[str, str, str]  # (metric group, user tag, client-id tag)
+#: (metric group, user tag, client-id tag) of a client sensor; (metric group, None, topic) of a
+#: topic quota's sensor.
+Key = tuple[str, Optional[str], str]
 
 
 class FleetCoordinator:
@@ -101,7 +113,8 @@ class FleetCoordinator:
         self._entity_keys: dict[Key, int] = {}  # each limited sensor's entity key (derived once)
         self._logged: dict[str, float] = {}  # reason -> when a refused record was last logged
         self._last_usage = time.monotonic()  # the newest usage record received (any member)
-        self._shares: dict[str, dict[tuple[str, str], float]] = {g: {} for g in FLEET_TYPES}
+        # group -> {(user, client-id) or (None, topic): this proxy's fraction}
+        self._shares: dict[str, dict[tuple[Optional[str], str], float]] = {g: {} for g in FLEET_TYPES}
         self._default: float = 1.0
         self.fleet_size = 1
         self.fallback = False
@@ -132,6 +145,7 @@ class FleetCoordinator:
         try:
             for group in FLEET_TYPES:
                 self.qm._set_shares(group, 1.0, {})
+                self.qm._topics().set_shares(group, 1.0, {})
         except Exception:  # noqa: BLE001 - the kernel is closed already
             pass
         self._consumer.close()
@@ -152,7 +166,7 @@ class FleetCoordinator:
     def step(self) -> None:
         """One report interval: measure, publish, read, split, set."""
         local, limits = self._measure()
-        keys = self._entity_keys = {k: self._entity_keys.get(k) or self.key.entity(*k) for k in local}
+        keys = self._entity_keys = {k: self._entity_keys.get(k) or self._entity_key(k) for k in local}
         self._publish(local)
         self._read()
         # Silence is measured against the newest record of anyone (this proxy's own included):
@@ -172,7 +186,7 @@ class FleetCoordinator:
             log.info("fleet usage path %s back: %d members", self.url, len(live))
             self.fallback = False
         self.fleet_size = len(live)
-        shares: dict[str, dict[tuple[str, str], float]] = {g: {} for g in FLEET_TYPES}
+        shares: dict[str, dict[tuple[Optional[str], str], float]] = {g: {} for g in FLEET_TYPES}
         for key, quota in limits.items():
             h = keys[key]
             demands = {}
@@ -182,19 +196,31 @@ class FleetCoordinator:
             shares[key[0]][(key[1], key[2])] = split(quota, demands)[self.member]
         self._set(shares, 1.0 / self.fleet_size)
 
+    def _entity_key(self, key: Key) -> int:
+        group, user, name = key
+        return self.key.topic(group, name) if user is None else self.key.entity(group, user, name)
+
     def _measure(self) -> tuple[dict[Key, float], dict[Key, float]]:
         """This proxy's rate per limited sensor (negative: saturated) and each whole limit."""
         rates: dict[Key, float] = {}
         bounds: dict[Key, float] = {}
         throttles: dict[Key, float] = {}
-        for group, name, user, client_id, value in iter_rows(self.qm._metrics_snapshot()):
-            if group in FLEET_TYPES and user is not None:
-                if name == "byte-rate":
-                    rates[(group, user, client_id)] = value
-                elif name == "quota-limit":
-                    bounds[(group, user, client_id)] = value
-                elif name == "throttle-time":
-                    throttles[(group, user, client_id)] = value
+        by_name = {"byte-rate": rates, "quota-limit": bounds, "throttle-time": throttles}
+        snapshot = self.qm._metrics_snapshot()
+        for group, name, user, client_id, value in iter_rows(snapshot):
+            if group in FLEET_TYPES and user is not None and name in by_name:
+                by_name[name][(group, user, client_id)] = value
+        # Topic quotas' sensors, keyed apart from client sensors by user None; at most
+        # MAX_TOPICS per type.
+        topics: dict[str, set[str]] = {g: set() for g in FLEET_TYPES}
+        for group, name, topic, value in snapshot.topic_rows():
+            if group in FLEET_TYPES and name in by_name:
+                seen = topics[group]
+                if topic not in seen:
+                    if len(seen) >= MAX_TOPICS:
+                        continue
+                    seen.add(topic)
+                by_name[name][(group, None, topic)] = value
         local: dict[Key, float] = {}
         whole: dict[Key, float] = {}
         for key, bound in bounds.items():
@@ -256,14 +282,15 @@ class FleetCoordinator:
                     log.warning("usage topic %s: refused the record at offset %d (%s; counted in "
                                 "fleet-usage-records-rejected-total, logged once a minute)", self.url, msg.offset(), reason)
 
-    def _set(self, shares: dict[str, dict[tuple[str, str], float]], default: float) -> None:
-        for group, by_tags in shares.items():
+    def _set(self, shares: dict[str, dict[tuple[Optional[str], str], float]], default: float) -> None:
+        for group, by_key in shares.items():
             old = self._shares[group]
-            if (abs(default - self._default) < _EPSILON and old.keys() == by_tags.keys()
-                    and all(abs(old[k] - v) < _EPSILON for k, v in by_tags.items())):
+            if (abs(default - self._default) < _EPSILON and old.keys() == by_key.keys()
+                    and all(abs(old[k] - v) < _EPSILON for k, v in by_key.items())):
                 continue
-            self.qm._set_shares(group, default, by_tags)
-            self._shares[group] = by_tags
+            self.qm._set_shares(group, default, {(u, c): v for (u, c), v in by_key.items() if u is not None})
+            self.qm._topics().set_shares(group, default, {t: v for (u, t), v in by_key.items() if u is None})
+            self._shares[group] = by_key
         self._default = default
 
     # ------------------------------------------------------------------ status page
@@ -282,16 +309,16 @@ class FleetCoordinator:
             members.append((self.member, (now, {})))
         members.sort(key=lambda item: (item[0] != self.member, -item[1][0], item[0]))
         silent = SILENT_INTERVALS * self.interval_s
-        shares = sorted(((s, g, u, c) for g, by_tags in list(self._shares.items()) for (u, c), s in list(by_tags.items())),
-                        key=lambda t: (t[0], t[1], t[2], t[3]))
+        shares = sorted(((s, g, u, c) for g, by_key in list(self._shares.items()) for (u, c), s in list(by_key.items())),
+                        key=lambda t: (t[0], t[1], t[2] is None, t[2] or "", t[3]))
         return {
             "member": self.member, "size": self.fleet_size, "fallback": self.fallback,
             "default_share": self._default, "usage_topic": shown_name(self.url),
             "members": [{"member": shown_name(m), "self": m == self.member, "age_seconds": max(0.0, now - seen),
                          "live": now - seen <= silent, "entities": len(rates)} for m, (seen, rates) in members[:max_rows]],
             "members_more": max(0, len(members) - max_rows),
-            "shares": [{"quota_type": g, "user": shown_name(u), "client_id": shown_name(c), "share": s}
-                       for s, g, u, c in shares[:max_rows]],
+            "shares": [{"quota_type": g, "user": shown_name(u), "client_id": shown_name(c), "share": s} if u is not None
+                       else {"quota_type": g, "topic": shown_name(c), "share": s} for s, g, u, c in shares[:max_rows]],
             "shares_more": max(0, len(shares) - max_rows),
         }
 
@@ -302,7 +329,8 @@ class FleetCoordinator:
         ``-max`` over the active quotas, ``fleet-usage-age-max-seconds`` (the oldest among the newest
         usage of each live member), ``fleet-usage-bytes-total`` (usage bytes sent),
         ``fleet-members`` (members known, live or not yet forgotten), ``fleet-members-pruned-total``;
-        tagged: ``fleet-share`` per active quota (``quota-type``, ``user``, ``client-id``),
+        tagged: ``fleet-share`` per active quota (``quota-type``, ``user``, ``client-id``; ``quota-type``,
+        ``topic`` for a topic quota),
         ``fleet-usage-age-seconds`` per member (``member``, its id; this proxy's own included) and
         ``fleet-usage-records-rejected-total`` per ``reason`` (see :mod:`kquota.proxy.fleet_members`)."""
         shares = [v for by_tags in self._shares.values() for v in by_tags.values()]
@@ -321,8 +349,9 @@ class FleetCoordinator:
             Metric(FLEET_GROUP, "fleet-members-pruned-total", {}, float(self.members.pruned)),
             *(Metric(FLEET_GROUP, "fleet-usage-records-rejected-total", {"reason": reason}, float(n))
               for reason, n in list(self.members.rejected.items())),
-            *(Metric(FLEET_GROUP, "fleet-share", {"quota-type": group, "user": u, "client-id": c}, share)
-              for group, by_tags in self._shares.items() for (u, c), share in by_tags.items()),
+            *(Metric(FLEET_GROUP, "fleet-share", {"quota-type": group, "user": u, "client-id": c} if u is not None
+                     else {"quota-type": group, "topic": c}, share)
+              for group, by_key in list(self._shares.items()) for (u, c), share in list(by_key.items())),
             *(Metric(FLEET_GROUP, "fleet-usage-age-seconds", {"member": m}, now - seen)
               for m, (seen, _) in members if now - seen <= 2 * SILENT_INTERVALS * self.interval_s),
         ]

@@ -25,8 +25,9 @@ from kquota.proxy.fleet_usage import MAX_MEMBER_BYTES, CorruptUsage, UsageKey, d
 
 #: Members known at once at most (each costs its entities' rates).
 MAX_MEMBERS = 256
-#: A member's entities at most: two quota types of a kernel at its default sensor cap.
-MAX_MEMBER_ENTITIES = 2_000_000
+#: A member's entities at most: two quota types of a kernel at its default sensor caps (client
+#: sensors, and the topic sensors a coordinator shares: ``fleet.MAX_TOPICS`` per type).
+MAX_MEMBER_ENTITIES = 2_000_000 + 2 * 100_001
 #: A record written this many report intervals ahead of the reader's clock is refused.
 SKEW_INTERVALS = 1
 #: A member silent this many report intervals (against the newest record of anyone) is forgotten.

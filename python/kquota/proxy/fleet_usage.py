@@ -12,8 +12,9 @@ Every proxy of a fleet holds the same secret (``kquota.fleet.usage.key.file``, a
 :data:`KEY_MIN_BYTES` bytes); two keys are derived from it (:class:`UsageKey`): one signs records,
 so a record from anyone without the secret (a forged member, rate or time) is refused, and the
 member id is under the signature, so a member's records cannot be replayed as another's; the other
-names entities: the entity key is HMAC-SHA256 of ``quota type, user tag, client-id tag`` cut to
-64 bits, so nobody without the secret can pick a client id whose key is a victim's. A member only
+names entities: the entity key is HMAC-SHA256 of ``quota type, user tag, client-id tag`` (of a
+topic quota: ``topic, quota type, topic name``, a first field no client entity has) cut to 64 bits,
+so nobody without the secret can pick a client id or a topic whose key is a victim's. A member only
 needs the others' rates for the entities it has itself, so names never travel.
 
 The rate is bytes/s; a negative rate means the member is saturated (throttled at its share: it
@@ -50,8 +51,9 @@ KEY_MIN_BYTES = 32
 #: Entities in one record at most (about 80 KB: far under a broker's ``message.max.bytes``).
 MAX_ENTRIES = 8192
 #: Parts of one report at most: a member's entities, two quota types of a kernel at its default
-#: cap of 1,000,000 sensors each, fit in 245 parts.
-MAX_PARTS = 256
+#: cap of 1,000,000 client sensors and 100,000 topic sensors (plus each overflow sensor) each,
+#: fit in 269 parts.
+MAX_PARTS = 272
 #: The longest member id (ours are 12 hex digits).
 MAX_MEMBER_BYTES = 64
 
@@ -92,6 +94,12 @@ class UsageKey:
     def entity(self, quota_type: str, user: str, client_id: str) -> int:
         """The 64-bit key naming an entity's sensor in usage records."""
         mac = hmac.digest(self._entity, f"{quota_type}\0{user}\0{client_id}".encode(), "sha256")
+        return int.from_bytes(mac[:8], "little")
+
+    def topic(self, quota_type: str, topic: str) -> int:
+        """The 64-bit key naming a topic quota's sensor in usage records (a client sensor's
+        first field is its quota type, never ``topic``, so the two never meet)."""
+        mac = hmac.digest(self._entity, f"topic\0{quota_type}\0{topic}".encode(), "sha256")
         return int.from_bytes(mac[:8], "little")
 
     def sign(self, member: bytes, body: bytes) -> bytes:

@@ -2,10 +2,11 @@
 //! `QuotaKernel._topics` returns. Argument conversion only; the rules live in `quota-core`'s
 //! `topic_config` / `topic_quotas`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use quota_core::{ClientQuotaType as CoreType, QuotaError, QuotaKernel as CoreKernel};
+use quota_core::{ClientQuotaType as CoreType, QuotaError, QuotaKernel as CoreKernel, TopicShareMap};
 
 use crate::errors::PyQuotaResult;
 use crate::quota_type::QuotaTypeArg;
@@ -49,6 +50,31 @@ impl PyTopicQuotas {
             .into_iter()
             .map(|(topic, t, v)| (topic, t.config_key(), v))
             .collect()
+    }
+
+    /// Sets this kernel's fleet share of every topic quota of ``quota_type`` (``PRODUCE`` or
+    /// ``FETCH``) in one step: ``shares`` maps a topic to a fraction in [0, 1], ``default`` is the
+    /// fraction of topics not named (1.0 and ``{}``: whole quotas, the ``proxy`` scope).
+    fn set_shares(
+        &self,
+        quota_type: QuotaTypeArg,
+        default: f64,
+        shares: HashMap<String, f64>,
+    ) -> PyQuotaResult<()> {
+        if self.kernel.is_closed() {
+            return Err(QuotaError::Closed.into());
+        }
+        let map = TopicShareMap {
+            default,
+            by_topic: shares,
+        };
+        Ok(self.kernel.topics.set_shares(quota_type.0, map)?)
+    }
+
+    /// ``(default, {topic: fraction})``: the fleet shares of ``quota_type``'s topic quotas now.
+    fn shares(&self, quota_type: QuotaTypeArg) -> (f64, HashMap<String, f64>) {
+        let m = self.kernel.topics.shares(quota_type.0);
+        (m.default, m.by_topic)
     }
 
     /// ``(live sensors, topics sent to the overflow sensor)`` of the topic quotas of a type.

@@ -104,7 +104,7 @@ pub use response::{combine_throttles, combine_with_topics, FetchStep, ResponseTh
 pub use sensor::QuotaSensor;
 pub use settings::{KernelConfig, BROKER_DEFAULTS, DEFAULT_MAX_SENSORS, DEFAULT_SENSOR_EXPIRY_MS};
 pub use shadow::{ShadowHandle, ShadowKernel, ShadowRow};
-pub use shares::ShareMap;
+pub use shares::{ShareMap, TopicShareMap};
 pub use snapshot::{ConfigSnapshot, QuotaChange};
 pub use throttle::{mutation_throttle_time_ms, throttle_time_ms, time_at_bound_ms};
 pub use token_bucket::{StrictTake, TokenBucket};

@@ -5,7 +5,9 @@
 //! fraction, plus the fraction for tags the map does not name (a new entity starts there).
 //! [`limit_for`](crate::kernel::QuotaKernel) multiplies the limit by it; publishing a new map
 //! bumps the type's limits generation, so each sensor re-reads its limit once, on its next
-//! record (the cold path). The record path never reads this map.
+//! record (the cold path). The record path never reads this map. Topic quotas have their own
+//! maps ([`TopicShareMap`], kept by `TopicQuotas`): a topic's sensor holds its bound times its
+//! share, set again whenever either changes.
 
 use std::collections::HashMap;
 
@@ -42,6 +44,40 @@ impl ShareMap {
             .get(&(user.to_owned(), client_id.to_owned()))
             .copied()
             .unwrap_or(self.default)
+    }
+}
+
+/// One quota type's shares of topic quotas: the same rule keyed by topic (a topic quota's sensor
+/// is an entity of its own in the fleet's usage).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopicShareMap {
+    /// The fraction of topics not in `by_topic`.
+    pub default: f64,
+    /// topic -> fraction.
+    pub by_topic: HashMap<String, f64>,
+}
+
+impl TopicShareMap {
+    /// Every topic quota whole: the `proxy` scope.
+    pub fn whole() -> Self {
+        TopicShareMap {
+            default: 1.0,
+            by_topic: HashMap::new(),
+        }
+    }
+
+    /// The fraction for a topic (a configuration or share change, a new sensor, a Fetch cap).
+    pub fn of(&self, topic: &str) -> f64 {
+        if self.by_topic.is_empty() {
+            return self.default;
+        }
+        self.by_topic.get(topic).copied().unwrap_or(self.default)
+    }
+
+    /// Checks every fraction.
+    pub(crate) fn check(&self) -> Result<(), QuotaError> {
+        check_fraction(self.default)?;
+        self.by_topic.values().try_for_each(|f| check_fraction(*f))
     }
 }
 

@@ -9,6 +9,10 @@
 //! [`MAX_TOPIC_SENSORS`] live sensors of a type further topics share one overflow sensor (held
 //! to the default's bound, so the cap can only throttle more, never less). Idle topic sensors
 //! expire like client sensors. The configuration and its rules are `topic_config`'s.
+//!
+//! In a fleet of proxies (`--quota-scope fleet`) this kernel holds each topic to its share of
+//! the quota ([`TopicShareMap`], set by the fleet's coordinator): a sensor's bound is the quota
+//! times the share, set again whenever either changes.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -20,6 +24,7 @@ use parking_lot::Mutex;
 use crate::clock::monotonic_ms;
 use crate::error::QuotaError;
 use crate::idle::IdleMark;
+use crate::shares::TopicShareMap;
 use crate::throttle::throttle_time_ms;
 use crate::throttle_time_avg::ThrottleAvg;
 use crate::topic_config::{check, is_legal_topic_name, slot, TopicConfig, TYPES};
@@ -36,7 +41,8 @@ pub const TOPIC_OVERFLOW: &str = "<overflow>";
 pub struct TopicSensor {
     pub topic: Box<str>,
     pub rate: StripedRate,
-    /// The bound (f64 bits; infinity without a quota), kept current by configuration changes.
+    /// The bound (f64 bits; infinity without a quota): the quota times this kernel's fleet share
+    /// of it, kept current by configuration and share changes.
     bound: AtomicU64,
     pub(crate) idle: IdleMark,
     /// Made by the first throttle this topic's quota enforces.
@@ -52,10 +58,23 @@ impl TopicSensor {
 
 type SensorMap = papaya::HashMap<Box<str>, Arc<TopicSensor>, FixedState>;
 
+/// A sensor's bound: its topic's quota (the overflow sensor's: `<default>`'s) times this kernel's
+/// fleet share of the topic; infinity without a quota.
+fn sensor_bound(cfg: &TopicConfig, shares: &TopicShareMap, topic: &str, i: usize) -> f64 {
+    let quota = if topic == TOPIC_OVERFLOW {
+        cfg.default[i]
+    } else {
+        cfg.bound(topic, i)
+    };
+    quota.map_or(f64::INFINITY, |q| q * shares.of(topic))
+}
+
 /// The kernel's topic quotas: configuration and sensors.
 pub struct TopicQuotas {
     config: ArcSwap<TopicConfig>,
-    /// Bumped after every configuration change (see `sensor`).
+    /// This kernel's fleet share of each topic's quota, per type (whole outside a fleet).
+    shares: [ArcSwap<TopicShareMap>; 2],
+    /// Bumped after every configuration or share change (see `sensor`).
     generation: AtomicU64,
     writer: Mutex<()>,
     /// Whether any topic quota of the type exists (the record path's first check).
@@ -78,6 +97,7 @@ impl TopicQuotas {
     pub fn with_cap(cap: usize) -> Self {
         TopicQuotas {
             config: ArcSwap::from_pointee(TopicConfig::default()),
+            shares: std::array::from_fn(|_| ArcSwap::from_pointee(TopicShareMap::whole())),
             generation: AtomicU64::new(0),
             writer: Mutex::new(()),
             enabled: Default::default(),
@@ -102,14 +122,44 @@ impl TopicQuotas {
         }
         self.config.store(Arc::clone(&next));
         self.generation.fetch_add(1, Ordering::AcqRel);
-        // Every live sensor takes its new bound (the overflow sensor takes the default's).
+        self.publish_bounds(&next);
+        Ok(())
+    }
+
+    /// Replaces this kernel's fleet shares of the topic quotas of type `t` in one step (every
+    /// fraction checked first: on an error nothing changes); every live sensor of the type takes
+    /// its new bound at once.
+    pub fn set_shares(&self, t: ClientQuotaType, shares: TopicShareMap) -> Result<(), QuotaError> {
+        let Some(i) = slot(t) else {
+            return Err(QuotaError::InvalidValue(format!(
+                "a topic quota is a Produce or Fetch quota, not {}",
+                t.metric_group()
+            )));
+        };
+        shares.check()?;
+        let _w = self.writer.lock();
+        self.shares[i].store(Arc::new(shares));
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.publish_bounds(&self.config.load());
+        Ok(())
+    }
+
+    /// This kernel's fleet shares of the topic quotas of type `t` now.
+    pub fn shares(&self, t: ClientQuotaType) -> TopicShareMap {
+        slot(t).map_or_else(TopicShareMap::whole, |i| {
+            TopicShareMap::clone(&self.shares[i].load())
+        })
+    }
+
+    /// Every live sensor takes its bound from `cfg` and the shares (called under the writer lock).
+    fn publish_bounds(&self, cfg: &TopicConfig) {
         for (j, map) in self.sensors.iter().enumerate() {
+            let shares = self.shares[j].load();
             for (_, s) in map.pin().iter() {
-                let b = next.bound(&s.topic, j).unwrap_or(f64::INFINITY);
+                let b = sensor_bound(cfg, &shares, &s.topic, j);
                 s.bound.store(b.to_bits(), Ordering::Release);
             }
         }
-        Ok(())
     }
 
     /// Every configured topic quota: `(topic, type, value)`, `None` for `<default>`.
@@ -177,14 +227,8 @@ impl TopicQuotas {
         // until no change happened in between.
         loop {
             let g = self.generation.load(Ordering::Acquire);
-            let cfg = self.config.load();
-            let b = if &*s.topic == TOPIC_OVERFLOW {
-                cfg.default[i]
-            } else {
-                cfg.bound(&s.topic, i)
-            };
-            s.bound
-                .store(b.unwrap_or(f64::INFINITY).to_bits(), Ordering::Release);
+            let b = sensor_bound(&self.config.load(), &self.shares[i].load(), &s.topic, i);
+            s.bound.store(b.to_bits(), Ordering::Release);
             if self.generation.load(Ordering::Acquire) == g {
                 break;
             }
@@ -267,7 +311,7 @@ impl TopicQuotas {
     }
 
     /// Kafka's `getMaxValueInQuotaWindow` for a topic: the most bytes of the topic the quota
-    /// window allows; infinite without a quota.
+    /// window allows (of this kernel's fleet share of the quota); infinite without a quota.
     pub fn max_value_in_quota_window(&self, t: ClientQuotaType, topic: &str, spec: &WindowSpec) -> f64 {
         let Some(i) = slot(t) else {
             return f64::INFINITY;
@@ -276,7 +320,7 @@ impl TopicQuotas {
             return f64::INFINITY;
         }
         match self.config.load().bound(topic, i) {
-            Some(b) => b * spec.max_value_factor(),
+            Some(b) => b * self.shares[i].load().of(topic) * spec.max_value_factor(),
             None => f64::INFINITY,
         }
     }

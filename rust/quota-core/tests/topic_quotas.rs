@@ -80,3 +80,62 @@ fn a_peek_is_the_throttle_a_record_would_give_and_changes_nothing() {
     assert_eq!(q.record_sensor(P, "t").unwrap().rate.measure(&sp, 1000).sum, 10_000.0);
     assert_eq!(q.record(P, "t", 1000.0, &sp, 1000), Some(1000));
 }
+
+#[test]
+fn fleet_shares_scale_every_bound_and_whole_restores_them() {
+    use std::collections::HashMap;
+
+    use quota_core::{TopicShareMap, TOPIC_OVERFLOW};
+
+    let q = TopicQuotas::with_cap(2);
+    let sp = WindowSpec::new(1, 1).unwrap();
+    q.set(Some("a"), P, Some(1000.0)).unwrap();
+    q.set(None, P, Some(400.0)).unwrap();
+    for t in ["a", "b", "c", "d"] {
+        q.record(P, t, 1.0, &sp, 0).unwrap(); // a, b: own sensors; c, d: the overflow sensor
+    }
+    let bound = |t: &str| q.record_sensor(P, t).unwrap().bound();
+    let shares = |default: f64, named: &[(&str, f64)]| TopicShareMap {
+        default,
+        by_topic: named
+            .iter()
+            .map(|&(t, f)| (t.to_owned(), f))
+            .collect::<HashMap<_, _>>(),
+    };
+    // Live sensors take their share at once: named, default, the overflow sensor's own.
+    q.set_shares(P, shares(0.5, &[("a", 0.25), (TOPIC_OVERFLOW, 0.1)]))
+        .unwrap();
+    assert_eq!(
+        (bound("a"), bound("b"), bound(TOPIC_OVERFLOW)),
+        (250.0, 200.0, 40.0)
+    );
+    assert_eq!(
+        q.max_value_in_quota_window(P, "a", &sp),
+        250.0 * sp.max_value_factor()
+    );
+    // A new sensor starts at its share; a quota change keeps the shares.
+    q.set(Some("e"), P, Some(800.0)).unwrap();
+    q.record(P, "e", 1.0, &sp, 0).unwrap();
+    assert_eq!(bound("e"), 400.0);
+    q.set(Some("a"), P, Some(2000.0)).unwrap();
+    assert_eq!(bound("a"), 500.0);
+    // Refused whole: a fraction out of [0, 1], a type topic quotas do not have.
+    for bad in [
+        shares(1.5, &[]),
+        shares(0.5, &[("a", f64::NAN)]),
+        shares(0.5, &[("a", -0.1)]),
+    ] {
+        assert!(q.set_shares(P, bad).is_err());
+    }
+    assert!(q
+        .set_shares(ClientQuotaType::Request, TopicShareMap::whole())
+        .is_err());
+    assert_eq!(q.shares(P).by_topic.get("a"), Some(&0.25));
+    // Fetch's shares are its own.
+    assert_eq!(q.shares(F), TopicShareMap::whole());
+    q.set_shares(P, TopicShareMap::whole()).unwrap();
+    assert_eq!(
+        (bound("a"), bound("b"), bound(TOPIC_OVERFLOW), bound("e")),
+        (2000.0, 400.0, 400.0, 800.0)
+    );
+}
