@@ -125,7 +125,10 @@ def test_quick_suite_writes_every_row(tmp_path):
     crit = [r for r in summary["rows"] if r["suite"] == "criterion"]
     assert {r["key"] for r in crit} == {"sensor_record_and_measure", "handle_record_one_thread",
                                         "handle_record_two_threads_distinct_sensors",
-                                        "handle_record_two_threads_same_sensor", "named_record_one_thread"}
+                                        "handle_record_two_threads_same_sensor", "named_record_one_thread",
+                                        "topic_rate_one_thread", "topic_rate_two_threads_same_sensor",
+                                        "topic_record_one_thread", "topic_record_two_threads_same_topic",
+                                        "handle_record_one_thread_topic_quotas_configured"}
     assert all(r["value"] is None and r["status"].startswith("not run") for r in crit)
     assert summary["suites"]["native"].startswith("not run")
     for r in summary["rows"]:
