@@ -9,6 +9,8 @@ use std::sync::OnceLock;
 use std::task::{Context, Poll, Waker};
 
 use kquota_proxy::fetch_layout::{cap_max_bytes, fetch_request, walk_to_top_tags, SliceWalk};
+use kquota_proxy::fetch_topics::{request_topics, response_topic_bytes};
+use kquota_proxy::topic_names::TopicNames;
 use kquota_proxy::header::{parse_request_header, response_body_offset, response_frame};
 use kquota_proxy::own_topics::{fetch_topics_at, OwnTopics, TOPIC_AUTHORIZATION_FAILED};
 use kquota_proxy::produce_layout::{produce_acks, produce_layout};
@@ -157,6 +159,23 @@ pub fn fetch_response(data: &[u8]) {
     if done.is_ok() {
         assert!(walk.0.pos <= frame.len());
     }
+    // The topic quotas' walk of the same response: each topic's bytes are bytes the frame holds.
+    if let Ok(topics) = response_topic_bytes(frame, body, version, topic_names()) {
+        let total: f64 = topics.iter().map(|(_, b)| *b).sum();
+        assert!(topics.iter().all(|(_, b)| b.is_finite() && *b >= 0.0));
+        assert!(total <= frame.len() as f64, "{total} bytes counted in a frame of {}", frame.len());
+        assert!(topics.len() <= frame.len());
+    }
+}
+
+/// Topic ids the fuzzed Fetch frames may name (`[1; 16]`, `[2; 16]`), as learned from Metadata.
+fn topic_names() -> &'static TopicNames {
+    static NAMES: OnceLock<TopicNames> = OnceLock::new();
+    NAMES.get_or_init(|| {
+        let names = TopicNames::with_cap(8);
+        assert!(names.learn(&[1; 16], "t1") && names.learn(&[2; 16], "t2"));
+        names
+    })
 }
 
 /// The first bytes of a connection from a balancer: a PROXY v1/v2 header, read as the accept
@@ -227,6 +246,10 @@ pub fn own_topics(frame: &[u8]) {
             };
             let at = fetch_topics_at(req.fixed_at, v);
             assert!(at <= frame.len());
+            // The topic quotas' walk of the same request finds the topics the frame names.
+            if let Ok(topics) = request_topics(frame, at, v, topic_names()) {
+                assert!(topics.iter().all(|t| t.len() < frame.len()));
+            }
             let early = own.in_fetch(&frame[..half.max(at)], at, v);
             (
                 own.in_fetch(frame, at, v),
