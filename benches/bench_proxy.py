@@ -28,7 +28,8 @@ direct and proxied runs interleaved:
    run again in front of librdkafka's mock cluster broker, which has no such pauses. Control
    rows measure direct against direct the same way, on each broker: the measurement's own noise;
 4. 1,000 concurrent client connections, each answered (Metadata) while all are open;
-5. proxy CPU per MB/s of traffic (from the proxy process's utime + stime);
+5. proxy CPU per MB/s of traffic (from the proxy process's utime + stime), over both directions
+   and for the produce and the consume segments apart;
 6. the broker's wake-ups per MB produced, direct and through the relay: its threads' voluntary
    context switches over each produce segment (from /proc). tansu reads a connection's requests
    one at a time and sleeps while one is incomplete, so this counts how many pieces the relay
@@ -42,9 +43,11 @@ bottleneck of produce. A control row measures direct against direct the same way
 
 Rows 1-3 run twice: with no quota, and with a (non-binding) quota on the client, whose requests
 then take a quota'd client's path (throttle computed against the bound, Fetch max bytes capped to
-the quota window) without ever being throttled. The proxy's rows are labelled ``native`` (its
-data plane: Rust/tokio); each measurement gets a fresh broker with a proxy process of its own in
-front.
+the quota window) without ever being throttled. Rows 1-2, 5 and 6 run a third time with a
+(non-binding) ``topics/<default>`` quota in the proxy's store and none on the client: each Produce
+request's and Fetch response's topics are walked and their topic sensors recorded. The proxy's
+rows are labelled ``native`` (its data plane: Rust/tokio); each measurement gets a fresh broker
+with a proxy process of its own in front.
 
 TLS rows (``--tls-only`` runs only them, printed): benches/bench_proxy_tls.py.
 
@@ -77,6 +80,9 @@ from bench_proxy_procs import BytePump, MockBroker, ProxyProcess, Relay, many_co
 from bench_proxy_clients import VALUE, consume_segment, produce_latency, produce_segment, producer  # noqa: E402
 
 MODES = (("no quota", "plain"), ("quota'd, not binding", "quotaed"))  # label, client id
+#: The topic-quota row's label: a ``topics/<default>`` quota far above the run's rate, in a store of
+#: its own, so every Produce and Fetch also walks its topics and records each topic's sensor.
+TOPIC_MODE = "topic quota'd, not binding"
 #: What a kquota proxy is called in ``fresh_broker``'s ``via`` and in the row labels (its data
 #: plane: Rust on tokio).
 PROXY = "native"
@@ -206,7 +212,8 @@ def throughput_pairs(fresh: Callable[..., contextlib.AbstractContextManager], vi
     segment, and the relay's CPU-ms per MB per block."""
     out: dict[str, list[float]] = {k: [] for k in ("produce direct", "produce via", "consume direct",
                                                    "consume via", "wakeups direct", "wakeups via",
-                                                   "cpu_ms_per_mb")}
+                                                   "cpu_ms_per_mb", "cpu_ms_per_mb produce",
+                                                   "cpu_ms_per_mb consume")}
     n, segments = args.messages, args.segments
     mb = n * len(VALUE) / 1e6
     for block in range(args.repeats):
@@ -218,14 +225,13 @@ def throughput_pairs(fresh: Callable[..., contextlib.AbstractContextManager], vi
             sides = {"direct": (direct.address, new_topic(direct)),
                      "via": (relay.address if relay else broker.address, new_topic(broker))}
             brokers = {"direct": direct, "via": broker}
-            cpu = 0.0
+            cpu = {"produce": 0.0, "consume": 0.0}
 
             def timed(side: str, measure: Callable[..., float], *how: object) -> float:
-                nonlocal cpu
                 c0 = relay.cpu_seconds() if relay and side == "via" else 0.0
                 rate = measure(*how)
                 if relay and side == "via":
-                    cpu += relay.cpu_seconds() - c0
+                    cpu["produce" if measure is produce_segment else "consume"] += relay.cpu_seconds() - c0
                 return rate
 
             producers = {side: producer(address, topic, client) for side, (address, topic) in sides.items()}
@@ -241,7 +247,9 @@ def throughput_pairs(fresh: Callable[..., contextlib.AbstractContextManager], vi
                     out[f"consume {side}"].append(timed(side, consume_segment, address, topic, i * n, n, client))
             if relay:
                 # CPU-seconds per MB moved = (CPU share) per (MB/s).
-                out["cpu_ms_per_mb"].append(cpu * 1000 / (2 * segments * mb))
+                out["cpu_ms_per_mb"].append(sum(cpu.values()) * 1000 / (2 * segments * mb))
+                for direction, seconds in cpu.items():
+                    out[f"cpu_ms_per_mb {direction}"].append(seconds * 1000 / (segments * mb))
     return out
 
 
@@ -263,9 +271,11 @@ def throughput_rows(rows: dict, label: str, runs: dict[str, list[float]], kind: 
             "value": statistics.median(runs["wakeups via"]), "direct_value": direct, "unit": "per MB",
             "note": f"direct: {direct:.2f}; the broker's voluntary context switches, median over the produce segments"}
     if runs["cpu_ms_per_mb"]:
+        produced, consumed = (statistics.median(runs[f"cpu_ms_per_mb {d}"]) for d in ("produce", "consume"))
         rows[f"{'relay' if kind else 'proxy'} CPU per MB [{label}]"] = {
             "value": statistics.median(runs["cpu_ms_per_mb"]), "unit": "CPU-ms per MB",
-            "note": "= % of one core per MB/s x 10"}
+            "produce": produced, "consume": consumed,
+            "note": f"= % of one core per MB/s x 10; produce {produced:.2f}, consume {consumed:.2f}"}
 
 
 def main() -> None:
@@ -308,8 +318,15 @@ def main() -> None:
     with SQLiteConfigStore(os.path.join(store_dir, "q.db")) as store:
         store.alter([({"client-id": "quotaed"}, {"producer_byte_rate": 10e9, "consumer_byte_rate": 10e9})])
 
+    topic_store_dir = tempfile.mkdtemp(prefix="kq-bench-proxy-topics-")
+    with SQLiteConfigStore(os.path.join(topic_store_dir, "q.db")) as store:
+        store.alter([({"topic": None}, {"producer_byte_rate": 10e9, "consumer_byte_rate": 10e9})])
+
     def fresh(kind: str, via: str | None = None) -> contextlib.AbstractContextManager:
         return fresh_broker(kind, store_dir, via, codes)
+
+    def fresh_topic_quota(kind: str, via: str | None = None) -> contextlib.AbstractContextManager:
+        return fresh_broker(kind, topic_store_dir, via, codes)
 
     for mode, client in MODES:
         label = f"{PROXY}, {mode}"
@@ -325,6 +342,8 @@ def main() -> None:
             topic = new_topic(broker)
             add_latency_rows(rows, f"{label}, mock broker", broker.address, proxy.address, (topic, topic),
                              10_000, args, client)
+    # Topic quotas configured, not binding: the cost of the per-topic walks and sensors.
+    throughput_rows(rows, f"{PROXY}, {TOPIC_MODE}", throughput_pairs(fresh_topic_quota, PROXY, "plain", args))
     # The controls: direct against direct, segments interleaved the same way. What these rows
     # "add" is the measurement's own noise on each broker, the resolution of the rows above.
     with fresh("tansu") as (broker, _):
