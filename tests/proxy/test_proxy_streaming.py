@@ -352,3 +352,63 @@ def test_malformed_streamed_request_closes_only_its_connection(proxy, broker, ca
     assert again.call(apis.METADATA, 1, "Metadata", {"Topics": None})["Brokers"]
     for w in (good, bad, again):
         w.close()
+
+
+def _uvarint(n: int) -> bytes:
+    out = b""
+    while n >= 0x80:
+        out += bytes([n & 0x7F | 0x80])
+        n >>= 7
+    return out + bytes([n])
+
+
+def _walked_produce(case: str) -> tuple[bytes, bool]:
+    """A streamed Produce v9 frame (over 64 KiB) for ``case``, and whether the client goes away
+    before its end (the frame then announces more than is sent)."""
+    head = struct.pack(">hhih", 0, 9, 1, 1) + b"c" + b"\x00"
+    body = b"\x00" + struct.pack(">hi", 1, 30000)  # null TransactionalId, acks=1, TimeoutMs
+    total, cut = 200_000, False
+    if case == "more topics than bytes":
+        body += _uvarint(10**9 + 1)
+    elif case == "a topic name longer than the frame":
+        body += b"\x02" + _uvarint(2**31)
+    else:
+        body += b"\x02" + _uvarint(len(b"walked") + 1) + b"walked" + b"\x02" + struct.pack(">i", 0)
+        if case == "records longer than the frame":
+            body += _uvarint(10_000_000 + 1)
+        else:  # "closed inside the records": a true length, the bytes never sent
+            body += _uvarint(total - len(head) - len(body) - 5 + 1)
+            cut = True
+    frame = head + body
+    frame += b"\x00" * ((100_000 if cut else total) - len(frame))
+    return struct.pack(">i", total) + frame, cut
+
+
+@pytest.mark.parametrize("case", ["records longer than the frame", "closed inside the records",
+                                  "a topic name longer than the frame", "more topics than bytes"])
+def test_a_streamed_produce_walked_for_topic_quotas_that_lies_closes_only_its_connection(broker, case):
+    """An attack on the walk that reads a large Produce's topics while it streams to the broker
+    (on while a produce topic quota exists): lengths the frame never sends. The walk never reads
+    past its frame (which would take the client's next request for records): the connection is
+    closed, others are served, nothing is recorded to a topic."""
+    qm = kquota.QuotaManager()
+    qm.alter_client_quotas([({"topic": None}, {"producer_byte_rate": 1e9})])
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm)
+    try:
+        good = Wire(proxy.proxy.bootstrap_address)
+        assert good.call(apis.METADATA, 1, "Metadata", {"Topics": None})["Brokers"]
+        bad = Wire(proxy.proxy.bootstrap_address)
+        frame, cut = _walked_produce(case)
+        bad.send_raw(frame)
+        if cut:
+            bad.sock.shutdown(socket.SHUT_WR)
+        else:  # a request behind it that the walk must not take for records
+            bad.send_raw(struct.pack(">i", 12) + struct.pack(">hhih", 18, 0, 99, 0) + b"\x00" * 2)
+        assert bad.closed_by_peer()
+        assert good.call(apis.METADATA, 1, "Metadata", {"Topics": None})["Brokers"]
+        assert qm._topics().sensor_stats(kquota.ClientQuotaType.PRODUCE) == (0, 0)  # (live, overflowed)
+        for w in (good, bad):
+            w.close()
+    finally:
+        proxy.stop()
+        qm.close()

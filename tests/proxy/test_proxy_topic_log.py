@@ -37,25 +37,38 @@ def _partition_errors(frame: bytes) -> dict[str, int]:
     return out
 
 
-def test_a_multi_topic_produce_is_logged_per_topic(broker, tmp_path, spark):
+#: (each large record's size, whether the large topic comes first): a request held whole (under
+#: the 64 KiB a request is streamed from), then streamed requests (sent on to the broker as their
+#: topics are walked, the batches relayed unread) whose last batch is the large one or the small.
+LAYOUTS = {"held whole": (3000, False), "streamed, large batch last": (40_000, False),
+           "streamed, large batch first": (40_000, True)}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_multi_topic_produce_is_logged_per_topic(broker, tmp_path, spark, layout):
     """One Produce request (v8, acks=1) with a record batch for each of two topics, built here
     (librdkafka sends a partition per request): the log has the request's PRODUCE row followed
     by a row per topic (same time and client, throttle on the request's row only) with that
     topic's batch bytes, and the broker appended both. No topic quota is needed for the rows;
-    the pipeline reads the request once and each topic's bytes as topic rows."""
+    the pipeline reads the request once and each topic's bytes as topic rows. A request of
+    200 KB is walked as it streams to the broker: the same rows, and it was streamed."""
+    large_value, large_first = LAYOUTS[layout]
     qm = kquota.QuotaManager()
     log_dir = tmp_path / "log"
     log = RequestLogWriter(str(log_dir), rotate_seconds=600)
     proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, request_log=log)
     try:
         small, large = make_topic(proxy.address, prefix="tlog-a-"), make_topic(proxy.address, prefix="tlog-b-")
-        batches = {small: record_batch([b"s" * 1000] * 3), large: record_batch([b"L" * 3000] * 5)}
+        batches = {small: record_batch([b"s" * 1000] * 3), large: record_batch([b"L" * large_value] * 5)}
+        if large_first:
+            batches = dict(reversed(batches.items()))
         body = struct.pack(">hhi", -1, 1, 5000) + struct.pack(">i", 2)
         for name, batch in batches.items():
             body += struct.pack(">h", len(name)) + name.encode() + struct.pack(">i", 1)
             body += struct.pack(">ii", 0, len(batch)) + batch
         host, port = proxy.proxy.bootstrap_address
         w = Wire((host, port), client_id="multi")
+        streamed = proxy.proxy.streamed_requests
         try:
             for _ in range(3):
                 w.send_raw(w.frame(0, 8, body))
@@ -70,13 +83,15 @@ def test_a_multi_topic_produce_is_logged_per_topic(broker, tmp_path, spark):
 
         wait_until(lambda: len(mine()) >= 9, 10)
         rows = mine()
+        streamed = proxy.proxy.streamed_requests - streamed
     finally:
         proxy.stop()
         log.close()
         qm.close()
     size = len(w.frame(0, 8, body)) - 4
-    assert [(r["topic"], r["value"]) for r in rows] == [(None, size), (small, len(batches[small])),
-                                                        (large, len(batches[large]))] * 3
+    assert streamed == (3 if large_value > 3000 else 0)
+    per_request = [(None, size)] + [(t, len(b)) for t, b in batches.items()]
+    assert [(r["topic"], r["value"]) for r in rows] == per_request * 3
     assert all(r["ts_ms"] == rows[i - i % 3]["ts_ms"] for i, r in enumerate(rows))
     assert all(r["throttle_time_ms"] == 0 for r in rows)
     # The pipeline: the requests once, the topics' bytes per topic.

@@ -2,6 +2,7 @@
 //! read in place; the max-bytes cap written in place; the throttled empty answer; and the walk
 //! of a flexible response to its top-level tagged fields (NodeEndpoints, v16+).
 
+use crate::walk::{skip_tags, uvarint, Walk};
 use crate::wire::{malformed, write_i32, Cursor, Proto};
 
 /// The tag of ReplicaState in Fetch v15+ requests (a follower's fetch).
@@ -93,35 +94,6 @@ pub fn throttled_body(version: i16, session_id: i32, throttle_ms: i32) -> Vec<u8
     out
 }
 
-/// Where a flexible (v12+) response's fields are read from: bytes at increasing positions.
-pub trait Walk {
-    /// The next `n` bytes (`n` small).
-    fn bytes(&mut self, n: usize) -> impl std::future::Future<Output = Proto<&[u8]>> + Send;
-    /// Passes `n` bytes unread.
-    fn skip(&mut self, n: usize) -> impl std::future::Future<Output = Proto<()>> + Send;
-}
-
-async fn uvarint<W: Walk>(w: &mut W) -> Proto<u64> {
-    let mut value = 0u64;
-    for shift in (0..35).step_by(7) {
-        let b = w.bytes(1).await?[0];
-        value |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-    malformed("varint longer than 5 bytes")
-}
-
-async fn skip_tags<W: Walk>(w: &mut W) -> Proto<()> {
-    for _ in 0..uvarint(w).await? {
-        uvarint(w).await?;
-        let n = uvarint(w).await? as usize;
-        w.skip(n).await?;
-    }
-    Ok(())
-}
-
 /// Walks a flexible FetchResponse body (from its first field) to its top-level tagged fields.
 pub async fn walk_to_top_tags<W: Walk>(w: &mut W, version: i16) -> Proto<()> {
     w.skip(4 + 2 + 4).await?; // ThrottleTimeMs, ErrorCode, SessionId
@@ -140,36 +112,22 @@ pub async fn walk_to_top_tags<W: Walk>(w: &mut W, version: i16) -> Proto<()> {
             let aborted = uvarint(w).await?.saturating_sub(1);
             for _ in 0..aborted {
                 w.skip(16).await?;
-                skip_tags(w).await?;
+                skip_tags(w, true).await?;
             }
             w.skip(4).await?; // PreferredReadReplica
             let records = uvarint(w).await?.saturating_sub(1) as usize;
             w.skip(records).await?;
-            skip_tags(w).await?;
+            skip_tags(w, true).await?;
         }
-        skip_tags(w).await?;
+        skip_tags(w, true).await?;
     }
     Ok(())
-}
-
-/// A [`Walk`] over a frame held whole.
-pub struct SliceWalk<'a>(pub Cursor<'a>);
-
-impl Walk for SliceWalk<'_> {
-    #[allow(clippy::manual_async_fn)]
-    fn bytes(&mut self, n: usize) -> impl std::future::Future<Output = Proto<&[u8]>> + Send {
-        async move { self.0.take(n) }
-    }
-
-    #[allow(clippy::manual_async_fn)]
-    fn skip(&mut self, n: usize) -> impl std::future::Future<Output = Proto<()>> + Send {
-        async move { self.0.skip(n) }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::walk::SliceWalk;
 
     fn request_v7() -> Vec<u8> {
         let mut f = vec![0u8; 10]; // a header of 10 bytes

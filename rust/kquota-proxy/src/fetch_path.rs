@@ -17,14 +17,12 @@ use quota_core::{ClientHandle, ClientQuotaType, FetchAnswer};
 
 use crate::conn::Conn;
 use crate::endpoints::rewrite_section;
-use crate::fetch_layout::{
-    cap_max_bytes, fetch_request, throttled_body, walk_to_top_tags, FetchRequest, SliceWalk, Walk,
-};
+use crate::fetch_layout::{cap_max_bytes, fetch_request, throttled_body, walk_to_top_tags, FetchRequest};
 use crate::fetch_topics::{request_topics, response_topic_bytes, topic_refs};
 use crate::forwarded::{FetchState, Fwd, Kind};
 use crate::header::{response_body_offset, response_frame, RequestHeader};
-use crate::io::{read_rest, Reader, BACKLOG, CHUNK};
-use crate::outbox::Outbox;
+use crate::io::{read_rest, Reader};
+use crate::walk::{PumpWalk, SliceWalk};
 use crate::own_topics::fetch_topics_at;
 use crate::relay::Relay;
 use crate::tables::FETCH;
@@ -201,102 +199,26 @@ pub async fn on_response(
             out: &conn.to_client,
         };
         walk_to_top_tags(&mut w, v).await.map_err(|e| e.to_string())?;
-        w.finish(&mut resolve).await.map_err(|e| e.to_string())?;
+        finish(w, &mut resolve).await.map_err(|e| e.to_string())?;
     }
     conn.settle(fwd.slot, None, throttle);
     Ok(())
 }
 
-/// A [`Walk`] over a response arriving from the broker: the bytes walked past are relayed to
-/// the client as they go (only what the walk reads is looked at).
-struct PumpWalk<'a> {
-    /// Bytes read and not yet relayed (from the frame's prefix at first).
-    buf: Vec<u8>,
-    /// The walk's position in `buf`.
-    pos: usize,
-    rd: &'a mut Reader,
-    relay: &'a mut Relay,
-    /// Bytes of the frame not yet read from the broker.
-    left: usize,
-    out: &'a Outbox,
+/// Reads a streamed flexible Fetch response's top-level tagged fields (the rest of the frame),
+/// rewrites NodeEndpoints to the same length, and relays the remainder.
+async fn finish(mut w: PumpWalk<'_>, resolve: &mut crate::endpoints::Resolve<'_>) -> Proto<()> {
+    let tail = w.buf.len() - w.pos + w.left;
+    if tail > MAX_TAIL {
+        return malformed("tagged fields longer than 1 MiB at the end of a Fetch response");
+    }
+    w.fill(tail).await?;
+    if let Some(new) = rewrite_section(&w.buf[w.pos..], true, resolve)? {
+        let at = w.pos;
+        w.buf[at..].copy_from_slice(&new);
+    }
+    w.pos = w.buf.len();
+    w.flush();
+    Ok(())
 }
 
-impl PumpWalk<'_> {
-    fn flush(&mut self) {
-        if self.pos > 0 {
-            let unread = self.buf.split_off(self.pos);
-            self.out.send(std::mem::replace(&mut self.buf, unread));
-            self.pos = 0;
-        }
-    }
-
-    async fn fill(&mut self, n: usize) -> Proto<()> {
-        use tokio::io::AsyncReadExt;
-        while self.buf.len() - self.pos < n {
-            if self.left == 0 {
-                return malformed("Fetch response truncated");
-            }
-            let k = self.left.min(64 << 10);
-            let at = self.buf.len();
-            self.buf.resize(at + k, 0);
-            self.rd
-                .read_exact(&mut self.buf[at..])
-                .await
-                .map_err(|e| ProtoError(format!("broker connection closed inside a frame: {e}")))?;
-            self.left -= k;
-        }
-        Ok(())
-    }
-
-    /// Reads the top-level tagged fields (the rest of the frame), rewrites NodeEndpoints to the
-    /// same length, and relays the remainder.
-    async fn finish(mut self, resolve: &mut crate::endpoints::Resolve<'_>) -> Proto<()> {
-        let tail = self.buf.len() - self.pos + self.left;
-        if tail > MAX_TAIL {
-            return malformed("tagged fields longer than 1 MiB at the end of a Fetch response");
-        }
-        self.fill(tail).await?;
-        if let Some(new) = rewrite_section(&self.buf[self.pos..], true, resolve)? {
-            let at = self.pos;
-            self.buf[at..].copy_from_slice(&new);
-        }
-        self.pos = self.buf.len();
-        self.flush();
-        Ok(())
-    }
-}
-
-impl Walk for PumpWalk<'_> {
-    #[allow(clippy::manual_async_fn)]
-    fn bytes(&mut self, n: usize) -> impl std::future::Future<Output = Proto<&[u8]>> + Send {
-        async move {
-            if self.pos >= CHUNK {
-                self.out.wait_below(BACKLOG).await;
-                self.flush();
-            }
-            self.fill(n).await?;
-            let s = &self.buf[self.pos..self.pos + n];
-            self.pos += n;
-            Ok(s)
-        }
-    }
-
-    #[allow(clippy::manual_async_fn)]
-    fn skip(&mut self, n: usize) -> impl std::future::Future<Output = Proto<()>> + Send {
-        async move {
-            let avail = self.buf.len() - self.pos;
-            if n <= avail {
-                self.pos += n;
-                return Ok(());
-            }
-            let k = n - avail;
-            if k > self.left {
-                return malformed("Fetch response truncated");
-            }
-            self.pos = self.buf.len();
-            self.flush();
-            self.left -= k;
-            self.relay.relay(self.rd, self.out, k).await.map_err(ProtoError)
-        }
-    }
-}

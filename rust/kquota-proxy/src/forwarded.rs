@@ -6,6 +6,7 @@ use quota_core::ClientHandle;
 
 use crate::fetch_layout::FetchRequest;
 use crate::header::RequestHeader;
+use crate::produce_topics::TopicBytes;
 
 pub enum Kind {
     /// Relayed unparsed: only the request quota's throttle is added (`None`: exempt).
@@ -16,7 +17,7 @@ pub enum Kind {
         handle: Arc<ClientHandle>,
         size: usize,
         /// Each topic's bytes, for the topic quotas (empty while none is configured).
-        topics: Vec<(Box<str>, f64)>,
+        topics: TopicBytes,
     },
     Fetch(FetchState),
 }

@@ -21,10 +21,11 @@
 //!   [`forwarded`] (what the response reader knows of each request);
 //! - the quota paths, each API's request and response halves: [`produce_path`], [`fetch_path`];
 //!   a producer's throttle over all its connections ([`producer_gate`]); the proxy's own topics
-//!   closed on them ([`own_topics`]); a Fetch's topics for the topic quotas ([`fetch_topics`],
-//!   by id through [`topic_names`]);
-//! - bytes in and out: [`stream`] (plain or TLS sockets), [`io`] (reading frames), [`outbox`] (ordered writes with back-pressure),
-//!   [`relay`] (uninspected bytes spliced socket to socket).
+//!   closed on them ([`own_topics`]); a Produce's topics ([`produce_topics`]) and a Fetch's
+//!   ([`fetch_topics`], by id through [`topic_names`]) for the topic quotas;
+//! - bytes in and out: [`stream`] (plain or TLS sockets), [`io`] (reading frames), [`outbox`]
+//!   (ordered writes with back-pressure), [`relay`] (uninspected bytes spliced socket to
+//!   socket), [`walk`] (a frame's fields read in order, held whole or while it passes).
 
 pub mod admission;
 pub mod bridge;
@@ -50,6 +51,7 @@ pub mod preauth;
 pub mod principal;
 pub mod produce_layout;
 pub mod produce_path;
+pub mod produce_topics;
 pub mod producer_gate;
 pub mod proxy_protocol;
 pub mod relay;
@@ -63,6 +65,7 @@ pub mod tables;
 pub mod topic_names;
 pub mod tls;
 pub mod trusted_sources;
+pub mod walk;
 pub mod wire;
 
 pub use bridge::{Bridge, Registered};

@@ -15,7 +15,9 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use crate::wire::{malformed, put_compact_string, put_uvarint, Cursor, Proto};
+use crate::produce_topics::walk_produce;
+use crate::walk::{at_once, SliceWalk};
+use crate::wire::{put_compact_string, put_uvarint, Cursor, Proto};
 
 /// Kafka's TOPIC_AUTHORIZATION_FAILED.
 pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
@@ -109,9 +111,8 @@ impl OwnTopics {
     /// Whether a Produce request (v3+, whole) names an own topic.
     pub fn in_produce(&self, frame: &[u8], body: usize, version: i16) -> Proto<bool> {
         let mut found = false;
-        walk_produce(frame, body, version, |name, _, _| {
-            found |= self.is_own_name(name);
-        })?;
+        let mut w = SliceWalk(Cursor::new(frame, body));
+        at_once(walk_produce(&mut w, version, |p| found |= self.is_own_name(p.name)))?;
         Ok(found)
     }
 
@@ -119,16 +120,16 @@ impl OwnTopics {
     /// request refused (`ProduceResponse` v3+, no throttle yet).
     pub fn refused_produce(&self, frame: &[u8], body: usize, version: i16) -> Proto<Vec<u8>> {
         let flexible = version >= PRODUCE_FLEXIBLE;
-        let mut topics: Vec<(&[u8], Vec<i32>)> = Vec::new();
-        walk_produce(frame, body, version, |name, partition, _| match topics.last_mut() {
-            Some((n, parts)) if partition.is_some() && std::ptr::eq(*n, name) => {
-                parts.extend(partition);
-            }
-            _ => topics.push((name, partition.into_iter().collect())),
-        })?;
+        // (the topic's place in the request, its name, its partitions)
+        let mut topics: Vec<(usize, Vec<u8>, Vec<i32>)> = Vec::new();
+        let mut w = SliceWalk(Cursor::new(frame, body));
+        at_once(walk_produce(&mut w, version, |p| match topics.last_mut() {
+            Some((t, _, parts)) if *t == p.topic => parts.extend(p.partition),
+            _ => topics.push((p.topic, p.name.to_vec(), p.partition.into_iter().collect())),
+        }))?;
         let mut out = Vec::new();
         put_array_len(&mut out, topics.len(), flexible);
-        for (name, partitions) in &topics {
+        for (_, name, partitions) in &topics {
             put_string(&mut out, name, flexible);
             put_array_len(&mut out, partitions.len(), flexible);
             for p in partitions {
@@ -263,69 +264,6 @@ fn string<'a>(c: &mut Cursor<'a>, compact: bool) -> Proto<&'a [u8]> {
     c.take(n)
 }
 
-/// Calls `each(topic name, partition, records bytes)` for every partition of a Produce request
-/// (and once with `(None, 0)` for a topic without partitions).
-fn walk_produce<'a>(
-    frame: &'a [u8],
-    body: usize,
-    version: i16,
-    mut each: impl FnMut(&'a [u8], Option<i32>, usize),
-) -> Proto<()> {
-    if version < 3 {
-        return malformed("Produce below v3");
-    }
-    let flexible = version >= PRODUCE_FLEXIBLE;
-    let mut c = Cursor::new(frame, body);
-    c.skip_string(flexible)?; // TransactionalId
-    c.skip(2 + 4)?; // Acks, TimeoutMs
-    for _ in 0..c.array_len(flexible)? {
-        let name = string(&mut c, flexible)?;
-        let partitions = c.array_len(flexible)?;
-        if partitions == 0 {
-            each(name, None, 0);
-        }
-        for _ in 0..partitions {
-            let partition = c.i32()?;
-            let n = c.length(flexible, 4)?.unwrap_or(0); // Records
-            c.skip(n)?;
-            each(name, Some(partition), n);
-            c.skip_tags(flexible)?;
-        }
-        c.skip_tags(flexible)?;
-    }
-    Ok(())
-}
-
-/// Each topic of a request with its bytes.
-pub type TopicBytes = Vec<(Box<str>, f64)>;
-
-/// A Produce request's (v3+, whole) topics and the bytes of each (the sum of its partitions'
-/// record batches), for the topic quotas, in one walk; whether it names one of `own`'s topics
-/// is read from the same walk. Names that are not UTF-8 are left out (no topic has one).
-pub fn produce_topic_bytes(
-    own: &OwnTopics,
-    frame: &[u8],
-    body: usize,
-    version: i16,
-) -> Proto<(TopicBytes, bool)> {
-    let mut topics: Vec<(&[u8], usize)> = Vec::new();
-    let mut owned = false;
-    walk_produce(frame, body, version, |name, _, n| {
-        match topics.last_mut() {
-            Some((t, bytes)) if std::ptr::eq(*t, name) => *bytes += n,
-            _ => {
-                owned |= own.is_own_name(name);
-                topics.push((name, n));
-            }
-        }
-    })?;
-    let named = topics
-        .into_iter()
-        .filter_map(|(t, n)| std::str::from_utf8(t).ok().map(|t| (Box::from(t), n as f64)))
-        .collect();
-    Ok((named, owned))
-}
-
 /// Where a Fetch request's topics start, from where its MaxWaitMs is (`FetchRequest::fixed_at`).
 pub fn fetch_topics_at(fixed_at: usize, version: i16) -> usize {
     // MaxWaitMs, MinBytes, MaxBytes, IsolationLevel; SessionId and SessionEpoch (v7+).
@@ -377,6 +315,7 @@ pub(crate) fn walk_fetch<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::produce_topics::produce_topic_bytes;
 
     fn own() -> OwnTopics {
         let o = OwnTopics::default();

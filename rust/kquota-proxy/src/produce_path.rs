@@ -3,7 +3,7 @@
 //! (`ClientHandle::produce_response`), whose throttle is written into `ThrottleTimeMs`;
 //! NodeEndpoints (v10+) rewritten to the proxy's addresses. acks=0 requests, which get no
 //! answer, are recorded on arrival ([`on_request`]). A large request's batches are relayed
-//! cut-through, unread. A client that leaves before its answers is still charged for what the
+//! cut-through, unread, also while its topics are walked (topic quotas, the request log). A client that leaves before its answers is still charged for what the
 //! broker appended ([`record_unread`]).
 
 use std::future::Future;
@@ -20,7 +20,8 @@ use crate::endpoints::rewrite_section;
 use crate::forwarded::{Fwd, Kind};
 use crate::header::{response_body_offset, response_frame, RequestHeader};
 use crate::io::read_rest;
-use crate::own_topics::produce_topic_bytes;
+use crate::produce_topics::{produce_topic_bytes, walk_produce, TopicBytes, TopicTally};
+use crate::walk::PumpWalk;
 use crate::produce_layout::{produce_acks, produce_layout};
 use crate::tables::PRODUCE;
 use crate::wire::{patch_throttle, ProtoError};
@@ -58,10 +59,25 @@ pub async fn on_request(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource)
     };
     let handle = handles.get(shared, user, h.client_id(&buf[4..]))?;
     let own = &shared.cfg.own_topics;
+    let walked = own.any() || handle.kernel().topics.enabled(ClientQuotaType::Produce) || shared.cfg.request_log;
+    if walked && rest > 0 && acks != 0 && !own.any() {
+        // No own topic to refuse before anything is sent: walked as it goes on to the broker.
+        let mut w = PumpWalk {
+            buf,
+            pos: 4 + h.body_offset,
+            rd,
+            relay,
+            left: rest,
+            out: &conn.to_broker,
+        };
+        stream_walked(conn, h, size, t0, &handle, &mut w).await?;
+        w.finish_unread().await.map_err(|e| e.to_string())?;
+        return Ok(would_throttle(conn, &handle));
+    }
     let mut topics = Vec::new();
-    if own.any() || handle.kernel().topics.enabled(ClientQuotaType::Produce) || shared.cfg.request_log {
-        // The proxy's own topics, the topic quotas and the request log's topic rows: the
-        // request is read whole to see every topic it names and each one's bytes, in one walk.
+    if walked {
+        // The proxy's own topics (refused before anything is sent), acks=0 (recorded before it
+        // is sent) or a request held whole already: read whole, its topics in one walk.
         if rest > 0 {
             read_rest(rd, &mut buf, &mut rest).await?;
         }
@@ -72,7 +88,6 @@ pub async fn on_request(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource)
         }
         topics = named;
     }
-    let mut pending = None;
     if acks == 0 {
         // No answer, but recorded and muted in order; exempt from the request quota.
         let ns = t0.elapsed().as_nanos() as f64;
@@ -81,39 +96,81 @@ pub async fn on_request(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource)
             .map_or(0, |r| r.mute_ms());
         conn.log(&handle, ClientQuotaType::Produce, size as f64, throttle);
         conn.log_topics(&handle, ClientQuotaType::Produce, &topics);
-        let mut st = conn.state();
-        let slot = Conn::push_slot(&mut st);
-        conn.settle_locked(&mut st, slot, None, throttle);
-        Conn::remember_unanswered(&mut st, h.correlation_id);
-        conn.to_broker.send(buf);
-    } else {
-        pending = Some(Arc::clone(&handle));
-        let fwd = Fwd::new(
-            h,
-            t0.elapsed().as_nanos() as u64,
-            Kind::Produce { handle, size, topics },
-        );
-        conn.forward_new(fwd, buf);
+        {
+            let mut st = conn.state();
+            let slot = Conn::push_slot(&mut st);
+            conn.settle_locked(&mut st, slot, None, throttle);
+            Conn::remember_unanswered(&mut st, h.correlation_id);
+            conn.to_broker.send(buf);
+        }
+        if rest > 0 {
+            shared.counters.streamed_requests.fetch_add(1, Ordering::Relaxed);
+            relay.relay(rd, &conn.to_broker, rest).await?;
+        }
+        return Ok(false);
     }
+    let fwd = Fwd::new(
+        h,
+        t0.elapsed().as_nanos() as u64,
+        Kind::Produce {
+            handle: Arc::clone(&handle),
+            size,
+            topics,
+        },
+    );
+    conn.forward_new(fwd, buf);
     if rest > 0 {
         shared.counters.streamed_requests.fetch_add(1, Ordering::Relaxed);
         relay.relay(rd, &conn.to_broker, rest).await?;
     }
-    Ok(pending.is_some_and(|handle| {
-        let unanswered = conn.unanswered_produce_bytes() as f64;
-        let client = handle
-            .peek_throttle_time_ms(ClientQuotaType::Produce, unanswered, None)
-            .unwrap_or(0);
-        // The topics' quotas too, while one exists: each topic's unanswered bytes peeked.
-        client > 0
-            || (handle.kernel().topics.enabled(ClientQuotaType::Produce) && {
-                let topics = conn.unanswered_produce_topic_bytes();
-                handle
-                    .peek_topic_throttle_ms(ClientQuotaType::Produce, &topic_refs(&topics), None)
-                    .unwrap_or(0)
-                    > 0
-            })
-    }))
+    Ok(would_throttle(conn, &handle))
+}
+
+/// Sends a large Produce request on to the broker while walking its topics (`w` over the
+/// client's socket): its record batches are relayed unread, and each topic's bytes are given
+/// to the request's slot once the last batch's length is read, before that batch goes on.
+async fn stream_walked(
+    conn: &Arc<Conn>,
+    h: &RequestHeader,
+    size: usize,
+    t0: Instant,
+    handle: &Arc<ClientHandle>,
+    w: &mut PumpWalk<'_>,
+) -> Result<(), String> {
+    let kind = Kind::Produce {
+        handle: Arc::clone(handle),
+        size,
+        topics: TopicBytes::new(),
+    };
+    let slot = conn.forward_new(Fwd::new(h, t0.elapsed().as_nanos() as u64, kind), Vec::new());
+    conn.shared.counters.streamed_requests.fetch_add(1, Ordering::Relaxed);
+    let own = &conn.shared.cfg.own_topics;
+    let mut tally = TopicTally::default();
+    walk_produce(w, h.api_version, |p| {
+        tally.add(own, &p);
+        if p.last {
+            conn.set_produce_topics(slot, std::mem::take(&mut tally.topics));
+        }
+    })
+    .await
+    .map_err(|e| e.to_string())
+}
+
+/// Whether the connection's unanswered Produce requests would throttle its client, or one of
+/// their topics (peeked while a produce topic quota exists), once recorded.
+fn would_throttle(conn: &Conn, handle: &ClientHandle) -> bool {
+    let unanswered = conn.unanswered_produce_bytes() as f64;
+    let client = handle
+        .peek_throttle_time_ms(ClientQuotaType::Produce, unanswered, None)
+        .unwrap_or(0);
+    client > 0
+        || (handle.kernel().topics.enabled(ClientQuotaType::Produce) && {
+            let topics = conn.unanswered_produce_topic_bytes();
+            handle
+                .peek_topic_throttle_ms(ClientQuotaType::Produce, &topic_refs(&topics), None)
+                .unwrap_or(0)
+                > 0
+        })
 }
 
 /// A Produce naming one of the proxy's own topics (`own_topics`, as the caller found) is answered here, every

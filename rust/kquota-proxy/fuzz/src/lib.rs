@@ -8,7 +8,8 @@ use std::future::Future;
 use std::sync::OnceLock;
 use std::task::{Context, Poll, Waker};
 
-use kquota_proxy::fetch_layout::{cap_max_bytes, fetch_request, walk_to_top_tags, SliceWalk};
+use kquota_proxy::fetch_layout::{cap_max_bytes, fetch_request, walk_to_top_tags};
+use kquota_proxy::walk::SliceWalk;
 use kquota_proxy::fetch_topics::{request_topics, response_topic_bytes};
 use kquota_proxy::topic_names::TopicNames;
 use kquota_proxy::header::{parse_request_header, response_body_offset, response_frame};

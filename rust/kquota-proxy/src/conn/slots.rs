@@ -71,11 +71,13 @@ impl Conn {
         self.to_broker.send(prefixed);
     }
 
-    /// A new slot for `fwd`, and the request sent.
-    pub fn forward_new(&self, mut fwd: Fwd, prefixed: Vec<u8>) {
+    /// A new slot for `fwd`, and the request sent; returns the slot.
+    pub fn forward_new(&self, mut fwd: Fwd, prefixed: Vec<u8>) -> u64 {
         let mut st = self.state();
-        fwd.slot = Self::push_slot(&mut st);
+        let slot = Self::push_slot(&mut st);
+        fwd.slot = slot;
         self.forward_locked(&mut st, fwd, prefixed);
+        slot
     }
 
     /// Returns once `slot` is the next answer due (a streamed answer goes straight out).

@@ -5,6 +5,7 @@
 
 use super::{Conn, ConnState};
 use crate::forwarded::Kind;
+use crate::produce_topics::TopicBytes;
 
 /// acks=0 correlation ids remembered (some brokers answer them anyway).
 const MAX_UNANSWERED: usize = 4096;
@@ -35,8 +36,8 @@ impl Conn {
 
     /// Each topic's bytes in those requests (for the produce topic quotas; empty while none
     /// exists, the requests then carry no topics).
-    pub fn unanswered_produce_topic_bytes(&self) -> Vec<(Box<str>, f64)> {
-        let mut out: Vec<(Box<str>, f64)> = Vec::new();
+    pub fn unanswered_produce_topic_bytes(&self) -> TopicBytes {
+        let mut out = TopicBytes::new();
         for f in self.state().forwarded.iter() {
             let Kind::Produce { topics, .. } = &f.kind else {
                 continue;
@@ -49,5 +50,15 @@ impl Conn {
             }
         }
         out
+    }
+
+    /// Each topic's bytes of the Produce request in `slot`, streamed to the broker as its
+    /// topics were walked: set once its last record batch's length has been read, before that
+    /// batch goes on, so the broker cannot have answered it yet.
+    pub fn set_produce_topics(&self, slot: u64, bytes: TopicBytes) {
+        let mut st = self.state();
+        if let Some(Kind::Produce { topics, .. }) = st.forwarded.iter_mut().find(|f| f.slot == slot).map(|f| &mut f.kind) {
+            *topics = bytes;
+        }
     }
 }

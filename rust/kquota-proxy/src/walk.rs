@@ -1,0 +1,201 @@
+//! Walking a frame's fields in order, whether it is held whole ([`SliceWalk`]) or still arriving
+//! on a socket while what has been walked past goes on to its peer ([`PumpWalk`]). One layout
+//! walk (a Produce request's topics, a Fetch response's top-level tags) serves both: a large
+//! frame's record batches are relayed unread (spliced on Linux) while its few structural bytes
+//! are read, so reading a frame's topics costs no copy of its records.
+
+use std::future::Future;
+use std::task::{Context, Poll, Waker};
+
+use tokio::io::AsyncReadExt;
+
+use crate::io::{Reader, BACKLOG, CHUNK};
+use crate::outbox::Outbox;
+use crate::relay::Relay;
+use crate::wire::{malformed, Cursor, Proto, ProtoError};
+
+/// Where a frame's fields are read from: bytes at increasing positions.
+pub trait Walk {
+    /// The next `n` bytes (`n` small).
+    fn bytes(&mut self, n: usize) -> impl Future<Output = Proto<&[u8]>> + Send;
+    /// Passes `n` bytes unread.
+    fn skip(&mut self, n: usize) -> impl Future<Output = Proto<()>> + Send;
+    /// The frame's bytes not yet walked (an array longer than this is malformed).
+    fn remaining(&self) -> usize;
+}
+
+pub async fn uvarint<W: Walk>(w: &mut W) -> Proto<u64> {
+    let mut value = 0u64;
+    for shift in (0..35).step_by(7) {
+        let b = w.bytes(1).await?[0];
+        value |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    malformed("varint longer than 5 bytes")
+}
+
+pub async fn i32<W: Walk>(w: &mut W) -> Proto<i32> {
+    let b = w.bytes(4).await?;
+    Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// A string's, bytes' or array's length, as [`Cursor::length`] reads it (`None`: null).
+pub async fn length<W: Walk>(w: &mut W, compact: bool, classic: usize) -> Proto<Option<usize>> {
+    if compact {
+        let n = uvarint(w).await?;
+        return Ok(n.checked_sub(1).map(|n| n as usize));
+    }
+    let n = if classic == 2 {
+        let b = w.bytes(2).await?;
+        i32::from(i16::from_be_bytes([b[0], b[1]]))
+    } else {
+        i32(w).await?
+    };
+    match n {
+        -1 => Ok(None),
+        n if n < 0 => malformed("negative length"),
+        n => Ok(Some(n as usize)),
+    }
+}
+
+/// An array's element count, no more than the frame's bytes left (each element is at least one).
+pub async fn array_len<W: Walk>(w: &mut W, compact: bool) -> Proto<usize> {
+    let n = length(w, compact, 4).await?.unwrap_or(0);
+    if n > w.remaining() {
+        return malformed("array longer than its frame");
+    }
+    Ok(n)
+}
+
+/// Skips a tagged-field section (flexible versions only).
+pub async fn skip_tags<W: Walk>(w: &mut W, flexible: bool) -> Proto<()> {
+    if flexible {
+        for _ in 0..uvarint(w).await? {
+            uvarint(w).await?;
+            let n = uvarint(w).await? as usize;
+            w.skip(n).await?;
+        }
+    }
+    Ok(())
+}
+
+/// A [`Walk`] over a frame held whole.
+pub struct SliceWalk<'a>(pub Cursor<'a>);
+
+impl Walk for SliceWalk<'_> {
+    #[allow(clippy::manual_async_fn)]
+    fn bytes(&mut self, n: usize) -> impl Future<Output = Proto<&[u8]>> + Send {
+        async move { self.0.take(n) }
+    }
+
+    #[allow(clippy::manual_async_fn)]
+    fn skip(&mut self, n: usize) -> impl Future<Output = Proto<()>> + Send {
+        async move { self.0.skip(n) }
+    }
+
+    fn remaining(&self) -> usize {
+        self.0.buf.len() - self.0.pos
+    }
+}
+
+/// Runs a walk over a [`SliceWalk`] to its end from synchronous code: such a walk never waits
+/// (every byte is in memory), so one poll finishes it.
+pub fn at_once<T>(walk: impl Future<Output = Proto<T>>) -> Proto<T> {
+    let mut walk = std::pin::pin!(walk);
+    match walk.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(out) => out,
+        Poll::Pending => malformed("a walk over a whole frame waited"),
+    }
+}
+
+/// A [`Walk`] over a frame arriving on `rd`: the bytes walked past go on to `out` as the walk
+/// goes (only what the walk reads is looked at; what it skips is relayed unread).
+pub struct PumpWalk<'a> {
+    /// Bytes read and not yet sent on (from the frame's prefix at first).
+    pub buf: Vec<u8>,
+    /// The walk's position in `buf`.
+    pub pos: usize,
+    pub rd: &'a mut Reader,
+    pub relay: &'a mut Relay,
+    /// Bytes of the frame not yet read from `rd`.
+    pub left: usize,
+    pub out: &'a Outbox,
+}
+
+impl PumpWalk<'_> {
+    /// Sends on what has been walked past.
+    pub fn flush(&mut self) {
+        if self.pos > 0 {
+            let unread = self.buf.split_off(self.pos);
+            self.out.send(std::mem::replace(&mut self.buf, unread));
+            self.pos = 0;
+        }
+    }
+
+    /// Reads until `n` bytes past the walk's position are held.
+    pub async fn fill(&mut self, n: usize) -> Proto<()> {
+        while self.buf.len() - self.pos < n {
+            if self.left == 0 {
+                return malformed("frame truncated");
+            }
+            let k = self.left.min(64 << 10);
+            let at = self.buf.len();
+            self.buf.resize(at + k, 0);
+            self.rd
+                .read_exact(&mut self.buf[at..])
+                .await
+                .map_err(|e| ProtoError(format!("connection closed inside a frame: {e}")))?;
+            self.left -= k;
+        }
+        Ok(())
+    }
+
+    /// Sends on the rest of the frame (walked or not), unread.
+    pub async fn finish_unread(mut self) -> Proto<()> {
+        self.pos = self.buf.len();
+        self.flush();
+        let left = self.left;
+        self.relay.relay(self.rd, self.out, left).await.map_err(ProtoError)
+    }
+}
+
+impl Walk for PumpWalk<'_> {
+    #[allow(clippy::manual_async_fn)]
+    fn bytes(&mut self, n: usize) -> impl Future<Output = Proto<&[u8]>> + Send {
+        async move {
+            if self.pos >= CHUNK {
+                self.out.wait_below(BACKLOG).await;
+                self.flush();
+            }
+            self.fill(n).await?;
+            let s = &self.buf[self.pos..self.pos + n];
+            self.pos += n;
+            Ok(s)
+        }
+    }
+
+    #[allow(clippy::manual_async_fn)]
+    fn skip(&mut self, n: usize) -> impl Future<Output = Proto<()>> + Send {
+        async move {
+            let avail = self.buf.len() - self.pos;
+            if n <= avail {
+                self.pos += n;
+                return Ok(());
+            }
+            let k = n - avail;
+            if k > self.left {
+                return malformed("frame truncated");
+            }
+            self.pos = self.buf.len();
+            self.flush();
+            self.left -= k;
+            self.relay.relay(self.rd, self.out, k).await.map_err(ProtoError)
+        }
+    }
+
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos + self.left
+    }
+}
