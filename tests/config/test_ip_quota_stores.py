@@ -73,6 +73,7 @@ def test_bad_ip_alters_are_refused_and_nothing_is_written(capsys, url, args, mes
     assert state(url) == before
 
 
+@pytest.mark.process  # ZooKeeper
 def test_zookeeper_layout_is_kafkas(tmp_path):
     url = store_url("zookeeper", tmp_path)
     s = open_store(url)

@@ -223,6 +223,7 @@ def test_a_flood_of_topic_entities_meets_the_stores_bounds(tmp_path, request):
         kafka.close()
 
 
+@pytest.mark.process  # ZooKeeper
 def test_zookeeper_layout(tmp_path):
     s = open_store(store_url("zookeeper", tmp_path))
     try:

@@ -3,7 +3,9 @@
 Markers (declared in pyproject.toml):
 
 - ``process``: the test starts or talks to another process (a broker, ZooKeeper, Spark, a
-  ``kquota`` subprocess). Given to every test that takes one of :data:`PROCESS_FIXTURES`, and set
+  ``kquota`` subprocess). Given to every test that takes one of :data:`PROCESS_FIXTURES` or is
+  parametrized with a store kind in :data:`SERVER_STORES` (its store URL is made at run time,
+  ``store_helpers.store_url``, so no fixture names the server at collection), and set
   by hand (``pytestmark = pytest.mark.process``) on modules that start processes themselves. A test
   without it that starts a subprocess fails, naming the marker (:func:`guard_subprocess`), so
   ``bash scripts/test.sh -m "not process"`` is a true inner loop.
@@ -28,13 +30,21 @@ import pytest
 PROCESS_FIXTURES = frozenset({
     "broker", "proxy", "kafka_broker", "kafka_cluster3", "spark", "zk", "zk_hosts", "tansu",
 })
+#: Store kinds a parametrized test's store lives in a server of: ZooKeeper, or Kafka's broker.
+SERVER_STORES = frozenset({"zookeeper", "kafka"})
 ALONE = "alone"
+
+
+def _needs_a_server(item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params.values() if callspec is not None else ()
+    return any(isinstance(v, str) and v in SERVER_STORES for v in params)
 
 
 def classify(items: list, root: Path) -> None:
     """Adds ``process`` where a process fixture is used, and the xdist group of each item."""
     for item in items:
-        if PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        if PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())) or _needs_a_server(item):
             item.add_marker(pytest.mark.process)
         if item.get_closest_marker("timing") or item.get_closest_marker("heavy"):
             group = ALONE

@@ -82,7 +82,8 @@ pub async fn on_request(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource)
             read_rest(rd, &mut buf, &mut rest).await?;
         }
         let (named, owned) =
-            produce_topic_bytes(own, &buf[4..], h.body_offset, h.api_version).map_err(|e| e.to_string())?;
+            produce_topic_bytes(|name| own.is_own_name(name), &buf[4..], h.body_offset, h.api_version)
+                .map_err(|e| e.to_string())?;
         if owned && refuse_own_topics(conn, h, &buf, acks, size, t0, &handle)? {
             return Ok(false);
         }
@@ -147,7 +148,7 @@ async fn stream_walked(
     let own = &conn.shared.cfg.own_topics;
     let mut tally = TopicTally::default();
     walk_produce(w, h.api_version, |p| {
-        tally.add(own, &p);
+        tally.add(&p, |name| own.is_own_name(name));
         if p.last {
             conn.set_produce_topics(slot, std::mem::take(&mut tally.topics));
         }

@@ -4,7 +4,6 @@
 //! request is then sent on to the broker as it is walked, its record batches spliced unread, so
 //! counting a request's topics costs no copy of its records.
 
-use crate::own_topics::OwnTopics;
 use crate::walk::{array_len, at_once, i32, length, skip_tags, SliceWalk, Walk};
 use crate::wire::{malformed, Cursor, Proto};
 
@@ -76,7 +75,8 @@ pub async fn walk_produce<W: Walk>(w: &mut W, version: i16, mut each: impl FnMut
 }
 
 /// Each topic's bytes (the sum of its partitions' record batches) as a walk meets them, and
-/// whether one of them is an own topic. Names that are not UTF-8 are left out (no topic has one).
+/// whether one of them is one of the proxy's own topics. Names that are not UTF-8 are left out
+/// (no topic has one).
 #[derive(Default)]
 pub struct TopicTally {
     pub topics: TopicBytes,
@@ -86,11 +86,12 @@ pub struct TopicTally {
 }
 
 impl TopicTally {
-    pub fn add(&mut self, own: &OwnTopics, p: &Partition<'_>) {
+    /// Adds a partition; `is_own` is asked of each topic's name once.
+    pub fn add(&mut self, p: &Partition<'_>, is_own: impl FnOnce(&[u8]) -> bool) {
         let kept = match self.at {
             Some((topic, kept)) if topic == p.topic => kept,
             _ => {
-                self.owned |= own.is_own_name(p.name);
+                self.owned |= is_own(p.name);
                 let name = std::str::from_utf8(p.name).ok();
                 if let Some(name) = name {
                     self.topics.push((name.into(), 0.0));
@@ -105,12 +106,17 @@ impl TopicTally {
     }
 }
 
-/// A Produce request's (v3+, whole) topics and the bytes of each, and whether it names one of
-/// `own`'s topics, from one walk.
-pub fn produce_topic_bytes(own: &OwnTopics, frame: &[u8], body: usize, version: i16) -> Proto<(TopicBytes, bool)> {
+/// A Produce request's (v3+, whole) topics and the bytes of each, and whether it names a topic
+/// `is_own` says is the proxy's, from one walk.
+pub fn produce_topic_bytes(
+    is_own: impl Fn(&[u8]) -> bool,
+    frame: &[u8],
+    body: usize,
+    version: i16,
+) -> Proto<(TopicBytes, bool)> {
     let mut tally = TopicTally::default();
     let mut w = SliceWalk(Cursor::new(frame, body));
-    at_once(walk_produce(&mut w, version, |p| tally.add(own, &p)))?;
+    at_once(walk_produce(&mut w, version, |p| tally.add(&p, &is_own)))?;
     Ok((tally.topics, tally.owned))
 }
 
@@ -173,8 +179,7 @@ mod tests {
         let mut bad = f.clone();
         let at = bad.windows(3).position(|w| w == "\u{fffd}".as_bytes()).unwrap();
         bad[at] = 0xff; // not UTF-8
-        let own = OwnTopics::default();
-        let (topics, owned) = produce_topic_bytes(&own, &bad, 0, 9).unwrap();
+        let (topics, owned) = produce_topic_bytes(|_| false, &bad, 0, 9).unwrap();
         assert!(!owned);
         assert_eq!(topics, [("a".into(), 8.0), ("a".into(), 1.0)]);
     }
