@@ -21,7 +21,7 @@ use crate::fetch_layout::{cap_max_bytes, fetch_request, throttled_body, walk_to_
 use crate::fetch_topics::{request_topics, response_topic_bytes, topic_refs};
 use crate::forwarded::{FetchState, Fwd, Kind};
 use crate::header::{response_body_offset, response_frame, RequestHeader};
-use crate::io::{read_rest, Reader};
+use crate::io::{read_response_rest, Reader};
 use crate::walk::{PumpWalk, SliceWalk};
 use crate::own_topics::fetch_topics_at;
 use crate::relay::Relay;
@@ -117,9 +117,9 @@ pub async fn on_response(
     }
     let mut topics = Vec::new();
     if fs.handle.kernel().topics.enabled(ClientQuotaType::Fetch) {
-        // Each topic's bytes are counted before the answer is chosen: the response is read whole.
-        let mut rest = size - head;
-        read_rest(rd, &mut buf, &mut rest).await?;
+        // Each topic's bytes are counted before the answer is chosen (the throttle is the
+        // response's first field): the response is read whole, into one buffer sized for it.
+        read_response_rest(rd, &mut buf, size - head).await?;
         let names = &shared.cfg.topic_names;
         topics = response_topic_bytes(&buf[4..], body, v, names).map_err(|e| format!("Fetch v{v} response: {e}"))?;
     }

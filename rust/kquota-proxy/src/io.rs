@@ -65,6 +65,27 @@ pub async fn read_rest(rd: &mut Reader, buf: &mut Vec<u8>, rest: &mut usize) -> 
     Ok(())
 }
 
+/// The most [`read_response_rest`] sizes a buffer for at once.
+pub const RESPONSE_EXACT_MAX: usize = 64 << 20;
+
+/// Reads the `rest` of a broker's response into `buf`, sized for it once (up to
+/// [`RESPONSE_EXACT_MAX`], growing past that) and read into its spare capacity, never
+/// zero-filled: a response held whole costs one copy in. The broker answers what the proxy asked
+/// (a Fetch's max bytes capped), so unlike a client's frame ([`read_rest`]) its size is believed,
+/// up to the bound.
+pub async fn read_response_rest(rd: &mut Reader, buf: &mut Vec<u8>, rest: usize) -> Result<(), String> {
+    buf.reserve_exact(rest.min(RESPONSE_EXACT_MAX));
+    let got = (&mut *rd)
+        .take(rest as u64)
+        .read_to_end(buf)
+        .await
+        .map_err(io_err("broker connection closed inside a frame"))?;
+    if got < rest {
+        return Err("broker connection closed inside a frame".into());
+    }
+    Ok(())
+}
+
 /// Reads and drops `n` bytes.
 pub async fn skip(rd: &mut Reader, mut n: usize) -> Result<(), String> {
     let mut scratch = vec![0u8; n.min(CHUNK)];
@@ -124,5 +145,32 @@ mod tests {
         assert_eq!(buf, body);
         // Grown in steps of at most half again: never more than 1.5x what arrived.
         assert!(buf.capacity() <= body.len() * 3 / 2, "{}", buf.capacity());
+    }
+
+    #[tokio::test]
+    async fn a_response_is_read_exactly_into_one_buffer_and_a_short_one_is_an_error() {
+        let (mut client, mut rd, _wr) = pair().await;
+        let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+        let sent = body.clone();
+        let writer = tokio::spawn(async move {
+            client.write_all(&sent).await.unwrap();
+            client.write_all(b"next frame").await.unwrap();
+            client
+        });
+        let mut buf = body[..HEAD].to_vec();
+        rd.read_exact(&mut vec![0u8; HEAD]).await.unwrap();
+        read_response_rest(&mut rd, &mut buf, body.len() - HEAD).await.unwrap();
+        assert_eq!(buf, body);
+        assert_eq!(buf.capacity(), body.len(), "sized once");
+        // What follows the frame is the next frame's, unread.
+        let mut next = [0u8; 10];
+        rd.read_exact(&mut next).await.unwrap();
+        assert_eq!(&next, b"next frame");
+        // A response cut short (the broker went away) is an error, not a short frame.
+        let mut client = writer.await.unwrap();
+        client.write_all(&[1u8; 100]).await.unwrap();
+        drop(client);
+        let mut buf = Vec::new();
+        assert!(read_response_rest(&mut rd, &mut buf, 1000).await.is_err());
     }
 }
