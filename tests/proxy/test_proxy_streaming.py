@@ -404,11 +404,53 @@ def test_a_streamed_produce_walked_for_topic_quotas_that_lies_closes_only_its_co
             bad.sock.shutdown(socket.SHUT_WR)
         else:  # a request behind it that the walk must not take for records
             bad.send_raw(struct.pack(">i", 12) + struct.pack(">hhih", 18, 0, 99, 0) + b"\x00" * 2)
-        assert bad.closed_by_peer()
+        # At once: a request the broker never got whole is answered by no one, so the end of the
+        # session waits for no answer to it (not the 5 s drain time).
+        assert bad.closed_by_peer(timeout=2.5)
         assert good.call(apis.METADATA, 1, "Metadata", {"Topics": None})["Brokers"]
         assert qm._topics().sensor_stats(kquota.ClientQuotaType.PRODUCE) == (0, 0)  # (live, overflowed)
         for w in (good, bad):
             w.close()
     finally:
         proxy.stop()
+        qm.close()
+
+
+def test_large_fetches_held_for_a_topic_quota_arrive_whole_and_in_step(broker):
+    """A consumer topic quota: each large Fetch response is held until its topics are walked
+    (the throttle is its first field), its records waiting in the relay's pipe, uncopied; then
+    delivered whole. One over the quota, under a tenth of its window, is answered empty as Kafka
+    answers (what was held is dropped), and the connection stays in step: a Metadata answer, then
+    the next delivered Fetch equal to the broker's own answer."""
+    topic = make_topic(broker.address)
+    p = Producer({"bootstrap.servers": broker.address, "linger.ms": 20})
+    for _ in range(150):
+        p.produce(topic, value=os.urandom(1000))
+    assert p.flush(20) == 0
+    direct = Wire(("127.0.0.1", broker.port))
+    want = bytes(_fetch_v12(direct, topic)[0]["Responses"][0]["Partitions"][0]["Records"])
+    direct.close()
+    assert len(want) > 140_000
+    qm = kquota.QuotaManager()  # a window of 10 s: 1.6 MB, ten ~151 KB answers
+    qm.alter_client_quotas([({"topic": topic}, {"consumer_byte_rate": 160_000})])
+    px = ProxyThread(("127.0.0.1", broker.port), qm=qm)
+    try:
+        w = Wire(px.proxy.bootstrap_address, client_id="held")
+
+        def records(resp: dict) -> bytes:
+            return bytes(resp["Responses"][0]["Partitions"][0]["Records"])
+
+        delivered, resp = _fetch_until_throttled(w, topic, 15)
+        assert len(delivered) == 10 and all(records(r) == want for r in delivered)
+        assert px.proxy.streamed_responses == 10  # held in the pipe, not read whole
+        assert resp["Responses"] == [] and resp["ThrottleTimeMs"] > 0
+        assert w.call(apis.METADATA, 4, "Metadata", {"Topics": None, "AllowAutoTopicCreation": False})["Brokers"]
+        for _ in range(30):
+            resp, _ = _fetch_v12(w, topic)
+            if resp["Responses"]:
+                break
+        assert records(resp) == want
+        w.close()
+    finally:
+        px.stop()
         qm.close()

@@ -2,7 +2,8 @@
 //! read in place; the max-bytes cap written in place; the throttled empty answer; and the walk
 //! of a flexible response to its top-level tagged fields (NodeEndpoints, v16+).
 
-use crate::walk::{skip_tags, uvarint, Walk};
+use crate::own_topics::{FETCH_BY_ID, FETCH_FLEXIBLE};
+use crate::walk::{array_len, length, skip_tags, Walk};
 use crate::wire::{malformed, write_i32, Cursor, Proto};
 
 /// The tag of ReplicaState in Fetch v15+ requests (a follower's fetch).
@@ -94,34 +95,53 @@ pub fn throttled_body(version: i16, session_id: i32, throttle_ms: i32) -> Vec<u8
     out
 }
 
-/// Walks a flexible FetchResponse body (from its first field) to its top-level tagged fields.
-pub async fn walk_to_top_tags<W: Walk>(w: &mut W, version: i16) -> Proto<()> {
-    w.skip(4 + 2 + 4).await?; // ThrottleTimeMs, ErrorCode, SessionId
-    let topics = uvarint(w).await?.saturating_sub(1);
-    for _ in 0..topics {
-        if version >= 13 {
-            w.skip(16).await?;
+/// Walks a FetchResponse body (v4+, from its ThrottleTimeMs) to its end, or to its top-level
+/// tagged fields in flexible versions (v12+), calling `each(topic name or id, records bytes)`
+/// for every topic (the sum of its partitions' records; ids from v13). The one walk of the
+/// response's layout: a topic quota's bytes, the NodeEndpoints rewrite (v16+).
+pub async fn walk_fetch_response<W: Walk>(w: &mut W, version: i16, mut each: impl FnMut(&[u8], usize)) -> Proto<()> {
+    let flexible = version >= FETCH_FLEXIBLE;
+    w.skip(4).await?; // ThrottleTimeMs
+    if version >= 7 {
+        w.skip(2 + 4).await?; // ErrorCode, SessionId
+    }
+    let mut key = Vec::new();
+    for _ in 0..array_len(w, flexible).await? {
+        let n = if version >= FETCH_BY_ID {
+            16
         } else {
-            let n = uvarint(w).await?.saturating_sub(1) as usize;
-            w.skip(n).await?;
+            length(w, flexible, 2).await?.unwrap_or(0)
+        };
+        if n > w.remaining() {
+            return malformed("topic name longer than its frame");
         }
-        let partitions = uvarint(w).await?.saturating_sub(1);
-        for _ in 0..partitions {
-            // PartitionIndex, ErrorCode, HighWatermark, LastStableOffset, LogStartOffset.
-            w.skip(4 + 2 + 8 + 8 + 8).await?;
-            let aborted = uvarint(w).await?.saturating_sub(1);
-            for _ in 0..aborted {
-                w.skip(16).await?;
-                skip_tags(w, true).await?;
+        key.clear();
+        key.extend_from_slice(w.bytes(n).await?);
+        let mut bytes = 0usize;
+        for _ in 0..array_len(w, flexible).await? {
+            // PartitionIndex, ErrorCode, HighWatermark, LastStableOffset, LogStartOffset (v5+).
+            w.skip(4 + 2 + 8 + 8 + if version >= 5 { 8 } else { 0 }).await?;
+            for _ in 0..array_len(w, flexible).await? {
+                w.skip(8 + 8).await?; // ProducerId, FirstOffset
+                skip_tags(w, flexible).await?;
             }
-            w.skip(4).await?; // PreferredReadReplica
-            let records = uvarint(w).await?.saturating_sub(1) as usize;
+            if version >= 11 {
+                w.skip(4).await?; // PreferredReadReplica
+            }
+            let records = length(w, flexible, 4).await?.unwrap_or(0);
             w.skip(records).await?;
-            skip_tags(w, true).await?;
+            bytes += records;
+            skip_tags(w, flexible).await?;
         }
-        skip_tags(w, true).await?;
+        skip_tags(w, flexible).await?;
+        each(&key, bytes);
     }
     Ok(())
+}
+
+/// Walks a flexible FetchResponse body (from its first field) to its top-level tagged fields.
+pub async fn walk_to_top_tags<W: Walk>(w: &mut W, version: i16) -> Proto<()> {
+    walk_fetch_response(w, version, |_, _| {}).await
 }
 
 #[cfg(test)]

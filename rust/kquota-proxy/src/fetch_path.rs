@@ -17,14 +17,16 @@ use quota_core::{ClientHandle, ClientQuotaType, FetchAnswer};
 
 use crate::conn::Conn;
 use crate::endpoints::rewrite_section;
-use crate::fetch_layout::{cap_max_bytes, fetch_request, throttled_body, walk_to_top_tags, FetchRequest};
-use crate::fetch_topics::{request_topics, response_topic_bytes, topic_refs};
+use crate::fetch_layout::{
+    cap_max_bytes, fetch_request, throttled_body, walk_fetch_response, walk_to_top_tags, FetchRequest,
+};
+use crate::fetch_topics::{request_topics, response_topic_bytes, tally, topic_refs};
 use crate::forwarded::{FetchState, Fwd, Kind};
 use crate::header::{response_body_offset, response_frame, RequestHeader};
-use crate::io::{read_response_rest, Reader};
-use crate::walk::{PumpWalk, SliceWalk};
+use crate::io::{read_response_rest, Reader, STREAM_MIN};
+use crate::walk::{HoldWalk, PumpWalk, SliceWalk};
 use crate::own_topics::fetch_topics_at;
-use crate::relay::Relay;
+use crate::relay::{Held, Relay};
 use crate::tables::FETCH;
 use crate::wire::{malformed, patch_throttle, read_i16, read_i32, Cursor, Proto, ProtoError};
 
@@ -116,14 +118,34 @@ pub async fn on_response(
         return Err(format!("Fetch v{v} response shorter than its fixed fields"));
     }
     let mut topics = Vec::new();
+    // A large response held for its topics: its pieces after `buf` (the first), some waiting in
+    // the relay's pipe, and where its top-level tags start in the last.
+    let mut held: Vec<Held> = Vec::new();
+    let mut tags_at = 0;
     if fs.handle.kernel().topics.enabled(ClientQuotaType::Fetch) {
         // Each topic's bytes are counted before the answer is chosen (the throttle is the
-        // response's first field): the response is read whole, into one buffer sized for it.
-        read_response_rest(rd, &mut buf, size - head).await?;
+        // response's first field), so the response is held until it is walked: a large one's
+        // records wait in the relay's pipe (no copy) as far as it holds them, the rest (or a
+        // response through TLS) is read into one buffer sized for it.
         let names = &shared.cfg.topic_names;
-        topics = response_topic_bytes(&buf[4..], body, v, names).map_err(|e| format!("Fetch v{v} response: {e}"))?;
+        let room = relay.hold_room(rd);
+        if room > 0 && size - head >= STREAM_MIN {
+            let mut w = HoldWalk::new(buf, 4 + body, rd, relay, size - head, room);
+            walk_fetch_response(&mut w, v, tally(&mut topics, v, names))
+                .await
+                .map_err(|e| format!("Fetch v{v} response: {e}"))?;
+            let (pieces, at) = w.finish().await.map_err(|e| e.to_string())?;
+            let mut pieces = pieces.into_iter();
+            let Some(Held::Read(first)) = pieces.next() else {
+                return Err("a held Fetch response without its head".into());
+            };
+            (buf, held, tags_at) = (first, pieces.collect(), at);
+        } else {
+            read_response_rest(rd, &mut buf, size - head).await?;
+            topics = response_topic_bytes(&buf[4..], body, v, names).map_err(|e| format!("Fetch v{v} response: {e}"))?;
+        }
     }
-    let head = buf.len() - 4;
+    let head = buf.len() - 4 + held_len(&held);
     let ns = fwd.ns + t0.elapsed().as_nanos() as u64;
     let step = fs
         .handle
@@ -158,6 +180,9 @@ pub async fn on_response(
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             crate::io::skip(rd, rest).await?;
         }
+        if !held.is_empty() {
+            relay.discard();
+        }
         let answer = response_frame(tables, fwd.corr, FETCH, v, &throttled_body(v, session, throttle));
         conn.settle(fwd.slot, Some(answer), throttle);
         return Ok(());
@@ -166,6 +191,24 @@ pub async fn on_response(
         patch_throttle(&mut buf, 4 + body, throttle);
     }
     let mut resolve = |n: i32, h: &str, p: i32| shared.resolve(n, h, p).map_err(ProtoError);
+    if !held.is_empty() {
+        if v >= 16 {
+            if let Some(Held::Read(last)) = held.last_mut() {
+                if let Some(new) = rewrite_section(&last[tags_at..], true, &mut resolve).map_err(|e| e.to_string())? {
+                    last[tags_at..].copy_from_slice(&new);
+                }
+            }
+        }
+        shared
+            .counters
+            .streamed_responses
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        conn.wait_at_head(fwd.slot).await?;
+        held.insert(0, Held::Read(buf));
+        relay.release(held, &conn.to_client).await?;
+        conn.settle(fwd.slot, None, throttle);
+        return Ok(());
+    }
     if rest == 0 {
         if v >= 16 {
             let mut w = SliceWalk(Cursor::new(&buf[4..], body));
@@ -220,5 +263,15 @@ async fn finish(mut w: PumpWalk<'_>, resolve: &mut crate::endpoints::Resolve<'_>
     w.pos = w.buf.len();
     w.flush();
     Ok(())
+}
+
+/// The bytes of held pieces.
+fn held_len(held: &[Held]) -> usize {
+    held.iter()
+        .map(|p| match p {
+            Held::Read(b) => b.len(),
+            Held::Piped(n) => *n,
+        })
+        .sum()
 }
 

@@ -6,8 +6,10 @@
 
 use std::sync::Arc;
 
-use crate::own_topics::{walk_fetch, FETCH_BY_ID, FETCH_FLEXIBLE};
+use crate::fetch_layout::walk_fetch_response;
+use crate::own_topics::{walk_fetch, FETCH_BY_ID};
 use crate::topic_names::TopicNames;
+use crate::walk::{at_once, SliceWalk};
 use crate::wire::{Cursor, Proto};
 
 /// Each topic with its bytes, for the kernel's response step.
@@ -34,42 +36,19 @@ pub fn request_topics(frame: &[u8], at: usize, version: i16, names: &TopicNames)
 
 /// Each topic's bytes in a Fetch response (v4+, whole; `body` where its ThrottleTimeMs is).
 pub fn response_topic_bytes(frame: &[u8], body: usize, version: i16, names: &TopicNames) -> Proto<TopicBytes> {
-    let flexible = version >= FETCH_FLEXIBLE;
-    let mut c = Cursor::new(frame, body);
-    c.skip(4)?; // ThrottleTimeMs
-    if version >= 7 {
-        c.skip(2 + 4)?; // ErrorCode, SessionId
-    }
     let mut out = TopicBytes::new();
-    for _ in 0..c.array_len(flexible)? {
-        let key = if version >= FETCH_BY_ID {
-            c.take(16)?
-        } else {
-            let n = c.length(flexible, 2)?.unwrap_or(0);
-            c.take(n)?
-        };
-        let mut bytes = 0usize;
-        for _ in 0..c.array_len(flexible)? {
-            // PartitionIndex, ErrorCode, HighWatermark, LastStableOffset, LogStartOffset (v5+).
-            c.skip(4 + 2 + 8 + 8 + if version >= 5 { 8 } else { 0 })?;
-            for _ in 0..c.array_len(flexible)? {
-                c.skip(8 + 8)?; // ProducerId, FirstOffset
-                c.skip_tags(flexible)?;
-            }
-            if version >= 11 {
-                c.skip(4)?; // PreferredReadReplica
-            }
-            let n = c.length(flexible, 4)?.unwrap_or(0); // Records
-            c.skip(n)?;
-            bytes += n;
-            c.skip_tags(flexible)?;
-        }
-        c.skip_tags(flexible)?;
+    let mut w = SliceWalk(Cursor::new(frame, body));
+    at_once(walk_fetch_response(&mut w, version, tally(&mut out, version, names)))?;
+    Ok(out)
+}
+
+/// The `each` of [`walk_fetch_response`] that keeps each known topic's bytes in `out`.
+pub fn tally<'a>(out: &'a mut TopicBytes, version: i16, names: &'a TopicNames) -> impl FnMut(&[u8], usize) + 'a {
+    move |key, bytes| {
         if let Some(name) = named(key, version, names) {
             out.push((name, bytes as f64));
         }
     }
-    Ok(out)
 }
 
 /// `(topic, bytes)` borrowed for the kernel's response step.

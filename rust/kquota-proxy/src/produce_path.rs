@@ -70,8 +70,15 @@ pub async fn on_request(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource)
             left: rest,
             out: &conn.to_broker,
         };
-        stream_walked(conn, h, size, t0, &handle, &mut w).await?;
-        w.finish_unread().await.map_err(|e| e.to_string())?;
+        let (slot, walked) = stream_walked(conn, h, size, t0, &handle, &mut w).await;
+        let sent = match walked {
+            Ok(()) => w.finish_unread().await.map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = sent {
+            conn.forget_forwarded(slot);
+            return Err(e);
+        }
         return Ok(would_throttle(conn, &handle));
     }
     let mut topics = Vec::new();
@@ -119,10 +126,13 @@ pub async fn on_request(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource)
             topics,
         },
     );
-    conn.forward_new(fwd, buf);
+    let slot = conn.forward_new(fwd, buf);
     if rest > 0 {
         shared.counters.streamed_requests.fetch_add(1, Ordering::Relaxed);
-        relay.relay(rd, &conn.to_broker, rest).await?;
+        if let Err(e) = relay.relay(rd, &conn.to_broker, rest).await {
+            conn.forget_forwarded(slot);
+            return Err(e);
+        }
     }
     Ok(would_throttle(conn, &handle))
 }
@@ -130,6 +140,7 @@ pub async fn on_request(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource)
 /// Sends a large Produce request on to the broker while walking its topics (`w` over the
 /// client's socket): its record batches are relayed unread, and each topic's bytes are given
 /// to the request's slot once the last batch's length is read, before that batch goes on.
+/// Returns the slot, and whether the walk reached the request's last batch.
 async fn stream_walked(
     conn: &Arc<Conn>,
     h: &RequestHeader,
@@ -137,7 +148,7 @@ async fn stream_walked(
     t0: Instant,
     handle: &Arc<ClientHandle>,
     w: &mut PumpWalk<'_>,
-) -> Result<(), String> {
+) -> (u64, Result<(), String>) {
     let kind = Kind::Produce {
         handle: Arc::clone(handle),
         size,
@@ -147,14 +158,15 @@ async fn stream_walked(
     conn.shared.counters.streamed_requests.fetch_add(1, Ordering::Relaxed);
     let own = &conn.shared.cfg.own_topics;
     let mut tally = TopicTally::default();
-    walk_produce(w, h.api_version, |p| {
+    let walked = walk_produce(w, h.api_version, |p| {
         tally.add(&p, |name| own.is_own_name(name));
         if p.last {
             conn.set_produce_topics(slot, std::mem::take(&mut tally.topics));
         }
     })
     .await
-    .map_err(|e| e.to_string())
+    .map_err(|e| e.to_string());
+    (slot, walked)
 }
 
 /// Whether the connection's unanswered Produce requests would throttle its client, or one of

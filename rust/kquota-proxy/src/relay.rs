@@ -17,6 +17,12 @@ use crate::stream::WriteSide;
 #[cfg(target_os = "linux")]
 const SPLICE_MIN: usize = 32 << 10;
 
+/// A held frame's bytes in order: read into the proxy, or waiting in the relay's pipe.
+pub enum Held {
+    Read(Vec<u8>),
+    Piped(usize),
+}
+
 /// One direction's relay: the destination socket (its outbox's; none through TLS) and, once
 /// used, a pipe.
 pub struct Relay {
@@ -51,6 +57,65 @@ impl Relay {
             return linux::splice_relay(self, src, out, n).await;
         }
         copy(src, out, n).await
+    }
+
+    /// How many bytes of a frame arriving on `src` the relay's pipe can hold while the frame is
+    /// walked before it is answered ([`Relay::hold`]); 0 where nothing can be spliced (TLS on
+    /// either side, not Linux), or the pipe cannot be made.
+    pub fn hold_room(&mut self, src: &Reader) -> usize {
+        #[cfg(target_os = "linux")]
+        if let (Some(dst_fd), Some(_)) = (self.dst_fd, src.get_ref().tcp()) {
+            if self.splicer.is_none() {
+                self.splicer = linux::splicer(dst_fd).ok();
+            }
+            return self.splicer.as_ref().map_or(0, |sp| sp.size);
+        }
+        let _ = src;
+        0
+    }
+
+    /// Moves the next `n` bytes of `src` (none of them read ahead into `src`'s buffer) into the
+    /// pipe, where they wait for [`Relay::release`] or [`Relay::discard`]; `n` within
+    /// [`Relay::hold_room`] less what is held already.
+    pub async fn hold(&mut self, src: &mut Reader, n: usize) -> Result<(), String> {
+        #[cfg(target_os = "linux")]
+        if let Some(sp) = self.splicer.as_ref() {
+            return linux::fill_pipe(sp, src, n).await;
+        }
+        let _ = (src, n);
+        Err("nothing can be held: no pipe".into())
+    }
+
+    /// Sends a held frame's bytes in order behind everything queued in `out` (the frame is the
+    /// connection's next answer).
+    pub async fn release(&mut self, held: Vec<Held>, out: &Outbox) -> Result<(), String> {
+        for piece in held {
+            match piece {
+                Held::Read(bytes) => out.send(bytes),
+                Held::Piped(n) => {
+                    out.wait_below(0).await;
+                    if out.failed() {
+                        return Err("a socket write failed".into());
+                    }
+                    #[cfg(target_os = "linux")]
+                    if let Some(sp) = self.splicer.as_ref() {
+                        linux::drain_pipe(sp, n).await?;
+                        continue;
+                    }
+                    return Err(format!("{n} held bytes without a pipe"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops what the pipe holds (the frame is answered without it): the pipe is closed, and a
+    /// new one made when next needed.
+    pub fn discard(&mut self) {
+        #[cfg(target_os = "linux")]
+        {
+            self.splicer = None;
+        }
     }
 }
 
@@ -91,10 +156,12 @@ mod linux {
     use crate::io::Reader;
     use crate::outbox::Outbox;
 
-    /// Bytes moved per splice (the pipe's size).
+    /// The pipe's size asked for: bytes moved per splice, and what a held frame keeps in it.
     const PIPE: usize = 1 << 20;
 
     pub struct Splicer {
+        /// The pipe's size: what it holds at most.
+        pub size: usize,
         pipe_r: OwnedFd,
         pipe_w: OwnedFd,
         /// A duplicate of the destination socket, registered for writability.
@@ -109,7 +176,7 @@ mod linux {
         }
     }
 
-    fn splicer(dst_fd: RawFd) -> io::Result<Splicer> {
+    pub fn splicer(dst_fd: RawFd) -> io::Result<Splicer> {
         let mut fds = [0; 2];
         // SAFETY: `fds` has room for the two descriptors pipe2 writes.
         cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) })?;
@@ -118,13 +185,20 @@ mod linux {
         // A larger pipe moves more per call; the default (64 KiB) still works if refused.
         // SAFETY: plain fcntl on a descriptor we own.
         unsafe { libc::fcntl(pipe_w.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE as libc::c_int) };
+        // SAFETY: as above; the size it has (the larger one may have been refused).
+        let size = cvt(unsafe { libc::fcntl(pipe_w.as_raw_fd(), libc::F_GETPIPE_SZ) })? as usize;
         // SAFETY: `dst_fd` is open (its writer outlives the relay); dup gives our own copy.
         let dup = cvt(unsafe { libc::fcntl(dst_fd, libc::F_DUPFD_CLOEXEC, 0) })?;
         // SAFETY: a fresh descriptor from fcntl, owned by the OwnedFd, which the AsyncFd owns:
         // it stays open and the same for the AsyncFd's whole life.
         let dst = unsafe { AsyncFd::register_with_interest(OwnedFd::from_raw_fd(dup), Interest::WRITABLE) }
             .map_err(|e| e.into_parts().1)?;
-        Ok(Splicer { pipe_r, pipe_w, dst })
+        Ok(Splicer {
+            size,
+            pipe_r,
+            pipe_w,
+            dst,
+        })
     }
 
     fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
@@ -170,35 +244,58 @@ mod linux {
         if out.failed() {
             return Err("a socket write failed".into());
         }
-        let (Some(dst_fd), Some(stream)) = (relay.dst_fd, src.get_ref().tcp()) else {
+        let (Some(dst_fd), Some(_)) = (relay.dst_fd, src.get_ref().tcp()) else {
             return Err("splice between sockets that are not both plain".into());
         };
         if relay.splicer.is_none() {
             relay.splicer = Some(splicer(dst_fd).map_err(failed("cannot set up splice"))?);
         }
         let sp = relay.splicer.as_ref().expect("set above");
-        let src_fd = stream.as_raw_fd();
         while n > 0 {
-            let want = n.min(PIPE);
-            let moved = loop {
-                stream.readable().await.map_err(failed("read failed"))?;
-                match stream.try_io(Interest::READABLE, || splice(src_fd, sp.pipe_w.as_raw_fd(), want)) {
-                    Ok(0) => return Err("connection closed inside a frame".into()),
-                    Ok(k) => break k,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    Err(e) => return Err(format!("read failed: {e}")),
-                }
-            };
-            let mut left = moved;
-            while left > 0 {
-                let mut ready = sp.dst.writable().await.map_err(failed("write failed"))?;
-                match ready.try_io(|fd| splice(sp.pipe_r.as_raw_fd(), fd.as_raw_fd(), left)) {
-                    Ok(Ok(k)) => left -= k,
-                    Ok(Err(e)) => return Err(format!("write failed: {e}")),
-                    Err(_would_block) => continue,
-                }
-            }
+            // What has arrived goes on at once (cut-through), a pipe-full at most.
+            let moved = fill_some(sp, src, n.min(sp.size)).await?;
+            drain_pipe(sp, moved).await?;
             n -= moved;
+        }
+        Ok(())
+    }
+
+    /// Moves what has arrived on `src`'s socket into the pipe, waiting for something: between 1
+    /// and `max` bytes (at most the pipe's free room).
+    async fn fill_some(sp: &Splicer, src: &Reader, max: usize) -> Result<usize, String> {
+        let Some(stream) = src.get_ref().tcp() else {
+            return Err("splice from a socket that is not plain".into());
+        };
+        let src_fd = stream.as_raw_fd();
+        loop {
+            stream.readable().await.map_err(|e| format!("read failed: {e}"))?;
+            match stream.try_io(Interest::READABLE, || splice(src_fd, sp.pipe_w.as_raw_fd(), max)) {
+                Ok(0) => return Err("connection closed inside a frame".into()),
+                Ok(k) => return Ok(k),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(format!("read failed: {e}")),
+            }
+        }
+    }
+
+    /// Moves exactly `n` bytes (at most the pipe's free room) from `src`'s socket into the pipe.
+    pub async fn fill_pipe(sp: &Splicer, src: &Reader, mut n: usize) -> Result<(), String> {
+        while n > 0 {
+            n -= fill_some(sp, src, n).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes exactly `n` bytes from the pipe to the destination socket (the outbox idle).
+    pub async fn drain_pipe(sp: &Splicer, mut n: usize) -> Result<(), String> {
+        let failed = |what: &'static str| move |e: io::Error| format!("{what}: {e}");
+        while n > 0 {
+            let mut ready = sp.dst.writable().await.map_err(failed("write failed"))?;
+            match ready.try_io(|fd| splice(sp.pipe_r.as_raw_fd(), fd.as_raw_fd(), n)) {
+                Ok(Ok(k)) => n -= k,
+                Ok(Err(e)) => return Err(format!("write failed: {e}")),
+                Err(_would_block) => continue,
+            }
         }
         Ok(())
     }

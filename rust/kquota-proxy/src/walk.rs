@@ -7,11 +7,11 @@
 use std::future::Future;
 use std::task::{Context, Poll, Waker};
 
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncBufRead, AsyncReadExt};
 
 use crate::io::{Reader, BACKLOG, CHUNK};
 use crate::outbox::Outbox;
-use crate::relay::Relay;
+use crate::relay::{Held, Relay};
 use crate::wire::{malformed, Cursor, Proto, ProtoError};
 
 /// Where a frame's fields are read from: bytes at increasing positions.
@@ -199,3 +199,108 @@ impl Walk for PumpWalk<'_> {
         self.buf.len() - self.pos + self.left
     }
 }
+
+/// Runs of a held frame shorter than this are read, not piped (a splice is two system calls).
+const HOLD_MIN: usize = 32 << 10;
+
+/// A [`Walk`] over a frame arriving on `rd` that is held, not sent, until it is answered: what
+/// the walk reads is kept in the proxy; what it skips waits in the relay's pipe while there is
+/// room (`room`), copied into the proxy past that. [`HoldWalk::finish`] gives the pieces in order.
+pub struct HoldWalk<'a> {
+    held: Vec<Held>,
+    /// The piece being read, and the walk's position in it.
+    pub buf: Vec<u8>,
+    pub pos: usize,
+    rd: &'a mut Reader,
+    relay: &'a mut Relay,
+    left: usize,
+    room: usize,
+}
+
+impl<'a> HoldWalk<'a> {
+    /// A walk from `pos` in `buf` (the frame's first bytes), `left` bytes still to come.
+    pub fn new(buf: Vec<u8>, pos: usize, rd: &'a mut Reader, relay: &'a mut Relay, left: usize, room: usize) -> Self {
+        HoldWalk {
+            held: Vec::new(),
+            buf,
+            pos,
+            rd,
+            relay,
+            left,
+            room,
+        }
+    }
+
+    async fn read(&mut self, n: usize) -> Proto<()> {
+        if n > self.left {
+            return malformed("frame truncated");
+        }
+        let at = self.buf.len();
+        self.buf.resize(at + n, 0);
+        self.rd
+            .read_exact(&mut self.buf[at..])
+            .await
+            .map_err(|e| ProtoError(format!("connection closed inside a frame: {e}")))?;
+        self.left -= n;
+        Ok(())
+    }
+
+    /// Reads the rest of the frame into the last piece; the pieces in order, and where the walk
+    /// stopped in the last of them (a `Held::Read`).
+    pub async fn finish(mut self) -> Proto<(Vec<Held>, usize)> {
+        let left = self.left;
+        self.read(left).await?;
+        self.held.push(Held::Read(self.buf));
+        Ok((self.held, self.pos))
+    }
+}
+
+impl Walk for HoldWalk<'_> {
+    #[allow(clippy::manual_async_fn)]
+    fn bytes(&mut self, n: usize) -> impl Future<Output = Proto<&[u8]>> + Send {
+        async move {
+            let avail = self.buf.len() - self.pos;
+            if n > avail {
+                self.read(n - avail).await?;
+            }
+            let s = &self.buf[self.pos..self.pos + n];
+            self.pos += n;
+            Ok(s)
+        }
+    }
+
+    #[allow(clippy::manual_async_fn)]
+    fn skip(&mut self, n: usize) -> impl Future<Output = Proto<()>> + Send {
+        async move {
+            let avail = self.buf.len() - self.pos;
+            if n <= avail {
+                self.pos += n;
+                return Ok(());
+            }
+            let mut k = n - avail;
+            if k > self.left {
+                return malformed("frame truncated");
+            }
+            // Bytes already read ahead are in the proxy's memory: they join the piece.
+            let ahead = self.rd.buffer().len().min(k);
+            self.buf.extend_from_slice(&self.rd.buffer()[..ahead]);
+            std::pin::Pin::new(&mut *self.rd).consume(ahead);
+            (k, self.left) = (k - ahead, self.left - ahead);
+            let piped = if k >= HOLD_MIN { k.min(self.room) } else { 0 };
+            if piped > 0 {
+                self.held.push(Held::Read(std::mem::take(&mut self.buf)));
+                self.relay.hold(self.rd, piped).await.map_err(ProtoError)?;
+                self.held.push(Held::Piped(piped));
+                (k, self.left, self.room) = (k - piped, self.left - piped, self.room - piped);
+            }
+            self.read(k).await?;
+            self.pos = self.buf.len();
+            Ok(())
+        }
+    }
+
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos + self.left
+    }
+}
+

@@ -61,4 +61,11 @@ impl Conn {
             *topics = bytes;
         }
     }
+
+    /// The request in `slot` never reached the broker whole (its client went away, or lied,
+    /// inside it): the broker will not answer it, so the session's end waits for no answer
+    /// to it (`record_unread`) and nothing is recorded for it.
+    pub fn forget_forwarded(&self, slot: u64) {
+        self.state().forwarded.retain(|f| f.slot != slot);
+    }
 }
