@@ -61,6 +61,18 @@ def assert_filter_errors(w: Wire, cases: list) -> None:
         assert resp["ErrorCode"] == code and message in resp["ErrorMessage"], (comps, resp)
 
 
+def component_errors(kind: str, name: str) -> list:
+    """Kafka's checks of an entity type's filter components, the same for every type (cases for
+    :func:`assert_filter_errors`): ``kind`` twice, an exact match without a name, a default or
+    any match with one (``name``)."""
+    return [
+        ([(kind, ANY, None), (kind, EXACT, name)], apis.INVALID_REQUEST, "cannot appear more than once"),
+        ([(kind, EXACT, None)], apis.INVALID_REQUEST, "MATCH_TYPE_EXACT, but set match string to null"),
+        ([(kind, DEFAULT, name)], apis.INVALID_REQUEST, "MATCH_TYPE_DEFAULT, but also specified"),
+        ([(kind, ANY, name)], apis.INVALID_REQUEST, "MATCH_TYPE_SPECIFIED, but also specified"),
+    ]
+
+
 def assert_alters_go_to_the_store(tmp_path, entity: dict, key: str, bad: dict) -> None:
     """A proxy with --store answers from and writes to the store (every watching proxy
     converges): an alter setting ``key`` of ``entity`` to 20 and one of ``bad`` (refused) is
@@ -157,10 +169,7 @@ def test_describe_filters_as_kafka(proxy, wire):
          "Invalid entity filter component combination"),
         ([("ip", ANY, None), ("client-id", ANY, None)], apis.INVALID_REQUEST,
          "Invalid entity filter component combination"),
-        ([("ip", ANY, None), ("ip", EXACT, "1.2.3.4")], apis.INVALID_REQUEST, "cannot appear more than once"),
-        ([("ip", EXACT, None)], apis.INVALID_REQUEST, "MATCH_TYPE_EXACT, but set match string to null"),
-        ([("ip", DEFAULT, "1.2.3.4")], apis.INVALID_REQUEST, "MATCH_TYPE_DEFAULT, but also specified"),
-        ([("ip", ANY, "1.2.3.4")], apis.INVALID_REQUEST, "MATCH_TYPE_SPECIFIED, but also specified"),
+        *component_errors("ip", "1.2.3.4"),
         ([("ip", 7, None)], apis.INVALID_REQUEST, "Unknown match type 7"),
         ([("host", ANY, None)], apis.UNSUPPORTED_VERSION, "Unsupported entity type host"),
         ([("", ANY, None)], apis.INVALID_REQUEST, "Invalid empty entity type."),
