@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import kquota
 from kquota.proxy.server import ProxyServer
-from waiting import free_port, wait_port
+from waiting import free_port, wait_port, wait_until
 
 
 def tansu_binary() -> str:
@@ -134,6 +134,29 @@ def make_topic(address: str, partitions: int = 1, prefix: str = "t-") -> str:
     for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
         f.result(10)
     return name
+
+
+def consume_assigned(address: str, topic: str, count: int, partitions: int = 1, timeout: float = 20.0) -> list:
+    """At least ``count`` messages of ``topic``'s first ``partitions`` partitions read from
+    offset 0 through ``address`` by an assigned consumer (no group membership): ``(key, value,
+    headers)`` each, in the order read."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": address, "group.id": "unused", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out = []
+
+    def read() -> bool:
+        for m in c.consume(500, 0.5):
+            assert not m.error(), m.error()
+            out.append((m.key(), m.value(), m.headers()))
+        return len(out) >= count
+
+    try:
+        wait_until(read, timeout, 0)
+    finally:
+        c.close()
+    return out
 
 
 #: The 1 KB message value the quota tests produce.
