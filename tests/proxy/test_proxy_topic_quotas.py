@@ -7,13 +7,12 @@ the proxy none."""
 from __future__ import annotations
 
 import os
-import struct
 import threading
 import time
 
 import pytest
 from proxy_support import Meter, ProxyThread, make_topic, produce_all, produce_loop
-from proxy_wire import Wire
+from proxy_wire import Wire, produce_v8
 
 import kquota
 from kquota import ClientQuotaType as Q
@@ -70,15 +69,6 @@ def test_a_topic_quota_holds_two_producers_together(broker):
         qm.close()
 
 
-def produce_v8(topics: list[str]) -> bytes:
-    """A Produce v8 body (acks=1) naming ``topics``, one partition each with empty records."""
-    body = struct.pack(">hhi", -1, 1, 5000) + struct.pack(">i", len(topics))
-    for name in topics:
-        raw = name.encode()
-        body += struct.pack(">h", len(raw)) + raw + struct.pack(">i", 1) + struct.pack(">ii", 0, 0)
-    return body
-
-
 def test_a_produce_naming_many_unquoted_topics_keeps_nothing(broker):
     """An attack: Produce requests naming thousands of distinct topics. Topics without a quota
     (neither their own nor ``<default>``) get no sensor; under a ``<default>`` quota names the
@@ -92,9 +82,7 @@ def test_a_produce_naming_many_unquoted_topics_keeps_nothing(broker):
         w = Wire((host, port), client_id="mallory")
         try:
             def produce(names: list[str]) -> None:
-                w.send_raw(w.frame(0, 8, produce_v8(names)))
-                frame = w.read_frame()
-                assert struct.unpack_from(">i", frame)[0] == w.corr
+                w.exchange(0, 8, produce_v8(dict.fromkeys(names, b"")))
 
             produce([f"junk-{i}" for i in range(5000)])
             assert qm._topics().sensor_stats(Q.PRODUCE) == (0, 0)
