@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from proxy_support import Meter, ProxyThread, make_topic, produce_all, produce_loop
+from proxy_support import Meter, ProxyThread, clients_running, make_topic, produce_all, produce_loop
 from proxy_wire import Wire, produce_v8
 
 import kquota
@@ -27,16 +27,8 @@ def _held_together(qm, proxy, topic: str, quota: float, loop, names: tuple[str, 
     11 s and checks that the topic's quota held them together over 3-11 s (the bound of the
     tests' docstrings), that both were throttled with no quota of their own, and that the topic's
     ``quota-limit`` and ``throttle-time`` rows carry its ``topic`` tag."""
-    meters = {name: Meter() for name in names}
-    stop = threading.Event()
-    threads = [threading.Thread(target=loop, args=(proxy.address, topic, name, meters[name], stop)) for name in meters]
-    t0 = time.monotonic()
-    for t in threads:
-        t.start()
-    time.sleep(11)  # the measured window: the clients run while the rate below is taken over it
-    stop.set()
-    for t in threads:
-        t.join(30)
+    with clients_running(loop, proxy.address, topic, names) as (meters, t0):
+        time.sleep(11)  # the measured window: the clients run while the rate below is taken over it
     start, end = t0 + 3, t0 + 11
     total = sum(m.rate(start, end) for m in meters.values())
     print(f"topic quota {quota} B/s: {names} together {total / quota:.3f}x")

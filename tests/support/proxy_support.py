@@ -8,13 +8,14 @@ routing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
 import threading
 import time
 import uuid
-from typing import Any, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import kquota
 from kquota.proxy.server import ProxyServer
@@ -217,3 +218,24 @@ def produce_loop(address: str, topic: str, client_id: str, meter: Meter, stop: t
             p.poll(0.01)
         p.poll(0)
     p.flush(10)
+
+
+@contextlib.contextmanager
+def clients_running(loop: Callable[..., None], address: str, topic: str,
+                    names: Iterable[str]) -> Iterator[tuple[dict[str, Meter], float]]:
+    """Runs ``loop`` (``produce_loop``, or a consumer's loop of the same arguments) as one client
+    per name of ``names`` through ``address`` while the block runs, stopped and joined when it
+    ends: yields each client's meter and when they started (``time.monotonic()``)."""
+    meters = {name: Meter() for name in names}
+    stop = threading.Event()
+    threads = [threading.Thread(target=loop, args=(address, topic, name, meter, stop), daemon=True)
+               for name, meter in meters.items()]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    try:
+        yield meters, started
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
