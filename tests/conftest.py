@@ -60,31 +60,40 @@ def kq():
     return kquota
 
 
+def close_managers(made) -> None:
+    """Closes each manager of ``made`` that has a ``close`` (the oracle's has none)."""
+    for m in made:
+        close = getattr(m, "close", None)
+        if close is not None:
+            close()
+
+
+def closing_factory(make):
+    """The body of a factory fixture (``yield from closing_factory(make)``): yields a factory
+    that makes managers with ``make(**kwargs)``, then closes every one it made at teardown."""
+    made = []
+
+    def factory(**kwargs):
+        m = make(**kwargs)
+        made.append(m)
+        return m
+
+    yield factory
+    close_managers(made)
+
+
 @pytest.fixture
 def qm(kq):
     """A fresh kquota.QuotaManager with default settings."""
     m = kq.QuotaManager()
     yield m
-    close = getattr(m, "close", None)
-    if close is not None:
-        close()
+    close_managers([m])
 
 
 @pytest.fixture
 def make_qm(kq):
     """Factory for kquota.QuotaManager with custom arguments (closed at teardown)."""
-    made = []
-
-    def factory(**kwargs):
-        m = kq.QuotaManager(**kwargs)
-        made.append(m)
-        return m
-
-    yield factory
-    for m in made:
-        close = getattr(m, "close", None)
-        if close is not None:
-            close()
+    yield from closing_factory(kq.QuotaManager)
 
 
 @pytest.fixture

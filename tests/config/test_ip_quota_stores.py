@@ -9,7 +9,7 @@ import json
 import threading
 
 import pytest
-from store_helpers import store_url
+from store_helpers import assert_bad_nodes_skipped, assert_kafka_layout, store_url
 from test_configs_cli import cli, state
 
 from kquota import ClientQuotaEntity, QuotaManager
@@ -79,19 +79,13 @@ def test_zookeeper_layout_is_kafkas(tmp_path):
     s = open_store(url)
     try:
         s.alter([({"ip": "10.1.2.3"}, {RATE: 20}), ({"ip": None}, {RATE: 5})])
-        zk, root = s._zk, s._p("")
-        data, _ = zk.get(f"{root}/ips/10.1.2.3")
-        assert json.loads(data) == {"version": 1, "config": {RATE: "20"}}
-        assert json.loads(zk.get(f"{root}/ips/<default>")[0]) == {"version": 1, "config": {RATE: "5"}}
-        notes = [json.loads(zk.get(f"{root}/changes/{n}")[0]) for n in sorted(zk.get_children(f"{root}/changes"))]
-        assert {"version": 2, "entity_path": "ips/10.1.2.3"} in notes
-        assert {"version": 2, "entity_path": "ips/<default>"} in notes
+        assert_kafka_layout(s, {"ips/10.1.2.3": {"version": 1, "config": {RATE: "20"}},
+                                "ips/<default>": {"version": 1, "config": {RATE: "5"}}})
         # A node Kafka wrote for an address in another spelling, or a bad value, is reported and skipped.
-        zk.create(f"{root}/ips/0:0:0:0:0:0:0:1", b'{"version":1,"config":{"connection_creation_rate":"3"}}')
-        zk.create(f"{root}/ips/10.0.0.7", b'{"version":1,"config":{"connection_creation_rate":"1.5"}}')
-        errors = []
-        assert s.describe(on_error=lambda m, e: errors.append(m)) == {E({"ip": "10.1.2.3"}): {RATE: 20.0},
-                                                                       E({"ip": None}): {RATE: 5.0}}
+        errors = assert_bad_nodes_skipped(s, {
+            "ips/0:0:0:0:0:0:0:1": b'{"version":1,"config":{"connection_creation_rate":"3"}}',
+            "ips/10.0.0.7": b'{"version":1,"config":{"connection_creation_rate":"1.5"}}',
+        }, {E({"ip": "10.1.2.3"}): {RATE: 20.0}, E({"ip": None}): {RATE: 5.0}})
         assert len(errors) == 2
     finally:
         s.close()

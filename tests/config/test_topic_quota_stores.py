@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from store_helpers import fresh_kafka_url, store_url
+from store_helpers import assert_bad_nodes_skipped, assert_kafka_layout, fresh_kafka_url, store_url
 from test_configs_cli import cli, state
 from waiting import wait_until
 
@@ -228,20 +228,16 @@ def test_zookeeper_layout(tmp_path):
     s = open_store(store_url("zookeeper", tmp_path))
     try:
         s.alter([({"topic": "orders"}, {P: 12_000_000}), ({"topic": None}, {C: 5})])
-        zk, root = s._zk, s._p("")
-        assert json.loads(zk.get(f"{root}/topic-quotas/orders")[0]) == {"version": 1, "config": {P: "12000000"}}
-        assert json.loads(zk.get(f"{root}/topic-quotas/<default>")[0]) == {"version": 1, "config": {C: "5"}}
+        assert_kafka_layout(s, {"topic-quotas/orders": {"version": 1, "config": {P: "12000000"}},
+                                "topic-quotas/<default>": {"version": 1, "config": {C: "5"}}})
         # Kafka's own topic configs are not touched.
+        zk, root = s._zk, s._p("")
         assert zk.exists(f"{root}/topics/orders") is None and zk.exists(f"{root}/topics") is None
-        notes = [json.loads(zk.get(f"{root}/changes/{n}")[0]) for n in sorted(zk.get_children(f"{root}/changes"))]
-        assert {"version": 2, "entity_path": "topic-quotas/orders"} in notes
-        assert {"version": 2, "entity_path": "topic-quotas/<default>"} in notes
         # Nodes another writer left with a bad name or value are reported and skipped.
-        zk.create(f"{root}/topic-quotas/bad!name", b'{"version":1,"config":{"producer_byte_rate":"3"}}')
-        zk.create(f"{root}/topic-quotas/half", b'{"version":1,"config":{"producer_byte_rate":"1.5"}}')
-        errors = []
-        assert s.describe(on_error=lambda m, e: errors.append(m)) == {E({"topic": "orders"}): {P: 12e6},
-                                                                       E({"topic": None}): {C: 5.0}}
+        errors = assert_bad_nodes_skipped(s, {
+            "topic-quotas/bad!name": b'{"version":1,"config":{"producer_byte_rate":"3"}}',
+            "topic-quotas/half": b'{"version":1,"config":{"producer_byte_rate":"1.5"}}',
+        }, {E({"topic": "orders"}): {P: 12e6}, E({"topic": None}): {C: 5.0}})
         assert len(errors) == 2 and any("bad!name" in m for m in errors)
         s.alter([({"topic": "orders"}, {P: None})])
         assert zk.exists(f"{root}/topic-quotas/orders") is None  # emptied, deleted as Kafka does

@@ -22,6 +22,7 @@ Left out, because they test Kafka plumbing rather than quota arithmetic:
 
 import pytest
 
+from conftest import closing_factory
 from oracle import NANOS_TO_PERCENT
 
 T0 = 1_700_000_000_000  # MockTime starts at System.currentTimeMillis()
@@ -31,18 +32,8 @@ MS = 1_000_000
 
 @pytest.fixture
 def mk(impl):
-    made = []
-
-    def factory(**kwargs):
-        qm = impl.make(**kwargs)
-        made.append(qm)
-        return qm
-
-    yield factory
-    for qm in made:
-        close = getattr(qm, "close", None)
-        if close is not None:
-            close()
+    """Factory of managers of the implementation under test, with Kafka's default windows."""
+    yield from closing_factory(impl.make)
 
 
 class Clock:

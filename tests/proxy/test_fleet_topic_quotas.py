@@ -11,7 +11,8 @@ import time
 import pytest
 from proxy_support import make_topic, produce_loop
 from store_helpers import run_cli
-from test_proxy_fleet import Clients, Fleet, clean_from, fleet_metric, measured, settled
+from test_proxy_fleet import clean_from, fleet_metric, measured, settled
+from test_proxy_fleet import clients, fleet  # noqa: F401 (fixtures)
 from waiting import wait_until
 
 pytestmark = pytest.mark.timing
@@ -35,20 +36,6 @@ def topic_share(metrics_port, topic):
         if line.startswith("kafka_server_fleet_fleet_share{") and f'topic="{topic}"' in line and '"Produce"' in line:
             return float(line.rsplit(" ", 1)[1])
     return None
-
-
-@pytest.fixture
-def fleet(broker, tmp_path):
-    f = Fleet(broker, tmp_path)
-    yield f
-    f.stop()
-
-
-@pytest.fixture
-def clients(fleet):
-    c = Clients()
-    yield c
-    c.stop()
 
 
 def test_two_proxies_hold_one_topic_quota_together(fleet, broker, clients):

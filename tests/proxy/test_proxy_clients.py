@@ -10,30 +10,12 @@ import struct
 import subprocess
 
 import pytest
-from proxy_support import ProxyThread, Tansu, kcat, make_topic
+from proxy_support import ProxyThread, Tansu, consume_assigned, kcat, make_topic
 from proxy_wire import read_exact
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-from waiting import wait_until, wait_until_async
-
-
-def consume_assigned(address: str, topic: str, count: int, partitions: int = 1, timeout: float = 20.0) -> list:
-    c = Consumer({"bootstrap.servers": address, "group.id": "unused", "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out = []
-
-    def read() -> bool:
-        for m in c.consume(500, 0.5):
-            assert not m.error(), m.error()
-            out.append((m.key(), m.value(), m.headers()))
-        return len(out) >= count
-
-    try:
-        wait_until(read, timeout, 0)
-    finally:
-        c.close()
-    return out
+from waiting import wait_until_async
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])

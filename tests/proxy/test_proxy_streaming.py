@@ -16,11 +16,11 @@ import kquota
 import pytest
 from kquota.kafka.protocol import apis
 from kquota.kafka.protocol.codec import decode_body, encode_body
-from proxy_support import ProxyThread, make_topic
+from proxy_support import ProxyThread, consume_assigned, make_topic
 from proxy_wire import Wire
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-from waiting import wait_until, wait_until_async
+from confluent_kafka import Producer
+from waiting import wait_until_async
 
 pytestmark = pytest.mark.timing
 
@@ -40,24 +40,6 @@ def _fetch_body(hosts: list[str], records: bytes) -> dict:
 # ---------------------------------------------------------------------------- with Kafka
 
 
-def consume(address: str, topic: str, count: int, timeout: float = 30.0) -> list:
-    c = Consumer({"bootstrap.servers": address, "group.id": "unused", "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, 0, 0)])
-    out = []
-
-    def read() -> bool:
-        for m in c.consume(1000, 0.5):
-            assert not m.error(), m.error()
-            out.append((m.key(), m.value()))
-        return len(out) >= count
-
-    try:
-        wait_until(read, timeout, 0)
-    finally:
-        c.close()
-    return out
-
-
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_large_batches_streamed_intact_each_compression(proxy, codec):
     """~1 MB batches of incompressible values: requests streamed to the broker, the large
@@ -71,7 +53,7 @@ def test_large_batches_streamed_intact_each_compression(proxy, codec):
         p.produce(topic, key=key, value=value)
     assert p.flush(30) == 0
     assert proxy.proxy.streamed_requests > requests
-    assert consume(proxy.address, topic, len(sent)) == sent
+    assert [(k, v) for k, v, _ in consume_assigned(proxy.address, topic, len(sent), timeout=30.0)] == sent
     assert proxy.proxy.streamed_responses > responses
 
 

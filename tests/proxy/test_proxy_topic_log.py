@@ -8,7 +8,7 @@ import struct
 
 import pytest
 from proxy_support import ProxyThread, make_topic
-from proxy_wire import Wire
+from proxy_wire import Wire, produce_v8
 from record_batch import record_batch
 from test_proxy_bridge import logged_rows
 from waiting import wait_until
@@ -44,6 +44,34 @@ LAYOUTS = {"held whole": (3000, False), "streamed, large batch last": (40_000, F
            "streamed, large batch first": (40_000, True)}
 
 
+def produce_logged(broker, log_dir, client_id: str, body: bytes, times: int,
+                   rows: int) -> tuple[list[dict], list[bytes], int]:
+    """Sends the Produce v8 ``body`` ``times`` as ``client_id`` through a proxy writing its request
+    log to ``log_dir``: the PRODUCE rows logged for ``client_id`` (once there are ``rows``), the
+    answers' frames, and how many of the requests the proxy streamed. The log is closed on
+    return."""
+    qm = kquota.QuotaManager()
+    log = RequestLogWriter(str(log_dir), rotate_seconds=600)
+    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, request_log=log)
+    try:
+        streamed = proxy.proxy.streamed_requests
+        w = Wire(proxy.proxy.bootstrap_address, client_id=client_id)
+        try:
+            answers = [w.exchange(0, 8, body) for _ in range(times)]
+        finally:
+            w.close()
+
+        def mine() -> list[dict]:
+            return [r for r in logged_rows(log, log_dir) if r["client_id"] == client_id and r["quota_type"] == "PRODUCE"]
+
+        wait_until(lambda: len(mine()) >= rows, 10)
+        return mine(), answers, proxy.proxy.streamed_requests - streamed
+    finally:
+        proxy.stop()
+        log.close()
+        qm.close()
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_multi_topic_produce_is_logged_per_topic(broker, tmp_path, spark, layout):
     """One Produce request (v8, acks=1) with a record batch for each of two topics, built here
@@ -53,43 +81,17 @@ def test_a_multi_topic_produce_is_logged_per_topic(broker, tmp_path, spark, layo
     the pipeline reads the request once and each topic's bytes as topic rows. A request of
     200 KB is walked as it streams to the broker: the same rows, and it was streamed."""
     large_value, large_first = LAYOUTS[layout]
-    qm = kquota.QuotaManager()
     log_dir = tmp_path / "log"
-    log = RequestLogWriter(str(log_dir), rotate_seconds=600)
-    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, request_log=log)
-    try:
-        small, large = make_topic(proxy.address, prefix="tlog-a-"), make_topic(proxy.address, prefix="tlog-b-")
-        batches = {small: record_batch([b"s" * 1000] * 3), large: record_batch([b"L" * large_value] * 5)}
-        if large_first:
-            batches = dict(reversed(batches.items()))
-        body = struct.pack(">hhi", -1, 1, 5000) + struct.pack(">i", 2)
-        for name, batch in batches.items():
-            body += struct.pack(">h", len(name)) + name.encode() + struct.pack(">i", 1)
-            body += struct.pack(">ii", 0, len(batch)) + batch
-        host, port = proxy.proxy.bootstrap_address
-        w = Wire((host, port), client_id="multi")
-        streamed = proxy.proxy.streamed_requests
-        try:
-            for _ in range(3):
-                w.send_raw(w.frame(0, 8, body))
-                frame = w.read_frame()
-                assert struct.unpack_from(">i", frame)[0] == w.corr
-                assert _partition_errors(frame) == {small: 0, large: 0}  # both appended
-        finally:
-            w.close()
-
-        def mine() -> list[dict]:
-            return [r for r in logged_rows(log, log_dir) if r["client_id"] == "multi" and r["quota_type"] == "PRODUCE"]
-
-        wait_until(lambda: len(mine()) >= 9, 10)
-        rows = mine()
-        streamed = proxy.proxy.streamed_requests - streamed
-    finally:
-        proxy.stop()
-        log.close()
-        qm.close()
-    size = len(w.frame(0, 8, body)) - 4
+    small, large = make_topic(broker.address, prefix="tlog-a-"), make_topic(broker.address, prefix="tlog-b-")
+    batches = {small: record_batch([b"s" * 1000] * 3), large: record_batch([b"L" * large_value] * 5)}
+    if large_first:
+        batches = dict(reversed(batches.items()))
+    body = produce_v8(batches)
+    rows, answers, streamed = produce_logged(broker, log_dir, "multi", body, times=3, rows=9)
+    assert all(_partition_errors(frame) == {small: 0, large: 0} for frame in answers)  # both appended
     assert streamed == (3 if large_value > 3000 else 0)
+    # The request as logged: its header (api key, version, correlation id, client id) and body.
+    size = 2 + 2 + 4 + 2 + len(b"multi") + len(body)
     per_request = [(None, size)] + [(t, len(b)) for t, b in batches.items()]
     assert [(r["topic"], r["value"]) for r in rows] == per_request * 3
     assert all(r["ts_ms"] == rows[i - i % 3]["ts_ms"] for i, r in enumerate(rows))
@@ -105,40 +107,11 @@ def test_a_multi_topic_produce_is_logged_per_topic(broker, tmp_path, spark, layo
     assert got == {t: 3.0 * len(b) for t, b in batches.items()}
 
 
-def _produce_v8(topics: list[str]) -> bytes:
-    """A Produce v8 body (acks=1) naming ``topics``, one partition each with empty records."""
-    body = struct.pack(">hhi", -1, 1, 5000) + struct.pack(">i", len(topics))
-    for name in topics:
-        raw = name.encode()
-        body += struct.pack(">h", len(raw)) + raw + struct.pack(">i", 1) + struct.pack(">ii", 0, 0)
-    return body
-
-
 def test_names_kafka_refuses_get_no_topic_row(broker, tmp_path):
     """An attack: a Produce naming thousands of names the broker refuses (too long, a slash) and
     one legal name. The log gets the request's row and one topic row (the legal name): the
     refused names land in no topic."""
-    qm = kquota.QuotaManager()
-    log_dir = tmp_path / "log"
-    log = RequestLogWriter(str(log_dir), rotate_seconds=600)
-    proxy = ProxyThread(("127.0.0.1", broker.port), qm=qm, request_log=log)
-    try:
-        host, port = proxy.proxy.bootstrap_address
-        w = Wire((host, port), client_id="mallory")
-        try:
-            w.send_raw(w.frame(0, 8, _produce_v8([f"bad/name-{i}" for i in range(2000)] + ["x" * 300, "legal-name"])))
-            frame = w.read_frame()
-            assert struct.unpack_from(">i", frame)[0] == w.corr
-        finally:
-            w.close()
-
-        def mine() -> list[dict]:
-            return [r for r in logged_rows(log, log_dir) if r["client_id"] == "mallory" and r["quota_type"] == "PRODUCE"]
-
-        wait_until(lambda: len(mine()) >= 2, 10)
-        rows = mine()
-    finally:
-        proxy.stop()
-        log.close()
-        qm.close()
+    names = [f"bad/name-{i}" for i in range(2000)] + ["x" * 300, "legal-name"]
+    rows, _, _ = produce_logged(broker, tmp_path / "log", "mallory", produce_v8(dict.fromkeys(names, b"")),
+                                times=1, rows=2)
     assert [r["topic"] for r in rows] == [None, "legal-name"]

@@ -7,7 +7,6 @@ with entity type ``"topic"``, run as a single-file Java program against the brok
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import subprocess
@@ -15,9 +14,10 @@ import textwrap
 
 import pytest
 from kquota.kafka.protocol import apis
-from proxy_support import ProxyThread
 from proxy_wire import Wire
-from test_proxy_ip_quota_admin import alter, describe, entities, entry
+from test_proxy_ip_quota_admin import (alter, assert_alters_go_to_the_store, assert_filter_errors, component_errors, describe,
+                                       entities, entry)
+from test_proxy_ip_quota_admin import proxy, wire  # noqa: F401 (fixtures)
 
 import kquota
 from kquota.cli import main
@@ -27,111 +27,82 @@ EXACT, DEFAULT, ANY = 0, 1, 2
 T = kquota.ClientQuotaEntity
 
 
-@pytest.fixture
-def proxy(broker):
-    p = ProxyThread(("127.0.0.1", broker.port), admin_principals=["ANONYMOUS"])
-    yield p
-    p.stop()
-    p.qm.close()
+def test_alter_and_describe_topic_quotas(proxy, wire):
+    assert entities(describe(wire, [("topic", ANY, None)])) == {}
+    assert alter(wire, [entry({"topic": "orders"}, 12_000_000, key=P), entry({"topic": None}, 2_000_000, key=C)]) \
+        == [(0, None), (0, None)]
+    assert proxy.qm.describe_client_quotas() == {T({"topic": "orders"}): {P: 12e6}, T({"topic": None}): {C: 2e6}}
+    assert entities(describe(wire, [("topic", EXACT, "orders")])) == {(("topic", "orders"),): {P: 12e6}}
+    assert entities(describe(wire, [("topic", DEFAULT, None)], strict=True)) == {(("topic", None),): {C: 2e6}}
+    assert entities(describe(wire, [("topic", ANY, None)])) == {(("topic", "orders"),): {P: 12e6},
+                                                                (("topic", None),): {C: 2e6}}
+    assert entities(describe(wire, [("topic", EXACT, "other")])) == {}
+    # A user filter never matches a topic entity, nor a topic filter a user's.
+    proxy.qm.alter_client_quotas([({"user": "orders"}, {P: 5})])
+    assert entities(describe(wire, [("user", ANY, None)])) == {(("user", "orders"),): {P: 5.0}}
+    assert len(entities(describe(wire, []))) == 3
+    assert alter(wire, [entry({"topic": "orders"}, None, key=P), entry({"topic": None}, None, key=C)]) \
+        == [(0, None), (0, None)]
+    assert entities(describe(wire, [("topic", ANY, None)])) == {}
+    assert proxy.qm.describe_client_quotas() == {T({"user": "orders"}): {P: 5.0}}
 
 
-def test_alter_and_describe_topic_quotas(proxy):
-    w = Wire(proxy.proxy.bootstrap_address)
-    try:
-        assert entities(describe(w, [("topic", ANY, None)])) == {}
-        assert alter(w, [entry({"topic": "orders"}, 12_000_000, key=P), entry({"topic": None}, 2_000_000, key=C)]) \
-            == [(0, None), (0, None)]
-        assert proxy.qm.describe_client_quotas() == {T({"topic": "orders"}): {P: 12e6}, T({"topic": None}): {C: 2e6}}
-        assert entities(describe(w, [("topic", EXACT, "orders")])) == {(("topic", "orders"),): {P: 12e6}}
-        assert entities(describe(w, [("topic", DEFAULT, None)], strict=True)) == {(("topic", None),): {C: 2e6}}
-        assert entities(describe(w, [("topic", ANY, None)])) == {(("topic", "orders"),): {P: 12e6},
-                                                                 (("topic", None),): {C: 2e6}}
-        assert entities(describe(w, [("topic", EXACT, "other")])) == {}
-        # A user filter never matches a topic entity, nor a topic filter a user's.
-        proxy.qm.alter_client_quotas([({"user": "orders"}, {P: 5})])
-        assert entities(describe(w, [("user", ANY, None)])) == {(("user", "orders"),): {P: 5.0}}
-        assert len(entities(describe(w, []))) == 3
-        assert alter(w, [entry({"topic": "orders"}, None, key=P), entry({"topic": None}, None, key=C)]) \
-            == [(0, None), (0, None)]
-        assert entities(describe(w, [("topic", ANY, None)])) == {}
-        assert proxy.qm.describe_client_quotas() == {T({"user": "orders"}): {P: 5.0}}
-    finally:
-        w.close()
+def test_alter_errors_are_per_entry_and_validate_only_applies_nothing(proxy, wire):
+    results = alter(wire, [
+        entry({"user": "u", "topic": "orders"}, 1, key=P),
+        entry({"topic": "orders", "client-id": None}, 1, key=P),
+        entry({"topic": "a" * 250}, 1, key=P),
+        entry({"topic": ".."}, 1, key=P),
+        entry({"topic": "a/b"}, 1, key=P),
+        entry({"topic": ""}, 1, key=P),
+        entry({"topic": "orders"}, 5, key="request_percentage"),
+        entry({"topic": "orders"}, 5, key="connection_creation_rate"),
+        entry({"topic": "orders"}, 1.5, key=P),
+        entry({"topic": "fine"}, 30, key=C),
+        {"Entity": [{"EntityType": "topic", "EntityName": "x"}, {"EntityType": "topic", "EntityName": "y"}],
+         "Ops": [{"Key": P, "Value": 1.0, "Remove": False}]},
+    ])
+    assert [c for c, _ in results] == [apis.INVALID_REQUEST] * 9 + [0, apis.INVALID_REQUEST]
+    messages = [m for _, m in results]
+    assert all("Topic entity should not be combined with User or ClientId" in m for m in messages[:2])
+    assert "is longer than the max allowed length 249" in messages[2] and len(messages[2]) < 400
+    assert "'..' is not allowed" in messages[3]
+    assert "characters other than ASCII alphanumerics" in messages[4]
+    assert "empty" in messages[5]
+    assert "Invalid configuration key request_percentage" in messages[6]
+    assert "Invalid configuration key connection_creation_rate" in messages[7]
+    assert "must be a whole number of bytes per second" in messages[8]
+    assert "duplicate entity entry topic" in messages[10]
+    assert proxy.qm.describe_client_quotas() == {T({"topic": "fine"}): {C: 30.0}}
+    checked = alter(wire, [entry({"topic": "later"}, 5, key=P), entry({"topic": "a b"}, 5, key=P)], validate_only=True)
+    assert [c for c, _ in checked] == [0, apis.INVALID_REQUEST] and "Topic name is invalid" in checked[1][1]
+    assert T({"topic": "later"}) not in proxy.qm.describe_client_quotas()
 
 
-def test_alter_errors_are_per_entry_and_validate_only_applies_nothing(proxy):
-    w = Wire(proxy.proxy.bootstrap_address)
-    try:
-        results = alter(w, [
-            entry({"user": "u", "topic": "orders"}, 1, key=P),
-            entry({"topic": "orders", "client-id": None}, 1, key=P),
-            entry({"topic": "a" * 250}, 1, key=P),
-            entry({"topic": ".."}, 1, key=P),
-            entry({"topic": "a/b"}, 1, key=P),
-            entry({"topic": ""}, 1, key=P),
-            entry({"topic": "orders"}, 5, key="request_percentage"),
-            entry({"topic": "orders"}, 5, key="connection_creation_rate"),
-            entry({"topic": "orders"}, 1.5, key=P),
-            entry({"topic": "fine"}, 30, key=C),
-            {"Entity": [{"EntityType": "topic", "EntityName": "x"}, {"EntityType": "topic", "EntityName": "y"}],
-             "Ops": [{"Key": P, "Value": 1.0, "Remove": False}]},
-        ])
-        assert [c for c, _ in results] == [apis.INVALID_REQUEST] * 9 + [0, apis.INVALID_REQUEST]
-        messages = [m for _, m in results]
-        assert all("Topic entity should not be combined with User or ClientId" in m for m in messages[:2])
-        assert "is longer than the max allowed length 249" in messages[2] and len(messages[2]) < 400
-        assert "'..' is not allowed" in messages[3]
-        assert "characters other than ASCII alphanumerics" in messages[4]
-        assert "empty" in messages[5]
-        assert "Invalid configuration key request_percentage" in messages[6]
-        assert "Invalid configuration key connection_creation_rate" in messages[7]
-        assert "must be a whole number of bytes per second" in messages[8]
-        assert "duplicate entity entry topic" in messages[10]
-        assert proxy.qm.describe_client_quotas() == {T({"topic": "fine"}): {C: 30.0}}
-        checked = alter(w, [entry({"topic": "later"}, 5, key=P), entry({"topic": "a b"}, 5, key=P)], validate_only=True)
-        assert [c for c, _ in checked] == [0, apis.INVALID_REQUEST] and "Topic name is invalid" in checked[1][1]
-        assert T({"topic": "later"}) not in proxy.qm.describe_client_quotas()
-    finally:
-        w.close()
+def test_topic_filters_as_kafkas_ip_filters(wire):
+    assert_filter_errors(wire, [
+        ([("topic", ANY, None), ("user", ANY, None)], apis.INVALID_REQUEST,
+         "Topic filter component should not be used with user or clientId filter component"),
+        ([("client-id", EXACT, "c"), ("topic", EXACT, "t")], apis.INVALID_REQUEST,
+         "Invalid entity filter component combination"),
+        ([("topic", ANY, None), ("ip", ANY, None)], apis.INVALID_REQUEST,
+         "Invalid entity filter component combination"),
+        *component_errors("topic", "t"),
+        ([("topics", ANY, None)], apis.UNSUPPORTED_VERSION, "Unsupported entity type topics"),
+    ])
+    # An exact match of a name no topic can have matches nothing (no error: a filter, not an alter).
+    assert entities(describe(wire, [("topic", EXACT, "a/b")])) == {}
 
 
-def test_topic_filters_as_kafkas_ip_filters(proxy):
-    w = Wire(proxy.proxy.bootstrap_address)
-    try:
-        for comps, code, message in [
-            ([("topic", ANY, None), ("user", ANY, None)], apis.INVALID_REQUEST,
-             "Topic filter component should not be used with user or clientId filter component"),
-            ([("client-id", EXACT, "c"), ("topic", EXACT, "t")], apis.INVALID_REQUEST,
-             "Invalid entity filter component combination"),
-            ([("topic", ANY, None), ("ip", ANY, None)], apis.INVALID_REQUEST,
-             "Invalid entity filter component combination"),
-            ([("topic", ANY, None), ("topic", EXACT, "t")], apis.INVALID_REQUEST, "cannot appear more than once"),
-            ([("topic", EXACT, None)], apis.INVALID_REQUEST, "MATCH_TYPE_EXACT, but set match string to null"),
-            ([("topic", DEFAULT, "t")], apis.INVALID_REQUEST, "MATCH_TYPE_DEFAULT, but also specified"),
-            ([("topic", ANY, "t")], apis.INVALID_REQUEST, "MATCH_TYPE_SPECIFIED, but also specified"),
-            ([("topics", ANY, None)], apis.UNSUPPORTED_VERSION, "Unsupported entity type topics"),
-        ]:
-            resp = describe(w, comps)
-            assert resp["ErrorCode"] == code and message in resp["ErrorMessage"], (comps, resp)
-        # An exact match of a name no topic can have matches nothing (no error: a filter, not an alter).
-        assert entities(describe(w, [("topic", EXACT, "a/b")])) == {}
-    finally:
-        w.close()
-
-
-def test_a_flood_of_topic_entries_is_bounded_as_other_entries(proxy):
+def test_a_flood_of_topic_entries_is_bounded_as_other_entries(proxy, wire):
     # The same path as users': a request within the decoded-request cap (128 KiB) is answered
     # entry by entry; one above it closes the connection undecoded, for topics as for users, and
     # nothing of it is applied.
-    w = Wire(proxy.proxy.bootstrap_address)
-    try:
-        many = [entry({"topic": f"t-{i:05d}"}, i + 1, key=P) for i in range(1000)]
-        results = alter(w, many)
-        assert len(results) == 1000 and all(c == 0 for c, _ in results)
-        assert len(proxy.qm.describe_client_quotas()) == 1000
-        assert len(entities(describe(w, [("topic", ANY, None)]))) == 1000
-    finally:
-        w.close()
+    many = [entry({"topic": f"t-{i:05d}"}, i + 1, key=P) for i in range(1000)]
+    results = alter(wire, many)
+    assert len(results) == 1000 and all(c == 0 for c, _ in results)
+    assert len(proxy.qm.describe_client_quotas()) == 1000
+    assert len(entities(describe(wire, [("topic", ANY, None)]))) == 1000
     for kind in ("topic", "user"):
         w = Wire(proxy.proxy.bootstrap_address)
         try:
@@ -143,25 +114,7 @@ def test_a_flood_of_topic_entries_is_bounded_as_other_entries(proxy):
 
 
 def test_with_a_store_topic_alters_go_to_the_store(tmp_path):
-    from kquota.proxy.admin import QuotaAdmin
-    from kquota.stores import open_store
-
-    store = open_store("sqlite:///" + str(tmp_path / "q.db"))
-    qm = kquota.QuotaManager(expiry_interval_seconds=None)
-    admin = QuotaAdmin(qm, store=store, admin_principals=["ANONYMOUS"])
-    try:
-        resp = asyncio.run(admin.alter({"Entries": [entry({"topic": "orders"}, 20, key=P),
-                                                    entry({"topic": "bad/name"}, 1, key=P)],
-                                        "ValidateOnly": False}, "ANONYMOUS"))
-        assert [e["ErrorCode"] for e in resp["Entries"]] == [0, apis.INVALID_REQUEST]
-        assert store.describe() == {T({"topic": "orders"}): {P: 20.0}}
-        assert qm.describe_client_quotas() == {}  # the watcher, not the handler, applies it
-        resp = asyncio.run(admin.describe({"Components": [{"EntityType": "topic", "MatchType": EXACT,
-                                                           "Match": "orders"}], "Strict": True}, "ANONYMOUS"))
-        assert entities(resp) == {(("topic", "orders"),): {P: 20.0}}
-    finally:
-        store.close()
-        qm.close()
+    assert_alters_go_to_the_store(tmp_path, {"topic": "orders"}, P, {"topic": "bad/name"})
 
 
 def test_kquota_configs_bootstrap_server_manages_topic_quotas(proxy, capsys):

@@ -7,13 +7,12 @@ the proxy none."""
 from __future__ import annotations
 
 import os
-import struct
 import threading
 import time
 
 import pytest
-from proxy_support import Meter, ProxyThread, make_topic, produce_all, produce_loop
-from proxy_wire import Wire
+from proxy_support import Meter, ProxyThread, clients_running, make_topic, produce_all, produce_loop
+from proxy_wire import Wire, produce_v8
 
 import kquota
 from kquota import ClientQuotaType as Q
@@ -28,16 +27,8 @@ def _held_together(qm, proxy, topic: str, quota: float, loop, names: tuple[str, 
     11 s and checks that the topic's quota held them together over 3-11 s (the bound of the
     tests' docstrings), that both were throttled with no quota of their own, and that the topic's
     ``quota-limit`` and ``throttle-time`` rows carry its ``topic`` tag."""
-    meters = {name: Meter() for name in names}
-    stop = threading.Event()
-    threads = [threading.Thread(target=loop, args=(proxy.address, topic, name, meters[name], stop)) for name in meters]
-    t0 = time.monotonic()
-    for t in threads:
-        t.start()
-    time.sleep(11)  # the measured window: the clients run while the rate below is taken over it
-    stop.set()
-    for t in threads:
-        t.join(30)
+    with clients_running(loop, proxy.address, topic, names) as (meters, t0):
+        time.sleep(11)  # the measured window: the clients run while the rate below is taken over it
     start, end = t0 + 3, t0 + 11
     total = sum(m.rate(start, end) for m in meters.values())
     print(f"topic quota {quota} B/s: {names} together {total / quota:.3f}x")
@@ -70,15 +61,6 @@ def test_a_topic_quota_holds_two_producers_together(broker):
         qm.close()
 
 
-def produce_v8(topics: list[str]) -> bytes:
-    """A Produce v8 body (acks=1) naming ``topics``, one partition each with empty records."""
-    body = struct.pack(">hhi", -1, 1, 5000) + struct.pack(">i", len(topics))
-    for name in topics:
-        raw = name.encode()
-        body += struct.pack(">h", len(raw)) + raw + struct.pack(">i", 1) + struct.pack(">ii", 0, 0)
-    return body
-
-
 def test_a_produce_naming_many_unquoted_topics_keeps_nothing(broker):
     """An attack: Produce requests naming thousands of distinct topics. Topics without a quota
     (neither their own nor ``<default>``) get no sensor; under a ``<default>`` quota names the
@@ -92,9 +74,7 @@ def test_a_produce_naming_many_unquoted_topics_keeps_nothing(broker):
         w = Wire((host, port), client_id="mallory")
         try:
             def produce(names: list[str]) -> None:
-                w.send_raw(w.frame(0, 8, produce_v8(names)))
-                frame = w.read_frame()
-                assert struct.unpack_from(">i", frame)[0] == w.corr
+                w.exchange(0, 8, produce_v8(dict.fromkeys(names, b"")))
 
             produce([f"junk-{i}" for i in range(5000)])
             assert qm._topics().sensor_stats(Q.PRODUCE) == (0, 0)

@@ -5,13 +5,12 @@ leadership moved mid-run are ``benches/bench_topic_quotas.py``'s."""
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 
 import pytest
 from kafka_proxy import KquotaProxy
-from proxy_support import Meter, produce_loop
+from proxy_support import clients_running, produce_loop
 from store_helpers import run_cli
 
 pytestmark = pytest.mark.timing
@@ -54,18 +53,9 @@ def test_a_topic_quota_holds_three_producers_across_leaders_on_three_brokers(kaf
     assert r.returncode == 0, r.stderr
     proxy = KquotaProxy(hosts.split(",")[0], tmp_path, "--store", store, brokers=3,
                         config={"quota.window.num": str(WINDOW_NUM), "quota.window.size.seconds": "1"})
-    meters = {f"producer-{i}": Meter() for i in range(3)}
-    stop = threading.Event()
-    threads = [threading.Thread(target=produce_loop, args=(proxy.address, topic, name, meter, stop), daemon=True)
-               for name, meter in meters.items()]
     try:
-        t0 = time.monotonic()
-        for t in threads:
-            t.start()
-        time.sleep(11)  # measured window: 3 s of burst, then 8 s
-        stop.set()
-        for t in threads:
-            t.join(30)
+        with clients_running(produce_loop, proxy.address, topic, [f"producer-{i}" for i in range(3)]) as (meters, t0):
+            time.sleep(11)  # measured window: 3 s of burst, then 8 s
         start, end = t0 + 3, t0 + 11
         total = sum(m.rate(start, end) for m in meters.values())
         print(f"topic quota {QUOTA} B/s, leaders on 3 brokers: three producers together {total / QUOTA:.3f}x")
@@ -83,6 +73,5 @@ def test_a_topic_quota_holds_three_producers_across_leaders_on_three_brokers(kaf
         by_broker = {b: sum(ends[p] for p, leader in leaders.items() if leader == b) for b in (1, 2, 3)}
         assert all(n > 0 for n in by_broker.values()), by_broker
     finally:
-        stop.set()
         code, err = proxy.stop()
     assert code == 0, err

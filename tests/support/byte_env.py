@@ -4,7 +4,7 @@ entities the cases use."""
 
 import pytest
 
-from conftest import BYTE_KEY, OTHER
+from conftest import BYTE_KEY, OTHER, close_managers
 
 STATIC_KW = {"PRODUCE": "producer_default", "FETCH": "consumer_default"}
 
@@ -56,8 +56,5 @@ class Env:
 def env(impl, qt_name):
     e = Env(impl, qt_name)
     yield e
-    for qm in e.made:
-        close = getattr(qm, "close", None)
-        if close is not None:
-            close()
+    close_managers(e.made)
 

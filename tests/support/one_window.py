@@ -3,6 +3,8 @@ stat (see ``one_window``)."""
 
 import pytest
 
+from conftest import closing_factory
+
 
 def one_window(kwargs):
     """These rule tests measure every stat over the quota window, so their numbers read
@@ -29,15 +31,4 @@ def one_window_qm(kq):
 @pytest.fixture
 def mk(impl):
     """Factory of managers of the implementation under test (closed at teardown)."""
-    made = []
-
-    def factory(**kwargs):
-        qm = impl.make(**one_window(kwargs))
-        made.append(qm)
-        return qm
-
-    yield factory
-    for qm in made:
-        close = getattr(qm, "close", None)
-        if close is not None:
-            close()
+    yield from closing_factory(lambda **kwargs: impl.make(**one_window(kwargs)))

@@ -10,25 +10,27 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Optional
 
 from proxy_support import VALUE, Meter, make_topic, produce_loop
 from waiting import free_port, wait_port, wait_until
 
 
-def start_proxy(broker: Any, tmp_path, *extra: str, protocol: str = "PLAINTEXT") -> tuple[subprocess.Popen, int]:
+def start_proxy(broker: Any, tmp_path, *extra: str, protocol: str = "PLAINTEXT",
+                store: Optional[str] = None) -> tuple[subprocess.Popen, int]:
     """A proxy process in front of ``broker`` (an ``address``; a ``kafka_broker.Listener`` is
-    named with its protocol) on a free port with listener ``protocol``."""
+    named with its protocol) on a free port with listener ``protocol``, its store ``store``
+    (default: ``q.db`` in ``tmp_path``)."""
     port = free_port()
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     name = getattr(broker, "name", "PLAINTEXT")
     bootstrap = broker.address if name == "PLAINTEXT" else f"{name}://{broker.address}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "kquota", "proxy", "--bootstrap-server", bootstrap,
-         "--listen", f"{protocol}://127.0.0.1:{port}", "--store", f"sqlite:///{tmp_path}/q.db", *extra],
+         "--listen", f"{protocol}://127.0.0.1:{port}", "--store", store or f"sqlite:///{tmp_path}/q.db", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
-        wait_port(port, 20)
+        wait_port(port, 30)
     except TimeoutError:
         proc.kill()
         raise AssertionError(proc.communicate()[1].decode())
@@ -36,9 +38,14 @@ def start_proxy(broker: Any, tmp_path, *extra: str, protocol: str = "PLAINTEXT")
 
 
 def stop_proxy(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> tuple[int, str]:
-    """Stops the proxy with ``sig``; its exit status and stderr."""
+    """Stops the proxy with ``sig`` (killed if it is still running 30 s later); its exit status
+    and stderr."""
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=30)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
     return proc.returncode, err.decode()
 
 
@@ -78,10 +85,13 @@ def capture_and_recommend(broker, tmp_path, seconds: int = 4) -> tuple[str, Path
     return topic, rec, quota
 
 
-def assert_enforced_once_applied(broker, tmp_path, topic: str, quota: float, apply, *proxy_args: str) -> None:
-    """``paced`` producing as fast as it can through a new proxy: ``apply(address)`` (which
-    writes the quota) holds it to ``quota`` within a few seconds, with throttle times sent."""
-    proc, port = start_proxy(broker, tmp_path, "--quota-window-num", "2", *proxy_args)
+def assert_enforced_once_applied(broker, tmp_path, topic: str, quota: float, apply, *proxy_args: str,
+                                 store: Optional[str] = None, at_end: Optional[Callable[[], None]] = None) -> str:
+    """``paced`` producing as fast as it can through a new proxy (its store ``store``, as
+    :func:`start_proxy`): ``apply(address)`` (which writes the quota) holds it to ``quota`` within
+    a few seconds, with throttle times sent. ``at_end`` runs at the end of the measured window,
+    the proxy still up. The proxy's stderr."""
+    proc, port = start_proxy(broker, tmp_path, "--quota-window-num", "2", *proxy_args, store=store)
     meter, stop = Meter(), threading.Event()
     producer = threading.Thread(target=produce_loop, args=(f"127.0.0.1:{port}", topic, "paced", meter, stop))
     try:
@@ -93,6 +103,8 @@ def assert_enforced_once_applied(broker, tmp_path, topic: str, quota: float, app
         apply(f"127.0.0.1:{port}")
         applied = time.monotonic()
         time.sleep(9)  # the measured window: the enforced rate is over its last 6 s
+        if at_end is not None:
+            at_end()
     finally:
         stop.set()
         producer.join(30)
@@ -103,3 +115,4 @@ def assert_enforced_once_applied(broker, tmp_path, topic: str, quota: float, app
     # Held to the recommended produce rate (the recommended request quota may hold it lower).
     assert 0.3 * quota <= enforced <= 1.2 * quota, (enforced, quota)
     assert max(meter.throttles, default=0) > 0
+    return err

@@ -8,17 +8,18 @@ routing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
 import threading
 import time
 import uuid
-from typing import Any, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import kquota
 from kquota.proxy.server import ProxyServer
-from waiting import free_port, wait_port
+from waiting import free_port, wait_port, wait_until
 
 
 def tansu_binary() -> str:
@@ -136,6 +137,29 @@ def make_topic(address: str, partitions: int = 1, prefix: str = "t-") -> str:
     return name
 
 
+def consume_assigned(address: str, topic: str, count: int, partitions: int = 1, timeout: float = 20.0) -> list:
+    """At least ``count`` messages of ``topic``'s first ``partitions`` partitions read from
+    offset 0 through ``address`` by an assigned consumer (no group membership): ``(key, value,
+    headers)`` each, in the order read."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": address, "group.id": "unused", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out = []
+
+    def read() -> bool:
+        for m in c.consume(500, 0.5):
+            assert not m.error(), m.error()
+            out.append((m.key(), m.value(), m.headers()))
+        return len(out) >= count
+
+    try:
+        wait_until(read, timeout, 0)
+    finally:
+        c.close()
+    return out
+
+
 #: The 1 KB message value the quota tests produce.
 VALUE = b"v" * 1000
 
@@ -194,3 +218,24 @@ def produce_loop(address: str, topic: str, client_id: str, meter: Meter, stop: t
             p.poll(0.01)
         p.poll(0)
     p.flush(10)
+
+
+@contextlib.contextmanager
+def clients_running(loop: Callable[..., None], address: str, topic: str,
+                    names: Iterable[str]) -> Iterator[tuple[dict[str, Meter], float]]:
+    """Runs ``loop`` (``produce_loop``, or a consumer's loop of the same arguments) as one client
+    per name of ``names`` through ``address`` while the block runs, stopped and joined when it
+    ends: yields each client's meter and when they started (``time.monotonic()``)."""
+    meters = {name: Meter() for name in names}
+    stop = threading.Event()
+    threads = [threading.Thread(target=loop, args=(address, topic, name, meter, stop), daemon=True)
+               for name, meter in meters.items()]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    try:
+        yield meters, started
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)

@@ -61,9 +61,24 @@ class Wire:
         except socket.timeout:
             return False
 
-    def call(self, api_key: int, version: int, name: str, body: dict[str, Any]) -> dict:
-        """Sends ``body`` as request ``name`` and decodes the answer."""
-        self.send_raw(self.frame(api_key, version, bytes(encode_body(name + "Request", version, body))))
+    def exchange(self, api_key: int, version: int, body: bytes) -> bytes:
+        """Sends the request body ``body`` and reads the answer's frame (its correlation id checked)."""
+        self.send_raw(self.frame(api_key, version, body))
         frame = self.read_frame()
         assert struct.unpack_from(">i", frame)[0] == self.corr
+        return frame
+
+    def call(self, api_key: int, version: int, name: str, body: dict[str, Any]) -> dict:
+        """Sends ``body`` as request ``name`` and decodes the answer."""
+        frame = self.exchange(api_key, version, bytes(encode_body(name + "Request", version, body)))
         return decode_body(name + "Response", version, frame, response_body_offset(frame, api_key, version))
+
+
+def produce_v8(batches: dict[str, bytes]) -> bytes:
+    """A Produce v8 request body (acks=1, 5 s timeout) naming each topic of ``batches`` with one
+    partition (0) holding that topic's record batch (``b""``: no records)."""
+    body = struct.pack(">hhi", -1, 1, 5000) + struct.pack(">i", len(batches))
+    for name, batch in batches.items():
+        raw = name.encode()
+        body += struct.pack(">h", len(raw)) + raw + struct.pack(">i", 1) + struct.pack(">ii", 0, len(batch)) + batch
+    return body

@@ -3,6 +3,7 @@ the session's Apache Kafka broker, the ``broker`` fixture)."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -55,6 +56,27 @@ def store_url(kind, tmp_path, request=None):
     if kind == "kafka":
         return fresh_kafka_url(request.getfixturevalue("broker"))
     return fresh_sqlite_url(tmp_path) if kind == "sqlite" else fresh_zk_url()
+
+
+def assert_kafka_layout(store, nodes: dict) -> None:
+    """Each of ``nodes`` (a path under a ZooKeeper ``store``'s root: its JSON) is written as Kafka
+    writes it, and a change notification (Kafka's ``/config/changes``) names its entity."""
+    zk, changes = store._zk, store._p("changes")
+    notes = [json.loads(zk.get(f"{changes}/{n}")[0]) for n in sorted(zk.get_children(changes))]
+    for path, doc in nodes.items():
+        assert json.loads(zk.get(store._p(path))[0]) == doc, path
+        assert {"version": 2, "entity_path": path} in notes, (path, notes)
+
+
+def assert_bad_nodes_skipped(store, nodes: dict, described: dict) -> list:
+    """Writes ``nodes`` (a path under a ZooKeeper ``store``'s root: its data) as another writer
+    might have left them: the store still describes ``described``, the bad entries skipped. The
+    messages of the entries it reported."""
+    for path, data in nodes.items():
+        store._zk.create(store._p(path), data)
+    errors: list = []
+    assert store.describe(on_error=lambda m, e: errors.append(m)) == described
+    return errors
 
 
 def run_cli(*args, env_extra=None, stdin=None):

@@ -7,7 +7,8 @@
 use portable_atomic::{AtomicU128, Ordering};
 
 use crate::measurement::{window_size_ms, Measurement};
-use crate::sample_ring::{rel_ms, Cell, SampleRing, MAX_REL_MS};
+use crate::ring_state::{rel_ms, MAX_REL_MS};
+use crate::sample_ring::{Cell, SampleRing};
 use crate::types::WindowSpec;
 
 const TAG_MASK: u64 = (1 << 33) - 1;

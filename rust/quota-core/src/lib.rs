@@ -62,6 +62,7 @@ pub mod registry;
 pub mod request_quota;
 pub mod resolution;
 pub mod response;
+mod ring_state;
 mod sample_ring;
 pub mod sanitize;
 pub mod sensor;

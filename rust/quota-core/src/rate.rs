@@ -131,18 +131,6 @@ mod tests {
     }
 
     #[test]
-    fn public_example_fresh_sensor() {
-        // quota 1000 B/s: 5000 B at 0, 5000 B at 200 ms, 1000 B at 1 s, 0 B at 6 s -> 0, 0, 1000, 1000
-        let sp = spec();
-        let s = RateSensor::new(&sp, 0);
-        let got: Vec<i32> = [(5000.0, 0), (5000.0, 200), (1000.0, 1000), (0.0, 6000)]
-            .iter()
-            .map(|&(v, t)| throttle_time_ms(&s.record_and_measure(&sp, v, t), 1000.0))
-            .collect();
-        assert_eq!(got, vec![0, 0, 1000, 1000]);
-    }
-
-    #[test]
     fn public_example_default_client_quota() {
         let sp = spec();
         let s = RateSensor::new(&sp, 0);

@@ -10,23 +10,11 @@
 //! and a recorder raises it *before* adding its value, so a purger that read an old last-event
 //! time can only win its CAS if no value landed in between.
 
-use portable_atomic::{AtomicI64, AtomicU128, AtomicU64, Ordering};
+use portable_atomic::{AtomicI64, AtomicU128, Ordering};
 
+use crate::ring_state::{pack_cell, raise_last_event, rel_ms, unpack_cell, RingState};
 use crate::token_bucket::TokenBucket;
 use crate::types::WindowSpec;
-
-const STARTED: u64 = 1 << 16;
-const START_SHIFT: u32 = 17;
-pub(crate) const MAX_REL_MS: i64 = (1 << 47) - 1;
-/// Times are stored as `t + 2^46` in 47 bits: any `now_ms` within about 2,200 years of 0 (which
-/// covers monotonic and Unix-epoch clocks) is exact; times beyond are clamped.
-const REL_OFFSET_MS: i64 = 1 << 46;
-
-/// `t` as the ring stores it (offset into 47 bits).
-#[inline]
-pub(crate) fn rel_ms(t: i64) -> i64 {
-    t.saturating_add(REL_OFFSET_MS).clamp(0, MAX_REL_MS)
-}
 
 /// One sample, unpacked from its cell.
 #[derive(Clone, Copy)]
@@ -40,20 +28,17 @@ pub(crate) struct Cell {
 impl Cell {
     #[inline]
     fn pack(self) -> u128 {
-        let meta = ((self.start_rel as u64) << START_SHIFT)
-            | if self.started { STARTED } else { 0 }
-            | self.seq as u64;
-        ((meta as u128) << 64) | self.value.to_bits() as u128
+        pack_cell(self.value.to_bits(), self.start_rel, self.started, self.seq)
     }
 
     #[inline]
     pub(crate) fn unpack(bits: u128) -> Cell {
-        let meta = (bits >> 64) as u64;
+        let (value, start_rel, started, seq) = unpack_cell(bits);
         Cell {
-            value: f64::from_bits(bits as u64),
-            start_rel: (meta >> START_SHIFT) as i64,
-            started: meta & STARTED != 0,
-            seq: meta as u16,
+            value: f64::from_bits(value),
+            start_rel,
+            started,
+            seq,
         }
     }
 }
@@ -114,12 +99,8 @@ impl Slots {
 pub(crate) struct SampleRing {
     /// Latest time this sensor has been told about; earlier times are read as this one.
     latest: AtomicI64,
-    /// Sequence number of the current sample; its slot is `head % ring_len`.
-    head: AtomicU64,
-    /// A lower bound of the last-event times of all started samples (they only grow).
-    purge_floor: AtomicI64,
-    /// Bumped by every change to a sample other than the current one.
-    version: AtomicU64,
+    /// The current sample's sequence number, the purge floor and the version.
+    state: RingState,
     pub(crate) slots: Slots,
 }
 
@@ -128,9 +109,7 @@ impl SampleRing {
     pub(crate) fn new(spec: &WindowSpec, now: i64) -> Self {
         SampleRing {
             latest: AtomicI64::new(now),
-            head: AtomicU64::new(0),
-            purge_floor: AtomicI64::new(now),
-            version: AtomicU64::new(1),
+            state: RingState::new(now),
             slots: Slots::new(spec.ring_len(), now),
         }
     }
@@ -153,17 +132,17 @@ impl SampleRing {
 
     #[inline]
     pub(crate) fn head(&self) -> u64 {
-        self.head.load(Ordering::SeqCst)
+        self.state.head.load(Ordering::SeqCst)
     }
 
     #[inline]
     pub(crate) fn version(&self) -> u64 {
-        self.version.load(Ordering::SeqCst)
+        self.state.version.load(Ordering::SeqCst)
     }
 
     #[inline]
     pub(crate) fn purge_floor(&self) -> i64 {
-        self.purge_floor.load(Ordering::Acquire)
+        self.state.purge_floor.load(Ordering::Acquire)
     }
 
     /// Latest time this ring was recorded into or measured at.
@@ -183,14 +162,6 @@ impl SampleRing {
         prev.max(t)
     }
 
-    #[inline]
-    fn raise_last_event(&self, slot: usize, t: i64) {
-        let cell = &self.last_event()[slot];
-        if cell.load(Ordering::Relaxed) < t {
-            cell.fetch_max(t, Ordering::AcqRel);
-        }
-    }
-
     /// Adds `value` at time `t` (Kafka's `SampledStat.record`); returns the time it was recorded
     /// at (`t`, or the latest time if `t` is earlier) and the sample the value went into as it
     /// was right after the add.
@@ -202,7 +173,7 @@ impl SampleRing {
         let t_rel = rel_ms(t);
         let ring = spec.ring_len() as u64;
         loop {
-            let h = self.head.load(Ordering::SeqCst);
+            let h = self.state.head.load(Ordering::SeqCst);
             let slot = (h % ring) as usize;
             let bits = self.cells()[slot].load(Ordering::Acquire);
             let cur = Cell::unpack(bits);
@@ -214,7 +185,7 @@ impl SampleRing {
                 self.advance(h, ring, t, t_rel);
                 continue;
             }
-            self.raise_last_event(slot, t);
+            raise_last_event(&self.last_event()[slot], t);
             let next = Cell {
                 value: cur.value + value,
                 ..cur
@@ -225,8 +196,8 @@ impl SampleRing {
             {
                 // A value that lands in a sample another thread has just left behind changes
                 // what the aggregate of non-current samples must hold.
-                if self.head.load(Ordering::SeqCst) != h {
-                    self.version.fetch_add(1, Ordering::SeqCst);
+                if self.state.head.load(Ordering::SeqCst) != h {
+                    self.state.version.fetch_add(1, Ordering::SeqCst);
                 }
                 return (t, next);
             }
@@ -237,84 +208,36 @@ impl SampleRing {
     /// and publishes it; any thread that finds the current sample complete may do or finish this.
     #[cold]
     fn advance(&self, h: u64, ring: u64, t: i64, t_rel: i64) {
-        let next_seq = h.wrapping_add(1);
-        let next_slot = (next_seq % ring) as usize;
         let fresh = Cell {
             value: 0.0,
             start_rel: t_rel,
             started: true,
-            seq: next_seq as u16,
+            seq: h.wrapping_add(1) as u16,
         };
-        loop {
-            let bits = self.cells()[next_slot].load(Ordering::Acquire);
-            let c = Cell::unpack(bits);
-            if c.started && c.seq == next_seq as u16 {
-                break; // another recorder already started it
-            }
-            if self.head.load(Ordering::Acquire) != h {
-                return; // the ring moved on without us
-            }
-            // May fail against a purge of the slot's old contents: read it again.
-            if self.cells()[next_slot]
-                .compare_exchange(bits, fresh.pack(), Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                self.raise_last_event(next_slot, t);
-                break;
-            }
-        }
-        if self
-            .head
-            .compare_exchange(h, next_seq, Ordering::SeqCst, Ordering::Acquire)
-            .is_ok()
-        {
-            self.version.fetch_add(1, Ordering::SeqCst);
-        }
+        self.state
+            .advance(self.cells(), self.last_event(), ring, h, t, fresh.pack());
     }
 
     /// Resets every started sample whose last event is `expire` ms or more before `now`
     /// (`SampledStat.purgeObsoleteSamples`), then raises `purge_floor`.
     #[cold]
     pub(crate) fn purge(&self, now: i64, expire: i64) {
-        let now_rel = rel_ms(now);
-        let mut floor = i64::MAX;
-        for (slot, cell) in self.cells().iter().enumerate() {
-            let mut bits = cell.load(Ordering::Acquire);
-            loop {
-                let c = Cell::unpack(bits);
-                if !c.started {
-                    break;
-                }
-                let last = self.last_event()[slot].load(Ordering::Acquire);
-                if now.saturating_sub(last) < expire {
-                    floor = floor.min(last);
-                    break;
-                }
-                let reset = Cell {
+        self.state
+            .purge(self.cells(), self.last_event(), now, expire, |bits, now_rel| {
+                Cell {
                     value: 0.0,
                     start_rel: now_rel,
-                    ..c
-                };
-                match cell.compare_exchange(bits, reset.pack(), Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => {
-                        self.raise_last_event(slot, now);
-                        self.version.fetch_add(1, Ordering::SeqCst);
-                        floor = floor.min(now);
-                        break;
-                    }
-                    Err(actual) => bits = actual,
+                    ..Cell::unpack(bits)
                 }
-            }
-        }
-        if floor != i64::MAX {
-            self.purge_floor.fetch_max(floor, Ordering::AcqRel);
-        }
+                .pack()
+            });
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ring_state::MAX_REL_MS;
 
     #[test]
     fn samples_are_not_aligned_to_the_clock() {

@@ -21,7 +21,7 @@
 use portable_atomic::{AtomicI64, AtomicU128, AtomicU64, Ordering};
 
 use crate::measurement::{window_size_ms, Measurement};
-use crate::sample_ring::{rel_ms, MAX_REL_MS};
+use crate::ring_state::{raise_last_event, rel_ms, RingState, MAX_REL_MS};
 use crate::topic_stripes::{
     my_stripe, pack_aggregate, pack_part, stripes, unpack_aggregate, unpack_part, Alone, Line, Meta,
     StripeCache, EVENT_PAD, SUM_LIMIT, TAG_MASK,
@@ -33,9 +33,7 @@ pub struct StripedRate {
     /// Latest time this sensor has been told about (written once per ms).
     latest: Alone<AtomicI64>,
     // Read on every record, written once per sample.
-    head: AtomicU64,
-    purge_floor: AtomicI64,
-    version: AtomicU64,
+    state: RingState,
     generations: AtomicU64,
     meta: Box<[AtomicU128]>,
     /// Each slot's last-event time at `EVENT_PAD + slot` (written once per ms).
@@ -70,9 +68,7 @@ impl StripedRate {
         let stripes = stripes();
         StripedRate {
             latest: Alone(AtomicI64::new(now)),
-            head: AtomicU64::new(0),
-            purge_floor: AtomicI64::new(now),
-            version: AtomicU64::new(1),
+            state: RingState::new(now),
             generations: AtomicU64::new(1),
             meta,
             last_event: (0..ring + 2 * EVENT_PAD).map(|_| AtomicI64::new(now)).collect(),
@@ -110,14 +106,6 @@ impl StripedRate {
         self.latest.0.fetch_max(t, Ordering::AcqRel).max(t)
     }
 
-    #[inline]
-    fn raise_last_event(&self, slot: usize, t: i64) {
-        let cell = &self.last_event[EVENT_PAD + slot];
-        if cell.load(Ordering::Relaxed) < t {
-            cell.fetch_max(t, Ordering::AcqRel);
-        }
-    }
-
     fn new_generation(&self) -> u64 {
         self.generations.fetch_add(1, Ordering::Relaxed) + 1
     }
@@ -129,7 +117,7 @@ impl StripedRate {
         let t = self.effective_time(t);
         let t_rel = rel_ms(t);
         loop {
-            let h = self.head.load(Ordering::SeqCst);
+            let h = self.state.head.load(Ordering::SeqCst);
             let slot = (h % self.ring as u64) as usize;
             let m = Meta::unpack(self.meta[slot].load(Ordering::Acquire));
             if !m.started || m.seq != h as u16 {
@@ -141,7 +129,7 @@ impl StripedRate {
             }
             // Raised before the add: a purge that read the old last event can then only retire
             // this sample if it changes the generation, which the check below sees.
-            self.raise_last_event(slot, t);
+            raise_last_event(&self.last_event[EVENT_PAD + slot], t);
             let cell = self.part(stripe, slot);
             let mut bits = cell.load(Ordering::Acquire);
             let part = loop {
@@ -164,9 +152,9 @@ impl StripedRate {
                 // went into a retired generation, so it is recorded again into the live one.
                 continue;
             }
-            if self.head.load(Ordering::SeqCst) != h {
+            if self.state.head.load(Ordering::SeqCst) != h {
                 // A value landing in a sample that is no longer current changes the others' sum.
-                self.version.fetch_add(1, Ordering::SeqCst);
+                self.state.version.fetch_add(1, Ordering::SeqCst);
             }
             return (t, slot, m, part);
         }
@@ -174,77 +162,31 @@ impl StripedRate {
 
     #[cold]
     fn advance(&self, h: u64, t: i64, t_rel: i64) {
-        let next_seq = h.wrapping_add(1);
-        let next_slot = (next_seq % self.ring as u64) as usize;
         let fresh = Meta {
             generation: self.new_generation(),
             start_rel: t_rel,
             started: true,
-            seq: next_seq as u16,
+            seq: h.wrapping_add(1) as u16,
         };
-        loop {
-            let bits = self.meta[next_slot].load(Ordering::Acquire);
-            let c = Meta::unpack(bits);
-            if c.started && c.seq == next_seq as u16 {
-                break;
-            }
-            if self.head.load(Ordering::Acquire) != h {
-                return;
-            }
-            if self.meta[next_slot]
-                .compare_exchange(bits, fresh.pack(), Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                self.raise_last_event(next_slot, t);
-                break;
-            }
-        }
-        if self
-            .head
-            .compare_exchange(h, next_seq, Ordering::SeqCst, Ordering::Acquire)
-            .is_ok()
-        {
-            self.version.fetch_add(1, Ordering::SeqCst);
-        }
+        let last_event = &self.last_event[EVENT_PAD..];
+        self.state
+            .advance(&self.meta, last_event, self.ring as u64, h, t, fresh.pack());
     }
 
     /// `SampledStat.purgeObsoleteSamples`: every started sample whose last event is `expire` ms
     /// or more before `now` restarts at `now`, empty (a new generation).
     #[cold]
     fn purge(&self, now: i64, expire: i64) {
-        let now_rel = rel_ms(now);
-        let mut floor = i64::MAX;
-        for (slot, cell) in self.meta.iter().enumerate() {
-            let mut bits = cell.load(Ordering::Acquire);
-            loop {
-                let c = Meta::unpack(bits);
-                if !c.started {
-                    break;
-                }
-                let last = self.last_event[EVENT_PAD + slot].load(Ordering::Acquire);
-                if now.saturating_sub(last) < expire {
-                    floor = floor.min(last);
-                    break;
-                }
-                let reset = Meta {
+        let last_event = &self.last_event[EVENT_PAD..];
+        self.state
+            .purge(&self.meta, last_event, now, expire, |bits, now_rel| {
+                Meta {
                     generation: self.new_generation(),
                     start_rel: now_rel,
-                    ..c
-                };
-                match cell.compare_exchange(bits, reset.pack(), Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => {
-                        self.raise_last_event(slot, now);
-                        self.version.fetch_add(1, Ordering::SeqCst);
-                        floor = floor.min(now);
-                        break;
-                    }
-                    Err(actual) => bits = actual,
+                    ..Meta::unpack(bits)
                 }
-            }
-        }
-        if floor != i64::MAX {
-            self.purge_floor.fetch_max(floor, Ordering::AcqRel);
-        }
+                .pack()
+            });
     }
 
     /// A sample's value: the parts of every stripe that belong to its generation.
@@ -297,7 +239,7 @@ impl StripedRate {
     /// Purges stale samples at `now` (already the effective time) and measures exactly.
     fn measure_at(&self, spec: &WindowSpec, now: i64) -> Measurement {
         let expire = spec.expire_age_ms();
-        if now.saturating_sub(self.purge_floor.load(Ordering::Acquire)) >= expire {
+        if now.saturating_sub(self.state.purge_floor.load(Ordering::Acquire)) >= expire {
             self.purge(now, expire);
         }
         let (sum, oldest, _) = self.sum_all(None);
@@ -328,12 +270,12 @@ impl StripedRate {
         let stripe = my_stripe();
         let (t, slot, m, part) = self.add(spec, value, t, stripe);
         let cache = &self.caches[stripe];
-        let version = self.version.load(Ordering::SeqCst);
+        let version = self.state.version.load(Ordering::SeqCst);
         let part_int = part as i64;
         let whole = part_int as f64 == part && part_int.unsigned_abs() < SUM_LIMIT;
         if whole
             && cache.at_ms.load(Ordering::Relaxed) == t
-            && t.saturating_sub(self.purge_floor.load(Ordering::Acquire)) < spec.expire_age_ms()
+            && t.saturating_sub(self.state.purge_floor.load(Ordering::Acquire)) < spec.expire_age_ms()
         {
             let (others, oldest, tag) = unpack_aggregate(cache.aggregate.load(Ordering::Acquire));
             if tag == version & TAG_MASK {
@@ -349,10 +291,10 @@ impl StripedRate {
     #[cold]
     fn measure_and_cache(&self, spec: &WindowSpec, t: i64, stripe: usize, slot: usize) -> Measurement {
         let expire = spec.expire_age_ms();
-        if t.saturating_sub(self.purge_floor.load(Ordering::Acquire)) >= expire {
+        if t.saturating_sub(self.state.purge_floor.load(Ordering::Acquire)) >= expire {
             self.purge(t, expire);
         }
-        let version = self.version.load(Ordering::SeqCst);
+        let version = self.state.version.load(Ordering::SeqCst);
         let (sum, oldest, others) = self.sum_all(Some((stripe, slot)));
         let t_rel = rel_ms(t);
         let oldest = if oldest == i64::MAX { t_rel } else { oldest };

@@ -7,8 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
 
 use portable_atomic::{AtomicI64, AtomicU128};
 
-const STARTED: u64 = 1 << 16;
-const START_SHIFT: u32 = 17;
+use crate::ring_state::{pack_cell, unpack_cell};
 
 /// Most stripes per sensor.
 const MAX_STRIPES: usize = 8;
@@ -38,20 +37,17 @@ pub(crate) struct Meta {
 impl Meta {
     #[inline]
     pub(crate) fn pack(self) -> u128 {
-        let hi = ((self.start_rel as u64) << START_SHIFT)
-            | if self.started { STARTED } else { 0 }
-            | self.seq as u64;
-        ((hi as u128) << 64) | self.generation as u128
+        pack_cell(self.generation, self.start_rel, self.started, self.seq)
     }
 
     #[inline]
     pub(crate) fn unpack(bits: u128) -> Meta {
-        let hi = (bits >> 64) as u64;
+        let (generation, start_rel, started, seq) = unpack_cell(bits);
         Meta {
-            generation: bits as u64,
-            start_rel: (hi >> START_SHIFT) as i64,
-            started: hi & STARTED != 0,
-            seq: hi as u16,
+            generation,
+            start_rel,
+            started,
+            seq,
         }
     }
 }

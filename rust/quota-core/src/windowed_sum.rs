@@ -4,7 +4,8 @@
 use portable_atomic::Ordering;
 
 use crate::measurement::{window_size_ms, Measurement};
-use crate::sample_ring::{rel_ms, Cell, SampleRing};
+use crate::ring_state::rel_ms;
+use crate::sample_ring::{Cell, SampleRing};
 use crate::types::WindowSpec;
 
 impl SampleRing {

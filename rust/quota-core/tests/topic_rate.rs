@@ -1,7 +1,7 @@
 //! A topic sensor's striped rate: one thread equals a client sensor (Kafka's `Rate`) exactly;
 //! two threads lose no value at the window's end.
 
-use quota_core::{throttle_time_ms, RateSensor, StripedRate, WindowSpec};
+use quota_core::{throttle_time_ms, Measurement, RateSensor, StripedRate, WindowSpec};
 
 /// One thread: every check and every measurement equals a client sensor's (Kafka's `Rate`).
 #[test]
@@ -34,16 +34,27 @@ fn one_thread_equals_the_client_sensor() {
     }
 }
 
+/// The fresh sensor's public example, by a client sensor and a topic sensor alike: quota
+/// 1000 B/s, 5000 B at 0, 5000 B at 200 ms, 1000 B at 1 s, 0 B at 6 s -> 0, 0, 1000, 1000.
 #[test]
 fn the_fresh_sensor_example() {
-    // quota 1000 B/s: 5000 B at 0, 5000 B at 200 ms, 1000 B at 1 s, 0 B at 6 s -> 0, 0, 1000, 1000
     let sp = WindowSpec::default();
-    let s = StripedRate::new(&sp, 0);
-    let got: Vec<i32> = [(5000.0, 0), (5000.0, 200), (1000.0, 1000), (0.0, 6000)]
-        .iter()
-        .map(|&(v, t)| throttle_time_ms(&s.record_and_measure(&sp, v, t), 1000.0))
-        .collect();
-    assert_eq!(got, vec![0, 0, 1000, 1000]);
+    let throttles = |record_and_measure: &dyn Fn(f64, i64) -> Measurement| -> Vec<i32> {
+        [(5000.0, 0), (5000.0, 200), (1000.0, 1000), (0.0, 6000)]
+            .iter()
+            .map(|&(v, t)| throttle_time_ms(&record_and_measure(v, t), 1000.0))
+            .collect()
+    };
+    let client = RateSensor::new(&sp, 0);
+    assert_eq!(
+        throttles(&|v, t| client.record_and_measure(&sp, v, t)),
+        vec![0, 0, 1000, 1000]
+    );
+    let topic = StripedRate::new(&sp, 0);
+    assert_eq!(
+        throttles(&|v, t| topic.record_and_measure(&sp, v, t)),
+        vec![0, 0, 1000, 1000]
+    );
 }
 
 /// Two threads (two stripes) record into one rate through several windows: at the window's
