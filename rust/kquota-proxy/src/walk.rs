@@ -110,6 +110,43 @@ pub fn at_once<T>(walk: impl Future<Output = Proto<T>>) -> Proto<T> {
     }
 }
 
+/// Appends the frame's next `n` bytes from `rd` to `buf` (`left` of the frame still to come).
+async fn read_more(rd: &mut Reader, buf: &mut Vec<u8>, left: &mut usize, n: usize) -> Proto<()> {
+    if n > *left {
+        return malformed("frame truncated");
+    }
+    let at = buf.len();
+    buf.resize(at + n, 0);
+    rd.read_exact(&mut buf[at..])
+        .await
+        .map_err(|e| ProtoError(format!("connection closed inside a frame: {e}")))?;
+    *left -= n;
+    Ok(())
+}
+
+/// The `n` bytes at `pos` in `buf` (held), `pos` moved past them.
+fn take_at<'b>(buf: &'b [u8], pos: &mut usize, n: usize) -> &'b [u8] {
+    let s = &buf[*pos..*pos + n];
+    *pos += n;
+    s
+}
+
+/// A skip of `n` bytes from `pos` in a walk's buffer of `len` bytes, `left` still to come: within
+/// the buffer, `pos` moves and `None`; past it, `pos` goes to the buffer's end and the bytes to
+/// pass beyond it (never more than the frame has left).
+fn past_held(len: usize, pos: &mut usize, left: usize, n: usize) -> Proto<Option<usize>> {
+    let avail = len - *pos;
+    if n <= avail {
+        *pos += n;
+        return Ok(None);
+    }
+    if n - avail > left {
+        return malformed("frame truncated");
+    }
+    *pos = len;
+    Ok(Some(n - avail))
+}
+
 /// A [`Walk`] over a frame arriving on `rd`: the bytes walked past go on to `out` as the walk
 /// goes (only what the walk reads is looked at; what it skips is relayed unread).
 pub struct PumpWalk<'a> {
@@ -141,13 +178,7 @@ impl PumpWalk<'_> {
                 return malformed("frame truncated");
             }
             let k = self.left.min(64 << 10);
-            let at = self.buf.len();
-            self.buf.resize(at + k, 0);
-            self.rd
-                .read_exact(&mut self.buf[at..])
-                .await
-                .map_err(|e| ProtoError(format!("connection closed inside a frame: {e}")))?;
-            self.left -= k;
+            read_more(self.rd, &mut self.buf, &mut self.left, k).await?;
         }
         Ok(())
     }
@@ -170,25 +201,16 @@ impl Walk for PumpWalk<'_> {
                 self.flush();
             }
             self.fill(n).await?;
-            let s = &self.buf[self.pos..self.pos + n];
-            self.pos += n;
-            Ok(s)
+            Ok(take_at(&self.buf, &mut self.pos, n))
         }
     }
 
     #[allow(clippy::manual_async_fn)]
     fn skip(&mut self, n: usize) -> impl Future<Output = Proto<()>> + Send {
         async move {
-            let avail = self.buf.len() - self.pos;
-            if n <= avail {
-                self.pos += n;
+            let Some(k) = past_held(self.buf.len(), &mut self.pos, self.left, n)? else {
                 return Ok(());
-            }
-            let k = n - avail;
-            if k > self.left {
-                return malformed("frame truncated");
-            }
-            self.pos = self.buf.len();
+            };
             self.flush();
             self.left -= k;
             self.relay.relay(self.rd, self.out, k).await.map_err(ProtoError)
@@ -232,17 +254,7 @@ impl<'a> HoldWalk<'a> {
     }
 
     async fn read(&mut self, n: usize) -> Proto<()> {
-        if n > self.left {
-            return malformed("frame truncated");
-        }
-        let at = self.buf.len();
-        self.buf.resize(at + n, 0);
-        self.rd
-            .read_exact(&mut self.buf[at..])
-            .await
-            .map_err(|e| ProtoError(format!("connection closed inside a frame: {e}")))?;
-        self.left -= n;
-        Ok(())
+        read_more(self.rd, &mut self.buf, &mut self.left, n).await
     }
 
     /// Reads the rest of the frame into the last piece; the pieces in order, and where the walk
@@ -263,24 +275,16 @@ impl Walk for HoldWalk<'_> {
             if n > avail {
                 self.read(n - avail).await?;
             }
-            let s = &self.buf[self.pos..self.pos + n];
-            self.pos += n;
-            Ok(s)
+            Ok(take_at(&self.buf, &mut self.pos, n))
         }
     }
 
     #[allow(clippy::manual_async_fn)]
     fn skip(&mut self, n: usize) -> impl Future<Output = Proto<()>> + Send {
         async move {
-            let avail = self.buf.len() - self.pos;
-            if n <= avail {
-                self.pos += n;
+            let Some(mut k) = past_held(self.buf.len(), &mut self.pos, self.left, n)? else {
                 return Ok(());
-            }
-            let mut k = n - avail;
-            if k > self.left {
-                return malformed("frame truncated");
-            }
+            };
             // Bytes already read ahead are in the proxy's memory: they join the piece.
             let ahead = self.rd.buffer().len().min(k);
             self.buf.extend_from_slice(&self.rd.buffer()[..ahead]);
