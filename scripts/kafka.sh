@@ -346,7 +346,7 @@ start() {
   need_libs
   command -v java >/dev/null || die "java is not installed (Java 17+: apt-get install default-jre-headless)"
   mkdir -p "$DIR"; touch "$DIR/$MARKER"; : > "$DIR/pids"
-  CLUSTER_ID="$(python3 -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
+  CLUSTER_ID="$(python3 "$ROOT/scripts/kafka/cluster_id.py")"
   make_tls & local tls_pid=$!   # openssl and keytool while kafka-storage formats
 
   local ports nodes=() n i l p bootstrap
