@@ -36,7 +36,8 @@ pub struct ClientHandle {
 }
 
 /// A second configuration evaluated on the same traffic and never enforced: the response step
-/// calls it right after its enforced step with the same sizes and clock (`now` resolved).
+/// calls it right after its enforced step with the same sizes and clock (`now` resolved). An
+/// implementation may evaluate later (the kernel's queues it, `shadow_queue`).
 pub trait ShadowStep: Send + Sync {
     /// A Produce response of `size` bytes (`answered` false for acks=0).
     fn produce(&self, size: f64, request_nanos: f64, answered: bool, now: i64);
@@ -44,9 +45,19 @@ pub trait ShadowStep: Send + Sync {
     fn fetch(&self, size: f64, request_nanos: f64, now: i64);
     /// A response of a request quota'd by request time only.
     fn request(&self, request_nanos: f64, now: i64);
+    /// The enforced handle is dropped: no response follows.
+    fn close(&self);
     /// The would-be throttle (ms) and delayed bytes of the latest response not yet taken (each
     /// response's once: the request log puts them on its first row).
     fn take_logged(&self) -> (i32, f64);
+}
+
+impl Drop for ClientHandle {
+    fn drop(&mut self) {
+        if let Some(s) = &self.shadow {
+            s.close();
+        }
+    }
 }
 
 #[derive(Default)]

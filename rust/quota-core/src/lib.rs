@@ -7,7 +7,7 @@
 //!   lookup), [`record`] (the per-request path), [`request_quota`] (KIP-124),
 //!   [`mutation_quota`] (KIP-599), [`response`] (Kafka's response step: the throttles
 //!   combined and enforced, Produce and Fetch answers), [`shadow`] (a second configuration stepped
-//!   beside the enforced one, never enforced), [`expiry`] (idle sensors and the thread), [`metrics`]
+//!   beside the enforced one, never enforced; `shadow_queue` steps it off the response path), [`expiry`] (idle sensors and the thread), [`metrics`]
 //!   (lock-free snapshots), [`utilization`] (KIP-1373, bounded), [`handle`] (per-connection handles).
 //! * Connection quotas (KIP-612, Kafka's `ConnectionQuotas`), beside the client quotas:
 //!   [`connection_quotas`] (the accept path), [`connection_rate`] (`connection_creation_rate`
@@ -68,6 +68,7 @@ pub mod sanitize;
 pub mod sensor;
 pub mod settings;
 pub mod shadow;
+mod shadow_queue;
 pub mod shares;
 pub mod snapshot;
 pub mod tag_cache;

@@ -41,6 +41,8 @@ use parking_lot::Mutex;
 use crate::handle::{ClientHandle, ShadowStep};
 use crate::kernel::QuotaKernel;
 use crate::response::ResponseThrottle;
+use crate::shadow_queue::{self, Entry, Op, Queued};
+pub use crate::shadow_queue::flush;
 use crate::types::ClientQuotaType;
 
 /// Entities with totals of their own at most; the others are summed in one row.
@@ -112,19 +114,24 @@ impl ShadowKernel {
                 None => Arc::clone(entities.entry(key).or_default()),
             }
         };
-        Arc::new(ShadowHandle {
-            handle: ClientHandle::new(Arc::clone(&self.kernel), user, client_id),
-            totals,
-            muted_until_ms: AtomicI64::new(i64::MIN),
-            backlog: Default::default(),
-            backlog_peak: Default::default(),
-            logged_throttle_ms: AtomicI32::new(0),
-            logged_delayed_bytes: AtomicU64::new(0),
+        shadow_queue::register(|id| {
+            Arc::new(ShadowHandle {
+                id,
+                handle: ClientHandle::new(Arc::clone(&self.kernel), user, client_id),
+                totals,
+                muted_until_ms: AtomicI64::new(i64::MIN),
+                backlog: Default::default(),
+                backlog_peak: Default::default(),
+                logged_throttle_ms: AtomicI32::new(0),
+                logged_delayed_bytes: AtomicU64::new(0),
+            })
         })
     }
 
-    /// Every entity's totals (a row per quota type with a non-zero total), the rest summed last.
+    /// Every entity's totals (a row per quota type with a non-zero total), the rest summed last;
+    /// every response queued so far stepped first.
     pub fn totals(&self) -> Vec<ShadowRow> {
+        shadow_queue::flush();
         let mut rows = Vec::new();
         let entities = self.entities.lock();
         let mut keys: Vec<&EntityKey> = entities.keys().collect();
@@ -154,6 +161,8 @@ impl ShadowKernel {
 
 /// A connection's shadow step: its handle on the shadow kernel and its would-be mute.
 pub struct ShadowHandle {
+    /// The id its queued entries carry (`shadow_queue`).
+    id: u64,
     handle: ClientHandle,
     totals: Arc<ShadowTotals>,
     /// Until when (ms) the would-be connection is muted.
@@ -234,8 +243,10 @@ impl ShadowHandle {
         sent
     }
 
-    /// The would-be client's backlog of type `t` (bytes), for tests and metrics.
+    /// The would-be client's backlog of type `t` (bytes), every queued response stepped: for
+    /// tests and metrics.
     pub fn backlog_bytes(&self, t: ClientQuotaType) -> u64 {
+        shadow_queue::flush();
         self.backlog.get(t.index()).map_or(0, |q| q.load(Relaxed))
     }
 
@@ -245,8 +256,20 @@ impl ShadowHandle {
     }
 }
 
-impl ShadowStep for ShadowHandle {
-    fn produce(&self, size: f64, request_nanos: f64, answered: bool, now: i64) {
+impl Queued for ShadowHandle {
+    /// Steps one queued response (`shadow_queue`'s consumer, in clock order).
+    fn evaluate(&self, op: Op, size: f64, request_nanos: f64, now: i64) {
+        match op {
+            Op::Produce { answered } => self.produce_step(size, request_nanos, answered, now),
+            Op::Fetch => self.fetch_step(size, request_nanos, now),
+            Op::Request => self.request_step(request_nanos, now),
+            Op::Close => {}
+        }
+    }
+}
+
+impl ShadowHandle {
+    fn produce_step(&self, size: f64, request_nanos: f64, answered: bool, now: i64) {
         if self.muted(now, ClientQuotaType::Produce, size) {
             return;
         }
@@ -273,7 +296,7 @@ impl ShadowStep for ShadowHandle {
         self.throttled(r, now);
     }
 
-    fn fetch(&self, size: f64, request_nanos: f64, now: i64) {
+    fn fetch_step(&self, size: f64, request_nanos: f64, now: i64) {
         if self.muted(now, ClientQuotaType::Fetch, size) {
             return;
         }
@@ -284,7 +307,7 @@ impl ShadowStep for ShadowHandle {
         }
     }
 
-    fn request(&self, request_nanos: f64, now: i64) {
+    fn request_step(&self, request_nanos: f64, now: i64) {
         if self.muted(now, ClientQuotaType::Request, 0.0) {
             return;
         }
@@ -293,6 +316,43 @@ impl ShadowStep for ShadowHandle {
         }
     }
 
+    #[inline]
+    fn queue(&self, op: Op, size: f64, nanos: f64, now: i64) {
+        shadow_queue::push(Entry {
+            id: self.id,
+            op,
+            size,
+            nanos,
+            now,
+        });
+    }
+}
+
+/// The response step hands each response to the shadow's queue (`shadow_queue`): the shadow
+/// kernel is stepped off the response path, in the order of the responses' clocks.
+impl ShadowStep for ShadowHandle {
+    #[inline]
+    fn produce(&self, size: f64, request_nanos: f64, answered: bool, now: i64) {
+        self.queue(Op::Produce { answered }, size, request_nanos, now);
+    }
+
+    #[inline]
+    fn fetch(&self, size: f64, request_nanos: f64, now: i64) {
+        self.queue(Op::Fetch, size, request_nanos, now);
+    }
+
+    #[inline]
+    fn request(&self, request_nanos: f64, now: i64) {
+        self.queue(Op::Request, 0.0, request_nanos, now);
+    }
+
+    fn close(&self) {
+        // Last in its pass whatever clock the responses used.
+        self.queue(Op::Close, 0.0, 0.0, i64::MAX);
+    }
+
+    /// Not flushed (the request log takes it on every response): the responses stepped so far;
+    /// one still queued is logged on a later row of the connection.
     fn take_logged(&self) -> (i32, f64) {
         (
             self.logged_throttle_ms.swap(0, Relaxed),

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use quota_core::shadow::{ShadowHandle, ShadowKernel, MAX_SHADOW_ENTITIES};
+use quota_core::shadow::{self, ShadowHandle, ShadowKernel, MAX_SHADOW_ENTITIES};
 use quota_core::{
     ClientHandle, ClientQuotaType, EntityName, FetchAnswer, KernelConfig, QuotaChange, QuotaEntity, QuotaKernel,
     ResponseThrottle, ShadowStep,
@@ -28,6 +28,13 @@ fn limit(k: &QuotaKernel, user: &str, t: ClientQuotaType, v: f64) {
         false,
     )
     .unwrap();
+}
+
+/// The shadow's logged values once every queued response is stepped (the shadow is stepped off
+/// the response path).
+fn logged(step: &ShadowHandle) -> (i32, f64) {
+    shadow::flush();
+    step.take_logged()
 }
 
 /// An enforced handle on an unlimited kernel with a shadow limiting `A` to 1000 B/s produce.
@@ -69,25 +76,27 @@ fn the_first_would_be_throttle_is_what_enforcing_the_shadow_gives() {
     let enforced_r = e.produce_response(50_000.0, 0.0, true, Some(5_000)).unwrap();
     assert_eq!(shadow_r, ResponseThrottle::NONE);
     assert!(enforced_r.throttle_time_ms > 0);
-    assert_eq!(step.take_logged(), (enforced_r.throttle_time_ms, 0.0));
+    assert_eq!(logged(&step), (enforced_r.throttle_time_ms, 0.0));
     // Taken once: the response's later rows carry nothing.
-    assert_eq!(step.take_logged(), (0, 0.0));
+    assert_eq!(logged(&step), (0, 0.0));
 }
 
 #[test]
 fn a_response_within_the_would_be_mute_is_delayed_not_recorded() {
     let (shadow, a, step) = handles("A");
     a.produce_response(50_000.0, 0.0, true, Some(5_000)).unwrap();
-    let (t, _) = step.take_logged();
+    let (t, _) = logged(&step);
     assert!(t > 1);
+    shadow::flush();
     let rate_before = step.handle().kernel().measured_rate(Produce, "A", "c", Some(5_001)).unwrap();
     a.produce_response(700.0, 0.0, true, Some(5_000 + i64::from(t) - 1)).unwrap();
-    assert_eq!(step.take_logged(), (0, 700.0));
+    assert_eq!(logged(&step), (0, 700.0));
+    shadow::flush();
     let rate_after = step.handle().kernel().measured_rate(Produce, "A", "c", Some(5_001)).unwrap();
     assert_eq!(rate_before, rate_after);
     // At the mute's end the would-be client sends again: recorded (and, far over, throttled anew).
     a.produce_response(50_000.0, 0.0, true, Some(5_000 + i64::from(t))).unwrap();
-    assert!(step.take_logged().0 > 0);
+    assert!(logged(&step).0 > 0);
     let row = shadow.totals().into_iter().find(|r| r.user.as_deref() == Some("A")).unwrap();
     assert_eq!(row.delayed_bytes, 700);
 }
@@ -140,34 +149,36 @@ fn entities_beyond_the_bound_are_summed_in_one_row() {
 fn the_would_be_backlog_is_sent_request_by_request_until_throttled_and_delayed_once() {
     let (shadow, a, step) = handles("A");
     a.produce_response(50_000.0, 0.0, true, Some(5_000)).unwrap();
-    assert!(step.take_logged().0 > 10);
+    assert!(logged(&step).0 > 10);
     // Sent while the would-be client is muted: held, never more than what it sent.
     for i in 0..10 {
         a.produce_response(5_000.0, 0.0, true, Some(5_001 + i)).unwrap();
     }
     assert_eq!(step.backlog_bytes(Produce), 50_000);
-    assert_eq!(step.take_logged(), (0, 50_000.0));
+    assert_eq!(logged(&step), (0, 50_000.0));
     // Long after the mute (its samples expired) the quota lets part of the backlog through
     // with the next response, then throttles: the rest stays held.
     let later = 200_000;
     a.produce_response(1_000.0, 0.0, true, Some(later)).unwrap();
-    let (throttle, delayed) = step.take_logged();
+    let (throttle, delayed) = logged(&step);
     assert!(throttle > 0);
     assert_eq!(delayed, 0.0);
     let held = step.backlog_bytes(Produce);
     assert!(held > 0 && held < 45_000, "{held}");
+    shadow::flush();
     let rate = step.handle().kernel().measured_rate(Produce, "A", "c", Some(later)).unwrap();
     let alone = {
         let (_, b, s) = handles("A");
         b.produce_response(50_000.0, 0.0, true, Some(5_000)).unwrap();
         b.produce_response(1_000.0, 0.0, true, Some(later)).unwrap();
+        shadow::flush();
         s.handle().kernel().measured_rate(Produce, "A", "c", Some(later)).unwrap()
     };
     assert!(rate > 5.0 * alone, "{rate} vs {alone}");
     // Held in place of the drained bytes: the backlog is not past its peak, nothing delayed anew.
     a.produce_response(5_000.0, 0.0, true, Some(later + 1)).unwrap();
     assert_eq!(step.backlog_bytes(Produce), held + 5_000);
-    assert_eq!(step.take_logged(), (0, 0.0));
+    assert_eq!(logged(&step), (0, 0.0));
     let row = shadow.totals().into_iter().find(|r| r.user.as_deref() == Some("A")).unwrap();
     assert_eq!(row.delayed_bytes, 50_000);
 }
@@ -182,11 +193,11 @@ fn a_drained_backlog_is_delayed_anew_when_the_client_is_muted_again() {
     // Within what the quota allows long after: all sent with the next response, unthrottled.
     a.produce_response(100.0, 0.0, true, Some(200_000)).unwrap();
     assert_eq!(step.backlog_bytes(Produce), 0);
-    step.take_logged();
+    logged(&step);
     a.produce_response(50_000.0, 0.0, true, Some(200_001)).unwrap();
-    assert!(step.take_logged().0 > 0);
+    assert!(logged(&step).0 > 0);
     a.produce_response(700.0, 0.0, true, Some(200_002)).unwrap();
-    assert_eq!(step.take_logged(), (0, 700.0));
+    assert_eq!(logged(&step), (0, 700.0));
     let row = shadow.totals().into_iter().find(|r| r.user.as_deref() == Some("A")).unwrap();
     assert_eq!(row.delayed_bytes, 2_800);
 }
@@ -199,7 +210,7 @@ fn a_would_be_fetch_backlog_is_sent_at_most_what_a_fetch_may_ask_for() {
     let step = shadow.step("A", "c");
     let h = ClientHandle::new(kernel(), "A", "c").with_shadow(step.clone());
     h.fetch_response(50_000.0, 1e12, 0.0, Some(5_000)).unwrap();
-    let (t, _) = step.take_logged();
+    let (t, _) = logged(&step);
     assert!(t > 0);
     let cap = step.handle().fetch_request_cap();
     assert!(cap.is_finite() && cap < 30_000.0, "{cap}");
@@ -227,4 +238,54 @@ fn the_would_be_backlog_goes_with_its_connection() {
     assert_eq!(step.backlog_bytes(Produce), 700);
     // The entity's next connection starts without it.
     assert_eq!(shadow.step("A", "c").backlog_bytes(Produce), 0);
+}
+
+/// Shadow steps are queued, not run on the response path: every response reaches the shadow
+/// kernel, from any number of threads and at any pace, in the order of its clock.
+#[test]
+fn every_response_reaches_the_shadow_whatever_the_threads_and_pace() {
+    // A quota never reached, so both kernels record (a kernel without one records nothing).
+    let shadow_kernel = kernel();
+    limit(&shadow_kernel, "A", Produce, 1e12);
+    let shadow = ShadowKernel::new(Arc::clone(&shadow_kernel));
+    let step = shadow.step("A", "c");
+    let h = Arc::new(ClientHandle::new(kernel(), "A", "c").with_shadow(step.clone()));
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let h = Arc::clone(&h);
+            std::thread::spawn(move || {
+                for _ in 0..10_000 {
+                    h.produce_response(100.0, 0.0, true, Some(1_000)).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    // The same 40,000 responses recorded on the response path of a plain handle.
+    let direct_kernel = kernel();
+    limit(&direct_kernel, "A", Produce, 1e12);
+    let direct = ClientHandle::new(direct_kernel, "A", "c");
+    for _ in 0..40_000 {
+        direct.produce_response(100.0, 0.0, true, Some(1_000)).unwrap();
+    }
+    shadow::flush();
+    let queued = shadow_kernel.measured_rate(Produce, "A", "c", Some(1_000)).unwrap();
+    let inline = direct.kernel().measured_rate(Produce, "A", "c", Some(1_000)).unwrap();
+    assert_eq!(queued, inline);
+    assert!(queued > 0.0);
+}
+
+/// The queue keeps a shadow step alive only while its enforced handle lives.
+#[test]
+fn a_dropped_handle_releases_its_shadow_step() {
+    let (_shadow, a, step) = handles("A");
+    a.produce_response(50_000.0, 0.0, true, Some(5_000)).unwrap();
+    drop(a);
+    shadow::flush();
+    shadow::flush();
+    assert_eq!(Arc::strong_count(&step), 1);
+    // Its last response was stepped before it went.
+    assert!(step.take_logged().0 > 0);
 }
