@@ -25,13 +25,14 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 
-/// Entries per thread's ring: 160 KiB. At the proxy's response rates a pass every millisecond
-/// (the consumer's pace while there is work) takes far fewer.
+/// Entries per thread's ring: 160 KiB.
 const RING_CAPACITY: usize = 4096;
-/// The consumer's longest sleep while no ring holds anything (it is woken early by a producer
-/// whose ring is half full).
-const IDLE_SLEEP: Duration = Duration::from_millis(20);
-const BUSY_SLEEP: Duration = Duration::from_millis(1);
+/// The consumer's pass interval. Its passes are what the shadow costs beyond the response path
+/// (a wakeup each, about as dear as a small pass on this VM): every millisecond they added 59%
+/// to the proxy's CPU per MB at 4.5 MB/s (`benches/results/shadow_cost.md`). Rarely is enough,
+/// because each response carries its own clock and readers flush; a producer whose ring is half
+/// full wakes the consumer sooner.
+const PASS_INTERVAL: Duration = Duration::from_millis(50);
 
 /// A shadow step the queue's consumer runs (`shadow::ShadowHandle`).
 pub(crate) trait Queued: Send + Sync {
@@ -212,12 +213,9 @@ impl Queue {
         self.consumer.get_or_init(|| {
             let spawned = std::thread::Builder::new()
                 .name("kquota-shadow".into())
-                .spawn(move || {
-                    let mut sleep = BUSY_SLEEP;
-                    loop {
-                        sleep = if self.drain_pass() > 0 { BUSY_SLEEP } else { (sleep * 2).min(IDLE_SLEEP) };
-                        std::thread::park_timeout(sleep);
-                    }
+                .spawn(move || loop {
+                    self.drain_pass();
+                    std::thread::park_timeout(PASS_INTERVAL);
                 });
             match spawned {
                 Ok(h) => h.thread().clone(),
