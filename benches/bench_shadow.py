@@ -210,7 +210,8 @@ def cost(broker: str, window: float, rounds: int) -> dict:
         rows.append({"shadow": shadow, "scrapes": scrapes[0], "cpu_ms_per_mb": (cpu1 - cpu0) * 1000 / mb,
                      "rates": delivered, "throttles": sum(len(m.throttles) for m in meters), "exit": code})
         print(json.dumps(rows[-1]), flush=True)
-    return {"window_seconds": window, "cost_rate": COST_RATE, "rows": rows}
+    from bench_support import build_info
+    return {"window_seconds": window, "cost_rate": COST_RATE, "rows": rows, "native_mode": build_info()["mode"]}
 
 
 class Relay:
@@ -257,8 +258,8 @@ def write_cost(result: dict) -> None:
              f"relaying three producers paced at {result['cost_rate']:,} B/s each, no quota enforced, without and "
              f"with a shadow store limiting `cost-0` to a third of its rate and the metrics port (utilization, "
              f"shadow series) scraped every second, alternately, {result['window_seconds']:.0f} s each; the proxy "
-             "runs the worktree's dev-profile native module. Target: CPU per MB within 10% of without; rates "
-             "unchanged; no throttle.", "",
+             f"runs the native module built {result.get('native_mode', 'unknown')}. Target: CPU per MB within 10% of "
+             "without; rates unchanged; no throttle.", "",
              "| run | shadow | proxy CPU ms per MB | delivered B/s (cost-0, cost-1, cost-2) | throttles seen |",
              "|---|---|---|---|---|"]
     for i, r in enumerate(result["rows"]):
