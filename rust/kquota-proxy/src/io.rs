@@ -100,13 +100,13 @@ pub async fn skip(rd: &mut Reader, mut n: usize) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use tokio::io::AsyncWriteExt;
 
     /// A client socket and the reader of its accepted end (with that end's write half, which
     /// keeps the socket open while held).
-    async fn pair() -> (tokio::net::TcpStream, Reader, crate::stream::WriteSide) {
+    pub(crate) async fn pair() -> (tokio::net::TcpStream, Reader, crate::stream::WriteSide) {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = tokio::net::TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
         let (server, _) = l.accept().await.unwrap();

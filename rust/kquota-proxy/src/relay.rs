@@ -13,9 +13,9 @@ use crate::io::{io_err, Reader, BACKLOG, CHUNK};
 use crate::outbox::Outbox;
 use crate::stream::WriteSide;
 
-/// Runs shorter than this are copied (a splice costs two system calls per pipe-full).
-#[cfg(target_os = "linux")]
-const SPLICE_MIN: usize = 32 << 10;
+/// Runs shorter than this are copied, not spliced (a splice costs two system calls per
+/// pipe-full): a relayed run, or a held frame's run kept in the pipe.
+pub const SPLICE_MIN: usize = 32 << 10;
 
 /// A held frame's bytes in order: read into the proxy, or waiting in the relay's pipe.
 pub enum Held {
@@ -59,9 +59,11 @@ impl Relay {
         copy(src, out, n).await
     }
 
-    /// How many bytes of a frame arriving on `src` the relay's pipe can hold while the frame is
-    /// walked before it is answered ([`Relay::hold`]); 0 where nothing can be spliced (TLS on
-    /// either side, not Linux), or the pipe cannot be made.
+    /// The most bytes of a frame arriving on `src` the relay's pipe can hold while the frame is
+    /// walked before it is answered ([`Relay::hold`]): the pipe's size, made on first use; 0
+    /// where nothing can be spliced (TLS on either side, not Linux), or the pipe cannot be made.
+    /// It often holds fewer: a pipe is a number of buffers, each a page at most, and each of
+    /// the socket's segments spliced in takes its own, often part of a page.
     pub fn hold_room(&mut self, src: &Reader) -> usize {
         #[cfg(target_os = "linux")]
         if let (Some(dst_fd), Some(_)) = (self.dst_fd, src.get_ref().tcp()) {
@@ -75,9 +77,10 @@ impl Relay {
     }
 
     /// Moves the next `n` bytes of `src` (none of them read ahead into `src`'s buffer) into the
-    /// pipe, where they wait for [`Relay::release`] or [`Relay::discard`]; `n` within
-    /// [`Relay::hold_room`] less what is held already.
-    pub async fn hold(&mut self, src: &mut Reader, n: usize) -> Result<(), String> {
+    /// pipe, where they wait for [`Relay::release`] or [`Relay::discard`], until the pipe is
+    /// full; returns how many it moved. Fewer than `n` once the pipe is full: the rest is still
+    /// readable from `src`, and must be read from it (no new readiness would announce it).
+    pub async fn hold(&mut self, src: &mut Reader, n: usize) -> Result<usize, String> {
         #[cfg(target_os = "linux")]
         if let Some(sp) = self.splicer.as_ref() {
             return linux::fill_pipe(sp, src, n).await;
@@ -252,16 +255,32 @@ mod linux {
         }
         let sp = relay.splicer.as_ref().expect("set above");
         while n > 0 {
-            // What has arrived goes on at once (cut-through), a pipe-full at most.
+            // What has arrived goes on at once (cut-through), a pipe-full at most. The pipe is
+            // empty here, so it cannot be full.
             let moved = fill_some(sp, src, n.min(sp.size)).await?;
+            if moved == 0 {
+                return Err("the relay's pipe is full while empty".into());
+            }
             drain_pipe(sp, moved).await?;
             n -= moved;
         }
         Ok(())
     }
 
+    /// Whether the pipe has no free buffer (a pipe polls writable while it has one).
+    fn pipe_full(sp: &Splicer) -> io::Result<bool> {
+        let mut p = libc::pollfd {
+            fd: sp.pipe_w.as_raw_fd(),
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        // SAFETY: one pollfd of ours, no wait.
+        cvt(unsafe { libc::poll(&mut p, 1, 0) })?;
+        Ok(p.revents & libc::POLLOUT == 0)
+    }
+
     /// Moves what has arrived on `src`'s socket into the pipe, waiting for something: between 1
-    /// and `max` bytes (at most the pipe's free room).
+    /// and `max` bytes, or 0 when the pipe is full.
     async fn fill_some(sp: &Splicer, src: &Reader, max: usize) -> Result<usize, String> {
         let Some(stream) = src.get_ref().tcp() else {
             return Err("splice from a socket that is not plain".into());
@@ -269,21 +288,42 @@ mod linux {
         let src_fd = stream.as_raw_fd();
         loop {
             stream.readable().await.map_err(|e| format!("read failed: {e}"))?;
-            match stream.try_io(Interest::READABLE, || splice(src_fd, sp.pipe_w.as_raw_fd(), max)) {
-                Ok(0) => return Err("connection closed inside a frame".into()),
-                Ok(k) => return Ok(k),
+            // A splice into a full pipe fails as one from an empty socket does (EAGAIN). Only
+            // the latter may clear the socket's readiness (try_io does on WouldBlock): cleared
+            // while bytes wait on the socket, it waits for an edge that never comes. A full
+            // pipe is told apart by polling it (nothing else fills or drains it meanwhile).
+            let spliced = stream.try_io(Interest::READABLE, || {
+                let r = splice(src_fd, sp.pipe_w.as_raw_fd(), max);
+                let stopped = match &r {
+                    Ok(k) => *k == 0,
+                    Err(e) => e.kind() == io::ErrorKind::WouldBlock,
+                };
+                if stopped && pipe_full(sp)? {
+                    return Ok(None);
+                }
+                r.map(Some)
+            });
+            match spliced {
+                Ok(None) => return Ok(0),
+                Ok(Some(0)) => return Err("connection closed inside a frame".into()),
+                Ok(Some(k)) => return Ok(k),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Err(format!("read failed: {e}")),
             }
         }
     }
 
-    /// Moves exactly `n` bytes (at most the pipe's free room) from `src`'s socket into the pipe.
-    pub async fn fill_pipe(sp: &Splicer, src: &Reader, mut n: usize) -> Result<(), String> {
-        while n > 0 {
-            n -= fill_some(sp, src, n).await?;
+    /// Moves `n` bytes from `src`'s socket into the pipe, or fewer if the pipe fills first;
+    /// returns how many.
+    pub async fn fill_pipe(sp: &Splicer, src: &Reader, n: usize) -> Result<usize, String> {
+        let mut moved = 0;
+        while moved < n {
+            match fill_some(sp, src, n - moved).await? {
+                0 => break,
+                k => moved += k,
+            }
         }
-        Ok(())
+        Ok(moved)
     }
 
     /// Writes exactly `n` bytes from the pipe to the destination socket (the outbox idle).
