@@ -7,9 +7,9 @@
 use std::future::Future;
 use std::task::{Context, Poll, Waker};
 
-use tokio::io::{AsyncBufRead, AsyncReadExt};
+use tokio::io::AsyncBufRead;
 
-use crate::io::{Reader, BACKLOG, CHUNK};
+use crate::io::{read_appended, Reader, BACKLOG, CHUNK};
 use crate::outbox::Outbox;
 use crate::relay::{Held, Relay, SPLICE_MIN};
 use crate::wire::{malformed, Cursor, Proto, ProtoError};
@@ -110,14 +110,13 @@ pub fn at_once<T>(walk: impl Future<Output = Proto<T>>) -> Proto<T> {
     }
 }
 
-/// Appends the frame's next `n` bytes from `rd` to `buf` (`left` of the frame still to come).
+/// Appends the frame's next `n` bytes from `rd` to `buf` (`left` of the frame still to come),
+/// growing `buf` as they arrive: `n` comes from lengths the peer claims.
 async fn read_more(rd: &mut Reader, buf: &mut Vec<u8>, left: &mut usize, n: usize) -> Proto<()> {
     if n > *left {
         return malformed("frame truncated");
     }
-    let at = buf.len();
-    buf.resize(at + n, 0);
-    rd.read_exact(&mut buf[at..])
+    read_appended(rd, buf, n)
         .await
         .map_err(|e| ProtoError(format!("connection closed inside a frame: {e}")))?;
     *left -= n;
@@ -319,6 +318,7 @@ mod tests {
 
     use super::*;
     use crate::io::tests::pair;
+    use crate::io::RESPONSE_EXACT_MAX;
 
     /// A frame's bytes, each telling its position (a misplaced or lost run shows).
     fn frame(n: usize) -> Vec<u8> {
@@ -378,4 +378,18 @@ mod tests {
         broker_task.await.unwrap();
     }
 
+    /// A broker's response claiming a field far longer than what it sends (the frame's size
+    /// says so too): the walk fails when the stream ends, having reserved no more than a
+    /// response read whole may (`read_response_rest`), not the claim.
+    #[tokio::test]
+    async fn a_claimed_length_longer_than_what_arrives_fails_without_allocating_it() {
+        let (mut broker, mut rd, wr) = pair().await;
+        let mut relay = Relay::new(&wr);
+        let claim = 1usize << 30;
+        broker.write_all(&frame(10_000)).await.unwrap();
+        drop(broker);
+        let mut w = HoldWalk::new(Vec::new(), 0, &mut rd, &mut relay, claim, 0);
+        assert!(w.bytes(claim).await.is_err());
+        assert!(w.buf.capacity() <= RESPONSE_EXACT_MAX, "{} bytes reserved", w.buf.capacity());
+    }
 }
