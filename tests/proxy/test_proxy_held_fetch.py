@@ -1,10 +1,12 @@
 """Fetch responses held for a consumer topic quota, against Apache Kafka: each is held until its
 topics are counted (the throttle is its first field), a large one with its records waiting in
 the relay's pipe as far as the pipe holds them and read past that; then delivered whole, or
-dropped for Kafka's empty throttled answer, the connection in step either way."""
+dropped for Kafka's empty throttled answer, the connection in step either way. Only a large
+response makes the connection's pipe."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 
 import kquota
@@ -92,6 +94,46 @@ def test_fetches_held_for_a_topic_quota_larger_than_their_pipe_arrive_whole(brok
         got = consume_assigned(px.address, topic, len(sent), timeout=30.0,
                                config={"max.partition.fetch.bytes": 10_000_000})
         assert [v for _, v, _ in got] == sent
+    finally:
+        px.stop()
+        qm.close()
+
+
+def _relay_pipes() -> set[int]:
+    """The pipes of this process as large as the proxy's relay makes them (1 MiB), by inode."""
+    pipes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        path = f"/proc/self/fd/{fd}"
+        try:
+            if not os.readlink(path).startswith("pipe:"):
+                continue
+            own = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue  # closed meanwhile
+        try:
+            if fcntl.fcntl(own, fcntl.F_GETPIPE_SZ) == 1 << 20:
+                pipes.add(os.fstat(own).st_ino)
+        finally:
+            os.close(own)
+    return pipes
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="Linux: the relay's pipe")
+def test_small_fetches_under_a_topic_quota_make_no_pipe(broker):
+    """A consumer topic quota holds only a large Fetch response's records in the relay's pipe:
+    connections fetching small responses (read whole) make none."""
+    topic, _ = _produce(broker, 20)
+    qm = kquota.QuotaManager()
+    qm.alter_client_quotas([({"topic": None}, {"consumer_byte_rate": 1e9})])
+    px = ProxyThread(("127.0.0.1", broker.port), qm=qm)
+    try:
+        before = _relay_pipes()
+        conns = [Wire(px.proxy.bootstrap_address) for _ in range(4)]
+        for w in conns:
+            assert 20_000 < len(fetched_records(fetch_v12(w, topic)[0])) < 64 << 10
+        assert _relay_pipes() - before == set()
+        for w in conns:
+            w.close()
     finally:
         px.stop()
         qm.close()

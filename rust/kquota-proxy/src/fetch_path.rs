@@ -126,10 +126,11 @@ pub async fn on_response(
         // Each topic's bytes are counted before the answer is chosen (the throttle is the
         // response's first field), so the response is held until it is walked: a large one's
         // records wait in the relay's pipe (no copy) as far as it holds them, the rest (or a
-        // response through TLS) is read into one buffer sized for it.
+        // response through TLS) is read into one buffer sized for it. Only a large one makes
+        // the connection's pipe.
         let names = &shared.cfg.topic_names;
-        let room = relay.hold_room(rd);
-        if room > 0 && size - head >= STREAM_MIN {
+        let room = if size - head >= STREAM_MIN { relay.hold_room(rd) } else { 0 };
+        if room > 0 {
             let mut w = HoldWalk::new(buf, 4 + body, rd, relay, size - head, room);
             walk_fetch_response(&mut w, v, tally(&mut topics, v, names))
                 .await

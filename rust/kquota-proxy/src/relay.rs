@@ -112,11 +112,12 @@ impl Relay {
         Ok(())
     }
 
-    /// Drops what the pipe holds (the frame is answered without it): the pipe is closed, and a
-    /// new one made when next needed.
+    /// Drops what the pipe holds (the frame is answered without it). The pipe is emptied into
+    /// /dev/null, which takes its buffers without copying them, and kept for the next frame
+    /// (cheaper than closing it and making another); closed if it cannot be emptied.
     pub fn discard(&mut self) {
         #[cfg(target_os = "linux")]
-        {
+        if self.splicer.as_ref().is_some_and(|sp| linux::empty_pipe(sp).is_err()) {
             self.splicer = None;
         }
     }
@@ -151,6 +152,7 @@ async fn copy(src: &mut Reader, out: &Outbox, mut n: usize) -> Result<(), String
 mod linux {
     use std::io;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+    use std::sync::OnceLock;
 
     use tokio::io::unix::AsyncFd;
     use tokio::io::{AsyncBufRead, Interest};
@@ -165,7 +167,7 @@ mod linux {
     pub struct Splicer {
         /// The pipe's size: what it holds at most.
         pub size: usize,
-        pipe_r: OwnedFd,
+        pub(super) pipe_r: OwnedFd,
         pipe_w: OwnedFd,
         /// A duplicate of the destination socket, registered for writability.
         dst: AsyncFd<OwnedFd>,
@@ -326,6 +328,34 @@ mod linux {
         Ok(moved)
     }
 
+    /// /dev/null, opened once for the process: where a dropped frame's held bytes go.
+    fn dev_null() -> io::Result<RawFd> {
+        static NULL: OnceLock<Option<OwnedFd>> = OnceLock::new();
+        let null = NULL.get_or_init(|| {
+            // SAFETY: a constant NUL-terminated path; the descriptor is owned below.
+            let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+            // SAFETY: a fresh descriptor from open, owned from here on.
+            (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+        });
+        null.as_ref()
+            .map(AsRawFd::as_raw_fd)
+            .ok_or_else(|| io::Error::other("/dev/null cannot be opened"))
+    }
+
+    /// Empties the pipe into /dev/null (its pages released, not copied).
+    pub fn empty_pipe(sp: &Splicer) -> io::Result<()> {
+        let null = dev_null()?;
+        loop {
+            match splice(sp.pipe_r.as_raw_fd(), null, sp.size) {
+                Ok(0) => return Ok(()),
+                Ok(_) => continue,
+                // Empty (its write end is open, so it would wait for more).
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Writes exactly `n` bytes from the pipe to the destination socket (the outbox idle).
     pub async fn drain_pipe(sp: &Splicer, mut n: usize) -> Result<(), String> {
         let failed = |what: &'static str| move |e: io::Error| format!("{what}: {e}");
@@ -338,5 +368,54 @@ mod linux {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::os::fd::AsRawFd;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::io::tests::pair;
+
+    /// The pipe's identity (its inode): the same pipe, or a new one.
+    fn pipe_id(relay: &Relay) -> u64 {
+        let fd = relay.splicer.as_ref().expect("a pipe").pipe_r.as_raw_fd();
+        // SAFETY: `st` is written by fstat on an open descriptor.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::fstat(fd, &mut st) }, 0);
+        st.st_ino
+    }
+
+    /// A held frame answered without its records (a throttled Fetch) leaves the pipe empty for
+    /// the next one, and the same pipe: none is made per dropped frame.
+    #[tokio::test]
+    async fn a_discarded_hold_leaves_the_same_pipe_empty() {
+        let (mut broker, mut rd, _rd_wr) = pair().await;
+        let (mut client, _client_rd, wr) = pair().await;
+        let mut relay = Relay::new(&wr);
+        let (out, writer) = Outbox::new(wr, Arc::new(tokio::sync::Notify::new()));
+        tokio::spawn(writer);
+        let run = 64 << 10;
+        broker.write_all(&vec![1u8; run]).await.unwrap();
+        broker.write_all(&vec![2u8; run]).await.unwrap();
+        assert!(relay.hold_room(&rd) >= run);
+        let pipe = pipe_id(&relay);
+        relay.hold(&mut rd, run).await.unwrap();
+        relay.discard();
+        assert!(relay.hold_room(&rd) >= run);
+        assert_eq!(pipe_id(&relay), pipe, "a new pipe after a discard");
+        relay.hold(&mut rd, run).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), relay.release(vec![Held::Piped(run)], &out))
+            .await
+            .expect("release stalled")
+            .unwrap();
+        let mut got = vec![0u8; run];
+        client.read_exact(&mut got).await.unwrap();
+        assert!(got.iter().all(|&b| b == 2), "the discarded run was sent");
     }
 }
