@@ -6,9 +6,11 @@
 //! top-level tagged fields, to the same length (the size prefix has gone out).
 //!
 //! Topic quotas (`consumer_byte_rate` of a topic): while one exists, the request is capped to
-//! each asked topic's window too, and the response is read whole (no longer cut-through) to
-//! count each topic's bytes (`fetch_topics`) for the kernel's response step. Without one
-//! neither the request's topics nor the response's are walked.
+//! each asked topic's window too, and the response is held until each topic's bytes are
+//! counted (`fetch_topics`) for the kernel's response step (the throttle is its first field):
+//! a large one over plain TCP is walked with its records waiting in the relay's pipe as far as
+//! the pipe holds them, read past that; a small one, or one through TLS, is read whole. Without
+//! one neither the request's topics nor the response's are walked.
 
 use std::sync::Arc;
 use std::time::Instant;

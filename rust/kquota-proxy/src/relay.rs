@@ -161,7 +161,7 @@ mod linux {
     use crate::io::Reader;
     use crate::outbox::Outbox;
 
-    /// The pipe's size asked for: bytes moved per splice, and what a held frame keeps in it.
+    /// The pipe's size asked for: bytes moved per splice, and the most a held frame keeps in it.
     const PIPE: usize = 1 << 20;
 
     pub struct Splicer {

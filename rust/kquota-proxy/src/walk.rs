@@ -16,7 +16,8 @@ use crate::wire::{malformed, Cursor, Proto, ProtoError};
 
 /// Where a frame's fields are read from: bytes at increasing positions.
 pub trait Walk {
-    /// The next `n` bytes (`n` small).
+    /// The next `n` bytes, read into the walk's memory: at most the frame's bytes left (a
+    /// name's length is bounded by the frame, not by the walk).
     fn bytes(&mut self, n: usize) -> impl Future<Output = Proto<&[u8]>> + Send;
     /// Passes `n` bytes unread.
     fn skip(&mut self, n: usize) -> impl Future<Output = Proto<()>> + Send;
