@@ -17,7 +17,7 @@ import pytest
 from kquota.kafka.protocol import apis
 from kquota.kafka.protocol.codec import decode_body, encode_body
 from proxy_support import ProxyThread, consume_assigned, make_topic
-from proxy_wire import Wire
+from proxy_wire import Wire, fetch_until_throttled, fetch_v12
 
 from confluent_kafka import Producer
 from waiting import wait_until_async
@@ -90,17 +90,6 @@ def test_aiokafka_consumes_streamed_fetches(proxy, broker):
     assert proxy.proxy.streamed_responses > responses
 
 
-def _fetch_v12(w: Wire, topic: str) -> tuple[dict, float]:
-    t0 = time.monotonic()
-    resp = w.call(apis.FETCH, 12, "Fetch", {
-        "ReplicaId": -1, "MaxWaitMs": 500, "MinBytes": 1, "MaxBytes": 50_000_000, "IsolationLevel": 0,
-        "SessionId": 0, "SessionEpoch": -1, "ForgottenTopicsData": [], "RackId": "",
-        "Topics": [{"Topic": topic, "Partitions": [{
-            "Partition": 0, "CurrentLeaderEpoch": -1, "FetchOffset": 0, "LastFetchedEpoch": -1,
-            "LogStartOffset": -1, "PartitionMaxBytes": 10_000_000}]}]})
-    return resp, time.monotonic() - t0
-
-
 def _slow_fetches(broker, quota: int):
     """(topic of ~150 KB, manager with a fetch quota on client-id "slow", proxy in front)."""
     topic = make_topic(broker.address)
@@ -113,17 +102,6 @@ def _slow_fetches(broker, quota: int):
     return topic, qm, ProxyThread(("127.0.0.1", broker.port), qm=qm)
 
 
-def _fetch_until_throttled(w: Wire, topic: str, limit: int) -> tuple[list[dict], dict]:
-    """The answers before the first throttled one, and that one."""
-    delivered = []
-    for _ in range(limit):
-        resp, _ = _fetch_v12(w, topic)
-        if resp["ThrottleTimeMs"] > 0:
-            return delivered, resp
-        delivered.append(resp)
-    raise AssertionError(f"no throttle in {limit} fetches")
-
-
 def test_throttled_large_fetch_answered_empty_and_muted(broker):
     """A streamed (large) Fetch response over the quota, yet at most a tenth of the quota
     window's bytes, is answered as Kafka does: empty, with the throttle, its bytes unrecorded;
@@ -132,14 +110,14 @@ def test_throttled_large_fetch_answered_empty_and_muted(broker):
     topic, qm, px = _slow_fetches(broker, 160_000)  # window 1.6 MB; ~151 KB answers
     try:
         fast = Wire(px.proxy.bootstrap_address, client_id="fast")
-        resp, _ = _fetch_v12(fast, topic)
+        resp, _ = fetch_v12(fast, topic)
         records = bytes(resp["Responses"][0]["Partitions"][0]["Records"])
         assert len(records) > 140_000 and resp["ThrottleTimeMs"] == 0
         assert px.proxy.streamed_responses == 1
 
         slow = Wire(px.proxy.bootstrap_address, client_id="slow")
         # Ten fit the window (1.51 MB over 10 s: 151 KB/s); the eleventh would make it 166 KB/s.
-        delivered, resp = _fetch_until_throttled(slow, topic, 15)
+        delivered, resp = fetch_until_throttled(slow, topic, 15)
         assert len(delivered) == 10 and all(r["Responses"] for r in delivered)
         assert px.proxy.streamed_responses == 12
         assert resp["Responses"] == [] and resp["ThrottleTimeMs"] > 0
@@ -163,7 +141,7 @@ def test_throttled_fetch_over_a_tenth_of_the_window_delivered_and_muted(broker):
     try:
         slow = Wire(px.proxy.bootstrap_address, client_id="slow")
         # Three fit the window (453 KB over 10 s); the fourth would make it 60 KB/s.
-        delivered, resp = _fetch_until_throttled(slow, topic, 6)
+        delivered, resp = fetch_until_throttled(slow, topic, 6)
         assert len(delivered) == 3
         records = bytes(resp["Responses"][0]["Partitions"][0]["Records"])
         assert records == bytes(delivered[0]["Responses"][0]["Partitions"][0]["Records"])
@@ -398,44 +376,4 @@ def test_a_streamed_produce_walked_for_topic_quotas_that_lies_closes_only_its_co
             w.close()
     finally:
         proxy.stop()
-        qm.close()
-
-
-def test_large_fetches_held_for_a_topic_quota_arrive_whole_and_in_step(broker):
-    """A consumer topic quota: each large Fetch response is held until its topics are walked
-    (the throttle is its first field), its records waiting in the relay's pipe, uncopied; then
-    delivered whole. One over the quota, under a tenth of its window, is answered empty as Kafka
-    answers (what was held is dropped), and the connection stays in step: a Metadata answer, then
-    the next delivered Fetch equal to the broker's own answer."""
-    topic = make_topic(broker.address)
-    p = Producer({"bootstrap.servers": broker.address, "linger.ms": 20})
-    for _ in range(150):
-        p.produce(topic, value=os.urandom(1000))
-    assert p.flush(20) == 0
-    direct = Wire(("127.0.0.1", broker.port))
-    want = bytes(_fetch_v12(direct, topic)[0]["Responses"][0]["Partitions"][0]["Records"])
-    direct.close()
-    assert len(want) > 140_000
-    qm = kquota.QuotaManager()  # a window of 10 s: 1.6 MB, ten ~151 KB answers
-    qm.alter_client_quotas([({"topic": topic}, {"consumer_byte_rate": 160_000})])
-    px = ProxyThread(("127.0.0.1", broker.port), qm=qm)
-    try:
-        w = Wire(px.proxy.bootstrap_address, client_id="held")
-
-        def records(resp: dict) -> bytes:
-            return bytes(resp["Responses"][0]["Partitions"][0]["Records"])
-
-        delivered, resp = _fetch_until_throttled(w, topic, 15)
-        assert len(delivered) == 10 and all(records(r) == want for r in delivered)
-        assert px.proxy.streamed_responses == 10  # held in the pipe, not read whole
-        assert resp["Responses"] == [] and resp["ThrottleTimeMs"] > 0
-        assert w.call(apis.METADATA, 4, "Metadata", {"Topics": None, "AllowAutoTopicCreation": False})["Brokers"]
-        for _ in range(30):
-            resp, _ = _fetch_v12(w, topic)
-            if resp["Responses"]:
-                break
-        assert records(resp) == want
-        w.close()
-    finally:
-        px.stop()
         qm.close()

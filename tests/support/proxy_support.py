@@ -137,13 +137,15 @@ def make_topic(address: str, partitions: int = 1, prefix: str = "t-") -> str:
     return name
 
 
-def consume_assigned(address: str, topic: str, count: int, partitions: int = 1, timeout: float = 20.0) -> list:
+def consume_assigned(address: str, topic: str, count: int, partitions: int = 1, timeout: float = 20.0,
+                     config: Optional[dict] = None) -> list:
     """At least ``count`` messages of ``topic``'s first ``partitions`` partitions read from
-    offset 0 through ``address`` by an assigned consumer (no group membership): ``(key, value,
-    headers)`` each, in the order read."""
+    offset 0 through ``address`` by an assigned consumer (no group membership; ``config`` added
+    to its configuration): ``(key, value, headers)`` each, in the order read."""
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": address, "group.id": "unused", "enable.auto.commit": False})
+    c = Consumer({"bootstrap.servers": address, "group.id": "unused", "enable.auto.commit": False,
+                  **(config or {})})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out = []
 

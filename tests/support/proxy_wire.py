@@ -1,12 +1,15 @@
 """A raw Kafka connection for requests no installed client sends (AlterClientQuotas, strict
-CreateTopics): frames built with kquota's own codec, the proxy's transcribed schemas."""
+CreateTopics) or sends unlike a test needs (a sessionless Fetch from a chosen offset): frames
+built with kquota's own codec, the proxy's transcribed schemas."""
 
 from __future__ import annotations
 
 import socket
 import struct
+import time
 from typing import Any
 
+from kquota.kafka.protocol import apis
 from kquota.kafka.protocol.codec import decode_body, encode_body, is_flexible
 from kquota.kafka.protocol.frames import response_body_offset
 
@@ -82,3 +85,32 @@ def produce_v8(batches: dict[str, bytes]) -> bytes:
         raw = name.encode()
         body += struct.pack(">h", len(raw)) + raw + struct.pack(">i", 1) + struct.pack(">ii", 0, len(batch)) + batch
     return body
+
+
+def fetch_v12(w: Wire, topic: str, offset: int = 0) -> tuple[dict, float]:
+    """A sessionless Fetch v12 of ``topic``'s partition 0 from ``offset`` (up to 10 MB; 50 MB in
+    all): the decoded answer, and the seconds it took."""
+    t0 = time.monotonic()
+    resp = w.call(apis.FETCH, 12, "Fetch", {
+        "ReplicaId": -1, "MaxWaitMs": 500, "MinBytes": 1, "MaxBytes": 50_000_000, "IsolationLevel": 0,
+        "SessionId": 0, "SessionEpoch": -1, "ForgottenTopicsData": [], "RackId": "",
+        "Topics": [{"Topic": topic, "Partitions": [{
+            "Partition": 0, "CurrentLeaderEpoch": -1, "FetchOffset": offset, "LastFetchedEpoch": -1,
+            "LogStartOffset": -1, "PartitionMaxBytes": 10_000_000}]}]})
+    return resp, time.monotonic() - t0
+
+
+def fetched_records(resp: dict) -> bytes:
+    """The records of a Fetch answer's first partition."""
+    return bytes(resp["Responses"][0]["Partitions"][0]["Records"])
+
+
+def fetch_until_throttled(w: Wire, topic: str, limit: int) -> tuple[list[dict], dict]:
+    """The answers (:func:`fetch_v12`) before the first throttled one, and that one."""
+    delivered = []
+    for _ in range(limit):
+        resp, _ = fetch_v12(w, topic)
+        if resp["ThrottleTimeMs"] > 0:
+            return delivered, resp
+        delivered.append(resp)
+    raise AssertionError(f"no throttle in {limit} fetches")

@@ -6,9 +6,11 @@
 //! top-level tagged fields, to the same length (the size prefix has gone out).
 //!
 //! Topic quotas (`consumer_byte_rate` of a topic): while one exists, the request is capped to
-//! each asked topic's window too, and the response is read whole (no longer cut-through) to
-//! count each topic's bytes (`fetch_topics`) for the kernel's response step. Without one
-//! neither the request's topics nor the response's are walked.
+//! each asked topic's window too, and the response is held until each topic's bytes are
+//! counted (`fetch_topics`) for the kernel's response step (the throttle is its first field):
+//! a large one over plain TCP is walked with its records waiting in the relay's pipe as far as
+//! the pipe holds them, read past that; a small one, or one through TLS, is read whole. Without
+//! one neither the request's topics nor the response's are walked.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -126,10 +128,11 @@ pub async fn on_response(
         // Each topic's bytes are counted before the answer is chosen (the throttle is the
         // response's first field), so the response is held until it is walked: a large one's
         // records wait in the relay's pipe (no copy) as far as it holds them, the rest (or a
-        // response through TLS) is read into one buffer sized for it.
+        // response through TLS) is read into one buffer sized for it. Only a large one makes
+        // the connection's pipe.
         let names = &shared.cfg.topic_names;
-        let room = relay.hold_room(rd);
-        if room > 0 && size - head >= STREAM_MIN {
+        let room = if size - head >= STREAM_MIN { relay.hold_room(rd) } else { 0 };
+        if room > 0 {
             let mut w = HoldWalk::new(buf, 4 + body, rd, relay, size - head, room);
             walk_fetch_response(&mut w, v, tally(&mut topics, v, names))
                 .await

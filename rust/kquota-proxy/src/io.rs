@@ -74,14 +74,19 @@ pub const RESPONSE_EXACT_MAX: usize = 64 << 20;
 /// (a Fetch's max bytes capped), so unlike a client's frame ([`read_rest`]) its size is believed,
 /// up to the bound.
 pub async fn read_response_rest(rd: &mut Reader, buf: &mut Vec<u8>, rest: usize) -> Result<(), String> {
-    buf.reserve_exact(rest.min(RESPONSE_EXACT_MAX));
-    let got = (&mut *rd)
-        .take(rest as u64)
-        .read_to_end(buf)
+    read_appended(rd, buf, rest)
         .await
-        .map_err(io_err("broker connection closed inside a frame"))?;
-    if got < rest {
-        return Err("broker connection closed inside a frame".into());
+        .map_err(io_err("broker connection closed inside a frame"))
+}
+
+/// Appends the next `n` bytes of `rd` to `buf` as [`read_response_rest`] reads them: room for
+/// `n` reserved up to [`RESPONSE_EXACT_MAX`], more only as bytes arrive; an error if the
+/// stream ends first.
+pub async fn read_appended(rd: &mut Reader, buf: &mut Vec<u8>, n: usize) -> std::io::Result<()> {
+    buf.reserve_exact(n.min(RESPONSE_EXACT_MAX));
+    let got = (&mut *rd).take(n as u64).read_to_end(buf).await?;
+    if got < n {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
     }
     Ok(())
 }
@@ -100,13 +105,13 @@ pub async fn skip(rd: &mut Reader, mut n: usize) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use tokio::io::AsyncWriteExt;
 
     /// A client socket and the reader of its accepted end (with that end's write half, which
     /// keeps the socket open while held).
-    async fn pair() -> (tokio::net::TcpStream, Reader, crate::stream::WriteSide) {
+    pub(crate) async fn pair() -> (tokio::net::TcpStream, Reader, crate::stream::WriteSide) {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = tokio::net::TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
         let (server, _) = l.accept().await.unwrap();

@@ -140,7 +140,8 @@ pub async fn on_request(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource)
 /// Sends a large Produce request on to the broker while walking its topics (`w` over the
 /// client's socket): its record batches are relayed unread, and each topic's bytes are given
 /// to the request's slot once the last batch's length is read, before that batch goes on.
-/// Returns the slot, and whether the walk reached the request's last batch.
+/// Returns the slot, and the walk's result (an error: the request never reached the broker
+/// whole).
 async fn stream_walked(
     conn: &Arc<Conn>,
     h: &RequestHeader,

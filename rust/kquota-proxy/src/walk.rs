@@ -7,16 +7,17 @@
 use std::future::Future;
 use std::task::{Context, Poll, Waker};
 
-use tokio::io::{AsyncBufRead, AsyncReadExt};
+use tokio::io::AsyncBufRead;
 
-use crate::io::{Reader, BACKLOG, CHUNK};
+use crate::io::{read_appended, Reader, BACKLOG, CHUNK};
 use crate::outbox::Outbox;
-use crate::relay::{Held, Relay};
+use crate::relay::{Held, Relay, SPLICE_MIN};
 use crate::wire::{malformed, Cursor, Proto, ProtoError};
 
 /// Where a frame's fields are read from: bytes at increasing positions.
 pub trait Walk {
-    /// The next `n` bytes (`n` small).
+    /// The next `n` bytes, read into the walk's memory: at most the frame's bytes left (a
+    /// name's length is bounded by the frame, not by the walk).
     fn bytes(&mut self, n: usize) -> impl Future<Output = Proto<&[u8]>> + Send;
     /// Passes `n` bytes unread.
     fn skip(&mut self, n: usize) -> impl Future<Output = Proto<()>> + Send;
@@ -110,14 +111,13 @@ pub fn at_once<T>(walk: impl Future<Output = Proto<T>>) -> Proto<T> {
     }
 }
 
-/// Appends the frame's next `n` bytes from `rd` to `buf` (`left` of the frame still to come).
+/// Appends the frame's next `n` bytes from `rd` to `buf` (`left` of the frame still to come),
+/// growing `buf` as they arrive: `n` comes from lengths the peer claims.
 async fn read_more(rd: &mut Reader, buf: &mut Vec<u8>, left: &mut usize, n: usize) -> Proto<()> {
     if n > *left {
         return malformed("frame truncated");
     }
-    let at = buf.len();
-    buf.resize(at + n, 0);
-    rd.read_exact(&mut buf[at..])
+    read_appended(rd, buf, n)
         .await
         .map_err(|e| ProtoError(format!("connection closed inside a frame: {e}")))?;
     *left -= n;
@@ -222,12 +222,9 @@ impl Walk for PumpWalk<'_> {
     }
 }
 
-/// Runs of a held frame shorter than this are read, not piped (a splice is two system calls).
-const HOLD_MIN: usize = 32 << 10;
-
 /// A [`Walk`] over a frame arriving on `rd` that is held, not sent, until it is answered: what
-/// the walk reads is kept in the proxy; what it skips waits in the relay's pipe while there is
-/// room (`room`), copied into the proxy past that. [`HoldWalk::finish`] gives the pieces in order.
+/// the walk reads is kept in the proxy; what it skips waits in the relay's pipe until the pipe
+/// is full, copied into the proxy past that. [`HoldWalk::finish`] gives the pieces in order.
 pub struct HoldWalk<'a> {
     held: Vec<Held>,
     /// The piece being read, and the walk's position in it.
@@ -236,6 +233,7 @@ pub struct HoldWalk<'a> {
     rd: &'a mut Reader,
     relay: &'a mut Relay,
     left: usize,
+    /// The most the pipe may still take ([`Relay::hold_room`] less what it holds; 0 once full).
     room: usize,
 }
 
@@ -290,12 +288,16 @@ impl Walk for HoldWalk<'_> {
             self.buf.extend_from_slice(&self.rd.buffer()[..ahead]);
             std::pin::Pin::new(&mut *self.rd).consume(ahead);
             (k, self.left) = (k - ahead, self.left - ahead);
-            let piped = if k >= HOLD_MIN { k.min(self.room) } else { 0 };
-            if piped > 0 {
-                self.held.push(Held::Read(std::mem::take(&mut self.buf)));
-                self.relay.hold(self.rd, piped).await.map_err(ProtoError)?;
-                self.held.push(Held::Piped(piped));
-                (k, self.left, self.room) = (k - piped, self.left - piped, self.room - piped);
+            let piped = k.min(self.room);
+            if piped >= SPLICE_MIN {
+                let moved = self.relay.hold(self.rd, piped).await.map_err(ProtoError)?;
+                if moved > 0 {
+                    self.held.push(Held::Read(std::mem::take(&mut self.buf)));
+                    self.held.push(Held::Piped(moved));
+                }
+                // Short: the pipe is full (its buffers hold part pages), so the rest is read.
+                self.room = if moved < piped { 0 } else { self.room - moved };
+                (k, self.left) = (k - moved, self.left - moved);
             }
             self.read(k).await?;
             self.pos = self.buf.len();
@@ -308,3 +310,87 @@ impl Walk for HoldWalk<'_> {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::io::tests::pair;
+    use crate::io::RESPONSE_EXACT_MAX;
+
+    /// A frame's bytes, each telling its position (a misplaced or lost run shows).
+    fn frame(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i % 251) as u8).collect()
+    }
+
+    /// A held frame whose run outgrows the pipe before its size in bytes: the broker writes it in
+    /// pieces smaller than a page, each arriving as its own segment, and a pipe holds a number
+    /// of buffers (a page each), each segment spliced into its own. The pipe is full with a
+    /// fraction of its size in it, and the run's rest (on the socket, or held back by its full
+    /// receive window: no new readiness comes) must be read, not waited for: the frame is held
+    /// whole, then released in order.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_held_run_past_a_full_pipe_is_read_and_released_whole() {
+        let (mut broker, mut rd, _rd_wr) = pair().await;
+        let (mut client, _client_rd, wr) = pair().await;
+        broker.set_nodelay(true).unwrap();
+        let mut relay = Relay::new(&wr);
+        let (out, writer) = Outbox::new(wr, Arc::new(tokio::sync::Notify::new()));
+        tokio::spawn(writer);
+        let room = relay.hold_room(&rd);
+        assert!(room >= 1 << 20, "a pipe of {room} bytes");
+        let sent = frame(2 * room);
+        let to_send = sent.clone();
+        let broker_task = tokio::spawn(async move {
+            for piece in to_send.chunks(1000) {
+                broker.write_all(piece).await.unwrap();
+            }
+            broker
+        });
+        let held = tokio::time::timeout(Duration::from_secs(20), async {
+            let mut w = HoldWalk::new(Vec::new(), 0, &mut rd, &mut relay, sent.len(), room);
+            w.skip(sent.len()).await.unwrap();
+            w.finish().await.unwrap().0
+        })
+        .await
+        .expect("the held frame stalled with its pipe full");
+        let piped: Vec<usize> = held
+            .iter()
+            .filter_map(|p| if let Held::Piped(n) = p { Some(*n) } else { None })
+            .collect();
+        assert!(
+            piped.len() == 1 && piped[0] < room,
+            "the pipe took {piped:?} of {room} bytes: not full before its size, nothing tested"
+        );
+        let reader = tokio::spawn(async move {
+            let mut got = vec![0u8; sent.len()];
+            client.read_exact(&mut got).await.unwrap();
+            assert!(got == sent, "the frame released out of order");
+        });
+        tokio::time::timeout(Duration::from_secs(20), relay.release(held, &out))
+            .await
+            .expect("release stalled")
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(20), reader).await.unwrap().unwrap();
+        broker_task.await.unwrap();
+    }
+
+    /// A broker's response claiming a field far longer than what it sends (the frame's size
+    /// says so too): the walk fails when the stream ends, having reserved no more than a
+    /// response read whole may (`read_response_rest`), not the claim.
+    #[tokio::test]
+    async fn a_claimed_length_longer_than_what_arrives_fails_without_allocating_it() {
+        let (mut broker, mut rd, wr) = pair().await;
+        let mut relay = Relay::new(&wr);
+        let claim = 1usize << 30;
+        broker.write_all(&frame(10_000)).await.unwrap();
+        drop(broker);
+        let mut w = HoldWalk::new(Vec::new(), 0, &mut rd, &mut relay, claim, 0);
+        assert!(w.bytes(claim).await.is_err());
+        assert!(w.buf.capacity() <= RESPONSE_EXACT_MAX, "{} bytes reserved", w.buf.capacity());
+    }
+}
