@@ -2,9 +2,13 @@
 //! read in place; the max-bytes cap written in place; the throttled empty answer; and the walk
 //! of a flexible response to its top-level tagged fields (NodeEndpoints, v16+).
 
-use crate::own_topics::{FETCH_BY_ID, FETCH_FLEXIBLE};
 use crate::walk::{array_len, length, skip_tags, Walk};
 use crate::wire::{malformed, write_i32, Cursor, Proto};
+
+/// Fetch's first flexible version (`FetchRequest.json`, `FetchResponse.json`: 12+).
+pub(crate) const FETCH_FLEXIBLE: i16 = 12;
+/// Fetch names topics by id from this version.
+pub(crate) const FETCH_BY_ID: i16 = 13;
 
 /// The tag of ReplicaState in Fetch v15+ requests (a follower's fetch).
 const REPLICA_STATE: u64 = 1;
@@ -86,7 +90,7 @@ pub fn throttled_body(version: i16, session_id: i32, throttle_ms: i32) -> Vec<u8
         out.extend_from_slice(&0i16.to_be_bytes());
         out.extend_from_slice(&session_id.to_be_bytes());
     }
-    if version >= 12 {
+    if version >= FETCH_FLEXIBLE {
         out.push(1); // no topics (compact array)
         out.push(0); // no tagged fields
     } else {

@@ -150,6 +150,7 @@ pub async fn on_response(
     }
     let head = buf.len() - 4 + held_len(&held);
     let ns = fwd.ns + t0.elapsed().as_nanos() as u64;
+    fwd.tell_shadow(&fs.handle);
     let step = fs
         .handle
         .fetch_response_with_topics(size as f64, fs.cap, ns as f64, &topic_refs(&topics), None)

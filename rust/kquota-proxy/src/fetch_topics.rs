@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use crate::fetch_layout::walk_fetch_response;
-use crate::own_topics::{walk_fetch, FETCH_BY_ID};
+use crate::fetch_layout::{walk_fetch_response, FETCH_BY_ID};
+use crate::own_topics::walk_fetch;
 use crate::topic_names::TopicNames;
 use crate::walk::{at_once, SliceWalk};
 use crate::wire::{Cursor, Proto};

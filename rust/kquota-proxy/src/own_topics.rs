@@ -15,6 +15,8 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
+use crate::fetch_layout::{FETCH_BY_ID, FETCH_FLEXIBLE};
+use crate::produce_layout::PRODUCE_FLEXIBLE;
 use crate::produce_topics::walk_produce;
 use crate::walk::{at_once, SliceWalk};
 use crate::wire::{put_compact_string, put_uvarint, Cursor, Proto};
@@ -24,10 +26,6 @@ pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 /// Topic ids remembered; past this the oldest is replaced (an own topic deleted and created
 /// again this many times: its old ids name no topic any more).
 const MAX_IDS: usize = 64;
-const PRODUCE_FLEXIBLE: i16 = 9;
-pub(crate) const FETCH_FLEXIBLE: i16 = 12;
-/// Fetch names topics by id from this version.
-pub(crate) const FETCH_BY_ID: i16 = 13;
 
 #[derive(Debug)]
 pub struct OwnTopics {

@@ -6,7 +6,8 @@ use std::ops::Range;
 
 use crate::wire::{malformed, Cursor, Proto};
 
-const FLEXIBLE: i16 = 9;
+/// Produce's first flexible version (`ProduceRequest.json`, `ProduceResponse.json`: 9+).
+pub(crate) const PRODUCE_FLEXIBLE: i16 = 9;
 
 /// The `acks` of a Produce request (after the transactional id in v3+).
 pub fn produce_acks(frame: &[u8], body: usize, version: i16) -> Proto<i16> {
@@ -14,7 +15,7 @@ pub fn produce_acks(frame: &[u8], body: usize, version: i16) -> Proto<i16> {
         return malformed("Produce below v3");
     }
     let mut c = Cursor::new(frame, body);
-    c.skip_string(version >= FLEXIBLE)?;
+    c.skip_string(version >= PRODUCE_FLEXIBLE)?;
     c.i16()
 }
 
@@ -28,7 +29,7 @@ pub struct ProduceLayout {
 
 /// Walks a Produce response body (v3+).
 pub fn produce_layout(frame: &[u8], body: usize, version: i16) -> Proto<ProduceLayout> {
-    let flexible = version >= FLEXIBLE;
+    let flexible = version >= PRODUCE_FLEXIBLE;
     let mut c = Cursor::new(frame, body);
     for _ in 0..c.array_len(flexible)? {
         c.skip_string(flexible)?;

@@ -119,6 +119,7 @@ pub async fn on_request(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource)
     }
     let fwd = Fwd::new(
         h,
+        t0,
         t0.elapsed().as_nanos() as u64,
         Kind::Produce {
             handle: Arc::clone(&handle),
@@ -155,7 +156,7 @@ async fn stream_walked(
         size,
         topics: TopicBytes::new(),
     };
-    let slot = conn.forward_new(Fwd::new(h, t0.elapsed().as_nanos() as u64, kind), Vec::new());
+    let slot = conn.forward_new(Fwd::new(h, t0, t0.elapsed().as_nanos() as u64, kind), Vec::new());
     conn.shared.counters.streamed_requests.fetch_add(1, Ordering::Relaxed);
     let own = &conn.shared.cfg.own_topics;
     let mut tally = TopicTally::default();
@@ -215,7 +216,7 @@ fn refuse_own_topics(
         size,
         topics: Vec::new(),
     };
-    let mut fwd = Fwd::new(h, 0, kind);
+    let mut fwd = Fwd::new(h, t0, 0, kind);
     fwd.slot = Conn::push_slot(&mut conn.state());
     let (answer, throttle) = on_response(conn, &fwd, handle, size, &[], answer, t0)?;
     conn.settle(fwd.slot, Some(answer), throttle);
@@ -239,6 +240,7 @@ pub fn on_response(
     t0: Instant,
 ) -> Result<(Vec<u8>, i32), String> {
     let ns = fwd.ns + t0.elapsed().as_nanos() as u64;
+    fwd.tell_shadow(handle);
     let throttle = handle
         .produce_response_with_topics(req_size as f64, ns as f64, true, &topic_refs(topics), None)
         .map_or(0, |r| r.mute_ms());

@@ -4,10 +4,9 @@
 //! request is then sent on to the broker as it is walked, its record batches spliced unread, so
 //! counting a request's topics costs no copy of its records.
 
+use crate::produce_layout::PRODUCE_FLEXIBLE;
 use crate::walk::{array_len, at_once, i32, length, skip_tags, SliceWalk, Walk};
 use crate::wire::{malformed, Cursor, Proto};
-
-const FLEXIBLE: i16 = 9;
 
 /// Each topic of a request with its bytes.
 pub type TopicBytes = Vec<(Box<str>, f64)>;
@@ -32,7 +31,7 @@ pub async fn walk_produce<W: Walk>(w: &mut W, version: i16, mut each: impl FnMut
     if version < 3 {
         return malformed("Produce below v3");
     }
-    let flexible = version >= FLEXIBLE;
+    let flexible = version >= PRODUCE_FLEXIBLE;
     let id = length(w, flexible, 2).await?.unwrap_or(0);
     w.skip(id).await?; // TransactionalId
     w.skip(2 + 4).await?; // Acks, TimeoutMs

@@ -186,7 +186,7 @@ async fn dispatch(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource) -> Re
             let mut buf = frame.buf;
             let handle = src.handles.get(shared, &src.user, h.client_id(&buf[4..]))?;
             if let Some(kind) = crate::fetch_path::on_request(conn, h, &mut buf, handle, t0)? {
-                let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, kind);
+                let fwd = Fwd::new(h, t0, t0.elapsed().as_nanos() as u64, kind);
                 conn.forward_new(fwd, buf);
             }
             Ok(false)
@@ -197,7 +197,7 @@ async fn dispatch(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource) -> Re
             } else {
                 Some(src.handles.get(shared, &src.user, h.client_id(&frame.buf[4..]))?)
             };
-            let fwd = Fwd::new(h, t0.elapsed().as_nanos() as u64, Kind::Plain(handle));
+            let fwd = Fwd::new(h, t0, t0.elapsed().as_nanos() as u64, Kind::Plain(handle));
             conn.forward_new(fwd, frame.buf);
             Ok(false)
         }

@@ -85,6 +85,9 @@ pub async fn read_responses(
             Kind::Python => shared.bridge.on_response(conn.id, fwd.slot, &buf[4..])?,
             Kind::Plain(handle) => {
                 let ns = fwd.ns + t0.elapsed().as_nanos() as u64;
+                if let Some(h) = handle {
+                    fwd.tell_shadow(h);
+                }
                 let throttle = conn.request_step(fwd.key, handle.as_ref(), ns);
                 crate::header::raise_response_throttle(
                     &mut buf,

@@ -14,6 +14,8 @@
 //! - A full ring (the consumer behind) is drained by the producer itself before it pushes: the
 //!   shadow loses nothing and its memory stays bounded (`RING_CAPACITY` entries per thread).
 //! - Readers of the shadow's totals call [`flush`] first, so they see every response stepped.
+//! - An entry carries how long before its response the request was read ([`request_age`]), so
+//!   the shadow can tell a request read before its would-be mute from one read during it.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -36,8 +38,8 @@ const PASS_INTERVAL: Duration = Duration::from_millis(50);
 
 /// A shadow step the queue's consumer runs (`shadow::ShadowHandle`).
 pub(crate) trait Queued: Send + Sync {
-    /// Steps one queued response.
-    fn evaluate(&self, op: Op, size: f64, nanos: f64, now: i64);
+    /// Steps one queued response: answered at `now`, its request read at `read`.
+    fn evaluate(&self, op: Op, size: f64, nanos: f64, now: i64, read: i64);
 }
 
 /// What a response asks of its shadow step.
@@ -58,9 +60,16 @@ pub(crate) struct Entry {
     pub size: f64,
     pub nanos: f64,
     pub now: i64,
+    /// How long (ms) before `now` its request was read; 0 when the caller did not say.
+    pub age_ms: u32,
 }
 
 impl Entry {
+    /// When its request was read.
+    fn read(self) -> i64 {
+        self.now.saturating_sub(i64::from(self.age_ms))
+    }
+
     fn op_code(self) -> u64 {
         match self.op {
             Op::Produce { answered: false } => 0,
@@ -82,7 +91,7 @@ impl Entry {
     }
 }
 
-/// A ring slot: an entry's five words, each written by the producer before it publishes `head`
+/// A ring slot: an entry's five words (the op and the request's age share one), each written by the producer before it publishes `head`
 /// (release) and read by the consumer after it reads `head` (acquire).
 #[derive(Default)]
 struct Slot([AtomicU64; 5]);
@@ -112,10 +121,11 @@ impl Ring {
             let w = &self.slots[i % RING_CAPACITY].0;
             out.push(Entry {
                 id: w[0].load(Relaxed),
-                op: Entry::op_of(w[1].load(Relaxed)),
+                op: Entry::op_of(w[1].load(Relaxed) & 0xff),
                 size: f64::from_bits(w[2].load(Relaxed)),
                 nanos: f64::from_bits(w[3].load(Relaxed)),
                 now: w[4].load(Relaxed) as i64,
+                age_ms: (w[1].load(Relaxed) >> 8) as u32,
             });
         }
         self.tail.store(head, Release);
@@ -155,7 +165,7 @@ impl Local {
         }
         let w = &ring.slots[head % RING_CAPACITY].0;
         w[0].store(e.id, Relaxed);
-        w[1].store(e.op_code(), Relaxed);
+        w[1].store(e.op_code() | u64::from(e.age_ms) << 8, Relaxed);
         w[2].store(e.size.to_bits(), Relaxed);
         w[3].store(e.nanos.to_bits(), Relaxed);
         w[4].store(e.now as u64, Relaxed);
@@ -167,6 +177,8 @@ impl Local {
 }
 
 thread_local! {
+    /// The age of the request whose response this thread steps next ([`request_age`]).
+    static REQUEST_AGE_MS: Cell<u32> = const { Cell::new(0) };
     static LOCAL: Local = {
         let q = queue();
         q.start_consumer();
@@ -269,7 +281,7 @@ impl Queue {
                 };
                 last = Some((e.id, h));
                 if let Some(h) = h {
-                    h.evaluate(e.op, e.size, e.nanos, e.now);
+                    h.evaluate(e.op, e.size, e.nanos, e.now, e.read());
                 }
             }
             for id in closed.drain(..) {
@@ -308,9 +320,25 @@ pub(crate) fn push(e: Entry) {
         if e.op == Op::Close {
             one_consumer.closing.push(e.id);
         } else if let Some(h) = q.handles.lock().get(&e.id) {
-            h.evaluate(e.op, e.size, e.nanos, e.now);
+            h.evaluate(e.op, e.size, e.nanos, e.now, e.read());
         }
     }
+}
+
+/// The response this thread steps next is of a request read `ms` before it. A proxy that
+/// pipelines a connection's requests says so before each response step of a handle with a
+/// shadow: it records a request read before its mute when that request is answered, during the
+/// mute, and the shadow must too to predict it. Kept per thread because the response step's
+/// callers (Python's among them) do not pass it; taken, and reset to 0 (read when answered), by
+/// the shadow's next queued entry on this thread.
+pub fn request_age(ms: u32) {
+    REQUEST_AGE_MS.set(ms);
+}
+
+/// The age [`request_age`] set for this thread's next entry, reset to 0.
+#[inline]
+pub(crate) fn take_request_age() -> u32 {
+    REQUEST_AGE_MS.replace(0)
 }
 
 /// Steps every queued shadow entry now (in clock order). Readers of a shadow's totals, backlog
@@ -325,11 +353,12 @@ mod tests {
 
     /// Records what it is stepped with.
     #[derive(Default)]
-    struct Seen(Mutex<Vec<(Op, i64)>>);
+    struct Seen(Mutex<Vec<(Op, i64)>>, Mutex<Vec<i64>>);
 
     impl Queued for Seen {
-        fn evaluate(&self, op: Op, _size: f64, _nanos: f64, now: i64) {
+        fn evaluate(&self, op: Op, _size: f64, _nanos: f64, now: i64, read: i64) {
             self.0.lock().push((op, now));
+            self.1.lock().push(read);
         }
     }
 
@@ -346,7 +375,35 @@ mod tests {
             size: 1.0,
             nanos: 0.0,
             now,
+            age_ms: 0,
         }
+    }
+
+    #[test]
+    fn an_entry_carries_its_requests_age_beside_its_op() {
+        let q = own_queue();
+        let seen = q.register(|_| Arc::new(Seen::default()));
+        let a = Local::new(q);
+        for (op, age) in [(Op::Produce { answered: true }, 7), (Op::Close, 0), (Op::Fetch, u32::MAX)] {
+            a.push(Entry { age_ms: age, ..entry(1, op, 10_000_000_000) });
+        }
+        q.drain_pass();
+        assert_eq!(
+            seen.0.lock().clone(),
+            vec![(Op::Produce { answered: true }, 10_000_000_000), (Op::Fetch, 10_000_000_000)]
+        );
+        assert_eq!(
+            seen.1.lock().clone(),
+            vec![10_000_000_000 - 7, 10_000_000_000 - i64::from(u32::MAX)]
+        );
+    }
+
+    #[test]
+    fn a_requests_age_is_taken_once_and_only_on_its_thread() {
+        request_age(25);
+        std::thread::spawn(|| assert_eq!(take_request_age(), 0)).join().unwrap();
+        assert_eq!(take_request_age(), 25);
+        assert_eq!(take_request_age(), 0, "the next response's request was read when answered");
     }
 
     #[test]

@@ -146,6 +146,60 @@ fn entities_beyond_the_bound_are_summed_in_one_row() {
 }
 
 #[test]
+fn a_request_read_before_the_would_be_mute_is_recorded_when_answered_during_it() {
+    // As the enforcing proxy records it: it pipelines, and its mute stops only its reads.
+    let (shadow, a, step) = handles("A");
+    a.produce_response(50_000.0, 0.0, true, Some(5_000)).unwrap();
+    let (t, _) = logged(&step);
+    assert!(t > 10);
+    let before = step.handle().kernel().measured_rate(Produce, "A", "c", Some(5_005)).unwrap();
+    // Read 2 ms before the throttled response, answered 5 ms after it: recorded, and throttled
+    // again (the mute keeps its later end).
+    shadow::request_age(7);
+    a.produce_response(700.0, 0.0, true, Some(5_005)).unwrap();
+    let (again, delayed) = logged(&step);
+    assert_eq!(delayed, 0.0);
+    assert!(again > 0);
+    let after = step.handle().kernel().measured_rate(Produce, "A", "c", Some(5_005)).unwrap();
+    assert!(after > before, "{after} vs {before}");
+    // The age was this response's only: the next, read when answered inside the mute, is held.
+    a.produce_response(700.0, 0.0, true, Some(5_006)).unwrap();
+    assert_eq!(logged(&step), (0, 700.0));
+    // Read inside the mute (after its start) though answered later in it: held too.
+    shadow::request_age(3);
+    a.produce_response(300.0, 0.0, true, Some(5_009)).unwrap();
+    assert_eq!(logged(&step), (0, 300.0));
+    // An unthrottled response read before the mute does not send the backlog while muted.
+    assert_eq!(step.backlog_bytes(Produce), 1_000);
+    let row = shadow.totals().into_iter().find(|r| r.user.as_deref() == Some("A")).unwrap();
+    assert_eq!(row.throttle_time_ms, (t + again) as u64);
+    assert_eq!(row.delayed_bytes, 1_000);
+}
+
+#[test]
+fn a_fetch_read_before_the_mute_takes_none_of_the_backlog_while_muted() {
+    let shadow_kernel = kernel();
+    limit(&shadow_kernel, "A", Fetch, 1000.0);
+    let shadow = ShadowKernel::new(shadow_kernel);
+    let step = shadow.step("A", "c");
+    let h = ClientHandle::new(kernel(), "A", "c").with_shadow(step.clone());
+    h.fetch_response(50_000.0, 1e12, 0.0, Some(5_000)).unwrap();
+    assert!(logged(&step).0 > 0);
+    h.fetch_response(10_000.0, 1e12, 0.0, Some(5_001)).unwrap();
+    assert_eq!(step.backlog_bytes(Fetch), 10_000);
+    logged(&step);
+    // Read before the mute, answered in it: stepped (over the quota: throttled again, its answer
+    // empty) and not held, and the backlog still held whole (the would-be consumer fetches what
+    // it missed only once unmuted).
+    shadow::request_age(10);
+    h.fetch_response(100.0, 1e12, 0.0, Some(5_002)).unwrap();
+    assert_eq!(step.backlog_bytes(Fetch), 10_000);
+    let (again, delayed) = logged(&step);
+    assert!(again > 0);
+    assert_eq!(delayed, 0.0);
+}
+
+#[test]
 fn the_would_be_backlog_is_sent_request_by_request_until_throttled_and_delayed_once() {
     let (shadow, a, step) = handles("A");
     a.produce_response(50_000.0, 0.0, true, Some(5_000)).unwrap();

@@ -25,6 +25,7 @@ impl Conn {
             key: i16::from_be_bytes([frame[0], frame[1]]),
             version: i16::from_be_bytes([frame[2], frame[3]]),
             ns: 0,
+            read: std::time::Instant::now(),
             kind: Kind::Python,
         };
         self.forward_locked(&mut self.state(), fwd, prefixed);
