@@ -39,8 +39,13 @@ fn logged(step: &ShadowHandle) -> (i32, f64) {
 
 /// An enforced handle on an unlimited kernel with a shadow limiting `A` to 1000 B/s produce.
 fn handles(user: &str) -> (Arc<ShadowKernel>, ClientHandle, Arc<ShadowHandle>) {
+    shadowed(user, Produce)
+}
+
+/// An enforced handle on an unlimited kernel with a shadow limiting `A`'s `t` to 1000 B/s.
+fn shadowed(user: &str, t: ClientQuotaType) -> (Arc<ShadowKernel>, ClientHandle, Arc<ShadowHandle>) {
     let shadow_kernel = kernel();
-    limit(&shadow_kernel, "A", Produce, 1000.0);
+    limit(&shadow_kernel, "A", t, 1000.0);
     let shadow = ShadowKernel::new(shadow_kernel);
     let step = shadow.step(user, "c");
     let h = ClientHandle::new(kernel(), user, "c").with_shadow(step.clone());
@@ -178,11 +183,7 @@ fn a_request_read_before_the_would_be_mute_is_recorded_when_answered_during_it()
 
 #[test]
 fn a_fetch_read_before_the_mute_takes_none_of_the_backlog_while_muted() {
-    let shadow_kernel = kernel();
-    limit(&shadow_kernel, "A", Fetch, 1000.0);
-    let shadow = ShadowKernel::new(shadow_kernel);
-    let step = shadow.step("A", "c");
-    let h = ClientHandle::new(kernel(), "A", "c").with_shadow(step.clone());
+    let (_shadow, h, step) = shadowed("A", Fetch);
     h.fetch_response(50_000.0, 1e12, 0.0, Some(5_000)).unwrap();
     assert!(logged(&step).0 > 0);
     h.fetch_response(10_000.0, 1e12, 0.0, Some(5_001)).unwrap();
@@ -258,11 +259,7 @@ fn a_drained_backlog_is_delayed_anew_when_the_client_is_muted_again() {
 
 #[test]
 fn a_would_be_fetch_backlog_is_sent_at_most_what_a_fetch_may_ask_for() {
-    let shadow_kernel = kernel();
-    limit(&shadow_kernel, "A", Fetch, 1000.0);
-    let shadow = ShadowKernel::new(shadow_kernel);
-    let step = shadow.step("A", "c");
-    let h = ClientHandle::new(kernel(), "A", "c").with_shadow(step.clone());
+    let (shadow, h, step) = shadowed("A", Fetch);
     h.fetch_response(50_000.0, 1e12, 0.0, Some(5_000)).unwrap();
     let (t, _) = logged(&step);
     assert!(t > 0);
