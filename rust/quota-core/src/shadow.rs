@@ -336,15 +336,21 @@ impl ShadowHandle {
         }
     }
 
+    /// Queues a response, with the age its caller gave its request (`request_age`).
     #[inline]
     fn queue(&self, op: Op, size: f64, nanos: f64, now: i64) {
+        self.push(op, size, nanos, now, shadow_queue::take_request_age());
+    }
+
+    #[inline]
+    fn push(&self, op: Op, size: f64, nanos: f64, now: i64, age_ms: u32) {
         shadow_queue::push(Entry {
             id: self.id,
             op,
             size,
             nanos,
             now,
-            age_ms: shadow_queue::take_request_age(),
+            age_ms,
         });
     }
 }
@@ -369,14 +375,8 @@ impl ShadowStep for ShadowHandle {
 
     fn close(&self) {
         // Last in its pass whatever clock the responses used.
-        shadow_queue::push(Entry {
-            id: self.id,
-            op: Op::Close,
-            size: 0.0,
-            nanos: 0.0,
-            now: i64::MAX,
-            age_ms: 0,
-        });
+        // No request: the age a response's caller set is left for that response.
+        self.push(Op::Close, 0.0, 0.0, i64::MAX, 0);
     }
 
     /// Not flushed (the request log takes it on every response): the responses stepped so far;

@@ -42,6 +42,15 @@ fn handles(user: &str) -> (Arc<ShadowKernel>, ClientHandle, Arc<ShadowHandle>) {
     shadowed(user, Produce)
 }
 
+/// [`handles`] for `A`, its would-be client muted by 50,000 bytes at 5,000 ms: with the
+/// would-be throttle that response got.
+fn muted_at_5000() -> (Arc<ShadowKernel>, ClientHandle, Arc<ShadowHandle>, i32) {
+    let (shadow, a, step) = handles("A");
+    a.produce_response(50_000.0, 0.0, true, Some(5_000)).unwrap();
+    let (t, _) = logged(&step);
+    (shadow, a, step, t)
+}
+
 /// An enforced handle on an unlimited kernel with a shadow limiting `A`'s `t` to 1000 B/s.
 fn shadowed(user: &str, t: ClientQuotaType) -> (Arc<ShadowKernel>, ClientHandle, Arc<ShadowHandle>) {
     let shadow_kernel = kernel();
@@ -88,9 +97,7 @@ fn the_first_would_be_throttle_is_what_enforcing_the_shadow_gives() {
 
 #[test]
 fn a_response_within_the_would_be_mute_is_delayed_not_recorded() {
-    let (shadow, a, step) = handles("A");
-    a.produce_response(50_000.0, 0.0, true, Some(5_000)).unwrap();
-    let (t, _) = logged(&step);
+    let (shadow, a, step, t) = muted_at_5000();
     assert!(t > 1);
     shadow::flush();
     let rate_before = step.handle().kernel().measured_rate(Produce, "A", "c", Some(5_001)).unwrap();
@@ -153,9 +160,7 @@ fn entities_beyond_the_bound_are_summed_in_one_row() {
 #[test]
 fn a_request_read_before_the_would_be_mute_is_recorded_when_answered_during_it() {
     // As the enforcing proxy records it: it pipelines, and its mute stops only its reads.
-    let (shadow, a, step) = handles("A");
-    a.produce_response(50_000.0, 0.0, true, Some(5_000)).unwrap();
-    let (t, _) = logged(&step);
+    let (shadow, a, step, t) = muted_at_5000();
     assert!(t > 10);
     let before = step.handle().kernel().measured_rate(Produce, "A", "c", Some(5_005)).unwrap();
     // Read 2 ms before the throttled response, answered 5 ms after it: recorded, and throttled
@@ -202,9 +207,8 @@ fn a_fetch_read_before_the_mute_takes_none_of_the_backlog_while_muted() {
 
 #[test]
 fn the_would_be_backlog_is_sent_request_by_request_until_throttled_and_delayed_once() {
-    let (shadow, a, step) = handles("A");
-    a.produce_response(50_000.0, 0.0, true, Some(5_000)).unwrap();
-    assert!(logged(&step).0 > 10);
+    let (shadow, a, step, t) = muted_at_5000();
+    assert!(t > 10);
     // Sent while the would-be client is muted: held, never more than what it sent.
     for i in 0..10 {
         a.produce_response(5_000.0, 0.0, true, Some(5_001 + i)).unwrap();
