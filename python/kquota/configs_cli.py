@@ -10,6 +10,8 @@
     kquota configs --alter --add-config consumer_byte_rate=50000000 --entity-type topics --entity-default
     kquota configs --bootstrap-server 127.0.0.1:9092 [--command-config client.properties] --describe
     kquota configs --promote-shadow --shadow-store sqlite:///shadow.db --store sqlite:///q.db
+    kquota configs --alter --add-config shadow.producer_byte_rate=512000 --entity-type users --entity-name etl
+    kquota configs --promote-shadow --store sqlite:///q.db
 
 With ``--bootstrap-server`` instead of ``--store`` the command manages a running cluster's (or
 ``kquota proxy``'s) quotas over the admin protocol (:mod:`kquota.configs_bootstrap`).
@@ -17,6 +19,10 @@ Entity names pair with entity types in order, as in Kafka's ``ConfigCommand``
 (``--entity-default`` counts as an empty name, i.e. ``<default>``). ``--describe --json`` prints
 the quota configuration file of ``docs/pipeline.md``; ``--alter --quota-file FILE``
 feeds such a file back in. Errors print one line and exit with status 1.
+
+A quota marked shadow (``shadow.<config key>``, :mod:`kquota.shadow_marks`) is stored beside the
+enforced ones and never enforced; ``kquota proxy --shadow-marked`` evaluates the marks, and
+``--promote-shadow`` without ``--shadow-store`` makes them the enforced quotas.
 """
 
 from __future__ import annotations
@@ -64,9 +70,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     op.add_argument("--describe", action="store_true", help="list quotas (all entities unless narrowed)")
     op.add_argument("--promote-shadow", action="store_true",
                     help="make --store's configuration the --shadow-store's, in one transaction (every entity "
-                         "or none): the shadow a `kquota proxy --shadow-store` evaluated becomes the enforced one")
+                         "or none): the shadow a `kquota proxy --shadow-store` evaluated becomes the enforced one; "
+                         "without --shadow-store, --store's quotas marked shadow (shadow.<config key>, as "
+                         "`kquota proxy --shadow-marked` evaluates them) replace their unmarked keys and the marks go")
     p.add_argument("--shadow-store", metavar="URL", help="with --promote-shadow: the shadow configuration's store "
-                   "(the --store URL forms); it is only read")
+                   "(the --store URL forms); it is only read, and its own shadow marks are not promoted")
     p.add_argument("--store", metavar="URL", help="sqlite:///relative.db, sqlite:////absolute/path.db, a plain "
                    "path, zookeeper://host:port[/chroot] or kafka://host:port/topic (docs/store-urls.md; "
                    "default: $KQUOTA_STORE, else a file in ~/.local/share/kquota)")
@@ -303,14 +311,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def promote_shadow(args: argparse.Namespace) -> int:
-    """``--promote-shadow``: ``--store``'s configuration becomes ``--shadow-store``'s, in one
-    ``alter`` (the store's one transaction: every entity or none). A shadow entry the shadow
-    store cannot read refuses the promotion (a partial configuration is never applied)."""
+    """``--promote-shadow``: ``--store``'s enforced configuration becomes ``--shadow-store``'s,
+    or, without ``--shadow-store``, its own quotas marked shadow (:mod:`kquota.shadow_marks`), in
+    one ``alter`` (the store's one transaction: every entity or none). A shadow entry the store
+    cannot read refuses the promotion (a partial configuration is never applied)."""
+    from kquota.shadow_marks import enforced_state
     from kquota.stores import open_store
     from kquota.stores.base import diff_ops
 
-    if args.shadow_store is None:
-        raise ConfigCommandError("--promote-shadow needs --shadow-store URL (the shadow configuration's store)")
     if args.bootstrap_server is not None:
         raise ConfigCommandError("--promote-shadow works on stores: give --store, not --bootstrap-server")
     if (args.add_config is not None or args.delete_config is not None or args.quota_file is not None
@@ -324,13 +332,15 @@ def promote_shadow(args: argparse.Namespace) -> int:
         options = {"security": load_properties(args.command_config, "--command-config"),
                    "security_source": args.command_config}
     url, _ = _locate(args.store)
+    problems: list[str] = []
+    if args.shadow_store is None:
+        return _promote_marks(url, open_store(args.store, **options), args.json)
     try:
         shadow = open_store(args.shadow_store, read_only=True, **options)
     except KQuotaError as e:
         raise ConfigCommandError(f"--shadow-store: {e}") from None
     try:
-        problems: list[str] = []
-        wanted = shadow.describe(on_error=lambda m, _e: problems.append(m))
+        wanted = enforced_state(shadow.describe(on_error=lambda m, _e: problems.append(m)))
         if problems:
             raise ConfigCommandError(f"--shadow-store {shadow.url}: {problems[0]} (nothing promoted)")
         store = open_store(args.store, **options)
@@ -338,10 +348,13 @@ def promote_shadow(args: argparse.Namespace) -> int:
         shadow.close()
     try:
         if store.url == shadow.url:
-            raise ConfigCommandError(f"--shadow-store and --store are the same store ({store.url}): nothing to promote")
+            raise ConfigCommandError(f"--shadow-store and --store are the same store ({store.url}): nothing to promote "
+                                     "(its quotas marked shadow are promoted without --shadow-store)")
         current = store.describe(on_error=lambda m, _e: problems.append(m))
-        entries = [(e, ops) for e in sorted(set(current) | set(wanted), key=str)
-                   if (ops := diff_ops(current.get(e, {}), wanted.get(e, {})))]
+        # The enforced keys only: --store's own marks stay as they are.
+        enforced = enforced_state(current)
+        entries = [(e, ops) for e in sorted(set(enforced) | set(wanted), key=str)
+                   if (ops := diff_ops(enforced.get(e, {}), wanted.get(e, {})))]
         if entries:
             store.alter(entries)
     finally:
@@ -352,6 +365,34 @@ def promote_shadow(args: argparse.Namespace) -> int:
         print_altered([(e, wanted.get(e, {})) for e, _ in entries])
     else:
         print(f"Promoted the shadow configuration of {shadow.url} to {url}: {len(entries)} "
+              f"{'entity' if len(entries) == 1 else 'entities'} changed.")
+    return 0
+
+
+def _promote_marks(url: str, store: Any, json_out: bool) -> int:
+    """``--promote-shadow`` without ``--shadow-store``: ``store``'s marked quotas replace their
+    unmarked keys, and the marks go, in one ``alter``; refused if an entry cannot be read or
+    nothing is marked."""
+    from kquota.shadow_marks import SHADOW_PREFIX, promotion, shadow_state
+
+    try:
+        problems: list[str] = []
+        current = store.describe(on_error=lambda m, _e: problems.append(m))
+        if problems:
+            raise ConfigCommandError(f"--store {store.url}: {problems[0]} (nothing promoted)")
+        entries = promotion({e: current[e] for e in sorted(current, key=str)})
+        if not entries:
+            raise ConfigCommandError(f"--promote-shadow: no quota in {store.url} is marked shadow "
+                                     f"({SHADOW_PREFIX}<config key>) and no --shadow-store was given: nothing to promote")
+        store.alter(entries)
+    finally:
+        store.close()
+    if json_out:
+        promoted = shadow_state({e: current[e] for e, _ in entries})
+        print_altered([(e, promoted[e]) for e, _ in entries])
+    else:
+        count = sum(1 for _, ops in entries for v in ops.values() if v is not None)
+        print(f"Promoted {count} quota{'' if count == 1 else 's'} marked shadow in {url}: {len(entries)} "
               f"{'entity' if len(entries) == 1 else 'entities'} changed.")
     return 0
 

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Optional, Tuple, Union
 from kquota import _kquota
 from kquota.entity import CLIENT_ID, IP, TOPIC, USER, ClientQuotaEntity
 from kquota.exceptions import QuotaConfigError, QuotaValueError
+from kquota.shadow_marks import SHADOW_PREFIX, split_marks
 
 #: Dynamic config keys of client quotas (KIP-546 names), in ``ClientQuotaType`` order.
 CONFIG_KEYS: Tuple[str, ...] = _kquota.CONFIG_KEYS
@@ -199,10 +200,46 @@ def _topic_ops(entity: ClientQuotaEntity, ops: Mapping[str, Any], changes: list[
     return values
 
 
-def validate_alter(entries: Iterable[Tuple[EntityLike, Ops]]) -> list[tuple[ClientQuotaEntity, dict[str, Optional[float]]]]:
+def validate_alter(entries: Iterable[Tuple[EntityLike, Ops]], *,
+                   shadow_marks: bool = False) -> list[tuple[ClientQuotaEntity, dict[str, Optional[float]]]]:
     """Validates ``alter_client_quotas``-style entries exactly as a default ``QuotaManager``
     does, without one; nothing is applied. Returns ``(entity, {config key: value or None})``
-    per entry. Raises ``QuotaConfigError`` naming the entity and key of the first bad entry."""
-    normalized = normalize_alter(entries)
-    _kquota.validate_quota_changes(normalized.changes)
-    return normalized.entries
+    per entry. Raises ``QuotaConfigError`` naming the entity and key of the first bad entry.
+
+    ``shadow_marks``: a store's check, which also takes quotas marked shadow
+    (:mod:`kquota.shadow_marks`) on client entities, each checked as its unmarked key."""
+    if not shadow_marks or isinstance(entries, (str, bytes, Mapping)):
+        normalized = normalize_alter(entries)
+        _kquota.validate_quota_changes(normalized.changes)
+        return normalized.entries
+    try:
+        items = list(entries)
+    except TypeError:
+        return validate_alter(entries)  # its error for a non-iterable
+    plain: list[Any] = []
+    marks: list[tuple[ClientQuotaEntity, dict[str, Any]]] = []
+    for item in items:
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], Mapping):
+            enforced, marked = split_marks(item[1])
+            plain.append((item[0], enforced))
+            marks.append((ClientQuotaEntity(item[0]), marked))
+        else:
+            plain.append(item)  # a malformed entry: the plain check names it
+            marks.append((ClientQuotaEntity({USER: None}), {}))
+    out = validate_alter(plain)
+    for (entity, values), (_, marked) in zip(out, marks):
+        if not marked:
+            continue
+        if entity.is_ip or entity.is_topic:
+            raise QuotaConfigError(
+                f"invalid quota for entity {entity}, key {SHADOW_PREFIX}{next(iter(marked))}: a shadow mark is for "
+                "client quotas (user / client-id entities: the shadow evaluates clients' responses)")
+        try:
+            (_, checked), = validate_alter([(entity, marked)])
+        except QuotaConfigError as e:
+            message = str(e)
+            for key in marked:
+                message = message.replace(f", key {key}:", f", key {SHADOW_PREFIX}{key}:", 1)
+            raise QuotaConfigError(message) from None
+        values.update({SHADOW_PREFIX + key: value for key, value in checked.items()})
+    return out

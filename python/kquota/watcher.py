@@ -14,6 +14,10 @@ failures are counted (``watcher-errors-total``) and the time since the last succ
 exposed (``config-sync-age-seconds``; a store that confirms it is current without a change, as
 the Kafka store does each second with an empty set of entities, resets it too), both as manager
 metrics (``QuotaManager.metrics()`` and the Prometheus exposition) while the watcher runs.
+
+What the manager takes is a *view* of the store: by default its enforced configuration, the
+quotas marked shadow (:mod:`kquota.shadow_marks`) left out, as a manager enforces; a shadow
+manager follows :func:`kquota.shadow_marks.shadow_state`.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Callable, Optional
 from kquota.entity import ClientQuotaEntity
 from kquota.metrics import Metric
 from kquota.exceptions import KQuotaError, QuotaConfigError
+from kquota.shadow_marks import enforced_state
 from kquota.stores.base import ConfigStore, QuotaState, StoreWatch, diff_ops
 
 log = logging.getLogger("kquota.watcher")
@@ -54,6 +59,9 @@ class QuotaConfigWatcher:
         on_applied: optional callback after each applied batch (from the watcher's thread).
         on_error: optional callback for problems skipped (corrupt entries, rejected values);
             by default they are logged. The last 100 are kept in ``errors``.
+        view: what of the store's state the manager takes (by default
+            :func:`kquota.shadow_marks.enforced_state`: the quotas marked shadow left out);
+            :func:`kquota.shadow_marks.shadow_state` makes ``qm`` the marks' shadow.
 
     Use as a context manager, or ``start()`` / ``stop()``. ``start()`` returns once the initial
     load is applied.
@@ -65,9 +73,11 @@ class QuotaConfigWatcher:
         qm: object,
         on_applied: Optional[AppliedCallback] = None,
         on_error: Optional[Callable[[str], None]] = None,
+        view: Callable[[QuotaState], QuotaState] = enforced_state,
     ) -> None:
         self.store = store
         self.qm = qm
+        self.view = view
         self._on_applied = on_applied
         self._on_error_cb = on_error
         self.errors: deque[str] = deque(maxlen=100)
@@ -248,7 +258,7 @@ class QuotaConfigWatcher:
             unreadable.add(entity)
             self._report(message)
 
-        wanted: QuotaState = self.store.describe(entities, on_error=on_error)
+        wanted: QuotaState = self.view(self.store.describe(entities, on_error=on_error))
         current = self.qm.describe_client_quotas()  # type: ignore[attr-defined]
         scope = set(wanted) | (set(current) if entities is None else set(entities))
         scope -= unreadable  # a corrupt entry keeps what the manager had

@@ -6,6 +6,7 @@ enforced one, and the producer is throttled to it. And ``--shadow-store``'s bad 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -34,10 +35,18 @@ def _a_throttle(proxy) -> int:
     return sum(p.throttle_time_ms for p in proxy.proxy.shadow_predictions() if p.client_id == "shadow-a")
 
 
-def test_shadow_is_evaluated_never_enforced_then_promoted(broker, tmp_path):
-    rig = ShadowRig(("127.0.0.1", broker.port), str(tmp_path), window_num=2, window_size_seconds=1)
-    rig.shadow_store.alter([({"client-id": "shadow-a"}, {"producer_byte_rate": QUOTA})])
+@pytest.mark.parametrize("marked", [False, True], ids=["shadow-store", "marked"])
+def test_shadow_is_evaluated_never_enforced_then_promoted(broker, tmp_path, marked):
+    rig = ShadowRig(("127.0.0.1", broker.port), str(tmp_path), marked=marked, window_num=2, window_size_seconds=1)
+    rig.set_shadow([({"client-id": "shadow-a"}, {"producer_byte_rate": QUOTA})])
+    # The enforced quota of A (marked: beside its mark) is far above what A sends.
+    rig.enforced_store.alter([({"client-id": "shadow-a"}, {"producer_byte_rate": 1000 * QUOTA})])
     proxy, qm = rig.proxy, rig.qm
+    a_entity = ClientQuotaEntity({"client-id": "shadow-a"})
+    # Each manager takes its configuration: the enforced one never the mark, the shadow its value.
+    assert wait_until(lambda: qm.describe_client_quotas().get(a_entity) == {"producer_byte_rate": 1000 * QUOTA}
+                      and rig.shadow_qm.describe_client_quotas().get(a_entity) == {"producer_byte_rate": QUOTA}, 10), \
+        (qm.describe_client_quotas(), rig.shadow_qm.describe_client_quotas())
     stop = threading.Event()
     meters = {name: Meter() for name in ("shadow-a", "shadow-b")}
     threads = []
@@ -71,6 +80,7 @@ def test_shadow_is_evaluated_never_enforced_then_promoted(broker, tmp_path):
         # Promote: the enforced store takes the shadow's configuration; A is throttled to it.
         assert main(rig.promote_args()) == 0
         promoted = time.monotonic()
+        assert rig.enforced_store.describe()[a_entity] == {"producer_byte_rate": QUOTA}  # no mark left
         assert wait_until(lambda: meters["shadow-a"].throttles, 10), "no throttle after the promotion"
         wait_until(lambda: time.monotonic() >= promoted + 7, 10)
         after = meters["shadow-a"].rate(promoted + 3, promoted + 7)
@@ -110,6 +120,7 @@ def test_shadow_store_bad_input_fails_in_one_line(tmp_path):
         # The same store under another spelling: refused by its canonical URL once open.
         (["--shadow-store", str(tmp_path / "q.db")], "--shadow-store names the enforced --store"),
         (["--shadow-store", f"sqlite:///{tmp_path}/absent.db"], "--shadow-store: "),
+        (["--shadow-marked", "--shadow-store", f"sqlite:///{tmp_path}/s.db"], "--shadow-marked and --shadow-store are"),
     ):
         r = _proxy("--store", store, *extra)
         err = r.stderr.decode().strip().splitlines()
@@ -123,7 +134,8 @@ def test_promote_shadow_bad_input_fails_in_one_line_and_changes_nothing(tmp_path
     enforced.close()
     store = f"sqlite:///{tmp_path}/enforced.db"
     for argv, message in (
-        (["--promote-shadow", "--store", store], "--promote-shadow needs --shadow-store"),
+        # No --shadow-store: the store's marks are promoted, and it holds none.
+        (["--promote-shadow", "--store", store], "no --shadow-store was given: nothing to promote"),
         (["--promote-shadow", "--store", store, "--shadow-store", "bogus://x"], "--shadow-store: "),
         (["--promote-shadow", "--store", store, "--shadow-store", store], "are the same store"),
         (["--promote-shadow", "--store", store, "--shadow-store", f"sqlite:///{tmp_path}/nope.db"],
@@ -150,3 +162,48 @@ def test_promote_shadow_replaces_the_whole_configuration(tmp_path, capsys):
     assert "3 entities changed" in capsys.readouterr().out
     with SQLiteConfigStore(str(tmp_path / "enforced.db")) as e, SQLiteConfigStore(str(tmp_path / "shadow.db")) as s:
         assert e.describe() == s.describe()
+
+
+@pytest.mark.process
+def test_the_proxy_process_evaluates_the_stores_marks_with_shadow_marked(broker, tmp_path):
+    """``kquota proxy --shadow-marked``: a quota marked shadow in ``--store`` throttles nobody and
+    shows as the would-be throttle of its client on the metrics port and the status page."""
+    import re
+    import urllib.request
+
+    from confluent_kafka import Producer
+    from proxy_cli import start_proxy, stop_proxy
+    from waiting import free_port
+
+    with SQLiteConfigStore(str(tmp_path / "q.db")) as s:
+        s.alter([({"client-id": "marked"}, {"producer_byte_rate": 100_000_000, "shadow.producer_byte_rate": 50_000})])
+    metrics_port = free_port()
+    proc, port = start_proxy(broker, tmp_path, "--shadow-marked", "--metrics-port", str(metrics_port))
+    try:
+        address = f"127.0.0.1:{port}"
+        topic = make_topic(address)
+        throttles: list[int] = []
+        p = Producer({"bootstrap.servers": address, "client.id": "marked", "linger.ms": 5,
+                      "statistics.interval.ms": 100,
+                      "stats_cb": lambda js: throttles.extend(b["throttle"]["max"] for b in json.loads(js)["brokers"].values())})
+        for _ in range(100):  # 1 MB: 20 s of the marked quota
+            p.produce(topic, b"x" * 10_000)
+            p.poll(0)
+        assert p.flush(15) == 0
+        p.poll(0.3)
+
+        def shadow_ms() -> float:
+            body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+            found = re.search(r'^kafka_server_produce_shadow_throttle_time_total\{[^}]*client_id="marked"[^}]*\} (\S+)$',
+                              body, re.M)
+            return float(found.group(1)) if found else 0.0
+
+        assert wait_until(lambda: shadow_ms() > 0, 10)
+        assert throttles and not any(throttles), throttles  # the mark was never enforced
+        page = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/", timeout=5).read().decode()
+        assert "(quotas marked shadow)" in page and "marked" in page
+        del p
+    finally:
+        code, err = stop_proxy(proc)
+    assert code == 0 and "Traceback" not in err, err
+    assert "shadow quotas marked in sqlite://" in err

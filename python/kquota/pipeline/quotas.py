@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kquota.config_file import QuotaEntries, load_quota_config, quota_config_document
+from kquota.shadow_marks import enforced_state
 
 
 def load_quotas(source: str) -> QuotaEntries:
@@ -25,7 +26,8 @@ def load_quotas(source: str) -> QuotaEntries:
                 close = getattr(store, "close", None)
                 if close is not None:
                     close()
-            return [(e, dict(kv)) for e, kv in dict(described).items()]
+            # The enforced configuration: quotas marked shadow are not the store's quotas in force.
+            return [(e, dict(kv)) for e, kv in enforced_state(dict(described)).items()]
     return load_quota_config(source)
 
 

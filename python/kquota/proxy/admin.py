@@ -27,6 +27,7 @@ from kquota.exceptions import KQuotaError, QuotaConfigError
 from kquota.kafka.client_quotas import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT, entity_of, ops_of, wire_entity, wire_values
 from kquota.kafka.protocol import apis
 from kquota.proxy.quota_order import kafka_order
+from kquota.validation import validate_alter
 
 log = logging.getLogger("kquota.proxy")
 
@@ -143,7 +144,9 @@ class QuotaAdmin:
                 continue
             try:
                 entity, ops = entity_of(entry["Entity"]), ops_of(entry.get("Ops"))
-                if req.get("ValidateOnly"):
+                if req.get("ValidateOnly") and self.store is not None:
+                    validate_alter([(entity, ops)], shadow_marks=True)  # as the store's alter checks it
+                elif req.get("ValidateOnly"):
                     self.qm.alter_client_quotas([(entity, ops)], validate_only=True)
                 elif self.store is not None:
                     await asyncio.to_thread(self.store.alter, [(entity, ops)])

@@ -226,6 +226,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "delayed bytes as metrics (kafka_server_<type>_shadow_throttle_time_total, "
                         "..._shadow_delayed_bytes_total) and request-log columns; `kquota configs --promote-shadow` "
                         "applies it (docs/guides/proxy.md, Shadow quotas)")
+    p.add_argument("--shadow-marked", action="store_true",
+                   help="instead of --shadow-store: evaluate, the same way, the quotas marked shadow in --store "
+                        "(config keys shadow.<key>, e.g. `kquota configs --alter --add-config "
+                        "shadow.producer_byte_rate=N`): each entity's quotas with its marked ones in their place; "
+                        "`kquota configs --promote-shadow` without --shadow-store applies them")
     p.add_argument("--store-config", metavar="FILE",
                    help="Kafka client properties of a kafka:// --store's (and the fleet's) connections: "
                         "security.protocol, ssl.truststore.*, ssl.keystore.*, ssl.endpoint.identification.algorithm, "
@@ -280,6 +285,7 @@ def run(args: argparse.Namespace) -> int:
                                        DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS, DEFAULT_SASL_MAX_RECEIVE_SIZE)
     from kquota.stores.kafka.store import fill_cluster
     from kquota.stores.url import STORE_ENV, open_store
+    from kquota.shadow_marks import shadow_state
     from kquota.watcher import QuotaConfigWatcher
 
     logging.basicConfig(level=getattr(logging, args.log_level), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -331,6 +337,9 @@ def run(args: argparse.Namespace) -> int:
     if args.quota_scope == "fleet" and not (store_url or "").lower().startswith("kafka://"):
         raise KQuotaError("--quota-scope fleet needs a kafka:// --store: the proxies following one store topic "
                           f"are the fleet (got {store_url or 'the default store'})")
+    if args.shadow_marked and args.shadow_store is not None:
+        raise KQuotaError("--shadow-marked and --shadow-store are alternatives: the shadow is the marks in --store "
+                          "or a second store")
     shadow_url = _shadow_store_url(args.shadow_store, store_url, args.bootstrap_server)
     shadow_qm = shadow_store = shadow_watcher = None
     try:
@@ -348,6 +357,8 @@ def run(args: argparse.Namespace) -> int:
                 raise KQuotaError(f"--shadow-store names the enforced --store ({store.url}): a shadow is a second "
                                   "configuration")
             shadow_qm = quota_manager()
+        elif args.shadow_marked:
+            shadow_qm = quota_manager()
     except BaseException:
         qm.close()
         raise
@@ -355,6 +366,10 @@ def run(args: argparse.Namespace) -> int:
     if shadow_store is not None:
         shadow_watcher = QuotaConfigWatcher(shadow_store, shadow_qm).start()
         log.info("shadow quotas from %s (evaluated, never enforced)", shadow_store.url)
+    elif shadow_qm is not None:
+        # The marks' shadow: the same store, seen through its marks (kquota.shadow_marks).
+        shadow_watcher = QuotaConfigWatcher(store, shadow_qm, view=shadow_state).start()
+        log.info("shadow quotas marked in %s (evaluated, never enforced)", store.url)
     fleet = None
     metrics_server = None
     request_log: Optional[RequestLogWriter] = None
@@ -395,12 +410,13 @@ def run(args: argparse.Namespace) -> int:
             connections_max_idle_ms=_int_prop(props, "connections.max.idle.ms", DEFAULT_CONNECTIONS_MAX_IDLE_MS),
             shadow=shadow_qm, shadow_store=shadow_store,
         )
-        if metrics_server is not None and shadow_store is not None:
+        if metrics_server is not None and shadow_qm is not None:
             from kquota.proxy.shadow import ShadowStatus
 
             # Set once the proxy exists (its predictions feed the section); until then the
             # page says there is no shadow.
-            page.shadow = ShadowStatus(shadow_store.url, qm, shadow_qm, proxy.shadow_predictions)
+            label = shadow_store.url if shadow_store is not None else f"{store.url} (quotas marked shadow)"
+            page.shadow = ShadowStatus(label, qm, shadow_qm, proxy.shadow_predictions)
         _run(_main(proxy), args.event_loop)
         log.info("kquota proxy stopped")
         return 0

@@ -261,7 +261,7 @@ class SQLiteConfigStore(ConfigStore):
 
     def alter(self, entries: Iterable[Any]) -> None:
         """Validates, then applies every entry in one ``BEGIN IMMEDIATE`` transaction."""
-        validated = validate_alter(entries)
+        validated = validate_alter(entries, shadow_marks=True)
         if self.read_only:
             raise ConfigStoreError(f"store {self.url} was opened read-only")
         with self._lock:

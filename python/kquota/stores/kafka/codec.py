@@ -115,7 +115,7 @@ def decode_value(entity: ClientQuotaEntity, config_key: str, value: Optional[byt
     if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
         raise CorruptRecord(f'value is not {{"value": <finite number>}}: {value[:80]!r}')
     try:
-        validate_alter([(entity, {config_key: float(number)})])
+        validate_alter([(entity, {config_key: float(number)})], shadow_marks=True)
     except QuotaConfigError as e:
         raise CorruptRecord(str(e)) from None
     return float(number)

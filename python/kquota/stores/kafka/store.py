@@ -191,7 +191,7 @@ class KafkaConfigStore(ConfigStore):
     def alter(self, entries: Iterable[Any]) -> None:
         """Validates, then writes every change of the alter as one record batch (all or nothing)."""
         self._check_open()
-        validated = validate_alter(entries)
+        validated = validate_alter(entries, shadow_marks=True)
         if self.read_only:
             raise ConfigStoreError(f"store {self.url} was opened read-only")
         records = encode_alter(validated)

@@ -8,6 +8,7 @@ from typing import Optional
 
 from kquota.entity import ClientQuotaEntity
 from kquota.exceptions import QuotaConfigError
+from kquota.shadow_marks import marked
 from kquota.validation import CONFIG_KEYS, IP_CONFIG_KEYS, TOPIC_CONFIG_KEYS, validate_alter
 
 
@@ -51,7 +52,8 @@ def quota_values(entity: ClientQuotaEntity, config: dict[str, str]) -> dict[str,
     """The quota keys of a node's config as numbers, validated like an alter (other keys, such
     as SCRAM credentials, are not ours and are ignored); ``CorruptNode`` if one is invalid."""
     out: dict[str, float] = {}
-    keys = IP_CONFIG_KEYS if entity.is_ip else TOPIC_CONFIG_KEYS if entity.is_topic else CONFIG_KEYS
+    keys = IP_CONFIG_KEYS if entity.is_ip else TOPIC_CONFIG_KEYS if entity.is_topic else \
+        CONFIG_KEYS + tuple(marked(k) for k in CONFIG_KEYS)  # and the quotas marked shadow
     for key in keys:
         if key in config:
             text = config[key].strip()
@@ -63,7 +65,7 @@ def quota_values(entity: ClientQuotaEntity, config: dict[str, str]) -> dict[str,
                 raise CorruptNode(f"config key {key}: {config[key]!r} is not a finite number")
             out[key] = value
     try:
-        validate_alter([(entity, out)])
+        validate_alter([(entity, out)], shadow_marks=True)
     except QuotaConfigError as e:
         raise CorruptNode(str(e)) from None
     return out

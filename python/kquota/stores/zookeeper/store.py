@@ -180,7 +180,7 @@ class ZooKeeperConfigStore(ConfigStore):
     def alter(self, entries: Iterable[Any]) -> None:
         """Validates, then applies every entry and its change notification in one transaction."""
         self._check_open()
-        validated = validate_alter(entries)
+        validated = validate_alter(entries, shadow_marks=True)
         if self.read_only:
             raise ConfigStoreError(f"store {self.url} was opened read-only")
         if not validated:
