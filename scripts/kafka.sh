@@ -25,7 +25,9 @@
 # /tmp/kquota-kafka), KQUOTA_KAFKA_PORT (first port tried; each listener takes the next free one;
 # default 19092), KQUOTA_KAFKA_LIBS (the jars; default ~/.cache/kquota/kafka-<version>/libs),
 # KQUOTA_KAFKA_HEAP (default -Xms64m -Xmx512m per broker), KQUOTA_KAFKA_START_TIMEOUT (seconds,
-# default 180: a loaded 2-core machine). Everything listens on 127.0.0.1 only.
+# default 180: a loaded 2-core machine). Everything listens on 127.0.0.1 only. A port taken
+# between its choice and Kafka's bind (another start at the same time) starts Kafka again on
+# other ports, three attempts in all.
 #
 # Principals: SASL users admin, alice, bob, proxy (password `<name>-secret`; PLAIN, SCRAM-SHA-256,
 # SCRAM-SHA-512; OAUTHBEARER with Kafka's unsecured validator, for tests only); TLS clients are
@@ -387,6 +389,14 @@ start() {
     for n in "${nodes[@]}"; do started "$n" && up=$((up + 1)); done
     [ "$up" = "${#nodes[@]}" ] && break
     if ! alive || [ $SECONDS -ge $deadline ]; then
+      local attempt="${KQUOTA_KAFKA_START_ATTEMPT:-1}"
+      if ! alive && [ "$attempt" -lt 3 ] && grep -qs "Address already in use" "${all[@]/%//logs/server.log}"; then
+        # A port found free was taken before Kafka bound it (another start at the same time):
+        # start again on freshly chosen ports, at most three times in all.
+        echo "kafka.sh: a port was taken while Apache Kafka started; starting again (attempt $((attempt + 1)) of 3)" >&2
+        stop
+        KQUOTA_KAFKA_START_ATTEMPT=$((attempt + 1)) exec bash "$ROOT/scripts/kafka.sh" start --brokers "$brokers"
+      fi
       local why="did not come up within ${TIMEOUT}s"; alive || why="exited"
       echo "kafka.sh: Apache Kafka $VERSION $why; last lines of its logs:" >&2
       for n in "${all[@]}"; do

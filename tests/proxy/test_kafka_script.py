@@ -61,6 +61,45 @@ def test_a_broker_not_up_by_its_deadline_shows_its_log_and_is_stopped(tmp_path):
     assert not state.exists()  # stopped and removed: no process keeps the directory
 
 
+def test_a_port_taken_between_its_choice_and_kafkas_bind_starts_kafka_again_elsewhere(tmp_path):
+    """Another start at the same time (two test runs on one machine) can take a port this start
+    chose before Kafka binds it: the start runs again on other ports instead of failing."""
+    import socket
+    import threading
+
+    from waiting import free_port, wait_until
+
+    state = tmp_path / "state"
+    props = state / "node-1" / "server.properties"
+    taken: list[socket.socket] = []
+
+    def take_the_controller_port() -> None:
+        # The ports are written into server.properties before the node is formatted and launched.
+        if wait_until(lambda: props.exists() and "controller.quorum.voters" in props.read_text(), 60, 0.01):
+            port = int(re.search(r"controller\.quorum\.voters=\d+@127\.0\.0\.1:(\d+)", props.read_text()).group(1))
+            s = socket.socket()
+            s.bind(("127.0.0.1", port))
+            s.listen()
+            taken.append(s)
+
+    taker = threading.Thread(target=take_the_controller_port)
+    taker.start()
+    try:
+        r = kafka_sh("start", KQUOTA_KAFKA_DIR=str(state), KQUOTA_KAFKA_PORT=str(free_port()))
+        taker.join(60)
+        if r.returncode == JARS_MISSING:
+            unavailable(r.stderr.strip())
+        assert taken, "the controller port was not taken in time"
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert "a port was taken while Apache Kafka started; starting again (attempt 2 of 3)" in r.stderr, r.stderr
+        ports = [int(p) for p in re.findall(r"^[A-Z_]+=127\.0\.0\.1:(\d+)$", r.stdout, re.M)]
+        assert len(ports) == 4 and taken[0].getsockname()[1] not in ports, (r.stdout, taken)
+    finally:
+        kafka_sh("stop", KQUOTA_KAFKA_DIR=str(state))
+        for s in taken:
+            s.close()
+
+
 def test_every_listener_answers_apaches_tools_with_the_written_properties(kafka_broker):
     assert set(kafka_broker.listeners) == {"PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL"}
     for listener, address in kafka_broker.listeners.items():
