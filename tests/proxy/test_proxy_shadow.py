@@ -207,3 +207,16 @@ def test_the_proxy_process_evaluates_the_stores_marks_with_shadow_marked(broker,
         code, err = stop_proxy(proc)
     assert code == 0 and "Traceback" not in err, err
     assert "shadow quotas marked in sqlite://" in err
+
+
+@pytest.mark.process
+def test_a_proxy_without_shadow_marked_warns_of_the_marks_it_leaves_alone(broker, tmp_path):
+    from proxy_cli import start_proxy, stop_proxy
+
+    with SQLiteConfigStore(str(tmp_path / "q.db")) as s:
+        s.alter([({"client-id": "a"}, {"producer_byte_rate": 1000, "shadow.producer_byte_rate": 500}),
+                 ({"user": None}, {"shadow.consumer_byte_rate": 5})])
+    proc, _ = start_proxy(broker, tmp_path)
+    code, err = stop_proxy(proc)
+    assert code == 0, err
+    assert "holds 2 quota(s) marked shadow, not evaluated: start with --shadow-marked" in err, err

@@ -285,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
                                        DEFAULT_PROXY_PROTOCOL_TIMEOUT_MS, DEFAULT_SASL_MAX_RECEIVE_SIZE)
     from kquota.stores.kafka.store import fill_cluster
     from kquota.stores.url import STORE_ENV, open_store
-    from kquota.shadow_marks import shadow_state
+    from kquota.shadow_marks import is_marked, shadow_state
     from kquota.watcher import QuotaConfigWatcher
 
     logging.basicConfig(level=getattr(logging, args.log_level), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -370,6 +370,14 @@ def run(args: argparse.Namespace) -> int:
         # The marks' shadow: the same store, seen through its marks (kquota.shadow_marks).
         shadow_watcher = QuotaConfigWatcher(store, shadow_qm, view=shadow_state).start()
         log.info("shadow quotas marked in %s (evaluated, never enforced)", store.url)
+    else:
+        try:
+            marked = sum(1 for config in store.describe().values() for key in config if is_marked(key))
+        except KQuotaError:
+            marked = 0  # the watcher reports a store it cannot read
+        if marked:
+            log.warning("%s holds %d quota(s) marked shadow, not evaluated: start with --shadow-marked to see "
+                        "what they would do", store.url, marked)
     fleet = None
     metrics_server = None
     request_log: Optional[RequestLogWriter] = None
