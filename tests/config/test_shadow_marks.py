@@ -76,13 +76,6 @@ def test_a_store_takes_marks_checked_as_their_key_and_a_manager_never():
         qm.close()
 
 
-@pytest.fixture(params=["sqlite", "zookeeper", "kafka"])
-def store(request, tmp_path):
-    s = open_store(store_url(request.param, tmp_path, request))
-    yield s
-    s.close()
-
-
 @pytest.mark.process
 def test_every_store_keeps_marks_and_refuses_a_bad_one_whole(store):
     store.alter([({"user": "etl"}, {P: 1000, SP: 500}), ({"client-id": "new"}, {SC: 700}),

@@ -5,22 +5,13 @@ import math
 import threading
 
 import pytest
-from store_helpers import store_url
 
 from kquota import ClientQuotaEntity, QuotaConfigError, QuotaManager
 from kquota.stores import ConfigStoreError, open_store
 
 pytestmark = pytest.mark.process
 
-KINDS = ["sqlite", "zookeeper", "kafka"]
 E = ClientQuotaEntity
-
-
-@pytest.fixture(params=KINDS)
-def store(request, tmp_path):
-    s = open_store(store_url(request.param, tmp_path, request))
-    yield s
-    s.close()
 
 
 def test_alter_and_describe_round_trip(store):

@@ -182,13 +182,6 @@ def test_a_live_topic_alter_reaches_a_watching_manager(kind, tmp_path):
 # ---------------------------------------------------------------- every store
 
 
-@pytest.fixture(params=["sqlite", "zookeeper", "kafka"])
-def store(request, tmp_path):
-    s = open_store(store_url(request.param, tmp_path, request))
-    yield s
-    s.close()
-
-
 @pytest.mark.process
 def test_round_trip_in_every_store(store):
     store.alter([({"topic": "orders"}, {P: 12_000_000, C: 24_000_000}), ({"topic": None}, {P: 1_000_000}),
