@@ -161,6 +161,25 @@ def test_dry_run_validates_and_writes_nothing(proxy, capsys, tmp_path):
     assert code == 1 and 'Error while updating config for user="dry": InvalidRequestException' in err, err
 
 
+def test_quotas_marked_shadow_travel_over_the_protocol_into_the_proxys_store(proxy, capsys, broker, tmp_path):
+    """A kquota extension: the proxy's AlterClientQuotas stores a quota marked shadow (checked as
+    its key), DescribeClientQuotas lists it; Apache Kafka's broker refuses the key."""
+    code, _, err = run(capsys, "--bootstrap-server", proxy, "--alter", "--add-config",
+                       "producer_byte_rate=1000,shadow.producer_byte_rate=500", "--user", "etl")
+    assert code == 0, err
+    assert described(capsys, proxy) == [
+        {"entity": {"user": "etl"}, "config": {"producer_byte_rate": 1000, "shadow.producer_byte_rate": 500}}]
+    code, _, err = run(capsys, "--bootstrap-server", proxy, "--alter", "--add-config",
+                       "shadow.producer_byte_rate=0.5", "--user", "etl")
+    assert code == 1 and "shadow.producer_byte_rate" in err, err
+    assert main(["configs", "--promote-shadow", "--store", f"sqlite:///{tmp_path}/q.db"]) == 0
+    capsys.readouterr()
+    assert described(capsys, proxy) == [{"entity": {"user": "etl"}, "config": {"producer_byte_rate": 500}}]
+    code, _, err = run(capsys, "--bootstrap-server", broker.address, "--alter", "--add-config",
+                       "shadow.producer_byte_rate=500", "--user", "etl")
+    assert code == 1 and "InvalidRequestException" in err, err
+
+
 def test_refused_alters_are_reported_per_entity(sasl_proxy, capsys, tmp_path):
     proxy = sasl_proxy
     admin = ("--command-config", sasl_props(tmp_path, "admin"))
