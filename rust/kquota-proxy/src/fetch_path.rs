@@ -22,7 +22,8 @@ use crate::endpoints::rewrite_section;
 use crate::fetch_layout::{
     cap_max_bytes, fetch_request, throttled_body, walk_fetch_response, walk_to_top_tags, FetchRequest,
 };
-use crate::fetch_topics::{request_topics, response_topic_bytes, tally, topic_refs};
+use crate::fetch_topics::{request_topics, response_topic_bytes, tally};
+use crate::topic_bytes::topic_refs;
 use crate::forwarded::{FetchState, Fwd, Kind};
 use crate::header::{response_body_offset, response_frame, RequestHeader};
 use crate::io::{read_response_rest, Reader, STREAM_MIN};

@@ -12,8 +12,7 @@ use crate::topic_names::TopicNames;
 use crate::walk::{at_once, SliceWalk};
 use crate::wire::{Cursor, Proto};
 
-/// Each topic with its bytes, for the kernel's response step.
-pub type TopicBytes = Vec<(Arc<str>, f64)>;
+use crate::topic_bytes::FetchTopicBytes;
 
 fn named(key: &[u8], version: i16, names: &TopicNames) -> Option<Arc<str>> {
     if version >= FETCH_BY_ID {
@@ -35,25 +34,20 @@ pub fn request_topics(frame: &[u8], at: usize, version: i16, names: &TopicNames)
 }
 
 /// Each topic's bytes in a Fetch response (v4+, whole; `body` where its ThrottleTimeMs is).
-pub fn response_topic_bytes(frame: &[u8], body: usize, version: i16, names: &TopicNames) -> Proto<TopicBytes> {
-    let mut out = TopicBytes::new();
+pub fn response_topic_bytes(frame: &[u8], body: usize, version: i16, names: &TopicNames) -> Proto<FetchTopicBytes> {
+    let mut out = FetchTopicBytes::new();
     let mut w = SliceWalk(Cursor::new(frame, body));
     at_once(walk_fetch_response(&mut w, version, tally(&mut out, version, names)))?;
     Ok(out)
 }
 
 /// The `each` of [`walk_fetch_response`] that keeps each known topic's bytes in `out`.
-pub fn tally<'a>(out: &'a mut TopicBytes, version: i16, names: &'a TopicNames) -> impl FnMut(&[u8], usize) + 'a {
+pub fn tally<'a>(out: &'a mut FetchTopicBytes, version: i16, names: &'a TopicNames) -> impl FnMut(&[u8], usize) + 'a {
     move |key, bytes| {
         if let Some(name) = named(key, version, names) {
             out.push((name, bytes as f64));
         }
     }
-}
-
-/// `(topic, bytes)` borrowed for the kernel's response step.
-pub fn topic_refs(topics: &[(Arc<str>, f64)]) -> Vec<(&str, f64)> {
-    topics.iter().map(|(t, b)| (&**t, *b)).collect()
 }
 
 #[cfg(test)]

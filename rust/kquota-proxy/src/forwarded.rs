@@ -7,7 +7,7 @@ use quota_core::ClientHandle;
 
 use crate::fetch_layout::FetchRequest;
 use crate::header::RequestHeader;
-use crate::produce_topics::TopicBytes;
+use crate::topic_bytes::ProduceTopicBytes;
 
 pub enum Kind {
     /// Relayed unparsed: only the request quota's throttle is added (`None`: exempt).
@@ -18,7 +18,7 @@ pub enum Kind {
         handle: Arc<ClientHandle>,
         size: usize,
         /// Each topic's bytes, for the topic quotas (empty while none is configured).
-        topics: TopicBytes,
+        topics: ProduceTopicBytes,
     },
     Fetch(FetchState),
 }

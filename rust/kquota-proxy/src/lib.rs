@@ -22,7 +22,8 @@
 //! - the quota paths, each API's request and response halves: [`produce_path`], [`fetch_path`];
 //!   a producer's throttle over all its connections ([`producer_gate`]); the proxy's own topics
 //!   closed on them ([`own_topics`]); a Produce's topics ([`produce_topics`]) and a Fetch's
-//!   ([`fetch_topics`], by id through [`topic_names`]) for the topic quotas;
+//!   ([`fetch_topics`], by id through [`topic_names`]) for the topic quotas, each a
+//!   [`topic_bytes`] list;
 //! - bytes in and out: [`stream`] (plain or TLS sockets), [`io`] (reading frames), [`outbox`]
 //!   (ordered writes with back-pressure), [`relay`] (uninspected bytes spliced socket to
 //!   socket), [`walk`] (a frame's fields read in order, held whole or while it passes).
@@ -62,6 +63,7 @@ pub mod session;
 pub mod shared;
 pub mod stream;
 pub mod tables;
+pub mod topic_bytes;
 pub mod topic_names;
 pub mod tls;
 pub mod trusted_sources;

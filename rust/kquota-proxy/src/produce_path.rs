@@ -20,7 +20,8 @@ use crate::endpoints::rewrite_section;
 use crate::forwarded::{Fwd, Kind};
 use crate::header::{response_body_offset, response_frame, RequestHeader};
 use crate::io::read_rest;
-use crate::produce_topics::{produce_topic_bytes, walk_produce, TopicBytes, TopicTally};
+use crate::produce_topics::{produce_topic_bytes, walk_produce, ProduceTopicBytes, TopicTally};
+use crate::topic_bytes::topic_refs;
 use crate::walk::PumpWalk;
 use crate::produce_layout::{produce_acks, produce_layout};
 use crate::tables::PRODUCE;
@@ -154,7 +155,7 @@ async fn stream_walked(
     let kind = Kind::Produce {
         handle: Arc::clone(handle),
         size,
-        topics: TopicBytes::new(),
+        topics: ProduceTopicBytes::new(),
     };
     let slot = conn.forward_new(Fwd::new(h, t0, t0.elapsed().as_nanos() as u64, kind), Vec::new());
     conn.shared.counters.streamed_requests.fetch_add(1, Ordering::Relaxed);
@@ -221,11 +222,6 @@ fn refuse_own_topics(
     let (answer, throttle) = on_response(conn, &fwd, handle, size, &[], answer, t0)?;
     conn.settle(fwd.slot, Some(answer), throttle);
     Ok(true)
-}
-
-/// `(topic, bytes)` borrowed for the kernel's response step.
-fn topic_refs(topics: &[(Box<str>, f64)]) -> Vec<(&str, f64)> {
-    topics.iter().map(|(t, b)| (&**t, *b)).collect()
 }
 
 /// The answer (prefixed frame) and its throttle: the largest of the client's, the topics'

@@ -8,8 +8,7 @@ use crate::produce_layout::PRODUCE_FLEXIBLE;
 use crate::walk::{array_len, at_once, i32, length, skip_tags, SliceWalk, Walk};
 use crate::wire::{malformed, Cursor, Proto};
 
-/// Each topic of a request with its bytes.
-pub type TopicBytes = Vec<(Box<str>, f64)>;
+pub use crate::topic_bytes::ProduceTopicBytes;
 
 /// One partition of a Produce request, as the walk meets it.
 pub struct Partition<'n> {
@@ -78,7 +77,7 @@ pub async fn walk_produce<W: Walk>(w: &mut W, version: i16, mut each: impl FnMut
 /// (no topic has one).
 #[derive(Default)]
 pub struct TopicTally {
-    pub topics: TopicBytes,
+    pub topics: ProduceTopicBytes,
     pub owned: bool,
     /// The topic being summed (its place in the request), and whether it is kept.
     at: Option<(usize, bool)>,
@@ -112,7 +111,7 @@ pub fn produce_topic_bytes(
     frame: &[u8],
     body: usize,
     version: i16,
-) -> Proto<(TopicBytes, bool)> {
+) -> Proto<(ProduceTopicBytes, bool)> {
     let mut tally = TopicTally::default();
     let mut w = SliceWalk(Cursor::new(frame, body));
     at_once(walk_produce(&mut w, version, |p| tally.add(&p, &is_own)))?;

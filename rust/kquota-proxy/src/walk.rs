@@ -12,7 +12,7 @@ use tokio::io::AsyncBufRead;
 use crate::io::{read_appended, Reader, BACKLOG, CHUNK};
 use crate::outbox::Outbox;
 use crate::relay::{Held, Relay, SPLICE_MIN};
-use crate::wire::{malformed, Cursor, Proto, ProtoError};
+use crate::wire::{malformed, rules, Cursor, Proto, ProtoError};
 
 /// Where a frame's fields are read from: bytes at increasing positions.
 pub trait Walk {
@@ -27,14 +27,14 @@ pub trait Walk {
 
 pub async fn uvarint<W: Walk>(w: &mut W) -> Proto<u64> {
     let mut value = 0u64;
-    for shift in (0..35).step_by(7) {
+    let mut i = 0;
+    loop {
         let b = w.bytes(1).await?[0];
-        value |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Ok(value);
+        if let Some(v) = rules::uvarint_step(&mut value, i, b)? {
+            return Ok(v);
         }
+        i += 1;
     }
-    malformed("varint longer than 5 bytes")
 }
 
 pub async fn i32<W: Walk>(w: &mut W) -> Proto<i32> {
@@ -45,8 +45,7 @@ pub async fn i32<W: Walk>(w: &mut W) -> Proto<i32> {
 /// A string's, bytes' or array's length, as [`Cursor::length`] reads it (`None`: null).
 pub async fn length<W: Walk>(w: &mut W, compact: bool, classic: usize) -> Proto<Option<usize>> {
     if compact {
-        let n = uvarint(w).await?;
-        return Ok(n.checked_sub(1).map(|n| n as usize));
+        return Ok(rules::compact_length(uvarint(w).await?));
     }
     let n = if classic == 2 {
         let b = w.bytes(2).await?;
@@ -54,20 +53,13 @@ pub async fn length<W: Walk>(w: &mut W, compact: bool, classic: usize) -> Proto<
     } else {
         i32(w).await?
     };
-    match n {
-        -1 => Ok(None),
-        n if n < 0 => malformed("negative length"),
-        n => Ok(Some(n as usize)),
-    }
+    rules::classic_length(n)
 }
 
 /// An array's element count, no more than the frame's bytes left (each element is at least one).
 pub async fn array_len<W: Walk>(w: &mut W, compact: bool) -> Proto<usize> {
-    let n = length(w, compact, 4).await?.unwrap_or(0);
-    if n > w.remaining() {
-        return malformed("array longer than its frame");
-    }
-    Ok(n)
+    let n = length(w, compact, 4).await?;
+    rules::array_len(n, w.remaining())
 }
 
 /// Skips a tagged-field section (flexible versions only).

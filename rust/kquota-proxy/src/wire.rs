@@ -21,6 +21,57 @@ pub fn malformed<T>(what: &str) -> Proto<T> {
     Err(ProtoError(format!("malformed frame: {what}")))
 }
 
+/// The rules of Kafka's primitive types, shared by the two readers of a frame: [`Cursor`] (a
+/// frame held whole) and `walk` (a frame still arriving). Each reader reads the bytes; what they
+/// mean is decided here, once.
+pub mod rules {
+    use super::{malformed, Proto};
+
+    /// The most bytes a uvarint takes (an unsigned 32-bit value).
+    pub const UVARINT_MAX_BYTES: u32 = 5;
+
+    /// Adds uvarint byte `b` at position `i` (0-based) to `value`: `Ok(Some(v))` once the last
+    /// byte is read, `Ok(None)` when more follow, an error past [`UVARINT_MAX_BYTES`].
+    #[inline]
+    pub fn uvarint_step(value: &mut u64, i: u32, b: u8) -> Proto<Option<u64>> {
+        *value |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            Ok(Some(*value))
+        } else if i + 1 >= UVARINT_MAX_BYTES {
+            malformed("varint longer than 5 bytes")
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// A compact length's meaning: uvarint n + 1, 0 = null.
+    #[inline]
+    pub fn compact_length(n: u64) -> Option<usize> {
+        n.checked_sub(1).map(|n| n as usize)
+    }
+
+    /// A classic length's meaning (int16 for strings, int32 for bytes and arrays): -1 = null.
+    #[inline]
+    pub fn classic_length(n: i32) -> Proto<Option<usize>> {
+        match n {
+            -1 => Ok(None),
+            n if n < 0 => malformed("negative length"),
+            n => Ok(Some(n as usize)),
+        }
+    }
+
+    /// An array's element count (null: none), no more than the frame's bytes left (each
+    /// element takes at least one).
+    #[inline]
+    pub fn array_len(n: Option<usize>, remaining: usize) -> Proto<usize> {
+        let n = n.unwrap_or(0);
+        if n > remaining {
+            return malformed("array longer than its frame");
+        }
+        Ok(n)
+    }
+}
+
 /// A forward reader over one frame.
 pub struct Cursor<'a> {
     pub buf: &'a [u8],
@@ -63,33 +114,28 @@ impl<'a> Cursor<'a> {
 
     pub fn uvarint(&mut self) -> Proto<u64> {
         let mut value = 0u64;
-        for shift in (0..35).step_by(7) {
+        let mut i = 0;
+        loop {
             let b = self.take(1)?[0];
-            value |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(value);
+            if let Some(v) = rules::uvarint_step(&mut value, i, b)? {
+                return Ok(v);
             }
+            i += 1;
         }
-        malformed("varint longer than 5 bytes")
     }
 
     /// The length of a string, bytes or array: compact (uvarint n+1, 0 = null) or classic
     /// (`classic` bytes: 2 for strings, 4 for bytes and arrays; -1 = null). `None` for null.
     pub fn length(&mut self, compact: bool, classic: usize) -> Proto<Option<usize>> {
         if compact {
-            let n = self.uvarint()?;
-            return Ok(if n == 0 { None } else { Some((n - 1) as usize) });
+            return Ok(rules::compact_length(self.uvarint()?));
         }
         let n = if classic == 2 {
             i32::from(self.i16()?)
         } else {
             self.i32()?
         };
-        match n {
-            -1 => Ok(None),
-            n if n < 0 => malformed("negative length"),
-            n => Ok(Some(n as usize)),
-        }
+        rules::classic_length(n)
     }
 
     /// Skips a (nullable) string.
@@ -100,11 +146,8 @@ impl<'a> Cursor<'a> {
 
     /// The element count of a (nullable) array.
     pub fn array_len(&mut self, compact: bool) -> Proto<usize> {
-        let n = self.length(compact, 4)?.unwrap_or(0);
-        if n > self.buf.len() - self.pos {
-            return malformed("array longer than its frame");
-        }
-        Ok(n)
+        let n = self.length(compact, 4)?;
+        rules::array_len(n, self.buf.len() - self.pos)
     }
 
     /// Skips a tagged-field section (only in flexible versions).

@@ -5,7 +5,7 @@
 
 use super::{Conn, ConnState};
 use crate::forwarded::Kind;
-use crate::produce_topics::TopicBytes;
+use crate::topic_bytes::ProduceTopicBytes;
 
 /// acks=0 correlation ids remembered (some brokers answer them anyway).
 const MAX_UNANSWERED: usize = 4096;
@@ -36,8 +36,8 @@ impl Conn {
 
     /// Each topic's bytes in those requests (for the produce topic quotas; empty while none
     /// exists, the requests then carry no topics).
-    pub fn unanswered_produce_topic_bytes(&self) -> TopicBytes {
-        let mut out = TopicBytes::new();
+    pub fn unanswered_produce_topic_bytes(&self) -> ProduceTopicBytes {
+        let mut out = ProduceTopicBytes::new();
         for f in self.state().forwarded.iter() {
             let Kind::Produce { topics, .. } = &f.kind else {
                 continue;
@@ -55,7 +55,7 @@ impl Conn {
     /// Each topic's bytes of the Produce request in `slot`, streamed to the broker as its
     /// topics were walked: set once its last record batch's length has been read, before that
     /// batch goes on, so the broker cannot have answered it yet.
-    pub fn set_produce_topics(&self, slot: u64, bytes: TopicBytes) {
+    pub fn set_produce_topics(&self, slot: u64, bytes: ProduceTopicBytes) {
         let mut st = self.state();
         if let Some(Kind::Produce { topics, .. }) = st.forwarded.iter_mut().find(|f| f.slot == slot).map(|f| &mut f.kind) {
             *topics = bytes;
