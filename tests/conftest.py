@@ -131,6 +131,19 @@ def broker(kafka_broker):
     return kafka_broker.listener("PLAINTEXT")
 
 
+@pytest.fixture(params=["sqlite", "zookeeper", "kafka"])
+def store(request, tmp_path):
+    """A fresh, open store of each kind in turn (SQLite always; ZooKeeper with a live server;
+    Kafka on Apache Kafka's broker), closed after the test."""
+    from store_helpers import store_url
+
+    from kquota.stores import open_store
+
+    s = open_store(store_url(request.param, tmp_path, request))
+    yield s
+    s.close()
+
+
 @pytest.fixture(scope="module")
 def proxy(broker):
     """A proxy in front of the module's ``broker`` (a module that needs other options defines
