@@ -273,3 +273,12 @@ def test_the_python_topic_name_check_agrees_with_the_kernel():
             error = topic_name_error(name)
             assert error.startswith("Topic name is invalid: ") and "\n" not in error and len(error) < 400, error
     assert is_legal_topic(None) is False and is_legal_topic(b"a") is False
+
+
+def test_the_tests_have_one_conftest():
+    """Test modules import helpers with ``from conftest import ...``. Pytest imports a
+    directory's conftest.py as the module ``conftest``, so a second one below tests/ shadows the
+    root's and the modules importing from it fail to collect (once, 694 tests went uncollected)."""
+    found = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("conftest.py")
+                   if not _SKIPPED_DIRS.intersection(p.parts))
+    assert found == ["tests/conftest.py"], found
