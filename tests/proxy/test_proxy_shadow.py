@@ -23,7 +23,6 @@ from proxy_support import Meter, make_topic, produce_loop
 from shadow_rig import ShadowRig
 from waiting import wait_until
 
-pytestmark = pytest.mark.timing
 pq = pytest.importorskip("pyarrow.parquet")
 
 #: The shadow's producer_byte_rate for client "shadow-a": far below what an unthrottled producer
@@ -35,6 +34,7 @@ def _a_throttle(proxy) -> int:
     return sum(p.throttle_time_ms for p in proxy.proxy.shadow_predictions() if p.client_id == "shadow-a")
 
 
+@pytest.mark.timing  # rates measured in its own run: one at a time (the xdist group "alone")
 @pytest.mark.parametrize("marked", [False, True], ids=["shadow-store", "marked"])
 def test_shadow_is_evaluated_never_enforced_then_promoted(broker, tmp_path, marked):
     rig = ShadowRig(("127.0.0.1", broker.port), str(tmp_path), marked=marked, window_num=2, window_size_seconds=1)
