@@ -39,11 +39,13 @@ column                       type (Arrow, as written)   meaning
 ``throttle_time_ms``         integer (int32)            the throttle the response carried (on one
                                                         row of each response, 0 on its others)
 ``shadow_throttle_time_ms``  integer, null (int32)      the shadow configuration's would-be
-                                                        throttle of the response (its first row);
+                                                        throttle of the row's quota type, on the
+                                                        connection's next row of that type (the
+                                                        shadow is stepped off the response path);
                                                         null without a shadow (``--shadow-store``)
 ``shadow_delayed_bytes``     integer, null (int64)      the bytes the response adds to the shadow's
-                                                        would-be backlog past its peak (its first
-                                                        row); null without a shadow
+                                                        would-be backlog past its peak (on a row of
+                                                        its type, as above); null without a shadow
 ===========================  =========================  ===========================================
 
 Within one broker, requests are applied in ``ts_ms`` order, ties in input order. The proxy's

@@ -98,7 +98,10 @@ def test_shadow_is_evaluated_never_enforced_then_promoted(broker, tmp_path, mark
     # Every native row carries the shadow's columns (a shadow is configured): A's would-be
     # throttles sum above 0, B's are all 0.
     assert all(r["shadow_throttle_time_ms"] is not None for rs in by_client.values() for r in rs)
-    assert sum(r["shadow_throttle_time_ms"] for r in by_client["shadow-a"]) > 0
+    # By quota type: a produce would-be throttle is on a PRODUCE row, never its Request row.
+    assert sum(r["shadow_throttle_time_ms"] for r in by_client["shadow-a"]) > 0, \
+        ([(r["quota_type"], r["client_id"], r["shadow_throttle_time_ms"]) for r in rig.own_rows()
+          if r["shadow_throttle_time_ms"]], preds)
     assert sum(r["shadow_throttle_time_ms"] + r["shadow_delayed_bytes"] for r in by_client["shadow-b"]) == 0
     # After the promotion the enforced throttle shows in the log too.
     assert sum(r["throttle_time_ms"] for r in by_client["shadow-a"]) > 0

@@ -323,10 +323,30 @@ mod tests {
     /// of buffers (a page each), each segment spliced into its own. The pipe is full with a
     /// fraction of its size in it, and the run's rest (on the socket, or held back by its full
     /// receive window: no new readiness comes) must be read, not waited for: the frame is held
-    /// whole, then released in order.
+    /// whole, then released in order. Whether the pieces arrive as their own segments is the
+    /// kernel's choice: on a busy machine the receiver falls behind and loopback coalesces
+    /// pieces that were contiguous in the sender's page into buffers of pages, and the pipe
+    /// fills by bytes. Each try checks the hold and the release; tries go on until one has the
+    /// pipe full before its size (the case under test), at most [`TRIES`].
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn a_held_run_past_a_full_pipe_is_read_and_released_whole() {
+        const TRIES: usize = 10;
+        let mut took = Vec::new();
+        for _ in 0..TRIES {
+            let (piped, room) = hold_and_release_a_run_of_twice_the_pipe().await;
+            if piped.len() == 1 && piped[0] < room {
+                return;
+            }
+            took.push(piped);
+        }
+        panic!("the pipe was never full before its size in {TRIES} tries ({took:?}): nothing tested");
+    }
+
+    /// One try of the test above: the frame held (no stall) and released in order; the bytes
+    /// the pipe took, and its size.
+    #[cfg(target_os = "linux")]
+    async fn hold_and_release_a_run_of_twice_the_pipe() -> (Vec<usize>, usize) {
         let (mut broker, mut rd, _rd_wr) = pair().await;
         let (mut client, _client_rd, wr) = pair().await;
         broker.set_nodelay(true).unwrap();
@@ -354,10 +374,6 @@ mod tests {
             .iter()
             .filter_map(|p| if let Held::Piped(n) = p { Some(*n) } else { None })
             .collect();
-        assert!(
-            piped.len() == 1 && piped[0] < room,
-            "the pipe took {piped:?} of {room} bytes: not full before its size, nothing tested"
-        );
         let reader = tokio::spawn(async move {
             let mut got = vec![0u8; sent.len()];
             client.read_exact(&mut got).await.unwrap();
@@ -369,6 +385,7 @@ mod tests {
             .unwrap();
         tokio::time::timeout(Duration::from_secs(20), reader).await.unwrap().unwrap();
         broker_task.await.unwrap();
+        (piped, room)
     }
 
     /// A broker's response claiming a field far longer than what it sends (the frame's size

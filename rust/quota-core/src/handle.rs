@@ -47,9 +47,9 @@ pub trait ShadowStep: Send + Sync {
     fn request(&self, request_nanos: f64, now: i64);
     /// The enforced handle is dropped: no response follows.
     fn close(&self);
-    /// The would-be throttle (ms) and delayed bytes of the latest response not yet taken (each
-    /// response's once: the request log puts them on its first row).
-    fn take_logged(&self) -> (i32, f64);
+    /// The would-be throttle (ms) and delayed bytes of quota type `t` not yet taken (each
+    /// response's once: the request log puts them on its row of that type).
+    fn take_logged(&self, t: ClientQuotaType) -> (i32, f64);
 }
 
 impl Drop for ClientHandle {

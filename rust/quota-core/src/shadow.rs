@@ -129,8 +129,8 @@ impl ShadowKernel {
                 mute_start_ms: AtomicI64::new(i64::MIN),
                 backlog: Default::default(),
                 backlog_peak: Default::default(),
-                logged_throttle_ms: AtomicI32::new(0),
-                logged_delayed_bytes: AtomicU64::new(0),
+                logged_throttle_ms: Default::default(),
+                logged_delayed_bytes: Default::default(),
             })
         })
     }
@@ -182,8 +182,12 @@ pub struct ShadowHandle {
     backlog: [AtomicU64; 2],
     /// The backlog's largest since it was last empty.
     backlog_peak: [AtomicU64; 2],
-    logged_throttle_ms: AtomicI32,
-    logged_delayed_bytes: AtomicU64,
+    /// Not yet taken by the request log, by quota type: the would-be throttle (ms), and the
+    /// delayed bytes (Produce, Fetch). By type so that a row takes only its own type's: a
+    /// produce throttle never lands on the Request row of the same response, nor on another
+    /// request's row of the connection.
+    logged_throttle_ms: [AtomicI32; 4],
+    logged_delayed_bytes: [AtomicU64; 2],
 }
 
 impl ShadowHandle {
@@ -207,7 +211,7 @@ impl ShadowHandle {
             let grown = held.saturating_sub(peak.fetch_max(held, Relaxed));
             if grown > 0 {
                 d.fetch_add(grown, Relaxed);
-                self.logged_delayed_bytes.fetch_add(grown, Relaxed);
+                self.logged_delayed_bytes[i].fetch_add(grown, Relaxed);
             }
         }
         true
@@ -239,7 +243,7 @@ impl ShadowHandle {
             return;
         }
         self.totals.throttle_ms[t.index()].fetch_add(r.throttle_time_ms as u64, Relaxed);
-        self.logged_throttle_ms.fetch_add(r.throttle_time_ms, Relaxed);
+        self.logged_throttle_ms[t.index()].fetch_add(r.throttle_time_ms, Relaxed);
         if !self.in_mute(now) {
             self.mute_start_ms.store(now, Relaxed);
         }
@@ -380,11 +384,11 @@ impl ShadowStep for ShadowHandle {
     }
 
     /// Not flushed (the request log takes it on every response): the responses stepped so far;
-    /// one still queued is logged on a later row of the connection.
-    fn take_logged(&self) -> (i32, f64) {
-        (
-            self.logged_throttle_ms.swap(0, Relaxed),
-            self.logged_delayed_bytes.swap(0, Relaxed) as f64,
-        )
+    /// one still queued is logged on a later row of type `t` of the connection.
+    fn take_logged(&self, t: ClientQuotaType) -> (i32, f64) {
+        let i = t.index();
+        let throttle = self.logged_throttle_ms.get(i).map_or(0, |a| a.swap(0, Relaxed));
+        let delayed = self.logged_delayed_bytes.get(i).map_or(0, |a| a.swap(0, Relaxed));
+        (throttle, delayed as f64)
     }
 }

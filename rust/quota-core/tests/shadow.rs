@@ -30,11 +30,16 @@ fn limit(k: &QuotaKernel, user: &str, t: ClientQuotaType, v: f64) {
     .unwrap();
 }
 
-/// The shadow's logged values once every queued response is stepped (the shadow is stepped off
-/// the response path).
-fn logged(step: &ShadowHandle) -> (i32, f64) {
+/// The shadow's logged values of type `t` once every queued response is stepped (the shadow is
+/// stepped off the response path).
+fn logged_as(step: &ShadowHandle, t: ClientQuotaType) -> (i32, f64) {
     shadow::flush();
-    step.take_logged()
+    step.take_logged(t)
+}
+
+/// [`logged_as`] Produce.
+fn logged(step: &ShadowHandle) -> (i32, f64) {
+    logged_as(step, Produce)
 }
 
 /// An enforced handle on an unlimited kernel with a shadow limiting `A` to 1000 B/s produce.
@@ -90,8 +95,10 @@ fn the_first_would_be_throttle_is_what_enforcing_the_shadow_gives() {
     let enforced_r = e.produce_response(50_000.0, 0.0, true, Some(5_000)).unwrap();
     assert_eq!(shadow_r, ResponseThrottle::NONE);
     assert!(enforced_r.throttle_time_ms > 0);
+    // Taken once, by a row of its type: the response's Request row carries none of it (nor
+    // does another request's row of the connection), its Produce row all of it.
+    assert_eq!(logged_as(&step, ClientQuotaType::Request), (0, 0.0));
     assert_eq!(logged(&step), (enforced_r.throttle_time_ms, 0.0));
-    // Taken once: the response's later rows carry nothing.
     assert_eq!(logged(&step), (0, 0.0));
 }
 
@@ -190,17 +197,17 @@ fn a_request_read_before_the_would_be_mute_is_recorded_when_answered_during_it()
 fn a_fetch_read_before_the_mute_takes_none_of_the_backlog_while_muted() {
     let (_shadow, h, step) = shadowed("A", Fetch);
     h.fetch_response(50_000.0, 1e12, 0.0, Some(5_000)).unwrap();
-    assert!(logged(&step).0 > 0);
+    assert!(logged_as(&step, Fetch).0 > 0);
     h.fetch_response(10_000.0, 1e12, 0.0, Some(5_001)).unwrap();
     assert_eq!(step.backlog_bytes(Fetch), 10_000);
-    logged(&step);
+    logged_as(&step, Fetch);
     // Read before the mute, answered in it: stepped (over the quota: throttled again, its answer
     // empty) and not held, and the backlog still held whole (the would-be consumer fetches what
     // it missed only once unmuted).
     shadow::request_age(10);
     h.fetch_response(100.0, 1e12, 0.0, Some(5_002)).unwrap();
     assert_eq!(step.backlog_bytes(Fetch), 10_000);
-    let (again, delayed) = logged(&step);
+    let (again, delayed) = logged_as(&step, Fetch);
     assert!(again > 0);
     assert_eq!(delayed, 0.0);
 }
@@ -265,7 +272,7 @@ fn a_drained_backlog_is_delayed_anew_when_the_client_is_muted_again() {
 fn a_would_be_fetch_backlog_is_sent_at_most_what_a_fetch_may_ask_for() {
     let (shadow, h, step) = shadowed("A", Fetch);
     h.fetch_response(50_000.0, 1e12, 0.0, Some(5_000)).unwrap();
-    let (t, _) = logged(&step);
+    let (t, _) = logged_as(&step, Fetch);
     assert!(t > 0);
     let cap = step.handle().fetch_request_cap();
     assert!(cap.is_finite() && cap < 30_000.0, "{cap}");
@@ -342,5 +349,5 @@ fn a_dropped_handle_releases_its_shadow_step() {
     shadow::flush();
     assert_eq!(Arc::strong_count(&step), 1);
     // Its last response was stepped before it went.
-    assert!(step.take_logged().0 > 0);
+    assert!(step.take_logged(Produce).0 > 0);
 }

@@ -30,11 +30,12 @@ impl Conn {
 
     /// A request-log row of `h`'s response: `value` recorded as `t`, `throttle_ms` the throttle
     /// the response carried (on one row of each response, 0 on its others), and the shadow's
-    /// would-be throttle and delayed bytes of the response (taken once: its first row).
+    /// would-be throttle and delayed bytes of type `t` not yet logged (each taken once, by the
+    /// connection's next row of that type: the shadow is stepped off the response path).
     pub fn log(&self, h: &ClientHandle, t: ClientQuotaType, value: f64, throttle_ms: i32) {
         if self.shared.cfg.request_log {
             let user: Arc<str> = Arc::from(h.user());
-            let shadow = h.shadow().map(|s| s.take_logged());
+            let shadow = h.shadow().map(|s| s.take_logged(t));
             self.shared
                 .log_request(&user, h.client_id(), (t as u8, value, throttle_ms, shadow));
         }
