@@ -33,6 +33,10 @@ ROOT="$PWD"
 SECONDS_EACH="${KQUOTA_FUZZ_SECONDS:-10}"
 TARGETS="${KQUOTA_FUZZ_TARGETS:-request_reader own_topics produce_response fetch_response proxy_header codec sasl}"
 PY="${PY:-python3}"
+JOBS="${KQUOTA_FUZZ_JOBS:-$(nproc)}"
+case "$JOBS" in
+  ''|*[!0-9]*|0*) echo "fuzz.sh: KQUOTA_FUZZ_JOBS must be a whole number of at least 1, not '$JOBS'" >&2; exit 2 ;;
+esac
 CARGO_FUZZ_VERSION=0.13.2
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
@@ -94,7 +98,6 @@ fuzz_one() {
   echo "ok: $t, $runs inputs in $(( $(date +%s) - start )) s" >"$WORK/$t.result"
 }
 
-JOBS="${KQUOTA_FUZZ_JOBS:-$(nproc)}"
 all=("${rust[@]}" "${python[@]}")
 failed=()
 for ((i = 0; i < ${#all[@]}; i += JOBS)); do

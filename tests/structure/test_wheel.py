@@ -31,9 +31,15 @@ CP = f"cp{sys.version_info.major}{sys.version_info.minor}"
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
-    # The build tools (the release extra) are in this environment already: the test extra has them.
-    env = {**os.environ, "KQUOTA_BUILD_VENV": sys.prefix, "KQUOTA_PYTHON": sys.executable,
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    # The build tools (the release extra's pins) in a virtual environment outside the clone, made
+    # and kept by the script, and the base interpreter (not this clone's venv): cargo-zigbuild
+    # names its linker wrapper after the zig it runs, and the linker and the interpreter are part
+    # of cargo's fingerprints. From this clone's venv, every fresh clone rebuilt every dependency
+    # (195 s in a CI run); from fixed paths only the workspace crates that changed.
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kquota"
+    base = Path(getattr(sys, "_base_executable", sys.executable))
+    env = {**os.environ, "KQUOTA_BUILD_VENV": str(cache / "wheel-build-venv"), "KQUOTA_PYTHON": str(base),
+           "PATH": f"{base.parent}:{os.environ['PATH']}"}
     p = subprocess.run(["bash", "scripts/build-wheels.sh", "--profile", "dev", "--python", PY, "--out", str(out),
                         "--no-sdist"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
