@@ -13,7 +13,8 @@
 #    fetched once with Maven and cached in ~/.m2 and ~/.cache/kquota) runs for the duration of the
 #    tests on free loopback ports from $KQUOTA_KAFKA_PORT (default 19092); its state directory is
 #    exported as KQUOTA_TEST_KAFKA_DIR for tests/support/kafka_broker.py (with CI=true the tests
-#    that need it fail, not skip, without it);
+#    that need it fail, not skip, without it); a three-broker cluster, started in the background
+#    and awaited before the tests, as KQUOTA_TEST_KAFKA3_DIR;
 # 4. static checks: ruff, cargo clippy (warnings are errors), mypy's stubtest of the
 #    hand-written stub of the native module, and the documentation site (`mkdocs build --strict`
 #    into a temporary directory, which tests/structure/test_docs_site.py then reads);
@@ -101,6 +102,20 @@ cleanup="bash scripts/kafka.sh stop; $cleanup"
 kafka_started=$SECONDS
 bash scripts/kafka.sh start
 echo "ok: Apache Kafka up in $((SECONDS - kafka_started)) s, state in $KQUOTA_KAFKA_DIR"
+
+# The three-broker cluster (one controller, three brokers) the cluster tests share, exported as
+# KQUOTA_TEST_KAFKA3_DIR: started in the background now, while the static checks and the fuzzers
+# run (the fuzzers' time is fixed), and awaited before the tests. Left to the tests' fixture,
+# each pytest-xdist worker started its own when a test first needed one (50-75 s each, one of
+# them in the serial group's critical path).
+export KQUOTA_TEST_KAFKA3_DIR="$(mktemp -u /tmp/kquota-kafka3-test.XXXXXX)"
+kafka3_log="$(mktemp)"
+kafka3_started=$SECONDS
+(KQUOTA_KAFKA_DIR="$KQUOTA_TEST_KAFKA3_DIR" bash scripts/kafka.sh start --brokers 3 >"$kafka3_log" 2>&1) &
+kafka3_pid=$!
+# Stopped once its start has ended (a stop during the start would leave its JVMs running).
+cleanup="wait $kafka3_pid 2>/dev/null; KQUOTA_KAFKA_DIR=\"$KQUOTA_TEST_KAFKA3_DIR\" bash scripts/kafka.sh stop; rm -f \"$kafka3_log\"; $cleanup"
+trap 'eval "$cleanup"' EXIT
 fi
 
 # ------------------------------------------------------------------ 4. static checks
@@ -127,6 +142,14 @@ section "Rust tests"
 cargo test --manifest-path rust/Cargo.toml
 
 section "Python tests"
+if [ -n "${kafka3_pid:-}" ]; then
+  if ! wait "$kafka3_pid"; then
+    cat "$kafka3_log" >&2
+    echo "test.sh: Apache Kafka's three-broker cluster did not start (state in $KQUOTA_TEST_KAFKA3_DIR)" >&2
+    exit 1
+  fi
+  echo "ok: Apache Kafka's three-broker cluster up ($((SECONDS - kafka3_started)) s after its start), state in $KQUOTA_TEST_KAFKA3_DIR"
+fi
 # The venv's bin first: subprocesses of the tests (`kquota`, `python3`) use the fresh install.
 PATH="$PWD/$VENV/bin:$PATH" VIRTUAL_ENV="$PWD/$VENV" "$PY" -m pytest -n "$WORKERS" --dist loadgroup "$@"
 section "all tests passed"

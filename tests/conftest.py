@@ -212,8 +212,9 @@ def kafka_broker():
 
 @pytest.fixture(scope="session")
 def kafka_cluster3():
-    """Apache Kafka with one controller and three brokers (``scripts/kafka.sh start --brokers 3``),
-    started only for the tests that need several partition leaders."""
+    """Apache Kafka with one controller and three brokers (``scripts/kafka.sh start --brokers 3``):
+    scripts/test.sh's (``KQUOTA_TEST_KAFKA3_DIR``, shared by every worker), or one started for
+    this session when a test that needs several partition leaders first asks for it."""
     from kafka_broker import session_broker
 
     cluster = session_broker(brokers=3)
