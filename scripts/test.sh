@@ -110,11 +110,14 @@ echo "ok: Apache Kafka up in $((SECONDS - kafka_started)) s, state in $KQUOTA_KA
 # them in the serial group's critical path).
 export KQUOTA_TEST_KAFKA3_DIR="$(mktemp -u /tmp/kquota-kafka3-test.XXXXXX)"
 kafka3_log="$(mktemp)"
-kafka3_started=$SECONDS
-(KQUOTA_KAFKA_DIR="$KQUOTA_TEST_KAFKA3_DIR" bash scripts/kafka.sh start --brokers 3 >"$kafka3_log" 2>&1) &
+(started=$SECONDS
+ KQUOTA_KAFKA_DIR="$KQUOTA_TEST_KAFKA3_DIR" bash scripts/kafka.sh start --brokers 3 >"$kafka3_log" 2>&1
+ rc=$?
+ echo "$((SECONDS - started))" >"$kafka3_log.seconds"
+ exit $rc) &
 kafka3_pid=$!
 # Stopped once its start has ended (a stop during the start would leave its JVMs running).
-cleanup="wait $kafka3_pid 2>/dev/null; KQUOTA_KAFKA_DIR=\"$KQUOTA_TEST_KAFKA3_DIR\" bash scripts/kafka.sh stop; rm -f \"$kafka3_log\"; $cleanup"
+cleanup="wait $kafka3_pid 2>/dev/null; KQUOTA_KAFKA_DIR=\"$KQUOTA_TEST_KAFKA3_DIR\" bash scripts/kafka.sh stop; rm -f \"$kafka3_log\" \"$kafka3_log.seconds\"; $cleanup"
 trap 'eval "$cleanup"' EXIT
 fi
 
@@ -148,7 +151,7 @@ if [ -n "${kafka3_pid:-}" ]; then
     echo "test.sh: Apache Kafka's three-broker cluster did not start (state in $KQUOTA_TEST_KAFKA3_DIR)" >&2
     exit 1
   fi
-  echo "ok: Apache Kafka's three-broker cluster up ($((SECONDS - kafka3_started)) s after its start), state in $KQUOTA_TEST_KAFKA3_DIR"
+  echo "ok: Apache Kafka's three-broker cluster up in $(cat "$kafka3_log.seconds") s (in the background), state in $KQUOTA_TEST_KAFKA3_DIR"
 fi
 # The venv's bin first: subprocesses of the tests (`kquota`, `python3`) use the fresh install.
 PATH="$PWD/$VENV/bin:$PATH" VIRTUAL_ENV="$PWD/$VENV" "$PY" -m pytest -n "$WORKERS" --dist loadgroup "$@"
