@@ -162,9 +162,9 @@ pub async fn on_response(
     let empty = match step.answer {
         FetchAnswer::Empty => v < 7 || read_i16(&buf, 4 + body + 4) == Some(0),
         FetchAnswer::Deliver | FetchAnswer::DeliverMuted => {
-            conn.log(&fs.handle, ClientQuotaType::Fetch, size as f64, 0);
+            let ts = conn.log(&fs.handle, ClientQuotaType::Fetch, size as f64, 0);
             // Walked only while a consumer topic quota exists: without one, no Fetch topic rows.
-            conn.log_topics(&fs.handle, ClientQuotaType::Fetch, &topics);
+            conn.log_topics(&fs.handle, ClientQuotaType::Fetch, &topics, ts);
             false
         }
     };

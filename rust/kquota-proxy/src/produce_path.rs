@@ -103,8 +103,8 @@ pub async fn on_request(conn: &Arc<Conn>, frame: Frame, src: &mut RequestSource)
         let throttle = handle
             .produce_response_with_topics(size as f64, ns, false, &topic_refs(&topics), None)
             .map_or(0, |r| r.mute_ms());
-        conn.log(&handle, ClientQuotaType::Produce, size as f64, throttle);
-        conn.log_topics(&handle, ClientQuotaType::Produce, &topics);
+        let ts = conn.log(&handle, ClientQuotaType::Produce, size as f64, throttle);
+        conn.log_topics(&handle, ClientQuotaType::Produce, &topics, ts);
         {
             let mut st = conn.state();
             let slot = Conn::push_slot(&mut st);
@@ -240,8 +240,8 @@ pub fn on_response(
     let throttle = handle
         .produce_response_with_topics(req_size as f64, ns as f64, true, &topic_refs(topics), None)
         .map_or(0, |r| r.mute_ms());
-    conn.log(handle, ClientQuotaType::Produce, req_size as f64, throttle);
-    conn.log_topics(handle, ClientQuotaType::Produce, topics);
+    let ts = conn.log(handle, ClientQuotaType::Produce, req_size as f64, throttle);
+    conn.log_topics(handle, ClientQuotaType::Produce, topics, ts);
     conn.log(handle, ClientQuotaType::Request, ns as f64, 0);
     let v = fwd.version;
     if v >= 10 || throttle > 0 {

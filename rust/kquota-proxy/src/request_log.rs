@@ -18,6 +18,14 @@ pub type LogValues = (u8, f64, i32, Option<(i32, f64)>);
 /// Rows kept between two drains at most (beyond, rows are dropped and counted).
 const MAX_LOG_ROWS: usize = 1 << 20;
 
+/// Now, in ms since the epoch: a row's `ts_ms`.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
 /// The rows since the last drain (bounded).
 #[derive(Default)]
 pub struct RequestLog {
@@ -25,13 +33,9 @@ pub struct RequestLog {
 }
 
 impl RequestLog {
-    /// Adds a row stamped now (`topic`: see [`LogRow`]); `false` if the log is full and the row
-    /// dropped.
-    pub fn add(&self, user: &Arc<str>, client_id: &str, values: LogValues, topic: Option<&str>) -> bool {
-        let ts = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
+    /// Adds a row stamped `ts` (ms since the epoch, [`now_ms`]; a response's rows share one) and
+    /// `topic` (see [`LogRow`]); `false` if the log is full and the row dropped.
+    pub fn add(&self, ts: i64, user: &Arc<str>, client_id: &str, values: LogValues, topic: Option<&str>) -> bool {
         let mut rows = self.rows.lock().unwrap();
         if rows.len() >= MAX_LOG_ROWS {
             return false;

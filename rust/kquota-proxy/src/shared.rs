@@ -102,15 +102,16 @@ impl Shared {
         }
     }
 
-    /// Adds a row to the request log, if the proxy keeps one (a full log counts it dropped).
-    pub fn log_request(&self, user: &Arc<str>, client_id: &str, values: LogValues) {
-        self.log_row(user, client_id, values, None);
+    /// Adds a row stamped `ts` to the request log, if the proxy keeps one (a full log counts it
+    /// dropped).
+    pub fn log_request(&self, ts: i64, user: &Arc<str>, client_id: &str, values: LogValues) {
+        self.log_row(ts, user, client_id, values, None);
     }
 
     /// Adds a row (`topic`: `None` for a request's own row, else the topic of a topic row) to
     /// the request log, if the proxy keeps one (a full log counts it dropped).
-    pub fn log_row(&self, user: &Arc<str>, client_id: &str, values: LogValues, topic: Option<&str>) {
-        if self.cfg.request_log && !self.log.add(user, client_id, values, topic) {
+    pub fn log_row(&self, ts: i64, user: &Arc<str>, client_id: &str, values: LogValues, topic: Option<&str>) {
+        if self.cfg.request_log && !self.log.add(ts, user, client_id, values, topic) {
             self.counters.log_dropped.fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -32,26 +32,31 @@ impl Conn {
     /// the response carried (on one row of each response, 0 on its others), and the shadow's
     /// would-be throttle and delayed bytes of type `t` not yet logged (each taken once, by the
     /// connection's next row of that type: the shadow is stepped off the response path).
-    pub fn log(&self, h: &ClientHandle, t: ClientQuotaType, value: f64, throttle_ms: i32) {
-        if self.shared.cfg.request_log {
-            let user: Arc<str> = Arc::from(h.user());
-            let shadow = h.shadow().map(|s| s.take_logged(t));
-            self.shared
-                .log_request(&user, h.client_id(), (t as u8, value, throttle_ms, shadow));
+    /// Returns the row's time, for the response's topic rows ([`Self::log_topics`]).
+    pub fn log(&self, h: &ClientHandle, t: ClientQuotaType, value: f64, throttle_ms: i32) -> i64 {
+        if !self.shared.cfg.request_log {
+            return 0;
         }
+        let ts = crate::request_log::now_ms();
+        let user: Arc<str> = Arc::from(h.user());
+        let shadow = h.shadow().map(|s| s.take_logged(t));
+        self.shared
+            .log_request(ts, &user, h.client_id(), (t as u8, value, throttle_ms, shadow));
+        ts
     }
 
     /// The request log's topic rows of `h`'s request: one per topic it named, `value` that
     /// topic's bytes, recorded as `t` (the throttle and the shadow stay on the request's own
     /// row). Their number is bounded by the request's size: each topic costs its name's bytes.
     /// A name Kafka refuses as a topic name (`Topic.validate`) gets no row: the broker refuses
-    /// its partitions, so no bytes land in a topic by that name.
-    pub fn log_topics<S: AsRef<str>>(&self, h: &ClientHandle, t: ClientQuotaType, topics: &[(S, f64)]) {
+    /// its partitions, so no bytes land in a topic by that name. Stamped `ts`, the request's own
+    /// row's time (what [`Self::log`] returned): one request, one time, even across a millisecond.
+    pub fn log_topics<S: AsRef<str>>(&self, h: &ClientHandle, t: ClientQuotaType, topics: &[(S, f64)], ts: i64) {
         if self.shared.cfg.request_log && !topics.is_empty() {
             let user: Arc<str> = Arc::from(h.user());
             for (topic, bytes) in topics.iter().filter(|(t, _)| is_legal_topic_name(t.as_ref())) {
                 self.shared
-                    .log_row(&user, h.client_id(), (t as u8, *bytes, 0, None), Some(topic.as_ref()));
+                    .log_row(ts, &user, h.client_id(), (t as u8, *bytes, 0, None), Some(topic.as_ref()));
             }
         }
     }
